@@ -1,0 +1,54 @@
+//! The one error type of the library.
+//!
+//! Every variant names what was wrong in terms a user can act on: the field (as a dotted
+//! path into the file, e.g. `model.kv_heads`) and the rule it broke. The binary adds the
+//! file name as context; the library never prints.
+
+/// Everything that can go wrong in smelt.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A model, workload or budget value breaks a rule.
+    #[error("{field}: {rule}")]
+    InvalidSpec {
+        /// Dotted path of the offending field, e.g. `model.kv_heads`.
+        field: String,
+        /// The rule it breaks, with the values involved.
+        rule: String,
+    },
+    /// A file could not be parsed (syntax, a missing or unknown field, a wrong type).
+    #[error("{message}")]
+    Parse {
+        /// The parser's message, which names the field and shows the offending line.
+        message: String,
+    },
+    /// A count does not fit in the integer type that holds it. Raised instead of wrapping.
+    #[error(
+        "arithmetic overflow computing {what}: the model is too large to count exactly in 64 bits"
+    )]
+    Overflow {
+        /// Which quantity overflowed.
+        what: &'static str,
+    },
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path involved.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Shorthand for [`Error::InvalidSpec`].
+    pub fn invalid(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Error::InvalidSpec {
+            field: field.into(),
+            rule: rule.into(),
+        }
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,52 @@
+//! # smelt
+//!
+//! Compute-matched comparisons of *looped* Mixture-of-Experts Transformers (a block of
+//! layers executed more than once with shared weights) against ordinary ones.
+//!
+//! A fair comparison gives both models the same per-token training FLOPs, the same
+//! non-embedding parameters and the same KV cache. This crate computes those three budgets
+//! exactly from an analytic cost model ([`cost`]); the conventions are documented in the
+//! [`cost`](mod@cost) module.
+//!
+//! ```
+//! use smelt::{ModelSpec, cost};
+//!
+//! let baseline = ModelSpec::from_toml_str(r#"
+//!     [model]
+//!     layers = 12
+//!     hidden = 1280
+//!     heads = 16
+//!     kv_heads = 2
+//!     head_dim = 80
+//!     [model.moe]
+//!     experts = 192
+//!     top_k = 8
+//!     expert_ffn = 432
+//!     [workload]
+//!     context = 4096
+//!     mean_doc_len = 991
+//! "#)?;
+//! let c = cost(&baseline)?;
+//! assert_eq!(c.flops_per_token.training.as_integer(), Some(1_330_053_120));
+//! assert_eq!(c.params.total.0, 3_869_277_440);
+//! assert_eq!(c.kv_cache_per_token.elements.0, 3_840);
+//! assert!((c.sparsity.s - 0.9467).abs() < 1e-4);
+//! # Ok::<_, smelt::Error>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod cost;
+pub mod error;
+pub mod report;
+pub mod spec;
+pub mod units;
+
+pub use cost::{Budgets, Comparison, Cost, Residuals, budgets, compare, cost, cost_against};
+pub use error::{Error, Result};
+pub use spec::{Attention, Counting, Loop, Model, ModelSpec, Moe, QkNorm, Workload};
+pub use units::{Bytes, Flops, KvElements, Params};
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

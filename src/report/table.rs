@@ -1,0 +1,168 @@
+//! Human-readable tables (comfy-table).
+
+use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+
+use super::{group_digits, percent, short};
+use crate::cost::{Comparison, Cost};
+use crate::units::Flops;
+
+fn flops(f: Flops) -> String {
+    match f.as_integer() {
+        Some(n) => group_digits(u128::from(n)),
+        None => {
+            let whole = f.numer() / f.denom();
+            let frac = f.as_f64() - whole as f64;
+            format!("{}{}", group_digits(whole), &format!("{frac:.3}")[1..])
+        }
+    }
+}
+
+fn int(n: u64) -> String {
+    group_digits(u128::from(n))
+}
+
+/// The rows of one cost: `(label, exact value, short value)`.
+fn rows(c: &Cost, all: bool) -> Vec<(String, String, String)> {
+    let mut r = Vec::new();
+    let mut push = |label: &str, exact: String, approx: String| {
+        r.push((label.to_owned(), exact, approx));
+    };
+    push(
+        "layers (physical / executions)",
+        format!("{} / {}", c.physical_layers, c.layer_executions),
+        String::new(),
+    );
+    let p = &c.params;
+    push("params total", int(p.total.0), short(p.total.as_f64()));
+    let b = &p.breakdown;
+    for (label, v) in [
+        ("  attention", b.attention),
+        ("  experts", b.experts),
+        ("  router", b.router),
+        ("  shared", b.shared),
+        ("  norms", b.norms),
+        ("  embeddings", b.embeddings),
+        ("  lm_head", b.lm_head),
+    ] {
+        if all || v.0 > 0 || !label.contains("embeddings") && !label.contains("lm_head") {
+            push(label, int(v.0), short(v.as_f64()));
+        }
+    }
+    push("params active", int(p.active.0), short(p.active.as_f64()));
+    let f = &c.flops_per_token;
+    push(
+        "FLOPs/token training",
+        flops(f.training),
+        short(f.training.as_f64()),
+    );
+    push(
+        "FLOPs/token forward",
+        flops(f.forward),
+        short(f.forward.as_f64()),
+    );
+    let fb = &f.forward_breakdown;
+    for (label, v) in [
+        ("  projections", fb.projections),
+        ("  attention core", fb.attention_core),
+        ("  router", fb.router),
+        ("  experts", fb.experts),
+        ("  shared", fb.shared),
+        ("  lm_head", fb.lm_head),
+    ] {
+        if all || v != Flops::ZERO || label != "  lm_head" {
+            push(label, flops(v), short(v.as_f64()));
+        }
+    }
+    let kv = &c.kv_cache_per_token;
+    push(
+        "KV cache/token (elements)",
+        int(kv.elements.0),
+        String::new(),
+    );
+    push("KV cache/token (bytes)", int(kv.bytes.0), String::new());
+    push(
+        "mean keys per query",
+        c.attention.mean_keys_exact.clone(),
+        format!("{:.3}", c.attention.mean_keys_per_query),
+    );
+    match &c.attention.mean_length_shortcut {
+        Some(s) => push(
+            "  shortcut at mean doc length",
+            format!("{:.3} keys", s.mean_keys_per_query),
+            format!("F {}", percent(s.relative_to_exact)),
+        ),
+        None if all => push("  shortcut at mean doc length", "-".into(), String::new()),
+        None => {}
+    }
+    let s = &c.sparsity;
+    push("sparsity S", format!("{:.2}%", s.s * 100.0), String::new());
+    push(
+        "  N_act_eq",
+        group_digits(s.n_act_eq.round() as u128),
+        short(s.n_act_eq),
+    );
+    push(
+        "  control F0",
+        flops(s.control.flops_training),
+        short(s.control.flops_training.as_f64()),
+    );
+    push(
+        "  control N0",
+        int(s.control.params.0),
+        short(s.control.params.as_f64()),
+    );
+    r
+}
+
+fn new_table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED).force_no_tty();
+    t.set_header(header.iter().map(Cell::new));
+    t
+}
+
+fn align_right(t: &mut Table, from: usize) {
+    for i in from..t.column_count() {
+        if let Some(col) = t.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
+/// One model's cost as a table.
+pub fn cost_table(c: &Cost) -> String {
+    let mut t = new_table(&["quantity", "exact", "approx"]);
+    for (label, exact, approx) in rows(c, false) {
+        t.add_row(vec![label, exact, approx]);
+    }
+    align_right(&mut t, 1);
+    let title = c.name.as_deref().unwrap_or("model");
+    format!(
+        "{title} ({}, c̄ from {})\n{t}\n",
+        c.conventions.attention.as_str(),
+        c.conventions.attention_keys_from
+    )
+}
+
+/// A model beside its Baseline, with the residual of each budget.
+pub fn comparison_table(cmp: &Comparison) -> String {
+    let base = rows(&cmp.baseline, true);
+    let model = rows(&cmp.model, true);
+    let base_name = cmp.baseline.name.as_deref().unwrap_or("baseline");
+    let model_name = cmp.model.name.as_deref().unwrap_or("model");
+    let mut t = new_table(&["quantity", base_name, model_name, "model / baseline - 1"]);
+    let r = &cmp.residuals;
+    for ((label, b, _), (_, m, _)) in base.into_iter().zip(model) {
+        let residual = match label.as_str() {
+            "params total" => percent(r.params),
+            "FLOPs/token training" => percent(r.flops),
+            "KV cache/token (elements)" => percent(r.kv),
+            _ => String::new(),
+        };
+        t.add_row(vec![label, b, m, residual]);
+    }
+    align_right(&mut t, 1);
+    format!(
+        "{model_name} against {base_name} (sparsity of both against {base_name}'s control)\n{t}\n"
+    )
+}
