@@ -30,6 +30,14 @@ pub enum Error {
         /// Which quantity overflowed.
         what: &'static str,
     },
+    /// No lattice point satisfies the budget's constraints.
+    #[error("{budget}: no feasible configuration: {reason}")]
+    Infeasible {
+        /// The budget's name.
+        budget: String,
+        /// Which constraint leaves nothing.
+        reason: String,
+    },
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {

@@ -5,8 +5,12 @@
 //!
 //! A fair comparison gives both models the same per-token training FLOPs, the same
 //! non-embedding parameters and the same KV cache. This crate computes those three budgets
-//! exactly from an analytic cost model ([`cost`]); the conventions are documented in the
-//! [`cost`](mod@cost) module.
+//! exactly from an analytic cost model ([`cost`](mod@cost), where the conventions are
+//! documented), finds by exact integer search the looped configuration that matches a
+//! Baseline on a declared lattice ([`search`], driven by [`budget`] files), and reports the
+//! residual mismatch.
+//!
+//! Costing a model:
 //!
 //! ```
 //! use smelt::{ModelSpec, cost};
@@ -33,16 +37,35 @@
 //! assert!((c.sparsity.s - 0.9467).abs() < 1e-4);
 //! # Ok::<_, smelt::Error>(())
 //! ```
+//!
+//! Matching a Baseline, as a training launcher would:
+//!
+//! ```
+//! use smelt::budget::Budget;
+//!
+//! let budget = Budget::load(concat!(env!("CARGO_MANIFEST_DIR"), "/budgets/match-200m-s95.toml"))?;
+//! let report = smelt::search::match_budget(&budget, 1)?;
+//! let looped = &report.looped; // a ModelSpec: write it with `to_toml_string`
+//! assert_eq!((looped.model.hidden, looped.model.moe.experts), (1056, 288));
+//! assert!(report.residuals.max_abs() < 0.03);
+//! let json = smelt::report::to_json(&report)?; // the `smelt match --format json` contract
+//! # let _ = json;
+//! # Ok::<_, smelt::Error>(())
+//! ```
 #![deny(missing_docs)]
 
+pub mod budget;
 pub mod cost;
 pub mod error;
 pub mod report;
+pub mod search;
 pub mod spec;
 pub mod units;
 
+pub use budget::{Budget, GridSpec, Mode};
 pub use cost::{Budgets, Comparison, Cost, Residuals, budgets, compare, cost, cost_against};
 pub use error::{Error, Result};
+pub use search::{MatchReport, match_budget, match_grid, solve, sweep};
 pub use spec::{Attention, Counting, Loop, Model, ModelSpec, Moe, QkNorm, Workload};
 pub use units::{Bytes, Flops, KvElements, Params};
 

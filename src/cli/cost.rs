@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use smelt::ModelSpec;
-use smelt::report::{self, Format};
+use smelt::report;
 
 use super::{OutputFormat, emit};
 
@@ -35,23 +35,23 @@ fn load(path: &PathBuf) -> anyhow::Result<ModelSpec> {
 /// Runs `smelt cost`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let model = load(&args.model)?;
-    let format = Format::from(args.format);
+    let format = args.format;
     let text = match &args.against {
         None => {
             let cost = smelt::cost(&model)?;
             match format {
-                Format::Table => report::cost_table(&cost),
-                Format::Json => report::to_json(&cost)?,
-                Format::Toml => report::to_toml(&cost)?,
+                OutputFormat::Table => report::cost_table(&cost),
+                OutputFormat::Json => report::to_json(&cost)?,
+                OutputFormat::Toml => report::to_toml(&cost)?,
             }
         }
         Some(path) => {
             let baseline = load(path)?;
             let cmp = smelt::compare(&baseline, &model)?;
             match format {
-                Format::Table => report::comparison_table(&cmp),
-                Format::Json => report::to_json(&cmp)?,
-                Format::Toml => report::to_toml(&cmp)?,
+                OutputFormat::Table => report::comparison_table(&cmp),
+                OutputFormat::Json => report::to_json(&cmp)?,
+                OutputFormat::Toml => report::to_toml(&cmp)?,
             }
         }
     };

@@ -6,22 +6,28 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod cost;
+mod grid;
+mod matching;
+mod sweep;
 
-/// Exit code for an error: bad input, unreadable file.
+/// Exit code for an error: bad input, unreadable file, infeasible lattice.
 pub const EXIT_ERROR: u8 = 1;
+/// Exit code when a result is outside the budget's tolerances (the result is printed).
+pub const EXIT_TOLERANCE: u8 = 3;
 
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  error: a file could not be read, parsed or validated (the message names the field
-     and the rule), or a count overflowed
-  2  usage error: bad command-line arguments";
+     and the rule), a count overflowed, or no lattice point is feasible
+  2  usage error: bad command-line arguments
+  3  a match is outside the budget's [tolerance] (the best configuration is still printed)";
 
 /// Compute-matched budgets for looped MoE Transformers.
 ///
 /// smelt computes a model's per-token training FLOPs, non-embedding parameters and KV cache
-/// from an exact analytic cost model, so that a looped model can be compared fairly with an
-/// ordinary one.
+/// from an exact analytic cost model, and finds by exact integer search the looped
+/// configuration that matches a Baseline on all three.
 #[derive(Debug, Parser)]
 #[command(name = "smelt", version, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -32,6 +38,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Cost(cost::Args),
+    Match(matching::Args),
+    Grid(grid::Args),
+    Sweep(sweep::Args),
 }
 
 /// Output format of a single-result command.
@@ -46,20 +55,27 @@ pub enum OutputFormat {
     Toml,
 }
 
-impl From<OutputFormat> for smelt::report::Format {
-    fn from(f: OutputFormat) -> Self {
-        match f {
-            OutputFormat::Table => smelt::report::Format::Table,
-            OutputFormat::Json => smelt::report::Format::Json,
-            OutputFormat::Toml => smelt::report::Format::Toml,
-        }
-    }
+/// Output format of a row-shaped report (grid, sweep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum RowFormat {
+    /// A readable table with summary rows.
+    #[default]
+    Table,
+    /// CSV, one row per item, full precision.
+    Csv,
+    /// JSON, the stable contract (documented in the README).
+    Json,
+    /// A Markdown table with summary rows.
+    Markdown,
 }
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Cost(args) => cost::run(args),
+        Command::Match(args) => matching::run(args),
+        Command::Grid(args) => grid::run(args),
+        Command::Sweep(args) => sweep::run(args),
     }
 }
 

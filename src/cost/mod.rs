@@ -351,6 +351,15 @@ pub fn forward_flops(
     workload: &Workload,
     counting: &Counting,
 ) -> Result<FlopBreakdown> {
+    forward_flops_with(model, MeanKeys::of(workload)?, counting)
+}
+
+/// [`forward_flops`] with the workload's keys per query already computed (for search).
+pub fn forward_flops_with(
+    model: &Model,
+    keys: MeanKeys,
+    counting: &Counting,
+) -> Result<FlopBreakdown> {
     let (h, moe) = (model.hidden, &model.moe);
     let x = executions(model)?;
     let (q_width, qkv_width) = widths(model)?;
@@ -360,7 +369,6 @@ pub fn forward_flops(
             "flops.projections",
         )?))?
         .checked_mul(x)?;
-    let keys = MeanKeys::of(workload)?;
     let attention_core = keys.attention_flops(q_width)?.checked_mul(x)?;
     let router = Flops::from_int(product(&[2, h, moe.experts, x], "flops.router")?);
     let experts = Flops::from_int(product(
@@ -386,12 +394,17 @@ pub fn forward_flops(
     })
 }
 
-/// KV cache per token of `model` on `workload`.
-pub fn kv_cache(model: &Model, workload: &Workload) -> Result<KvReport> {
-    let elements = KvElements(product(
+/// KV-cache elements per token: `2 * kv_heads * head_dim` per layer execution.
+fn kv_elements(model: &Model) -> Result<KvElements> {
+    Ok(KvElements(product(
         &[2, model.kv_heads, model.head_dim, executions(model)?],
         "kv_cache.elements",
-    )?);
+    )?))
+}
+
+/// KV cache per token of `model` on `workload`.
+pub fn kv_cache(model: &Model, workload: &Workload) -> Result<KvReport> {
+    let elements = kv_elements(model)?;
     let bytes = Bytes(product(
         &[elements.0, workload.kv_dtype_bytes],
         "kv_cache.bytes",
@@ -399,14 +412,19 @@ pub fn kv_cache(model: &Model, workload: &Workload) -> Result<KvReport> {
     Ok(KvReport { elements, bytes })
 }
 
-/// The three budgets of a validated spec, without the report around them (for search).
+/// The three budgets of a validated spec, without the report around them.
 pub fn budgets(spec: &ModelSpec) -> Result<Budgets> {
-    let (total, _) = params(&spec.model, &spec.counting)?;
-    let forward = forward_flops(&spec.model, &spec.workload, &spec.counting)?.total()?;
+    budgets_with(&spec.model, MeanKeys::of(&spec.workload)?, &spec.counting)
+}
+
+/// [`budgets`] of a model with the workload's keys per query already computed (for search).
+pub fn budgets_with(model: &Model, keys: MeanKeys, counting: &Counting) -> Result<Budgets> {
+    let (total, _) = params(model, counting)?;
+    let forward = forward_flops_with(model, keys, counting)?.total()?;
     Ok(Budgets {
         flops: forward.checked_mul(TRAINING_OVER_FORWARD)?,
         params: total.total()?,
-        kv: kv_cache(&spec.model, &spec.workload)?.elements,
+        kv: kv_elements(model)?,
     })
 }
 

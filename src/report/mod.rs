@@ -3,25 +3,19 @@
 //! The result structs of the library derive `Serialize` and *are* the JSON (and TOML)
 //! contract; the table writer is the only hand-written layout.
 
+mod csv;
+mod markdown;
 mod table;
+mod tabular;
 
 use serde::Serialize;
 
-pub use table::{comparison_table, cost_table};
+pub use csv::csv;
+pub use markdown::markdown;
+pub use table::{comparison_table, cost_table, match_table, table};
+pub use tabular::{Field, Tabular};
 
 use crate::error::{Error, Result};
-
-/// An output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Format {
-    /// A readable table.
-    #[default]
-    Table,
-    /// Pretty-printed JSON: the stable contract for scripts and launchers.
-    Json,
-    /// TOML.
-    Toml,
-}
 
 /// `value` as pretty JSON, with a trailing newline.
 pub fn to_json<T: Serialize>(value: &T) -> Result<String> {

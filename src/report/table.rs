@@ -166,3 +166,161 @@ pub fn comparison_table(cmp: &Comparison) -> String {
         "{model_name} against {base_name} (sparsity of both against {base_name}'s control)\n{t}\n"
     )
 }
+
+/// A row-shaped report as a table, summary rows after a separator row.
+pub fn table(t: &dyn super::Tabular) -> String {
+    let header = t.header();
+    let refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut tab = new_table(&refs);
+    for row in t.rows() {
+        tab.add_row(row.into_iter().map(|f| f.display).collect::<Vec<_>>());
+    }
+    let summary = t.summary();
+    if !summary.is_empty() {
+        tab.add_row(vec![String::new(); header.len()]);
+        for row in summary {
+            tab.add_row(row.into_iter().map(|f| f.display).collect::<Vec<_>>());
+        }
+    }
+    align_right(&mut tab, 2);
+    format!("{}\n{tab}\n", t.title())
+}
+
+/// A match: budgets, residuals, shape changes, search size and runners-up.
+pub fn match_table(m: &crate::search::MatchReport) -> String {
+    let name = m.name.as_deref().unwrap_or("budget");
+    let base_name = m.baseline.name.as_deref().unwrap_or("baseline");
+    let mut out = format!(
+        "{name}: {} mode, {} lattice points, {} costed exactly\n",
+        m.mode.as_str(),
+        group_digits(m.lattice.lattice_points),
+        group_digits(u128::from(m.lattice.evaluated))
+    );
+    let mut t = new_table(&["budget", base_name, "looped", "residual"]);
+    let (b, l) = (&m.budgets.baseline, &m.budgets.looped);
+    t.add_row(vec![
+        "FLOPs/token (training)".to_owned(),
+        flops(b.flops),
+        flops(l.flops),
+        percent(m.residuals.flops),
+    ]);
+    t.add_row(vec![
+        "params".to_owned(),
+        int(b.params.0),
+        int(l.params.0),
+        percent(m.residuals.params),
+    ]);
+    t.add_row(vec![
+        "KV elements/token".to_owned(),
+        int(b.kv.0),
+        int(l.kv.0),
+        percent(m.residuals.kv),
+    ]);
+    t.add_row(vec![
+        "sparsity S".to_owned(),
+        format!("{:.2}%", m.sparsity.baseline * 100.0),
+        format!("{:.2}%", m.sparsity.looped * 100.0),
+        String::new(),
+    ]);
+    align_right(&mut t, 1);
+    out.push_str(&format!("{t}\n"));
+
+    let (bm, lm) = (&m.baseline.model, &m.looped.model);
+    let mut s = new_table(&["shape", base_name, "looped"]);
+    let loop_text = |model: &crate::spec::Model| match &model.looping {
+        None => "none".to_owned(),
+        Some(lp) => format!(
+            "layers {}-{} x{} (residual x{})",
+            lp.first,
+            lp.first + lp.span - 1,
+            lp.repeats,
+            lp.residual_scale()
+        ),
+    };
+    for (label, a, b) in [
+        ("layers", bm.layers.to_string(), lm.layers.to_string()),
+        (
+            "layer executions",
+            bm.executions().to_string(),
+            lm.executions().to_string(),
+        ),
+        ("hidden", bm.hidden.to_string(), lm.hidden.to_string()),
+        (
+            "experts",
+            bm.moe.experts.to_string(),
+            lm.moe.experts.to_string(),
+        ),
+        ("top_k", bm.moe.top_k.to_string(), lm.moe.top_k.to_string()),
+        (
+            "expert_ffn",
+            bm.moe.expert_ffn.to_string(),
+            lm.moe.expert_ffn.to_string(),
+        ),
+        ("heads", bm.heads.to_string(), lm.heads.to_string()),
+        ("kv_heads", bm.kv_heads.to_string(), lm.kv_heads.to_string()),
+        ("head_dim", bm.head_dim.to_string(), lm.head_dim.to_string()),
+        (
+            "q width",
+            bm.q_width().to_string(),
+            lm.q_width().to_string(),
+        ),
+        ("loop", loop_text(bm), loop_text(lm)),
+    ] {
+        s.add_row(vec![label.to_owned(), a, b]);
+    }
+    align_right(&mut s, 1);
+    out.push_str(&format!("{s}\n"));
+
+    let t = &m.tolerance;
+    if t.flops.is_some() || t.params.is_some() || t.kv.is_some() {
+        let lim = |x: Option<f64>| x.map_or("none".to_owned(), |v| format!("{:.2}%", v * 100.0));
+        out.push_str(&format!(
+            "tolerance (|residual| <= flops {}, params {}, kv {}): {}\n",
+            lim(t.flops),
+            lim(t.params),
+            lim(t.kv),
+            if m.within_tolerance {
+                "met".to_owned()
+            } else {
+                format!(
+                    "NOT MET, best configuration shown; outside: {}",
+                    m.broken.join(", ")
+                )
+            }
+        ));
+    }
+    if !m.ranked.is_empty() {
+        let mut r = new_table(&[
+            "rank",
+            "hidden",
+            "experts",
+            "expert_ffn",
+            "heads",
+            "kv_heads",
+            "head_dim",
+            "F",
+            "N",
+            "KV",
+            "largest |r|",
+        ]);
+        for a in &m.ranked {
+            let x = &a.model;
+            r.add_row(vec![
+                a.rank.to_string(),
+                x.hidden.to_string(),
+                x.moe.experts.to_string(),
+                x.moe.expert_ffn.to_string(),
+                x.heads.to_string(),
+                x.kv_heads.to_string(),
+                x.head_dim.to_string(),
+                percent(a.residuals.flops),
+                percent(a.residuals.params),
+                percent(a.residuals.kv),
+                format!("{:.3}%", a.score[0] * 100.0),
+            ]);
+        }
+        align_right(&mut r, 0);
+        out.push_str(&format!("{r}\n"));
+    }
+    out
+}

@@ -1,0 +1,78 @@
+//! `smelt match`: the looped configuration that matches one budget.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use smelt::budget::Budget;
+use smelt::report;
+use smelt::search::{self, MatchReport};
+
+use super::{EXIT_TOLERANCE, OutputFormat, emit};
+
+/// Find the looped configuration whose FLOPs, parameters and KV cache match a Baseline's.
+///
+/// Searches the budget's lattice exactly (the result is the optimum of the lattice under
+/// the objective) and prints the residual of each budget, the shape changes and the search
+/// size. `--format toml` prints the matched model file, valid input to `smelt cost`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The budget file (TOML; see the README, "Budget files").
+    budget: PathBuf,
+    /// Output format: table, the matched model file (toml), or the JSON report.
+    #[arg(long, value_enum, default_value_t)]
+    format: OutputFormat,
+    /// Also write the matched model file here.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// List the N best distinct configurations (N >= 1).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=1000))]
+    top: u64,
+}
+
+/// The matched model file, with the residuals as a comment.
+pub fn model_file(m: &MatchReport) -> anyhow::Result<String> {
+    let r = &m.residuals;
+    Ok(format!(
+        "# Matched by smelt to {} ({} mode): FLOPs {}, params {}, KV {}\n{}",
+        m.baseline.name.as_deref().unwrap_or("the Baseline"),
+        m.mode.as_str(),
+        report::percent(r.flops),
+        report::percent(r.params),
+        report::percent(r.kv),
+        m.looped.to_toml_string()?
+    ))
+}
+
+/// Runs `smelt match`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let budget = Budget::load(&args.budget)
+        .with_context(|| format!("budget file '{}'", args.budget.display()))?;
+    let start = Instant::now();
+    let m = search::match_budget(&budget, args.top as usize)?;
+    let elapsed = start.elapsed();
+    let text = match args.format {
+        OutputFormat::Table => report::match_table(&m),
+        OutputFormat::Json => report::to_json(&m)?,
+        OutputFormat::Toml => model_file(&m)?,
+    };
+    emit(&text)?;
+    if args.format == OutputFormat::Table {
+        eprintln!(
+            "solved in {:.1} ms ({:.0} candidates costed per second)",
+            elapsed.as_secs_f64() * 1e3,
+            m.lattice.evaluated as f64 / elapsed.as_secs_f64().max(1e-9)
+        );
+    }
+    if let Some(path) = &args.output {
+        std::fs::write(path, model_file(&m)?)
+            .with_context(|| format!("writing '{}'", path.display()))?;
+    }
+    Ok(if m.within_tolerance {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_TOLERANCE)
+    })
+}

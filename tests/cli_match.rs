@@ -1,0 +1,446 @@
+//! `smelt match`, `smelt grid` and `smelt sweep` through the command line: contracts,
+//! determinism, tolerance reporting, and clear errors for bad budget and grid files.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn budgets_dir() -> String {
+    format!("{}/budgets", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn budget(name: &str) -> String {
+    format!("{}/{name}", budgets_dir())
+}
+
+/// A budget file in the target dir whose baseline path points into `budgets/`.
+fn file(text: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "match-{}-{}.toml",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::write(&path, text.replace("@BUDGETS@", &budgets_dir())).unwrap();
+    path
+}
+
+const SMALL: &str = r#"
+name = "small"
+baseline = "@BUDGETS@/base-200m-s95.toml"
+[recipe]
+span = "half"
+repeats = 2
+[lattice]
+hidden = { step = 32, min = 960, max = 1152 }
+experts = { step = 8, min = 8, max = 512 }
+head_dim = { step = 8, min = 64, max = 128 }
+kv_heads = { min = 1, max = 4 }
+gqa = { min = 1, max = 16 }
+q_width = { min = 0.75, max = 1.25 }
+"#;
+
+fn smelt() -> Command {
+    Command::cargo_bin("smelt").unwrap()
+}
+
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = smelt().args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn error_of(text: &str, needles: &[&str]) {
+    let path = file(text);
+    let (code, stdout, stderr) = run(&["match", path.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "stdout {stdout} stderr {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "expected {n:?} in: {stderr}");
+    }
+}
+
+#[test]
+fn match_json_contract_and_determinism() {
+    let b = budget("match-200m-s95.toml");
+    let (code, a, _) = run(&["match", &b, "--format", "json"]);
+    assert_eq!(code, Some(0));
+    let (_, again, _) = run(&["match", &b, "--format", "json"]);
+    assert_eq!(a, again, "same input, same bytes");
+    let v: Value = serde_json::from_str(&a).unwrap();
+    for key in ["flops", "params", "kv"] {
+        assert!(v["residuals"][key].is_number());
+        assert!(v["ratios"][key].is_number());
+    }
+    assert_eq!(v["mode"], "two-sided");
+    assert_eq!(v["looped"]["model"]["hidden"], 1056);
+    assert_eq!(v["looped"]["model"]["moe"]["experts"], 288);
+    assert_eq!(v["looped"]["model"]["loop"]["first"], 4);
+    assert!(v["lattice"]["lattice_points"].as_u64().unwrap() > 1_000_000);
+    assert_eq!(v["within_tolerance"], true);
+    let (_, table1, _) = run(&["match", &b]);
+    let (_, table2, _) = run(&["match", &b]);
+    assert_eq!(table1, table2);
+    assert!(
+        table1.contains("+0.28%") && table1.contains("-2.50%"),
+        "{table1}"
+    );
+}
+
+#[test]
+fn matched_model_file_is_valid_input_to_cost() {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("matched-200m.toml");
+    let (code, toml_text, _) = run(&[
+        "match",
+        &budget("match-200m-s95.toml"),
+        "--format",
+        "toml",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), toml_text);
+    let spec = smelt::ModelSpec::from_toml_str(&toml_text).unwrap();
+    assert_eq!(spec.model.executions(), 18);
+    let (code, json, _) = run(&[
+        "cost",
+        out.to_str().unwrap(),
+        "--against",
+        &budget("base-200m-s95.toml"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0));
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert!((v["residuals"]["flops"].as_f64().unwrap() - 0.002834).abs() < 1e-5);
+}
+
+#[test]
+fn top_lists_distinct_configurations_in_order() {
+    let (code, json, _) = run(&[
+        "match",
+        &budget("match-200m-s95.toml"),
+        "--top",
+        "4",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0));
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let ranked = v["ranked"].as_array().unwrap();
+    assert_eq!(ranked.len(), 4);
+    assert_eq!(ranked[0]["model"], v["looped"]["model"]);
+    for pair in ranked.windows(2) {
+        assert_ne!(pair[0]["model"], pair[1]["model"]);
+        assert!(pair[0]["score"][0].as_f64() <= pair[1]["score"][0].as_f64());
+    }
+    let (code, _, _) = run(&["match", &budget("match-200m-s95.toml"), "--top", "0"]);
+    assert_eq!(code, Some(2));
+}
+
+#[test]
+fn tolerance_failure_reports_the_best_and_exits_3() {
+    let path = file(&format!("{SMALL}[tolerance]\nkv = 0.001\n"));
+    let (code, stdout, _) = run(&["match", path.to_str().unwrap()]);
+    assert_eq!(code, Some(3));
+    assert!(
+        stdout.contains("NOT MET") && stdout.contains("kv"),
+        "{stdout}"
+    );
+    let (_, json, _) = run(&["match", path.to_str().unwrap(), "--format", "json"]);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["within_tolerance"], false);
+    assert_eq!(v["broken"][0], "kv");
+}
+
+#[test]
+fn conservative_never_exceeds_the_baseline() {
+    let path = file(&SMALL.replace(
+        "name = \"small\"",
+        "name = \"small\"\nmode = \"conservative\"",
+    ));
+    let (code, json, _) = run(&["match", path.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, Some(0));
+    let v: Value = serde_json::from_str(&json).unwrap();
+    for key in ["flops", "params", "kv"] {
+        assert!(v["residuals"][key].as_f64().unwrap() <= 0.0, "{key}");
+    }
+}
+
+#[test]
+fn grid_json_contract() {
+    let (code, json, _) = run(&["grid", &budget("smelt-grid.toml"), "--format", "json"]);
+    assert!(code == Some(0) || code == Some(3));
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 16);
+    assert_eq!(cells.iter().filter(|c| c["sparse"] == true).count(), 12);
+    for c in cells {
+        assert!(c["scale"].is_string());
+        assert!(c["baseline"]["model"]["hidden"].is_number());
+        assert!(c["looped"]["model"]["loop"]["repeats"] == 2);
+        for key in ["flops", "params", "kv"] {
+            assert!(c["ratios"][key].is_number());
+        }
+        assert!(c["sparsity"]["baseline"].is_number() && c["sparsity"]["looped"].is_number());
+    }
+    let max = &v["summary"]["max_abs_residual"];
+    // The paper's lattice beats the paper's worst FLOPs and KV residuals (3.9%, 3.6%).
+    assert!(max["flops"].as_f64().unwrap() < 0.039);
+    assert!(max["kv"].as_f64().unwrap() < 0.036);
+    let (_, again, _) = run(&["grid", &budget("smelt-grid.toml"), "--format", "json"]);
+    assert_eq!(json, again);
+}
+
+#[test]
+fn grid_other_formats() {
+    let (_, csv, _) = run(&["grid", &budget("smelt-grid.toml"), "--format", "csv"]);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 17);
+    assert!(lines[0].starts_with("scale,sparsity,sparse"));
+    let (_, md, _) = run(&["grid", &budget("smelt-grid.toml"), "--format", "markdown"]);
+    assert!(md.contains("| 200m | s95 | true |"), "{md}");
+    assert!(md.contains("max \\|residual\\|"));
+    let (_, table, _) = run(&["grid", &budget("smelt-grid.toml")]);
+    assert!(table.contains("cells where looped gets more"));
+}
+
+#[test]
+fn sweep_span_rematches_every_candidate() {
+    let (code, json, _) = run(&[
+        "sweep",
+        &budget("match-200m-s95.toml"),
+        "--span",
+        "0..=12",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code.map(|c| c == 0 || c == 3), Some(true));
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 13);
+    // Span 0 is the Baseline itself, found exactly.
+    assert_eq!(rows[0]["looped"]["model"], v["baseline"]["model"]);
+    assert_eq!(rows[0]["ratios"]["flops"], 1.0);
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["layer_executions"], 12 + i as u64);
+    }
+    let (_, json, _) = run(&[
+        "sweep",
+        &budget("match-200m-s95.toml"),
+        "--repeats",
+        "1..=4",
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let execs: Vec<u64> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["layer_executions"].as_u64().unwrap())
+        .collect();
+    assert_eq!(execs, vec![12, 18, 24, 30]);
+    let (_, json, _) = run(&[
+        "sweep",
+        &budget("match-200m-s95.toml"),
+        "--depth",
+        "8,12,16",
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let layers: Vec<u64> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["looped"]["model"]["layers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(layers, vec![8, 12, 16]);
+}
+
+#[test]
+fn sweep_argument_errors() {
+    let b = budget("match-200m-s95.toml");
+    let (code, _, err) = run(&["sweep", &b, "--span", "a..=3"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--span"), "{err}");
+    let (code, _, err) = run(&["sweep", &b, "--span", "20"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("span = 20") && err.contains("do not fit"),
+        "{err}"
+    );
+    let (code, _, _) = run(&["sweep", &b]);
+    assert_eq!(code, Some(2));
+    let (code, _, _) = run(&["sweep", &b, "--span", "1", "--depth", "4"]);
+    assert_eq!(code, Some(2));
+}
+
+#[test]
+fn infeasible_and_empty_lattices() {
+    error_of(
+        &SMALL
+            .replace(
+                "name = \"small\"",
+                "name = \"small\"\nmode = \"conservative\"",
+            )
+            .replace("min = 960, max = 1152", "min = 1280, max = 1280"),
+        &["no feasible configuration", "conservative"],
+    );
+    error_of(
+        &SMALL.replace(
+            "head_dim = { step = 8, min = 64, max = 128 }",
+            "head_dim = { values = [7] }\nheads = { tied = true }",
+        ),
+        &["no feasible configuration", "lattice is empty"],
+    );
+    error_of(
+        &SMALL.replace(
+            "experts = { step = 8, min = 8, max = 512 }",
+            "experts = { step = 1, min = 1, max = 4 }",
+        ),
+        &["lattice.experts", "below the Baseline's top_k (8)"],
+    );
+}
+
+#[test]
+fn recipe_errors() {
+    error_of(
+        &SMALL.replace("span = \"half\"", "span = 13"),
+        &["recipe.span", "do not fit in 12 layers"],
+    );
+    error_of(
+        &SMALL.replace("span = \"half\"", "span = \"most\""),
+        &["recipe.span", "\"half\""],
+    );
+    error_of(
+        &SMALL.replace("repeats = 2", "repeats = 0"),
+        &["recipe.repeats"],
+    );
+    error_of(
+        &SMALL.replace("repeats = 2", "repeats = 2\nfirst = 10"),
+        &["recipe.first", "does not fit"],
+    );
+    error_of(
+        &SMALL.replace(
+            "repeats = 2",
+            "repeats = 2\nfirst = 2\nplacement = \"middle\"",
+        ),
+        &["recipe.first", "not both"],
+    );
+    error_of(
+        &SMALL.replace("repeats = 2", "repeats = 2\nplacement = \"left\""),
+        &["recipe.placement"],
+    );
+}
+
+#[test]
+fn lattice_errors() {
+    error_of(
+        &SMALL.replace("min = 960, max = 1152", "min = 1152, max = 960"),
+        &["lattice.hidden", "must not exceed max"],
+    );
+    error_of(
+        &SMALL.replace("hidden = { step = 32,", "hidden = { step = 0,"),
+        &["lattice.hidden.step"],
+    );
+    error_of(
+        &SMALL.replace("[lattice]", "[lattice]\nexpert_ffn = { ratio = \"1/0\" }"),
+        &["lattice.expert_ffn.ratio"],
+    );
+    error_of(
+        &SMALL.replace(
+            "[lattice]",
+            "[lattice]\nexpert_ffn = { ratio = \"1/3\", step = 16 }",
+        ),
+        &["lattice.expert_ffn", "not both"],
+    );
+    error_of(
+        &SMALL.replace("[lattice]", "[lattice]\nheads = { tied = true, min = 2 }"),
+        &["lattice.heads"],
+    );
+    error_of(
+        &SMALL.replace(
+            "q_width = { min = 0.75, max = 1.25 }",
+            "q_width = { min = 1.5, max = 1.25 }",
+        ),
+        &["lattice.q_width"],
+    );
+    error_of(
+        &SMALL.replace("[lattice]", "[lattice]\nhiden = { step = 4 }"),
+        &["unknown field", "hiden"],
+    );
+    error_of(
+        &SMALL.replace("hidden = { step = 32,", "hidden = { step = -32,"),
+        &["step", "-32"],
+    );
+}
+
+#[test]
+fn objective_baseline_and_tolerance_errors() {
+    error_of(
+        &format!("{SMALL}[objective]\nweights = {{ kv = 0 }}\n"),
+        &["objective.weights.kv"],
+    );
+    error_of(
+        &format!("{SMALL}[tolerance]\nflops = -0.1\n"),
+        &["tolerance.flops"],
+    );
+    error_of(
+        &SMALL.replace("@BUDGETS@/base-200m-s95.toml", "@BUDGETS@/nope.toml"),
+        &["baseline", "cannot read model file"],
+    );
+    error_of(
+        &SMALL.replace("baseline = \"@BUDGETS@/base-200m-s95.toml\"\n", ""),
+        &["baseline"],
+    );
+    error_of(
+        &SMALL.replace("name = \"small\"", "name = \"small\"\nmode = \"sideways\""),
+        &["mode"],
+    );
+    let inline = SMALL.replace("baseline = \"@BUDGETS@/base-200m-s95.toml\"\n", "")
+        + "[baseline]\n[baseline.model]\nlayers = 12\nhidden = 1280\nheads = 16\nkv_heads = 3\nhead_dim = 80\n[baseline.model.moe]\nexperts = 192\ntop_k = 8\nexpert_ffn = 432\n[baseline.workload]\ncontext = 4096\nmean_doc_len = 991\n";
+    error_of(&inline, &["model.kv_heads", "must divide"]);
+}
+
+#[test]
+fn inline_baseline_matches_like_a_path() {
+    let inline = SMALL.replace("baseline = \"@BUDGETS@/base-200m-s95.toml\"\n", "")
+        + "[baseline]\nname = \"base-200m-s95\"\n[baseline.model]\nlayers = 12\nhidden = 1280\nheads = 16\nkv_heads = 2\nhead_dim = 80\n[baseline.model.moe]\nexperts = 192\ntop_k = 8\nexpert_ffn = 432\n[baseline.workload]\ncontext = 4096\nmean_doc_len = 991\n";
+    let a = run(&["match", file(&inline).to_str().unwrap(), "--format", "json"]).1;
+    let b = run(&["match", file(SMALL).to_str().unwrap(), "--format", "json"]).1;
+    assert_eq!(a, b);
+}
+
+#[test]
+fn grid_file_errors() {
+    let grid = |extra: &str| {
+        let path = file(&format!(
+            "name = \"g\"\n{extra}\n[lattice]\nhidden = {{ step = 64 }}\n"
+        ));
+        run(&["grid", path.to_str().unwrap()])
+    };
+    let (code, _, err) = grid(
+        "template = \"@BUDGETS@/base-{scale}-{sparsity}.toml\"\nscales = [\"200m\"]\nsparsities = [\"s95\"]\n[[cells]]\nscale = \"x\"\nsparsity = \"y\"\nbaseline = \"a.toml\"",
+    );
+    assert_eq!(code, Some(1));
+    assert!(err.contains("cells") && err.contains("not both"), "{err}");
+    let (code, _, err) = grid(
+        "template = \"@BUDGETS@/base-{scale}-{sparsity}.toml\"\nscales = [\"300m\"]\nsparsities = [\"s95\"]",
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("cells[0] (300m, s95)") && err.contains("cannot read"),
+        "{err}"
+    );
+    let (code, _, err) =
+        grid("template = \"base.toml\"\nscales = [\"300m\"]\nsparsities = [\"s95\"]");
+    assert_eq!(code, Some(1));
+    assert!(err.contains("template") && err.contains("{scale}"), "{err}");
+}

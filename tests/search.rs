@@ -1,0 +1,363 @@
+//! The solver against brute force over every lattice point and against the independent
+//! MILP formulation; constraints, conservative mode, determinism and errors.
+
+use std::cmp::Ordering;
+
+use proptest::prelude::*;
+use smelt::budget::{
+    Budget, FfnRule, HeadsRule, Lattice, Mode, Placement, Recipe, Span, Steps, Tolerance, Weights,
+};
+use smelt::search::{self, Candidate};
+use smelt::{Attention, Model, ModelSpec, Moe, Residuals, Workload};
+
+/// A Baseline from `[layers, hidden, kv_heads, gqa, head_dim, experts, top_k, expert_ffn]`.
+fn baseline(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
+    let [layers, hidden, kv, g, d, experts, top_k, ffn] = shape;
+    ModelSpec {
+        name: Some("base".into()),
+        model: Model {
+            layers,
+            hidden,
+            heads: kv * g,
+            kv_heads: kv,
+            head_dim: d,
+            vocab: 0,
+            tie_embeddings: false,
+            qk_norm: Default::default(),
+            moe: Moe {
+                experts,
+                top_k,
+                expert_ffn: ffn,
+                shared_experts: 0,
+                shared_ffn: 0,
+            },
+            looping: None,
+        },
+        workload: Workload {
+            context: 64,
+            mean_doc_len: Some(doc),
+            doc_lengths: None,
+            attention,
+            kv_dtype_bytes: 2,
+        },
+        counting: Default::default(),
+    }
+}
+
+/// Every lattice point, costed with the public API, in the documented total order.
+fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
+    let base = smelt::budgets(&b.baseline).unwrap();
+    let looping = b.looping().unwrap();
+    let l = &b.lattice;
+    let m0 = &b.baseline.model;
+    let mut all = Vec::new();
+    for hidden in l.hidden.values() {
+        for ffn in l.expert_ffn.values(hidden) {
+            for &d in &l.head_dim {
+                for kv in l.kv_heads.values() {
+                    for g in l.gqa.0..=l.gqa.1 {
+                        let heads = kv * g;
+                        let q = (heads * d) as f64 / hidden as f64;
+                        let fits = match l.heads {
+                            HeadsRule::Tied => heads * d == hidden,
+                            HeadsRule::Free { min, max } => {
+                                (min..=max).contains(&heads)
+                                    && q >= l.q_width.0 - 1e-12
+                                    && q <= l.q_width.1 + 1e-12
+                            }
+                        };
+                        if !fits {
+                            continue;
+                        }
+                        for experts in l.experts.values().filter(|&e| e >= m0.moe.top_k) {
+                            let mut spec = b.baseline.clone();
+                            spec.model = Model {
+                                layers: l.layers,
+                                hidden,
+                                heads,
+                                kv_heads: kv,
+                                head_dim: d,
+                                moe: Moe {
+                                    experts,
+                                    expert_ffn: ffn,
+                                    ..m0.moe.clone()
+                                },
+                                looping: looping.clone(),
+                                ..m0.clone()
+                            };
+                            let got = smelt::budgets(&spec).unwrap();
+                            if b.mode == Mode::Conservative
+                                && !(got.flops <= base.flops
+                                    && got.params <= base.params
+                                    && got.kv <= base.kv)
+                            {
+                                continue;
+                            }
+                            let r = Residuals::between(&got, &base);
+                            let w = b.weights;
+                            let mut s = [
+                                w.flops * r.flops.abs(),
+                                w.params * r.params.abs(),
+                                w.kv * r.kv.abs(),
+                            ];
+                            s.sort_by(|a, b| b.total_cmp(a));
+                            all.push((spec.model, s, r));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let b0 = &b.baseline.model;
+    let key = |m: &Model| {
+        let d = |x: u64, y: u64| x.abs_diff(y);
+        (
+            (
+                d(m.head_dim, b0.head_dim),
+                d(m.kv_heads, b0.kv_heads),
+                d(m.heads, b0.heads),
+                d(m.hidden, b0.hidden),
+                d(m.moe.experts, b0.moe.experts),
+                d(m.moe.expert_ffn, b0.moe.expert_ffn),
+            ),
+            (
+                std::cmp::Reverse(m.head_dim),
+                m.kv_heads,
+                m.heads,
+                std::cmp::Reverse(m.hidden),
+                m.moe.experts,
+                m.moe.expert_ffn,
+            ),
+        )
+    };
+    all.sort_by(|a, b| {
+        a.1.iter()
+            .zip(&b.1)
+            .map(|(x, y)| x.total_cmp(y))
+            .find(|o| *o != Ordering::Equal)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| key(&a.0).cmp(&key(&b.0)))
+    });
+    all
+}
+
+fn arb_budget() -> impl Strategy<Value = Budget> {
+    let base = (
+        (2u64..=6, 2u64..=8, 1u64..=2, 1u64..=3, 1u64..=4),
+        (1u64..=4, 1u64..=3, 1u64..=8, 1u64..=48, any::<bool>()),
+        1u64..=6,
+    );
+    let lattice = (
+        (1u64..=4, 1u64..=4, 1u64..=4),  // hidden: step, count, min shift
+        (1u64..=4, 1u64..=4, 2u64..=12), // experts: min, step, count
+        prop_oneof![
+            (1u64..=3, 1u64..=4, 1u64..=4).prop_map(|(n, d, m)| FfnRule::Tied {
+                num: n,
+                den: d,
+                multiple: m
+            }),
+            (1u64..=4, 1u64..=3).prop_map(|(min, step)| FfnRule::Free(Steps {
+                min,
+                max: min + 2 * step,
+                step
+            })),
+        ],
+        prop::sample::subsequence(vec![2u64, 4, 6, 8], 1..=3),
+        any::<bool>(),                       // heads tied
+        (1u64..=3, 1u64..=4),                // kv max, gqa max
+        (0u64..=3, any::<bool>(), 1u64..=3), // span, conservative, repeats
+        prop::sample::select(vec![0.5f64, 1.0, 2.0]),
+    );
+    (base, lattice).prop_map(
+        |(
+            ((layers, h8, kv, g, d4), (top_k, e_mult, ffn, doc, dense), hmul),
+            (
+                (hstep, hcount, hshift),
+                (emin, estep, ecount),
+                ffn_rule,
+                head_dims,
+                tied,
+                (kvmax, gqamax),
+                (span, conservative, repeats),
+                wkv,
+            ),
+        )| {
+            let hidden = h8 * 8;
+            let experts = top_k * e_mult + (hmul % 3);
+            let attention = if dense {
+                Attention::Dense
+            } else {
+                Attention::Causal
+            };
+            let baseline = baseline(
+                [layers, hidden, kv, g, d4 * 2, experts, top_k, ffn],
+                doc,
+                attention,
+            );
+            let hmin = (hidden / 2).max(1) + hshift;
+            Budget {
+                name: Some("prop".into()),
+                baseline,
+                recipe: Recipe {
+                    span: Span::Layers(span.min(layers)),
+                    placement: Placement::Middle,
+                    repeats,
+                    layers: None,
+                },
+                lattice: Lattice {
+                    layers,
+                    hidden: Steps {
+                        min: hmin,
+                        max: hmin + hstep * (hcount - 1),
+                        step: hstep,
+                    },
+                    experts: Steps {
+                        min: emin,
+                        max: emin + estep * (ecount - 1),
+                        step: estep,
+                    },
+                    expert_ffn: ffn_rule,
+                    head_dim: head_dims,
+                    heads: if tied {
+                        HeadsRule::Tied
+                    } else {
+                        HeadsRule::Free { min: 1, max: 16 }
+                    },
+                    kv_heads: Steps {
+                        min: 1,
+                        max: kvmax,
+                        step: 1,
+                    },
+                    gqa: (1, gqamax),
+                    q_width: (0.5, 2.0),
+                },
+                weights: Weights {
+                    flops: 1.0,
+                    params: 1.0,
+                    kv: wkv,
+                },
+                mode: if conservative {
+                    Mode::Conservative
+                } else {
+                    Mode::TwoSided
+                },
+                tolerance: Tolerance::default(),
+            }
+        },
+    )
+}
+
+fn same(c: &Candidate, m: &Model, s: &[f64; 3]) -> bool {
+    &c.model == m && c.score == *s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+
+    /// The solver's top 3 are exactly brute force's top 3, in order.
+    #[test]
+    fn solver_equals_brute_force(b in arb_budget()) {
+        let brute = brute_force(&b);
+        match search::solve(&b, 3) {
+            Ok(sol) => {
+                prop_assert!(!brute.is_empty());
+                prop_assert_eq!(sol.ranked.len(), brute.len().min(3));
+                for (c, (m, s, _)) in sol.ranked.iter().zip(&brute) {
+                    prop_assert!(same(c, m, s), "solver {:?} {:?}\nbrute {:?} {:?}", c.model, c.score, m, s);
+                }
+                let points = sol.stats.lattice_points;
+                if b.mode == Mode::TwoSided {
+                    prop_assert_eq!(points, brute.len() as u128);
+                }
+                prop_assert!(sol.stats.evaluated > 0);
+            }
+            Err(e) => {
+                prop_assert!(brute.is_empty(), "solver failed ({e}) but brute force found {:?}", brute[0].0);
+                let msg = e.to_string();
+                prop_assert!(msg.contains("no feasible configuration"), "{}", msg);
+            }
+        }
+    }
+
+    /// Every returned configuration satisfies its constraints; conservative results never
+    /// exceed any Baseline budget; the search is deterministic.
+    #[test]
+    fn returned_configs_satisfy_constraints(b in arb_budget()) {
+        let Ok(sol) = search::solve(&b, 5) else { return Ok(()); };
+        prop_assert_eq!(&sol, &search::solve(&b, 5).unwrap());
+        for c in &sol.ranked {
+            let m = &c.model;
+            let spec = search::model_spec(&b, c);
+            prop_assert!(spec.validate().is_ok());
+            prop_assert_eq!(m.heads % m.kv_heads, 0);
+            prop_assert!(b.lattice.head_dim.contains(&m.head_dim));
+            prop_assert!(b.lattice.hidden.values().any(|h| h == m.hidden));
+            prop_assert!(b.lattice.experts.values().any(|e| e == m.moe.experts));
+            prop_assert!(m.moe.experts >= m.moe.top_k);
+            prop_assert!(b.lattice.expert_ffn.values(m.hidden).contains(&m.moe.expert_ffn));
+            prop_assert_eq!(smelt::budgets(&spec).unwrap(), c.budgets);
+            if b.mode == Mode::Conservative {
+                prop_assert!(c.residuals.flops <= 0.0 && c.residuals.params <= 0.0 && c.residuals.kv <= 0.0);
+            }
+        }
+        for pair in sol.ranked.windows(2) {
+            prop_assert_eq!(pair[0].cmp_rank(&pair[1], &b.baseline.model), Ordering::Less);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The MILP formulation reaches the same optimum value of the first criterion.
+    #[test]
+    fn solver_equals_milp(b in arb_budget()) {
+        let exact = search::solve(&b, 1);
+        let milp = search::milp::solve(&b);
+        match (exact, milp) {
+            (Ok(sol), Ok(m)) => {
+                let best = sol.best().score[0];
+                prop_assert!((best - m.objective).abs() <= 1e-6 * best.max(1.0),
+                    "solver {best} ({:?}) vs MILP {} ({:?})", sol.best().model, m.objective, m.model);
+            }
+            (Err(_), Err(_)) => {}
+            (a, b) => prop_assert!(false, "one infeasible: solver {:?} MILP {:?}", a.map(|s| s.best().score), b.map(|m| m.objective)),
+        }
+    }
+}
+
+fn budget_file(name: &str) -> String {
+    format!("{}/budgets/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn paper_example_is_at_least_as_close_as_the_paper() {
+    let b = Budget::load(budget_file("match-200m-s95.toml")).unwrap();
+    let sol = search::solve(&b, 1).unwrap();
+    let r = sol.best().residuals;
+    // Paper: FLOPs +2.9%, params +0.4%, KV within 4%.
+    assert!(
+        r.flops.abs() <= 0.029 && r.params.abs() <= 0.004 && r.kv.abs() <= 0.04,
+        "{r:?}"
+    );
+    assert_eq!(
+        sol.best()
+            .model
+            .looping
+            .as_ref()
+            .map(|l| (l.first, l.span, l.repeats)),
+        Some((4, 6, 2))
+    );
+}
+
+#[test]
+fn milp_agrees_on_the_real_200m_instance() {
+    let b = Budget::load(budget_file("match-200m-s95-small.toml")).unwrap();
+    let exact = search::solve(&b, 1).unwrap();
+    let milp = search::milp::solve(&b).unwrap();
+    assert!((exact.best().score[0] - milp.objective).abs() < 1e-7);
+    assert!(
+        (exact.best().score[0] - 0.025).abs() < 1e-12,
+        "KV granularity binds: 104/106.7"
+    );
+}
