@@ -298,6 +298,23 @@ pub struct Lattice {
     pub q_width: (f64, f64),
 }
 
+impl Lattice {
+    /// Whether `heads` query heads of width `head_dim` respect the heads rule and the
+    /// q-width limits at hidden size `hidden`.
+    pub fn admits_attention(&self, hidden: u64, heads: u64, head_dim: u64) -> bool {
+        let q = heads.saturating_mul(head_dim);
+        match self.heads {
+            HeadsRule::Tied => q == hidden,
+            HeadsRule::Free { min, max } => {
+                let ratio = q as f64 / hidden as f64;
+                (min..=max).contains(&heads)
+                    && ratio >= self.q_width.0 - 1e-12
+                    && ratio <= self.q_width.1 + 1e-12
+            }
+        }
+    }
+}
+
 /// Weights of the three residuals in the objective.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -315,6 +332,25 @@ pub struct Weights {
 
 fn one() -> f64 {
     1.0
+}
+
+impl Weights {
+    /// Checks that every weight is a positive finite number.
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [
+            ("flops", self.flops),
+            ("params", self.params),
+            ("kv", self.kv),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(Error::invalid(
+                    format!("objective.weights.{name}"),
+                    format!("must be a positive finite number (got {v})"),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for Weights {
@@ -340,6 +376,23 @@ pub struct Tolerance {
     /// KV cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<f64>,
+}
+
+/// The knobs of one lattice point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Point {
+    /// Hidden size.
+    pub hidden: u64,
+    /// Expert width.
+    pub expert_ffn: u64,
+    /// Query heads.
+    pub heads: u64,
+    /// Key/value heads.
+    pub kv_heads: u64,
+    /// Head width.
+    pub head_dim: u64,
+    /// Routed experts.
+    pub experts: u64,
 }
 
 /// A resolved budget: everything the solver needs.
@@ -721,16 +774,8 @@ pub(crate) struct ObjectiveFile {
 
 impl ObjectiveFile {
     pub(crate) fn resolve(&self) -> Result<Weights> {
-        let w = self.weights;
-        for (name, v) in [("flops", w.flops), ("params", w.params), ("kv", w.kv)] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(Error::invalid(
-                    format!("objective.weights.{name}"),
-                    format!("must be a positive finite number (got {v})"),
-                ));
-            }
-        }
-        Ok(w)
+        self.weights.validate()?;
+        Ok(self.weights)
     }
 }
 
@@ -878,5 +923,34 @@ impl Budget {
     /// The loop of the looped model under this budget's recipe.
     pub fn looping(&self) -> Result<Option<Loop>> {
         self.recipe.resolve(self.lattice.layers)
+    }
+
+    /// The looped model at one lattice point: the knobs given here, everything else
+    /// (`top_k`, shared experts, vocabulary, q/k norm) from the Baseline, shared-expert
+    /// width scaled as [`FfnRule::shared_width`] says.
+    pub fn looped_model(&self, looping: &Option<Loop>, point: Point) -> crate::spec::Model {
+        let base = &self.baseline.model;
+        crate::spec::Model {
+            layers: self.lattice.layers,
+            hidden: point.hidden,
+            heads: point.heads,
+            kv_heads: point.kv_heads,
+            head_dim: point.head_dim,
+            vocab: base.vocab,
+            tie_embeddings: base.tie_embeddings,
+            qk_norm: base.qk_norm,
+            moe: crate::spec::Moe {
+                experts: point.experts,
+                top_k: base.moe.top_k,
+                expert_ffn: point.expert_ffn,
+                shared_experts: base.moe.shared_experts,
+                shared_ffn: self.lattice.expert_ffn.shared_width(
+                    base.moe.shared_ffn,
+                    base.hidden,
+                    point.hidden,
+                ),
+            },
+            looping: looping.clone(),
+        }
     }
 }

@@ -5,10 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use smelt::budget::GridSpec;
-use smelt::report;
 use smelt::search;
 
-use super::{EXIT_TOLERANCE, RowFormat, emit};
+use super::{EXIT_TOLERANCE, RowFormat, emit, render_rows};
 
 /// Match every cell of a grid (scales x sparsities) under one recipe and lattice.
 ///
@@ -29,12 +28,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let grid = GridSpec::load(&args.grid)
         .with_context(|| format!("grid file '{}'", args.grid.display()))?;
     let r = search::match_grid(&grid)?;
-    let text = match args.format {
-        RowFormat::Table => report::table(&r),
-        RowFormat::Csv => report::csv(&r),
-        RowFormat::Json => report::to_json(&r)?,
-        RowFormat::Markdown => report::markdown(&r),
-    };
+    let text = render_rows(&r, args.format)?;
     emit(&text)?;
     Ok(if r.summary.within_tolerance == r.cells.len() {
         ExitCode::SUCCESS

@@ -79,6 +79,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Renders a row-shaped report in `format`.
+pub fn render_rows<T: smelt::report::Tabular + serde::Serialize>(
+    report: &T,
+    format: RowFormat,
+) -> anyhow::Result<String> {
+    use smelt::report;
+    Ok(match format {
+        RowFormat::Table => report::table(report),
+        RowFormat::Csv => report::csv(report),
+        RowFormat::Json => report::to_json(report)?,
+        RowFormat::Markdown => report::markdown(report),
+    })
+}
+
 /// Writes `text` to standard output.
 pub fn emit(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();

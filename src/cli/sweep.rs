@@ -5,10 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use smelt::budget::Budget;
-use smelt::report;
 use smelt::search::{self, Knob};
 
-use super::{EXIT_TOLERANCE, RowFormat, emit};
+use super::{EXIT_TOLERANCE, RowFormat, emit, render_rows};
 
 /// Vary one recipe knob (loop span, depth or repeats) and re-match every candidate.
 ///
@@ -80,12 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let values = parse_values(flag, text)?;
     let r = search::sweep(&budget, knob, &values)?;
-    let text = match args.format {
-        RowFormat::Table => report::table(&r),
-        RowFormat::Csv => report::csv(&r),
-        RowFormat::Json => report::to_json(&r)?,
-        RowFormat::Markdown => report::markdown(&r),
-    };
+    let text = render_rows(&r, args.format)?;
     emit(&text)?;
     Ok(if r.rows.iter().all(|row| row.within_tolerance) {
         ExitCode::SUCCESS

@@ -20,10 +20,10 @@ use good_lp::{
     Expression, ProblemVariables, Solution as _, SolverModel, constraint, microlp, variable,
 };
 
-use crate::budget::{Budget, Mode};
+use crate::budget::{Budget, Mode, Point};
 use crate::cost::{MeanKeys, budgets_with};
 use crate::error::{Error, Result};
-use crate::spec::{Model, Moe};
+use crate::spec::Model;
 
 /// The MILP's optimum.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,42 +78,20 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
                 for kv_heads in l.kv_heads.values() {
                     for g in l.gqa.0..=l.gqa.1 {
                         let heads = kv_heads * g;
-                        let q = heads * head_dim;
-                        let ok = match l.heads {
-                            crate::budget::HeadsRule::Tied => q == hidden,
-                            crate::budget::HeadsRule::Free { min, max } => {
-                                let ratio = q as f64 / hidden as f64;
-                                (min..=max).contains(&heads)
-                                    && ratio >= l.q_width.0 - 1e-12
-                                    && ratio <= l.q_width.1 + 1e-12
-                            }
-                        };
-                        if !ok {
+                        if !l.admits_attention(hidden, heads, head_dim) {
                             continue;
                         }
-                        let base_m = &baseline.model;
-                        let model = Model {
-                            layers: l.layers,
-                            hidden,
-                            heads,
-                            kv_heads,
-                            head_dim,
-                            vocab: base_m.vocab,
-                            tie_embeddings: base_m.tie_embeddings,
-                            qk_norm: base_m.qk_norm,
-                            moe: Moe {
-                                experts: e.at(first),
-                                top_k,
+                        let model = budget.looped_model(
+                            &looping,
+                            Point {
+                                hidden,
                                 expert_ffn: ffn,
-                                shared_experts: base_m.moe.shared_experts,
-                                shared_ffn: l.expert_ffn.shared_width(
-                                    base_m.moe.shared_ffn,
-                                    base_m.hidden,
-                                    hidden,
-                                ),
+                                heads,
+                                kv_heads,
+                                head_dim,
+                                experts: e.at(first),
                             },
-                            looping: looping.clone(),
-                        };
+                        );
                         let b0 = budgets_with(&model, keys, &baseline.counting)?;
                         let mut next = model.clone();
                         next.moe.experts = e.at((first + 1).min(last));

@@ -65,10 +65,10 @@ pub use outcome::{
 
 use serde::Serialize;
 
-use crate::budget::{Budget, HeadsRule, Lattice, Mode};
+use crate::budget::{Budget, HeadsRule, Mode, Point};
 use crate::cost::{Budgets, MeanKeys, Residuals, budgets_with};
 use crate::error::{Error, Result};
-use crate::spec::{Loop, Model, ModelSpec, Moe};
+use crate::spec::{Loop, Model, ModelSpec};
 
 /// A lattice point with its budgets, residuals and score.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -184,30 +184,17 @@ fn score(r: &Residuals, w: &crate::budget::Weights) -> [f64; 3] {
 
 impl Search<'_> {
     fn model(&self, hidden: u64, ffn: u64, shape: &Shape, experts: u64) -> Model {
-        let base = &self.budget.baseline.model;
-        let shared_ffn =
-            self.budget
-                .lattice
-                .expert_ffn
-                .shared_width(base.moe.shared_ffn, base.hidden, hidden);
-        Model {
-            layers: self.budget.lattice.layers,
-            hidden,
-            heads: shape.heads,
-            kv_heads: shape.kv_heads,
-            head_dim: shape.head_dim,
-            vocab: base.vocab,
-            tie_embeddings: base.tie_embeddings,
-            qk_norm: base.qk_norm,
-            moe: Moe {
-                experts,
-                top_k: base.moe.top_k,
+        self.budget.looped_model(
+            &self.looping,
+            Point {
+                hidden,
                 expert_ffn: ffn,
-                shared_experts: base.moe.shared_experts,
-                shared_ffn,
+                heads: shape.heads,
+                kv_heads: shape.kv_heads,
+                head_dim: shape.head_dim,
+                experts,
             },
-            looping: self.looping.clone(),
-        }
+        )
     }
 
     fn budgets(&mut self, model: &Model) -> Result<Budgets> {
@@ -330,7 +317,7 @@ impl Search<'_> {
         for hidden in lattice.hidden.values() {
             let allowed: Vec<Shape> = shapes
                 .iter()
-                .filter(|s| shape_fits(lattice, hidden, s))
+                .filter(|s| lattice.admits_attention(hidden, s.heads, s.head_dim))
                 .copied()
                 .collect();
             let ffns = lattice.expert_ffn.values(hidden);
@@ -354,20 +341,6 @@ impl Search<'_> {
             }
         }
         Ok(points)
-    }
-}
-
-/// Whether `shape` respects the lattice's heads rule and q-width limits at `hidden`.
-fn shape_fits(lattice: &Lattice, hidden: u64, s: &Shape) -> bool {
-    let q = s.heads * s.head_dim;
-    match lattice.heads {
-        HeadsRule::Tied => q == hidden,
-        HeadsRule::Free { min, max } => {
-            let ratio = q as f64 / hidden as f64;
-            (min..=max).contains(&s.heads)
-                && ratio >= lattice.q_width.0 - 1e-12
-                && ratio <= lattice.q_width.1 + 1e-12
-        }
     }
 }
 
@@ -417,16 +390,8 @@ pub fn solve(budget: &Budget, top: usize) -> Result<Solution> {
     let top = top.max(1);
     let baseline = &budget.baseline;
     baseline.validate()?;
-    let w = budget.weights;
     // The closed form in the expert count (module docs, step 3) needs positive weights.
-    for (name, v) in [("flops", w.flops), ("params", w.params), ("kv", w.kv)] {
-        if !(v.is_finite() && v > 0.0) {
-            return Err(Error::invalid(
-                format!("objective.weights.{name}"),
-                format!("must be a positive finite number (got {v})"),
-            ));
-        }
-    }
+    budget.weights.validate()?;
     let keys = MeanKeys::of(&baseline.workload)?;
     let base = budgets_with(&baseline.model, keys, &baseline.counting)?;
     let looping = budget.looping()?;

@@ -245,6 +245,10 @@ fn positive(field: &str, value: u64, max: u64) -> Result<()> {
     if value == 0 {
         return Err(Error::invalid(field, "must be at least 1"));
     }
+    at_most(field, value, max)
+}
+
+fn at_most(field: &str, value: u64, max: u64) -> Result<()> {
     if value > max {
         return Err(Error::invalid(
             field,
@@ -305,15 +309,7 @@ impl Model {
                 ),
             ));
         }
-        if self.vocab > MAX_VOCAB {
-            return Err(Error::invalid(
-                "model.vocab",
-                format!(
-                    "must be at most {MAX_VOCAB} (got {}): absurdly large",
-                    self.vocab
-                ),
-            ));
-        }
+        at_most("model.vocab", self.vocab, MAX_VOCAB)?;
         let moe = &self.moe;
         positive("model.moe.experts", moe.experts, MAX_EXPERTS)?;
         positive("model.moe.top_k", moe.top_k, MAX_COUNT)?;
@@ -327,24 +323,8 @@ impl Model {
                 ),
             ));
         }
-        if moe.shared_experts > MAX_COUNT {
-            return Err(Error::invalid(
-                "model.moe.shared_experts",
-                format!(
-                    "must be at most {MAX_COUNT} (got {}): absurdly large",
-                    moe.shared_experts
-                ),
-            ));
-        }
-        if moe.shared_ffn > MAX_WIDTH {
-            return Err(Error::invalid(
-                "model.moe.shared_ffn",
-                format!(
-                    "must be at most {MAX_WIDTH} (got {}): absurdly large",
-                    moe.shared_ffn
-                ),
-            ));
-        }
+        at_most("model.moe.shared_experts", moe.shared_experts, MAX_COUNT)?;
+        at_most("model.moe.shared_ffn", moe.shared_ffn, MAX_WIDTH)?;
         if (moe.shared_experts == 0) != (moe.shared_ffn == 0) {
             return Err(Error::invalid(
                 "model.moe.shared_ffn",
