@@ -104,7 +104,7 @@ impl Tabular for GridReport {
             .collect();
         h.extend(SHAPE.iter().map(|s| s.to_string()));
         h.extend(
-            ["F ratio", "N ratio", "KV ratio", "in tolerance"]
+            ["F ratio", "N ratio", "KV ratio", "max w|r|", "in tolerance"]
                 .iter()
                 .map(|s| s.to_string()),
         );
@@ -127,6 +127,10 @@ impl Tabular for GridReport {
                     Field::ratio(c.ratios.flops),
                     Field::ratio(c.ratios.params),
                     Field::ratio(c.ratios.kv),
+                    Field {
+                        display: format!("{:.4}", c.score[0]),
+                        raw: format!("{}", c.score[0]),
+                    },
                     Field::text(if c.within_tolerance {
                         "yes".to_owned()
                     } else {
@@ -144,7 +148,7 @@ impl Tabular for GridReport {
         let row = |label: &str, f: Field, n: Field, k: Field| {
             let mut r = vec![Field::text(label)];
             r.extend((0..4 + SHAPE.len()).map(|_| blank()));
-            r.extend([f, n, k, blank()]);
+            r.extend([f, n, k, blank(), blank()]);
             r
         };
         vec![

@@ -183,6 +183,8 @@ pub struct GridCell {
     pub ratios: Ratios,
     /// `looped / Baseline - 1` per budget.
     pub residuals: Residuals,
+    /// Weighted |residuals|, largest first: the objective's value.
+    pub score: [f64; 3],
     /// Sparsity of both models.
     pub sparsity: SparsityPair,
     /// Whether the residuals are within the tolerances.
@@ -261,6 +263,7 @@ pub fn match_grid(grid: &GridSpec) -> Result<GridReport> {
             looped: m.looped,
             ratios: m.ratios,
             residuals: m.residuals,
+            score: m.score,
             sparsity: m.sparsity,
             within_tolerance: m.within_tolerance,
             broken: m.broken,
