@@ -7,8 +7,9 @@
 //! non-embedding parameters and the same KV cache. This crate computes those three budgets
 //! exactly from an analytic cost model ([`cost`](mod@cost), where the conventions are
 //! documented), finds by exact integer search the looped configuration that matches a
-//! Baseline on a declared lattice ([`search`], driven by [`budget`] files), and reports the
-//! residual mismatch.
+//! Baseline on a declared lattice ([`search`], driven by [`budget`] files), reports the
+//! residual mismatch, and fits the scaling-law surfaces matched models are compared with
+//! ([`fit`]).
 //!
 //! Costing a model:
 //!
@@ -57,6 +58,7 @@
 pub mod budget;
 pub mod cost;
 pub mod error;
+pub mod fit;
 pub mod report;
 pub mod search;
 pub mod spec;

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod cost;
+mod fit;
+mod gain;
 mod grid;
 mod matching;
 mod sweep;
@@ -26,8 +28,9 @@ Exit codes:
 /// Compute-matched budgets for looped MoE Transformers.
 ///
 /// smelt computes a model's per-token training FLOPs, non-embedding parameters and KV cache
-/// from an exact analytic cost model, and finds by exact integer search the looped
-/// configuration that matches a Baseline on all three.
+/// from an exact analytic cost model, finds by exact integer search the looped
+/// configuration that matches a Baseline on all three, and fits the scaling laws matched
+/// models are compared with.
 #[derive(Debug, Parser)]
 #[command(name = "smelt", version, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -41,6 +44,8 @@ enum Command {
     Match(matching::Args),
     Grid(grid::Args),
     Sweep(sweep::Args),
+    Fit(fit::Args),
+    Gain(gain::Args),
 }
 
 /// Output format of a single-result command.
@@ -69,6 +74,25 @@ pub enum RowFormat {
     Markdown,
 }
 
+/// Which start grid a fit uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Starts {
+    /// The replication's grid.
+    Standard,
+    /// 32 starts.
+    Small,
+}
+
+impl Starts {
+    /// The grid for `form`.
+    pub fn grid(self, form: smelt::fit::Form) -> smelt::fit::StartGrid {
+        match self {
+            Starts::Standard => smelt::fit::StartGrid::standard(form),
+            Starts::Small => smelt::fit::StartGrid::small(form),
+        }
+    }
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -76,6 +100,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Match(args) => matching::run(args),
         Command::Grid(args) => grid::run(args),
         Command::Sweep(args) => sweep::run(args),
+        Command::Fit(args) => fit::run(args),
+        Command::Gain(args) => gain::run(args),
     }
 }
 
