@@ -9,9 +9,9 @@ fn main() -> Result<(), smelt::Error> {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/data/chinchilla/svg_extracted_data.csv"
     );
-    let text = std::fs::read_to_string(path).map_err(|source| smelt::Error::Io {
+    let text = std::fs::read_to_string(path).map_err(|error| smelt::Error::Io {
         path: path.to_owned(),
-        source,
+        error,
     })?;
     let points = smelt::fit::data::epoch_chinchilla(&text, path)?;
     print!("{}", smelt::fit::data::to_csv(&[("chinchilla", &points)]));

@@ -38,13 +38,22 @@ pub enum Error {
         /// Which constraint leaves nothing.
         reason: String,
     },
+    /// A benchmark backend failed or is unavailable (boxed, so that `Error` has the same
+    /// shape with or without the `cuda` feature).
+    #[error("{backend} backend: {message}")]
+    Backend {
+        /// Which backend.
+        backend: &'static str,
+        /// What went wrong.
+        message: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The path involved.
         path: String,
-        /// The underlying error.
-        source: std::io::Error,
+        /// The underlying error (in the message; not a `source()`, so it prints once).
+        error: std::io::Error,
     },
 }
 

@@ -55,6 +55,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod bench;
 pub mod budget;
 pub mod cost;
 pub mod error;

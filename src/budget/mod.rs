@@ -843,9 +843,9 @@ pub(crate) fn parse_error(e: impl std::fmt::Display) -> Error {
 }
 
 pub(crate) fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| Error::Io {
+    std::fs::read_to_string(path).map_err(|error| Error::Io {
         path: path.display().to_string(),
-        source,
+        error,
     })
 }
 
@@ -855,9 +855,9 @@ pub(crate) fn baseline_from(value: toml::Value, dir: &Path, field: &str) -> Resu
         toml::Value::String(p) => {
             let path: PathBuf = dir.join(&p);
             ModelSpec::load(&path).map_err(|e| match e {
-                Error::Io { source, .. } => Error::invalid(
+                Error::Io { error, .. } => Error::invalid(
                     field,
-                    format!("cannot read model file '{}': {source}", path.display()),
+                    format!("cannot read model file '{}': {error}", path.display()),
                 ),
                 other => Error::invalid(field, format!("model file '{}': {other}", path.display())),
             })

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod bench;
 mod cost;
 mod fit;
 mod gain;
@@ -29,8 +30,8 @@ Exit codes:
 ///
 /// smelt computes a model's per-token training FLOPs, non-embedding parameters and KV cache
 /// from an exact analytic cost model, finds by exact integer search the looped
-/// configuration that matches a Baseline on all three, and fits the scaling laws matched
-/// models are compared with.
+/// configuration that matches a Baseline on all three, fits the scaling laws matched models
+/// are compared with, and times the GEMMs a layer really issues.
 #[derive(Debug, Parser)]
 #[command(name = "smelt", version, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -46,6 +47,7 @@ enum Command {
     Sweep(sweep::Args),
     Fit(fit::Args),
     Gain(gain::Args),
+    Bench(bench::Args),
 }
 
 /// Output format of a single-result command.
@@ -102,6 +104,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep(args) => sweep::run(args),
         Command::Fit(args) => fit::run(args),
         Command::Gain(args) => gain::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
 

@@ -130,9 +130,9 @@ pub fn parse(text: &str, source: &str, group: Option<&str>) -> Result<Groups> {
 /// Reads endpoints from a CSV file.
 pub fn load(path: impl AsRef<Path>, group: Option<&str>) -> Result<Groups> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+    let text = std::fs::read_to_string(path).map_err(|error| Error::Io {
         path: path.display().to_string(),
-        source,
+        error,
     })?;
     parse(&text, &path.display().to_string(), group)
 }

@@ -465,9 +465,9 @@ impl ModelSpec {
     /// Reads, parses and validates a model file.
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        let text = std::fs::read_to_string(path).map_err(|error| Error::Io {
             path: path.display().to_string(),
-            source,
+            error,
         })?;
         Self::from_toml_str(&text)
     }

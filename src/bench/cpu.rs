@@ -1,0 +1,122 @@
+//! The CPU backend: f32 GEMMs with `matrixmultiply` (pure Rust, runtime-detected AVX/FMA
+//! kernels, no BLAS to install, already in our dependency tree through `good_lp`), one
+//! thread.
+//!
+//! Each distinct kernel shape is run on random inputs (never zeros), once to warm up and
+//! then `repeats` times; its median time is multiplied by its launch count. Inputs rotate
+//! through enough buffer sets to span 32 MiB, so that a small shape is not timed out of a
+//! warm cache only.
+
+use std::time::Instant;
+
+use super::{KernelTime, Measurement};
+use crate::bench::plan::{Kernel, Plan};
+use crate::error::Result;
+
+fn random(len: usize, seed: &mut u64) -> Vec<f32> {
+    (0..len)
+        .map(|_| {
+            *seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            // In [-1, -0.25] ∪ [0.25, 1]: never zero.
+            let u = ((*seed >> 40) as f32) / (1u64 << 24) as f32;
+            if u < 0.5 {
+                -1.0 + 1.5 * u
+            } else {
+                0.25 + 1.5 * (u - 0.5)
+            }
+        })
+        .collect()
+}
+
+fn time_kernel(k: &Kernel, repeats: usize, seed: &mut u64) -> f64 {
+    let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
+    let batch = k.batch as usize;
+    let set_bytes = 4 * batch * (m * kk + kk * n + m * n);
+    let sets = (32usize << 20).div_ceil(set_bytes.max(1)).clamp(1, 8);
+    let mut buffers: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = (0..sets)
+        .map(|_| {
+            (
+                random(batch * m * kk, seed),
+                random(batch * kk * n, seed),
+                vec![0.0; batch * m * n],
+            )
+        })
+        .collect();
+    let mut run = |i: usize| {
+        let (a, b, c) = &mut buffers[i % sets];
+        for j in 0..batch {
+            // SAFETY: the slices hold batch * m*k, k*n and m*n elements, row-major with the
+            // strides given, so every index `matrixmultiply` touches is in bounds.
+            unsafe {
+                matrixmultiply::sgemm(
+                    m,
+                    kk,
+                    n,
+                    1.0,
+                    a.as_ptr().add(j * m * kk),
+                    kk as isize,
+                    1,
+                    b.as_ptr().add(j * kk * n),
+                    n as isize,
+                    1,
+                    0.0,
+                    c.as_mut_ptr().add(j * m * n),
+                    n as isize,
+                    1,
+                );
+            }
+        }
+        std::hint::black_box(&c[0]);
+    };
+    run(0);
+    let mut times: Vec<f64> = (0..repeats)
+        .map(|i| {
+            let t = Instant::now();
+            run(i + 1);
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// Runs `plan` on the CPU.
+pub fn run(plan: &Plan, repeats: usize) -> Result<Measurement> {
+    let mut seed = 0x5EED_u64;
+    let kernels = plan
+        .kernels
+        .iter()
+        .map(|k| {
+            let launch = time_kernel(k, repeats.max(1), &mut seed);
+            KernelTime {
+                kernel: *k,
+                seconds: launch * k.count as f64,
+            }
+        })
+        .collect();
+    Ok(Measurement {
+        device: format!(
+            "CPU, 1 thread, f32 (matrixmultiply; {} cores available)",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        ),
+        kernels,
+    })
+}
+
+/// The CPU ceiling: a 1024³ f32 GEMM, FLOP/s.
+pub fn ceiling(repeats: usize) -> Result<f64> {
+    let k = Kernel {
+        component: crate::bench::plan::Component::Projections,
+        pass: crate::bench::plan::Pass::Forward,
+        m: 1024,
+        n: 1024,
+        k: 1024,
+        batch: 1,
+        count: 1,
+    };
+    let mut seed = 7;
+    let t = time_kernel(&k, repeats.max(1), &mut seed);
+    Ok(k.flops() as f64 / t)
+}
