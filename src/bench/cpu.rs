@@ -3,9 +3,9 @@
 //! thread.
 //!
 //! Each distinct kernel shape is run on random inputs (never zeros), once to warm up and
-//! then `repeats` times; its median time is multiplied by its launch count. Inputs rotate
-//! through enough buffer sets to span 32 MiB, so that a small shape is not timed out of a
-//! warm cache only.
+//! then timed, in each of `repeats` rounds that interleave the models benchmarked together;
+//! its median time is multiplied by its launch count. Inputs rotate through enough buffer
+//! sets to span 32 MiB, so that a small shape is not timed out of a warm cache only.
 
 use std::time::Instant;
 
@@ -30,7 +30,9 @@ fn random(len: usize, seed: &mut u64) -> Vec<f32> {
         .collect()
 }
 
-fn time_kernel(k: &Kernel, repeats: usize, seed: &mut u64) -> f64 {
+/// One timed launch of `k` (after one warm-up launch), on freshly allocated random inputs
+/// rotated across 32 MiB of buffer sets.
+fn time_once(k: &Kernel, seed: &mut u64) -> f64 {
     let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
     let batch = k.batch as usize;
     let set_bytes = 4 * batch * (m * kk + kk * n + m * n);
@@ -71,43 +73,19 @@ fn time_kernel(k: &Kernel, repeats: usize, seed: &mut u64) -> f64 {
         std::hint::black_box(&c[0]);
     };
     run(0);
-    let mut times: Vec<f64> = (0..repeats)
-        .map(|i| {
-            let t = Instant::now();
-            run(i + 1);
-            t.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    let t = Instant::now();
+    run(sets - 1 + usize::from(sets == 1));
+    t.elapsed().as_secs_f64()
 }
 
-/// Runs `plan` on the CPU.
-pub fn run(plan: &Plan, repeats: usize) -> Result<Measurement> {
-    let mut seed = 0x5EED_u64;
-    let kernels = plan
-        .kernels
-        .iter()
-        .map(|k| {
-            let launch = time_kernel(k, repeats.max(1), &mut seed);
-            KernelTime {
-                kernel: *k,
-                seconds: launch * k.count as f64,
-            }
-        })
-        .collect();
-    Ok(Measurement {
-        device: format!(
-            "CPU, 1 thread, f32 (matrixmultiply; {} cores available)",
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        ),
-        kernels,
-    })
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
-/// The CPU ceiling: a 1024³ f32 GEMM, FLOP/s.
-pub fn ceiling(repeats: usize) -> Result<f64> {
-    let k = Kernel {
+/// The ceiling kernel: a 1024³ GEMM.
+fn ceiling_kernel() -> Kernel {
+    Kernel {
         component: crate::bench::plan::Component::Projections,
         pass: crate::bench::plan::Pass::Forward,
         m: 1024,
@@ -115,8 +93,48 @@ pub fn ceiling(repeats: usize) -> Result<f64> {
         k: 1024,
         batch: 1,
         count: 1,
-    };
-    let mut seed = 7;
-    let t = time_kernel(&k, repeats.max(1), &mut seed);
-    Ok(k.flops() as f64 / t)
+    }
+}
+
+/// Runs `plans` on the CPU, interleaved: each of `repeats` rounds times the ceiling GEMM
+/// and then every kernel shape of every plan once, so that a drift in the machine's speed
+/// affects all models alike; each shape keeps its median. Returns the measurements and
+/// the ceiling in FLOP/s.
+pub fn measure(plans: &[&Plan], repeats: usize) -> Result<(Vec<Measurement>, f64)> {
+    let mut seed = 0x5EED_u64;
+    let ceiling = ceiling_kernel();
+    let mut ceiling_times = Vec::new();
+    let mut times: Vec<Vec<Vec<f64>>> = plans
+        .iter()
+        .map(|p| vec![Vec::new(); p.kernels.len()])
+        .collect();
+    for _ in 0..repeats.max(1) {
+        ceiling_times.push(time_once(&ceiling, &mut seed));
+        for (p, t) in plans.iter().zip(times.iter_mut()) {
+            for (k, tk) in p.kernels.iter().zip(t.iter_mut()) {
+                tk.push(time_once(k, &mut seed));
+            }
+        }
+    }
+    let device = format!(
+        "CPU, 1 thread, f32 (matrixmultiply; {} cores available)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let measurements = plans
+        .iter()
+        .zip(times)
+        .map(|(p, t)| Measurement {
+            device: device.clone(),
+            kernels: p
+                .kernels
+                .iter()
+                .zip(t)
+                .map(|(k, tk)| KernelTime {
+                    kernel: *k,
+                    seconds: median(tk) * k.count as f64,
+                })
+                .collect(),
+        })
+        .collect();
+    Ok((measurements, ceiling.flops() as f64 / median(ceiling_times)))
 }

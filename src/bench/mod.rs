@@ -171,24 +171,33 @@ pub fn analytic_per_execution(spec: &ModelSpec, docs: &[u64]) -> Result<Flops> {
     )
 }
 
-fn measure(plan: &Plan, opts: &BenchOptions) -> Result<Measurement> {
-    match opts.backend {
-        Backend::Cpu => cpu::run(plan, opts.repeats),
-        Backend::Cuda => cuda::run(plan, opts.repeats),
-    }
+/// A model's plan and what the report needs about it.
+struct Prepared {
+    plan: Plan,
+    docs: Vec<u64>,
+    analytic: Flops,
 }
 
-fn layer_bench(
-    spec: &ModelSpec,
-    opts: &BenchOptions,
-    ceiling: f64,
-) -> Result<(LayerBench, String)> {
+fn prepare(spec: &ModelSpec, opts: &BenchOptions) -> Result<Prepared> {
     spec.validate()?;
     let docs = plan::documents(&spec.workload, opts.tokens)?;
     let p = plan::plan(&spec.model, &docs, spec.workload.attention, opts.routing)?;
     let analytic = analytic_per_execution(spec, &docs)?;
+    Ok(Prepared {
+        plan: p,
+        docs,
+        analytic,
+    })
+}
+
+fn layer_bench(
+    spec: &ModelSpec,
+    prep: &Prepared,
+    m: &Measurement,
+    ceiling: f64,
+) -> Result<LayerBench> {
+    let p = &prep.plan;
     let planned = Flops::ratio(p.flops(), u128::from(p.tokens))?;
-    let m = measure(&p, opts)?;
     let executed: u128 = m.kernels.iter().map(|k| k.kernel.flops()).sum();
     let total_time: f64 = m.kernels.iter().map(|k| k.seconds).sum();
     let total_flops = p.flops();
@@ -214,25 +223,22 @@ fn layer_bench(
         })
         .collect();
     let x = spec.model.executions();
-    Ok((
-        LayerBench {
-            name: spec.name.clone().unwrap_or_else(|| "model".to_owned()),
-            layer_executions: x,
-            tokens: p.tokens,
-            documents: docs.len(),
-            kernel_shapes: p.kernels.len(),
-            launches: p.kernels.iter().map(|k| k.count).sum(),
-            analytic_flops_per_token: analytic.as_f64(),
-            plan_flops_per_token: planned.as_f64(),
-            flops_exact: analytic == planned,
-            executed_flops: executed,
-            components,
-            seconds_per_layer_execution: total_time,
-            seconds_per_token: total_time * x as f64 / p.tokens as f64,
-            flops_per_token: planned.as_f64() * x as f64,
-        },
-        m.device,
-    ))
+    Ok(LayerBench {
+        name: spec.name.clone().unwrap_or_else(|| "model".to_owned()),
+        layer_executions: x,
+        tokens: p.tokens,
+        documents: prep.docs.len(),
+        kernel_shapes: p.kernels.len(),
+        launches: p.kernels.iter().map(|k| k.count).sum(),
+        analytic_flops_per_token: prep.analytic.as_f64(),
+        plan_flops_per_token: planned.as_f64(),
+        flops_exact: prep.analytic == planned,
+        executed_flops: executed,
+        components,
+        seconds_per_layer_execution: total_time,
+        seconds_per_token: total_time * x as f64 / p.tokens as f64,
+        flops_per_token: planned.as_f64() * x as f64,
+    })
 }
 
 /// Benchmarks `models` (the Baseline first) on one backend.
@@ -240,17 +246,25 @@ pub fn bench(models: &[&ModelSpec], opts: &BenchOptions) -> Result<BenchReport> 
     if opts.tokens == 0 {
         return Err(Error::invalid("tokens", "must be at least 1"));
     }
-    let ceiling = match opts.backend {
-        Backend::Cpu => cpu::ceiling(opts.repeats)?,
-        Backend::Cuda => cuda::ceiling(opts.repeats)?,
+    let prepared = models
+        .iter()
+        .map(|s| prepare(s, opts))
+        .collect::<Result<Vec<_>>>()?;
+    let plans: Vec<&Plan> = prepared.iter().map(|p| &p.plan).collect();
+    let (measured, ceiling) = match opts.backend {
+        Backend::Cpu => cpu::measure(&plans, opts.repeats)?,
+        Backend::Cuda => cuda::measure(&plans, opts.repeats)?,
     };
-    let mut out = Vec::new();
-    let mut device = String::new();
-    for spec in models {
-        let (b, d) = layer_bench(spec, opts, ceiling)?;
-        out.push(b);
-        device = d;
-    }
+    let device = measured
+        .first()
+        .map(|m| m.device.clone())
+        .unwrap_or_default();
+    let out = models
+        .iter()
+        .zip(&prepared)
+        .zip(&measured)
+        .map(|((s, p), m)| layer_bench(s, p, m, ceiling))
+        .collect::<Result<Vec<_>>>()?;
     let ratio = |f: fn(&LayerBench) -> f64| (out.len() == 2).then(|| f(&out[1]) / f(&out[0]));
     Ok(BenchReport {
         backend: opts.backend,

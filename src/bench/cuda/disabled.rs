@@ -15,11 +15,6 @@ fn unavailable() -> Error {
 }
 
 /// Always an error: no CUDA support in this build.
-pub fn run(_plan: &Plan, _repeats: usize) -> Result<Measurement> {
-    Err(unavailable())
-}
-
-/// Always an error: no CUDA support in this build.
-pub fn ceiling(_repeats: usize) -> Result<f64> {
+pub fn measure(_plans: &[&Plan], _repeats: usize) -> Result<(Vec<Measurement>, f64)> {
     Err(unavailable())
 }

@@ -203,39 +203,13 @@ impl Gpu {
     }
 }
 
-/// Runs `plan` on GPU 0. Launches of one shape are batched into one strided-batched call
-/// (documents x heads), so `count` identical launches cost one.
-pub fn run(plan: &Plan, repeats: usize) -> Result<Measurement> {
+/// Runs `plans` on GPU 0, one after the other, after timing the ceiling (a 8192³ bf16
+/// GEMM). Launches of one shape are batched into one strided-batched call (documents x
+/// heads) when they fit in memory; otherwise one launch is timed and multiplied by the count.
+pub fn measure(plans: &[&Plan], repeats: usize) -> Result<(Vec<Measurement>, f64)> {
     let gpu = init()?;
     let mut seed = 0x5EED_u64;
-    let mut kernels = Vec::with_capacity(plan.kernels.len());
-    for k in &plan.kernels {
-        let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
-        let batched = (k.batch * k.count) as usize;
-        // Batch every launch of the shape when it fits; otherwise time one launch and
-        // multiply by the count.
-        let fits = 2 * batched * (m * kk + kk * n + m * n) <= MAX_BUFFER_BYTES / 4;
-        let seconds = if fits {
-            gpu.time(m, n, kk, batched, repeats, &mut seed)?
-        } else {
-            gpu.time(m, n, kk, k.batch as usize, repeats, &mut seed)? * k.count as f64
-        };
-        kernels.push(KernelTime {
-            kernel: *k,
-            seconds,
-        });
-    }
-    Ok(Measurement {
-        device: format!("{} (GPU 0), bf16 cuBLAS, fp32 accumulation", gpu.name),
-        kernels,
-    })
-}
-
-/// The ceiling: a 8192 x 8192 x 8192 bf16 GEMM, FLOP/s.
-pub fn ceiling(repeats: usize) -> Result<f64> {
-    let gpu = init()?;
-    let mut seed = 11;
-    let k = Kernel {
+    let ceiling_kernel = Kernel {
         component: Component::Projections,
         pass: Pass::Forward,
         m: 8192,
@@ -244,6 +218,29 @@ pub fn ceiling(repeats: usize) -> Result<f64> {
         batch: 1,
         count: 1,
     };
-    let t = gpu.time(8192, 8192, 8192, 1, repeats, &mut seed)?;
-    Ok(k.flops() as f64 / t)
+    let ceiling =
+        ceiling_kernel.flops() as f64 / gpu.time(8192, 8192, 8192, 1, repeats, &mut seed)?;
+    let mut out = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let mut kernels = Vec::with_capacity(plan.kernels.len());
+        for k in &plan.kernels {
+            let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
+            let batched = (k.batch * k.count) as usize;
+            let fits = 2 * batched * (m * kk + kk * n + m * n) <= MAX_BUFFER_BYTES / 4;
+            let seconds = if fits {
+                gpu.time(m, n, kk, batched, repeats, &mut seed)?
+            } else {
+                gpu.time(m, n, kk, k.batch as usize, repeats, &mut seed)? * k.count as f64
+            };
+            kernels.push(KernelTime {
+                kernel: *k,
+                seconds,
+            });
+        }
+        out.push(Measurement {
+            device: format!("{} (GPU 0), bf16 cuBLAS, fp32 accumulation", gpu.name),
+            kernels,
+        });
+    }
+    Ok((out, ceiling))
 }

@@ -12,9 +12,9 @@
 #[cfg(feature = "cuda")]
 mod enabled;
 #[cfg(feature = "cuda")]
-pub use enabled::{ceiling, run};
+pub use enabled::measure;
 
 #[cfg(not(feature = "cuda"))]
 mod disabled;
 #[cfg(not(feature = "cuda"))]
-pub use disabled::{ceiling, run};
+pub use disabled::measure;
