@@ -47,6 +47,12 @@ pub enum Error {
         /// What went wrong.
         message: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A picture could not be drawn.
+    #[error("plot: {message}")]
+    Plot {
+        /// What went wrong.
+        message: String,
+    },
     /// A file could not be read or written.
     #[error("{path}: {error}")]
     Io {

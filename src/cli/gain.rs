@@ -48,6 +48,9 @@ pub struct Args {
     /// Output format (table or json; toml also works).
     #[arg(long, value_enum, default_value_t)]
     format: OutputFormat,
+    /// Also draw the two fitted frontiers as an SVG into this file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 fn pct(x: Option<f64>) -> String {
@@ -145,6 +148,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         OutputFormat::Json => report::to_json(&table)?,
         OutputFormat::Toml => report::to_toml(&table)?,
     };
+    if let Some(path) = &args.plot {
+        let svg = smelt::report::plot::frontiers(&table)?;
+        std::fs::write(path, svg).with_context(|| format!("writing '{}'", path.display()))?;
+    }
     emit(&text)?;
     Ok(ExitCode::SUCCESS)
 }

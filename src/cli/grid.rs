@@ -21,6 +21,9 @@ pub struct Args {
     /// Output format (CSV holds the cells only; the others add the summary).
     #[arg(long, value_enum, default_value_t)]
     format: RowFormat,
+    /// Also draw the three residuals per cell as an SVG heatmap into this file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 /// Runs `smelt grid`.
@@ -29,6 +32,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("grid file '{}'", args.grid.display()))?;
     let r = search::match_grid(&grid)?;
     let text = render_rows(&r, args.format)?;
+    if let Some(path) = &args.plot {
+        let svg = smelt::report::plot::residual_heatmap(&r)?;
+        std::fs::write(path, svg).with_context(|| format!("writing '{}'", path.display()))?;
+    }
     emit(&text)?;
     Ok(if r.summary.within_tolerance == r.cells.len() {
         ExitCode::SUCCESS

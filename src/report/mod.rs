@@ -5,6 +5,7 @@
 
 mod csv;
 mod markdown;
+pub mod plot;
 mod table;
 mod tabular;
 

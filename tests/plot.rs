@@ -1,0 +1,112 @@
+//! The pictures: well-formed SVG with the expected content, the same bytes for the same
+//! input, and the README's picture up to date.
+
+use smelt::fit::{self, FitOptions, Form, StartGrid, data};
+use smelt::report::plot;
+
+fn grid_report() -> smelt::search::GridReport {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/budgets/smelt-grid.toml");
+    smelt::search::match_grid(&smelt::GridSpec::load(path).unwrap()).unwrap()
+}
+
+/// Every opened element is closed, in order (a small well-formedness check).
+fn balanced(svg: &str) -> bool {
+    let mut stack = Vec::new();
+    for part in svg.split('<').skip(1) {
+        let tag = part
+            .split(|c: char| c.is_whitespace() || c == '>' || c == '/')
+            .next()
+            .unwrap_or("");
+        if part.starts_with('?') || part.starts_with('!') {
+            continue;
+        }
+        let head = part.split('>').next().unwrap_or("");
+        if let Some(name) = part.strip_prefix('/') {
+            let name = name.split('>').next().unwrap_or("").trim();
+            if stack.pop().as_deref() != Some(name) {
+                return false;
+            }
+        } else if !head.ends_with('/') {
+            stack.push(tag.to_owned());
+        }
+    }
+    stack.is_empty()
+}
+
+#[test]
+fn residual_heatmap_has_every_cell() {
+    let r = grid_report();
+    let svg = plot::residual_heatmap(&r).unwrap();
+    assert!(svg.starts_with("<svg") && balanced(&svg));
+    // 3 panels x 16 cells, each a filled rectangle and a white border.
+    assert_eq!(
+        svg.matches("<rect").count(),
+        1 + 2 * 48,
+        "background + cells"
+    );
+    let text = |t: &str| svg.lines().any(|l| l.trim() == t);
+    for label in [
+        "100m",
+        "1.6b",
+        "s0",
+        "s97",
+        "FLOPs",
+        "parameters",
+        "KV cache",
+    ] {
+        assert!(text(label), "{label}");
+    }
+    let c = r
+        .cells
+        .iter()
+        .find(|c| c.scale == "200m" && c.sparsity_label == "s95")
+        .unwrap();
+    assert!(text(&format!("{:+.2}%", c.residuals.kv * 100.0)));
+    assert_eq!(
+        svg,
+        plot::residual_heatmap(&r).unwrap(),
+        "same input, same bytes"
+    );
+}
+
+#[test]
+fn readme_picture_is_current() {
+    let svg = plot::residual_heatmap(&grid_report()).unwrap();
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/residuals.svg"))
+            .unwrap();
+    assert_eq!(
+        committed, svg,
+        "regenerate: smelt grid budgets/smelt-grid.toml --plot docs/residuals.svg"
+    );
+}
+
+#[test]
+fn frontier_plot_draws_both_architectures_per_sparsity() {
+    let (b, s) = data::paper_like_surfaces();
+    let flops = [6.0e8, 1.33e9, 4.0e9, 1.0e10];
+    let tokens = [2.5e9, 1.0e10, 4.0e10, 1.6e11];
+    let bp = data::synthetic(&b, &flops, &[0.85, 0.95], &tokens, 0.0, 1);
+    let sp = data::synthetic(&s, &flops, &[0.85, 0.95], &tokens, 0.0, 2);
+    let opts = FitOptions {
+        starts: StartGrid::small(Form::Surface),
+        ..FitOptions::standard(Form::Surface)
+    };
+    let t = fit::gain_table(
+        ("baseline", &bp),
+        ("smelt", &sp),
+        &[1e20, 1e21],
+        &[0.85, 0.95],
+        &opts,
+        None,
+    )
+    .unwrap();
+    let svg = plot::frontiers(&t).unwrap();
+    assert!(svg.starts_with("<svg") && balanced(&svg));
+    assert!(svg.contains("S = 0.85") && svg.contains("S = 0.95"));
+    assert!(svg.contains("baseline (dashed) vs smelt (solid)"));
+    assert!(
+        svg.matches("<polyline").count() >= 4,
+        "two curves per sparsity"
+    );
+}
