@@ -140,6 +140,12 @@ impl GridSpec {
         })
     }
 
+    /// Parses a grid given as JSON (the grid file's structure); relative paths are taken
+    /// from `dir`.
+    pub fn from_json_str(text: &str, dir: &Path) -> Result<Self> {
+        Self::from_toml_str(&super::json_to_toml(text)?, dir)
+    }
+
     /// Reads and parses a grid file.
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();

@@ -836,6 +836,19 @@ impl Shared {
     }
 }
 
+/// JSON text as the equivalent TOML text (JSON `null` has no TOML form and is an error).
+pub(crate) fn json_to_toml(text: &str) -> Result<String> {
+    let value: toml::Value = serde_json::from_str(text).map_err(|e| Error::Parse {
+        message: format!("JSON: {e} (null values are not allowed)"),
+    })?;
+    match value {
+        toml::Value::Table(_) => toml::to_string(&value).map_err(parse_error),
+        _ => Err(Error::Parse {
+            message: "JSON: expected an object at the top level".to_owned(),
+        }),
+    }
+}
+
 pub(crate) fn parse_error(e: impl std::fmt::Display) -> Error {
     Error::Parse {
         message: e.to_string(),
@@ -911,6 +924,12 @@ impl Budget {
         };
         let baseline = baseline_from(f.baseline, dir, "baseline")?;
         shared.resolve(f.name, baseline)
+    }
+
+    /// Parses a budget given as JSON (the budget file's structure as a JSON object, e.g. from
+    /// a Python dict); relative Baseline paths are taken from `dir`.
+    pub fn from_json_str(text: &str, dir: &Path) -> Result<Self> {
+        Self::from_toml_str(&json_to_toml(text)?, dir)
     }
 
     /// Reads and parses a budget file.

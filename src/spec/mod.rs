@@ -462,6 +462,15 @@ impl ModelSpec {
         Ok(spec)
     }
 
+    /// Parses and validates a model spec given as JSON (the model file's structure).
+    pub fn from_json_str(text: &str) -> Result<Self> {
+        let spec: ModelSpec = serde_json::from_str(text).map_err(|e| Error::Parse {
+            message: format!("JSON: {e}"),
+        })?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
     /// Reads, parses and validates a model file.
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();

@@ -1,0 +1,85 @@
+"""The Python module: dicts in, dicts out, smelt's errors as SmeltError."""
+
+import pathlib
+
+import pytest
+
+import smelt
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUDGETS = ROOT / "budgets"
+
+BASE = {
+    "name": "base-200m-s95",
+    "model": {
+        "layers": 12,
+        "hidden": 1280,
+        "heads": 16,
+        "kv_heads": 2,
+        "head_dim": 80,
+        "moe": {"experts": 192, "top_k": 8, "expert_ffn": 432},
+    },
+    "workload": {"context": 4096, "mean_doc_len": 991},
+}
+
+
+def test_cost_of_a_dict_matches_the_published_figures():
+    c = smelt.cost(BASE)
+    assert c["flops_per_token"]["training"] == 1_330_053_120
+    assert c["params"]["total"] == 3_869_277_440
+    assert c["kv_cache_per_token"]["elements"] == 3840
+    assert c["layer_executions"] == 12
+    assert abs(c["sparsity"]["s"] - 0.9467) < 1e-4
+
+
+def test_cost_of_a_path_equals_cost_of_the_dict():
+    assert smelt.cost(BUDGETS / "base-200m-s95.toml") == smelt.cost(BASE)
+
+
+def test_match_the_200m_cell_and_read_its_residuals():
+    budget = {
+        "name": "smelt-200m-s95",
+        "baseline": BASE,
+        "recipe": {"span": "half", "placement": "middle", "repeats": 2},
+        "lattice": {
+            "hidden": {"step": 32, "min": 640, "max": 1280},
+            "experts": {"step": 8, "min": 8, "max": 1024},
+            "expert_ffn": {"ratio": "1/3", "multiple": 16},
+            "head_dim": {"step": 8, "min": 32, "max": 256},
+            "heads": {"min": 1, "max": 64},
+            "kv_heads": {"min": 1, "max": 16},
+            "gqa": {"min": 1, "max": 16},
+            "q_width": {"min": 0.75, "max": 1.25},
+        },
+    }
+    m = smelt.match(budget)
+    assert m["looped"]["model"]["hidden"] == 1056
+    assert m["looped"]["model"]["moe"]["experts"] == 288
+    assert m["looped"]["model"]["loop"] == {"first": 4, "span": 6, "repeats": 2, "residual_scale": 0.5}
+    r = m["residuals"]
+    assert abs(r["flops"]) < 0.029 and abs(r["params"]) < 0.004 and abs(r["kv"]) < 0.04
+    # The matched model is valid input to cost().
+    assert smelt.cost(m["looped"])["layer_executions"] == 18
+    # The same budget from its file gives the same answer.
+    from_file = smelt.match(BUDGETS / "match-200m-s95.toml")
+    assert from_file["looped"]["model"] == m["looped"]["model"]
+    assert len(smelt.match(budget, top=3)["ranked"]) == 3
+
+
+def test_grid_from_a_file():
+    g = smelt.grid(BUDGETS / "smelt-grid.toml")
+    assert len(g["cells"]) == 16
+    assert g["summary"]["sparse_cells"] == 12
+    assert g["summary"]["max_abs_residual"]["kv"] < 0.036
+
+
+def test_errors_are_smelt_errors_naming_the_field():
+    bad = {**BASE, "model": {**BASE["model"], "kv_heads": 3}}
+    with pytest.raises(smelt.SmeltError, match=r"model\.kv_heads: must divide model\.heads \(16\)"):
+        smelt.cost(bad)
+    with pytest.raises(smelt.SmeltError, match="unknown field `hiden`"):
+        smelt.cost({**BASE, "model": {**BASE["model"], "hiden": 3}})
+    with pytest.raises(ValueError):
+        smelt.match({"baseline": BASE, "recipe": {"span": 13}})
+    with pytest.raises(smelt.SmeltError, match="cannot read model file"):
+        smelt.match({"baseline": "no-such-file.toml"})
