@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let s = fit::fit("chinchilla (scipy stopping)", &points, &scipy)?;
     println!(
         "scipy-like stopping, summed: E {:.5} A {:.2} B {:.2} alpha {:.5} beta {:.5}",
-        s.E, s.A, s.K, s.a, s.c
+        s.surface.E, s.surface.A, s.surface.K, s.surface.a, s.surface.c
     );
     println!("{}", smelt::report::to_json(&f)?);
     // The per-point losses averaged instead of summed, with scipy's default stopping rules:
@@ -35,11 +35,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let m = fit::fit("chinchilla (mean)", &points, &mean)?;
     println!(
         "mean-scaled fit: E {:.4} A {:.1} B {:.1} alpha {:.4} beta {:.4} ({:?} after {} iterations, {} of {} starts at best)",
-        m.E,
-        m.A,
-        m.K,
-        m.a,
-        m.c,
+        m.surface.E,
+        m.surface.A,
+        m.surface.K,
+        m.surface.a,
+        m.surface.c,
         m.convergence.termination,
         m.convergence.iterations,
         m.convergence.starts_at_best,
@@ -69,7 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 c: 0.28,
             },
         ),
-        ("smelt", f.surface()),
+        ("smelt", f.surface),
     ];
     for (name, s) in published {
         for scale in [Scale::Sum, Scale::Mean] {

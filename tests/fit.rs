@@ -24,12 +24,24 @@ fn chinchilla_fit_lands_on_the_replication() {
     )
     .unwrap();
     assert_eq!(f.form, Form::Chinchilla);
-    assert_eq!(f.b, 0.0);
-    assert!((f.a - 0.3473).abs() < 0.005, "alpha {}", f.a);
-    assert!((f.c - 0.3672).abs() < 0.005, "beta {}", f.c);
-    assert!((f.E - 1.8172).abs() < 0.01, "E {}", f.E);
-    assert!((f.A / 477.8 - 1.0).abs() < 0.05, "A {}", f.A);
-    assert!((f.K / 2143.9 - 1.0).abs() < 0.05, "B {}", f.K);
+    assert_eq!(f.surface.b, 0.0);
+    assert!(
+        (f.surface.a - 0.3473).abs() < 0.005,
+        "alpha {}",
+        f.surface.a
+    );
+    assert!((f.surface.c - 0.3672).abs() < 0.005, "beta {}", f.surface.c);
+    assert!((f.surface.E - 1.8172).abs() < 0.01, "E {}", f.surface.E);
+    assert!(
+        (f.surface.A / 477.8 - 1.0).abs() < 0.05,
+        "A {}",
+        f.surface.A
+    );
+    assert!(
+        (f.surface.K / 2143.9 - 1.0).abs() < 0.05,
+        "B {}",
+        f.surface.K
+    );
     assert!(f.convergence.grad_max < 1e-6);
     assert!(
         f.convergence.starts_at_best > 100,
@@ -67,13 +79,13 @@ fn chinchilla_fit_lands_on_the_replication() {
     };
     let m = fit::fit("mean", &points, &mean).unwrap();
     assert!(
-        (m.a - f.a).abs() > 0.03 || (m.c - f.c).abs() > 0.03,
+        (m.surface.a - f.surface.a).abs() > 0.03 || (m.surface.c - f.surface.c).abs() > 0.03,
         "{m:?}"
     );
     let mut g = [0.0; 6];
     let summed_at_mean_fit = fit::objective(
         &points,
-        &fit::params_of(&m.surface()),
+        &fit::params_of(&m.surface),
         &mut g,
         1e-3,
         Scale::Sum,
@@ -95,10 +107,30 @@ fn synthetic_coefficients_are_recovered() {
     );
     let f = fit::fit("", &points, &FitOptions::standard(Form::Surface)).unwrap();
     assert_eq!(f.form, Form::Surface);
-    assert!((f.a - truth.a).abs() < 0.01, "a {} vs {}", f.a, truth.a);
-    assert!((f.c - truth.c).abs() < 0.02, "c {} vs {}", f.c, truth.c);
-    assert!((f.b - truth.b).abs() < 0.01, "b {} vs {}", f.b, truth.b);
-    assert!((f.E - truth.E).abs() < 0.01, "E {} vs {}", f.E, truth.E);
+    assert!(
+        (f.surface.a - truth.a).abs() < 0.01,
+        "a {} vs {}",
+        f.surface.a,
+        truth.a
+    );
+    assert!(
+        (f.surface.c - truth.c).abs() < 0.02,
+        "c {} vs {}",
+        f.surface.c,
+        truth.c
+    );
+    assert!(
+        (f.surface.b - truth.b).abs() < 0.01,
+        "b {} vs {}",
+        f.surface.b,
+        truth.b
+    );
+    assert!(
+        (f.surface.E - truth.E).abs() < 0.01,
+        "E {} vs {}",
+        f.surface.E,
+        truth.E
+    );
     assert!((f.gamma - truth.gamma()).abs() < 0.005);
     assert!(f.rmse < 0.005, "rmse {}", f.rmse);
     // Without noise the fit is exact.
@@ -112,7 +144,7 @@ fn synthetic_coefficients_are_recovered() {
     );
     let f = fit::fit("", &exact, &FitOptions::standard(Form::Surface)).unwrap();
     assert!(f.rmse < 1e-6, "rmse {}", f.rmse);
-    assert!((f.a - truth.a).abs() < 1e-4 && (f.c - truth.c).abs() < 1e-4);
+    assert!((f.surface.a - truth.a).abs() < 1e-4 && (f.surface.c - truth.c).abs() < 1e-4);
 }
 
 fn two_architectures() -> (Vec<fit::Endpoint>, Vec<fit::Endpoint>) {

@@ -130,7 +130,7 @@ fn refit(points: &[Endpoint], warm: &Fit, opts: &FitOptions) -> Option<Fit> {
     let form = form_of(points);
     let mut single = opts.clone();
     single.threads = 1;
-    let (best, tie) = minimise_from(points, &[params_of(&warm.surface())], &single, form);
+    let (best, tie) = minimise_from(points, &[params_of(&warm.surface)], &single, form);
     best.f
         .is_finite()
         .then(|| finish(&warm.group, points, best, tie, 1, opts, form))
@@ -223,7 +223,7 @@ pub fn gain_table(
                         else {
                             continue;
                         };
-                        let (rs, ts) = (rf.surface(), tf.surface());
+                        let (rs, ts) = (rf.surface, tf.surface);
                         let gains = grid
                             .iter()
                             .map(|&(c, s)| ce_gain(&rs, &ts, c, s).unwrap_or(f64::NAN))
@@ -235,7 +235,7 @@ pub fn gain_table(
         });
     }
     let ok: Vec<&(f64, f64, Vec<f64>)> = samples.iter().flatten().collect();
-    let (rs, ts) = (ref_fit.surface(), tgt_fit.surface());
+    let (rs, ts) = (ref_fit.surface, tgt_fit.surface);
     let rows = grid
         .iter()
         .enumerate()

@@ -283,24 +283,15 @@ pub struct Convergence {
 
 /// A fitted surface: the JSON contract of `smelt fit` (one per group).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[allow(non_snake_case)]
 pub struct Fit {
     /// The group's value (empty without `--group`).
     pub group: String,
     /// Surface or Chinchilla form.
     pub form: Form,
-    /// Irreducible loss.
-    pub E: f64,
-    /// Compute-term scale.
-    pub A: f64,
-    /// Compute exponent.
-    pub a: f64,
-    /// Sparsity exponent (0 and fixed for the Chinchilla form).
-    pub b: f64,
-    /// Data-term scale.
-    pub K: f64,
-    /// Data exponent.
-    pub c: f64,
+    /// The coefficients `E, A, a, b, K, c` (flattened into the JSON object; `b` is 0 and
+    /// fixed for the Chinchilla form).
+    #[serde(flatten)]
+    pub surface: Surface,
     /// `a·c / (a + c)`.
     pub gamma: f64,
     /// Root-mean-square error of the predicted loss, in nats.
@@ -317,20 +308,6 @@ pub struct Fit {
     pub cells: usize,
     /// How the optimisation ended.
     pub convergence: Convergence,
-}
-
-impl Fit {
-    /// The fitted coefficients.
-    pub fn surface(&self) -> Surface {
-        Surface {
-            E: self.E,
-            A: self.A,
-            a: self.a,
-            b: self.b,
-            K: self.K,
-            c: self.c,
-        }
-    }
 }
 
 fn huber(r: f64, delta: f64) -> (f64, f64) {
@@ -532,12 +509,7 @@ pub(crate) fn finish(
     Fit {
         group: group.to_owned(),
         form,
-        E: s.E,
-        A: s.A,
-        a: s.a,
-        b: s.b,
-        K: s.K,
-        c: s.c,
+        surface: s,
         gamma: s.gamma(),
         rmse: rmse(&s, points),
         objective: best.f,

@@ -177,7 +177,7 @@ pub fn residual_heatmap(report: &GridReport) -> Result<String> {
 /// The two fitted frontiers of a gain table (see the module docs), over compute from a
 /// tenth of the smallest to ten times the largest compute in the table.
 pub fn frontiers(table: &GainTable) -> Result<String> {
-    let (rs, ts) = (table.reference.surface(), table.target.surface());
+    let (rs, ts) = (table.reference.surface, table.target.surface);
     let mut computes: Vec<f64> = table.rows.iter().map(|r| r.compute).collect();
     computes.sort_by(f64::total_cmp);
     let mut sparsities: Vec<f64> = table.rows.iter().map(|r| r.sparsity).collect();
