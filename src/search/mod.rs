@@ -2,7 +2,7 @@
 //!
 //! Given a [`Budget`] (a Baseline, a loop recipe, a lattice, weights and a mode), find the
 //! looped configuration on the lattice whose budgets match the Baseline's best, and report
-//! what is left over. Every count comes from the cost model ([`crate::cost`]); nothing here
+//! what is left over. Every count comes from the cost model ([`mod@crate::cost`]); nothing here
 //! re-derives one.
 //!
 //! # Objective
