@@ -102,12 +102,30 @@ fn grid(py: Python<'_>, grid: &Bound<'_, PyAny>, base_dir: Option<PathBuf>) -> P
     output(py, &report)
 }
 
+/// import_hf(config) -> dict: a Hugging Face config.json (dict or path) as a model dict.
+///
+/// Supported: mixtral, qwen3_moe, olmoe; the embedding and LM head are counted; the
+/// workload is smelt's default (4096-token context, mean document length 991, causal).
+/// What the cost model cannot describe is refused with a SmeltError saying why.
+#[pyfunction]
+fn import_hf(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let text = match input(py, config)? {
+        Input::Json(text) => text,
+        Input::Path(p) => std::fs::read_to_string(&p)
+            .map_err(|e| SmeltError::new_err(format!("{}: {e}", p.display())))?,
+    };
+    let spec = smelt_core::spec::hf::import(&text, smelt_core::ModelSpec::default_workload())
+        .map_err(err)?;
+    output(py, &spec)
+}
+
 /// Compute-matched budgets for looped MoE Transformers (the smelt library).
 #[pymodule]
 fn smelt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cost, m)?)?;
     m.add_function(wrap_pyfunction!(match_budget, m)?)?;
     m.add_function(wrap_pyfunction!(grid, m)?)?;
+    m.add_function(wrap_pyfunction!(import_hf, m)?)?;
     m.add("SmeltError", m.py().get_type::<SmeltError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

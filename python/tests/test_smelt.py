@@ -83,3 +83,13 @@ def test_errors_are_smelt_errors_naming_the_field():
         smelt.match({"baseline": BASE, "recipe": {"span": 13}})
     with pytest.raises(smelt.SmeltError, match="cannot read model file"):
         smelt.match({"baseline": "no-such-file.toml"})
+
+
+def test_import_hf_then_cost():
+    spec = smelt.import_hf(ROOT / "tests" / "data" / "hf" / "mixtral-8x7b-v0.1.json")
+    assert spec["model"]["moe"] == {"experts": 8, "top_k": 2, "expert_ffn": 14336}
+    c = smelt.cost(spec)
+    assert round(c["params"]["total"] / 1e9, 1) == 46.7
+    assert round(c["params"]["active"] / 1e9, 1) == 12.9
+    with pytest.raises(smelt.SmeltError, match="sliding_window"):
+        smelt.import_hf({"model_type": "mixtral", "sliding_window": 4096})

@@ -17,7 +17,8 @@ use super::{OutputFormat, emit};
 /// [counting] asks for them.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The model file (TOML; see the README for the format).
+    /// The model file (TOML; see the README for the format), or a Hugging Face config.json
+    /// (imported as `smelt import` does, at the default workload).
     model: PathBuf,
     /// A Baseline model file: show both side by side with the residual of each budget, and
     /// measure the model's sparsity against the Baseline's fully-activated control.

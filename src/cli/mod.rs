@@ -10,6 +10,7 @@ mod cost;
 mod fit;
 mod gain;
 mod grid;
+mod import;
 mod matching;
 mod sweep;
 
@@ -48,6 +49,7 @@ enum Command {
     Fit(fit::Args),
     Gain(gain::Args),
     Bench(bench::Args),
+    Import(import::Args),
 }
 
 /// Output format of a single-result command.
@@ -105,6 +107,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fit(args) => fit::run(args),
         Command::Gain(args) => gain::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Import(args) => import::run(args),
     }
 }
 

@@ -29,6 +29,8 @@
 //! built in code. Validation names the field and the rule it breaks, and bounds every size
 //! (see the `MAX_*` constants) so that no count can silently wrap.
 
+pub mod hf;
+
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -471,13 +473,29 @@ impl ModelSpec {
         Ok(spec)
     }
 
-    /// Reads, parses and validates a model file.
+    /// The workload an imported `config.json` is costed at unless told otherwise: 4096-token
+    /// packed sequences, causal attention at a mean document length of 991 tokens, bf16 KV.
+    pub fn default_workload() -> Workload {
+        Workload {
+            context: 4096,
+            mean_doc_len: Some(991),
+            doc_lengths: None,
+            attention: Attention::Causal,
+            kv_dtype_bytes: 2,
+        }
+    }
+
+    /// Reads, parses and validates a model file; a `.json` file is imported as a Hugging
+    /// Face `config.json` ([`hf`]) at [`ModelSpec::default_workload`].
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|error| Error::Io {
             path: path.display().to_string(),
             error,
         })?;
+        if path.extension().is_some_and(|e| e == "json") {
+            return hf::import(&text, Self::default_workload());
+        }
         Self::from_toml_str(&text)
     }
 
