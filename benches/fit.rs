@@ -5,12 +5,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use smelt::fit::{self, BootstrapOptions, FitOptions, Form, data};
 
 fn bench(c: &mut Criterion) {
-    let (b, s) = data::paper_like_surfaces();
-    let flops = [6.0e8, 1.33e9, 4.0e9, 1.0e10];
-    let sp = [0.85, 0.95, 0.97];
-    let tokens = [2.5e9, 1.0e10, 4.0e10, 1.6e11];
-    let base = data::synthetic(&b, &flops, &sp, &tokens, 0.002, 1);
-    let smelt = data::synthetic(&s, &flops, &sp, &tokens, 0.002, 2);
+    let (base, smelt) = data::paper_like_endpoints(&[0.85, 0.95, 0.97], 0.002);
     let opts = FitOptions::standard(Form::Surface);
     let mut g = c.benchmark_group("fit");
     g.sample_size(10);

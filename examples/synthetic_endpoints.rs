@@ -9,11 +9,6 @@
 use smelt::fit::data;
 
 fn main() {
-    let (baseline, smelt) = smelt::fit::data::paper_like_surfaces();
-    let flops = [6.0e8, 1.33e9, 4.0e9, 1.0e10];
-    let sparsities = [0.85, 0.95, 0.97];
-    let tokens = [2.5e9, 1.0e10, 4.0e10, 1.6e11];
-    let b = data::synthetic(&baseline, &flops, &sparsities, &tokens, 0.002, 1);
-    let s = data::synthetic(&smelt, &flops, &sparsities, &tokens, 0.002, 2);
+    let (b, s) = data::paper_like_endpoints(&[0.85, 0.95, 0.97], 0.002);
     print!("{}", data::to_csv(&[("baseline", &b), ("smelt", &s)]));
 }

@@ -18,12 +18,7 @@ fn write(name: &str, text: &str) -> String {
 }
 
 fn synthetic_csv() -> String {
-    let (b, s) = data::paper_like_surfaces();
-    let flops = [6.0e8, 1.33e9, 4.0e9, 1.0e10];
-    let sp = [0.85, 0.95, 0.97];
-    let tokens = [2.5e9, 1.0e10, 4.0e10, 1.6e11];
-    let base = data::synthetic(&b, &flops, &sp, &tokens, 0.002, 1);
-    let smelt = data::synthetic(&s, &flops, &sp, &tokens, 0.002, 2);
+    let (base, smelt) = data::paper_like_endpoints(&[0.85, 0.95, 0.97], 0.002);
     write(
         "synthetic.csv",
         &data::to_csv(&[("baseline", &base), ("smelt", &smelt)]),

@@ -148,14 +148,7 @@ fn synthetic_coefficients_are_recovered() {
 }
 
 fn two_architectures() -> (Vec<fit::Endpoint>, Vec<fit::Endpoint>) {
-    let (b, s) = data::paper_like_surfaces();
-    let flops = [6.0e8, 1.33e9, 4.0e9, 1.0e10];
-    let sp = [0.85, 0.95, 0.97];
-    let tokens = [2.5e9, 1.0e10, 4.0e10, 1.6e11];
-    (
-        data::synthetic(&b, &flops, &sp, &tokens, 0.002, 1),
-        data::synthetic(&s, &flops, &sp, &tokens, 0.002, 2),
-    )
+    data::paper_like_endpoints(&[0.85, 0.95, 0.97], 0.002)
 }
 
 #[test]

@@ -83,11 +83,7 @@ fn readme_picture_is_current() {
 
 #[test]
 fn frontier_plot_draws_both_architectures_per_sparsity() {
-    let (b, s) = data::paper_like_surfaces();
-    let flops = [6.0e8, 1.33e9, 4.0e9, 1.0e10];
-    let tokens = [2.5e9, 1.0e10, 4.0e10, 1.6e11];
-    let bp = data::synthetic(&b, &flops, &[0.85, 0.95], &tokens, 0.0, 1);
-    let sp = data::synthetic(&s, &flops, &[0.85, 0.95], &tokens, 0.0, 2);
+    let (bp, sp) = data::paper_like_endpoints(&[0.85, 0.95], 0.0);
     let opts = FitOptions {
         starts: StartGrid::small(Form::Surface),
         ..FitOptions::standard(Form::Surface)

@@ -53,6 +53,9 @@ struct CellFile {
     baseline: toml::Value,
 }
 
+/// A grid file as written. The shared keys are repeated from the budget file's struct
+/// rather than `#[serde(flatten)]`-ed, because serde cannot combine `flatten` with
+/// `deny_unknown_fields`, and a typo must fail loudly.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GridFile {

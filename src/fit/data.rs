@@ -252,6 +252,37 @@ pub fn paper_like_surfaces() -> (super::Surface, super::Surface) {
     )
 }
 
+/// Per-token FLOPs of the synthetic grid's four scales (about the paper's 100M to 1.6B).
+pub const SYNTHETIC_FLOPS: [f64; 4] = [6.0e8, 1.33e9, 4.0e9, 1.0e10];
+/// Training tokens of the synthetic endpoints of each cell.
+pub const SYNTHETIC_TOKENS: [f64; 4] = [2.5e9, 1.0e10, 4.0e10, 1.6e11];
+
+/// Synthetic endpoints of both [`paper_like_surfaces`] on the paper's sparse grid shape: 4
+/// scales ([`SYNTHETIC_FLOPS`]) x `sparsities` (12 cells for the paper's 0.85, 0.95, 0.97)
+/// x 4 token counts ([`SYNTHETIC_TOKENS`]), with log-normal noise `noise`; seeds 1 and 2.
+/// Returns `(baseline, smelt)`.
+pub fn paper_like_endpoints(sparsities: &[f64], noise: f64) -> (Vec<Endpoint>, Vec<Endpoint>) {
+    let (b, s) = paper_like_surfaces();
+    (
+        synthetic(
+            &b,
+            &SYNTHETIC_FLOPS,
+            sparsities,
+            &SYNTHETIC_TOKENS,
+            noise,
+            1,
+        ),
+        synthetic(
+            &s,
+            &SYNTHETIC_FLOPS,
+            sparsities,
+            &SYNTHETIC_TOKENS,
+            noise,
+            2,
+        ),
+    )
+}
+
 /// Endpoints as CSV (`group,cell,F,S,D,loss`), the format [`parse`] reads.
 pub fn to_csv(groups: &[(&str, &[Endpoint])]) -> String {
     let mut out = String::from("arch,cell,F,S,D,loss\n");
