@@ -138,3 +138,68 @@ fn cli_import_and_cost_of_a_config() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["params"]["total"], 46_702_792_704u64);
 }
+
+/// A Baseline given as a config.json, matched, exported as a config.json in its family's
+/// style with the loop in `smelt_loop_*` keys, and imported back: the same model.
+#[test]
+fn match_a_hf_baseline_and_export_it_back() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let budget = dir.join("hf-budget.toml");
+    std::fs::write(
+        &budget,
+        format!(
+            r#"
+name = "looped-mixtral"
+baseline = "{}/tests/data/hf/mixtral-8x7b-v0.1.json"
+[recipe]
+span = "half"
+repeats = 2
+[lattice]
+hidden = {{ step = 128, min = 2560, max = 4096 }}
+experts = {{ step = 1, min = 2, max = 32 }}
+expert_ffn = {{ ratio = "baseline", multiple = 128 }}
+head_dim = {{ values = [128] }}
+heads = {{ tied = true }}
+kv_heads = {{ min = 1, max = 8 }}
+gqa = {{ min = 1, max = 32 }}
+"#,
+            env!("CARGO_MANIFEST_DIR")
+        ),
+    )
+    .unwrap();
+    let config = dir.join("looped-mixtral.json");
+    let out = assert_cmd::Command::cargo_bin("smelt")
+        .unwrap()
+        .args([
+            "match",
+            budget.to_str().unwrap(),
+            "--format",
+            "hf",
+            "-o",
+            config.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["model_type"], "mixtral");
+    assert_eq!(v["smelt_loop_first_layer"], 9);
+    assert_eq!(v["smelt_loop_span"], 16);
+    assert_eq!(v["smelt_loop_repeats"], 2);
+    assert_eq!(v["smelt_loop_residual_scale"], 0.5);
+    let back = ModelSpec::load(&config).unwrap();
+    let report = smelt::match_budget(&smelt::Budget::load(&budget).unwrap(), 1).unwrap();
+    assert_eq!(back.model, report.looped.model);
+    assert_eq!(back.model.executions(), 48);
+    // A family whose conventions the model does not follow is refused.
+    let e = hf::export(&report.looped, "qwen3_moe")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("q/k norm"), "{e}");
+    let e = hf::export(&report.looped, "llama").unwrap_err().to_string();
+    assert!(e.contains("'llama'"), "{e}");
+}

@@ -9,7 +9,19 @@ use smelt::budget::Budget;
 use smelt::report;
 use smelt::search::{self, MatchReport};
 
-use super::{EXIT_TOLERANCE, OutputFormat, emit};
+use super::{EXIT_TOLERANCE, emit};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MatchFormat {
+    /// Tables: budgets, residuals, shapes, runners-up.
+    Table,
+    /// The JSON report (the contract in the README).
+    Json,
+    /// The matched model file (valid input to `smelt cost`).
+    Toml,
+    /// The matched model as a Hugging Face config.json.
+    Hf,
+}
 
 /// Find the looped configuration whose FLOPs, parameters and KV cache match a Baseline's.
 ///
@@ -20,12 +32,17 @@ use super::{EXIT_TOLERANCE, OutputFormat, emit};
 pub struct Args {
     /// The budget file (TOML; see the README, "Budget files").
     budget: PathBuf,
-    /// Output format: table, the matched model file (toml), or the JSON report.
-    #[arg(long, value_enum, default_value_t)]
-    format: OutputFormat,
-    /// Also write the matched model file here.
+    /// Output format: table, the matched model file (toml), the JSON report, or the matched
+    /// model as a Hugging Face config.json (hf) with the loop in `smelt_loop_*` keys.
+    #[arg(long, value_enum, default_value_t = MatchFormat::Table)]
+    format: MatchFormat,
+    /// Also write the matched model here: a config.json with --format hf, else a model file.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// The Hugging Face family for --format hf (default: the one whose q/k-norm convention
+    /// the model follows: mixtral, qwen3_moe or olmoe).
+    #[arg(long, value_name = "MODEL_TYPE")]
+    hf_family: Option<String>,
     /// List the N best distinct configurations (N >= 1).
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -53,13 +70,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let m = search::match_budget(&budget, args.top as usize)?;
     let elapsed = start.elapsed();
+    let hf = || -> anyhow::Result<String> {
+        let family = args
+            .hf_family
+            .clone()
+            .unwrap_or_else(|| smelt::spec::hf::family_of(&m.looped).to_owned());
+        let config = smelt::spec::hf::export(&m.looped, &family)?;
+        Ok(serde_json::to_string_pretty(&config)? + "\n")
+    };
     let text = match args.format {
-        OutputFormat::Table => report::match_table(&m),
-        OutputFormat::Json => report::to_json(&m)?,
-        OutputFormat::Toml => model_file(&m)?,
+        MatchFormat::Table => report::match_table(&m),
+        MatchFormat::Json => report::to_json(&m)?,
+        MatchFormat::Toml => model_file(&m)?,
+        MatchFormat::Hf => hf()?,
     };
     emit(&text)?;
-    if args.format == OutputFormat::Table {
+    if args.format == MatchFormat::Table {
         eprintln!(
             "solved in {:.1} ms ({:.0} candidates costed per second)",
             elapsed.as_secs_f64() * 1e3,
@@ -67,8 +93,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(path) = &args.output {
-        std::fs::write(path, model_file(&m)?)
-            .with_context(|| format!("writing '{}'", path.display()))?;
+        let file = if args.format == MatchFormat::Hf {
+            hf()?
+        } else {
+            model_file(&m)?
+        };
+        std::fs::write(path, file).with_context(|| format!("writing '{}'", path.display()))?;
     }
     Ok(if m.within_tolerance {
         ExitCode::SUCCESS

@@ -15,6 +15,9 @@
 //! attention, multi-head latent attention (DeepSeek's MLA), q/k/v biases and shared experts
 //! with a gate (Qwen1.5/2-MoE), dense layers mixed with MoE layers (`decoder_sparse_step`,
 //! `mlp_only_layers`), and any other `model_type`.
+//!
+//! [`export`] writes a (matched, looped) spec back in a family's style, with the loop in
+//! clearly named extra keys that [`import`] reads back.
 
 use serde::Deserialize;
 
@@ -66,6 +69,14 @@ pub struct HfConfig {
     pub shared_expert_intermediate_size: Option<u64>,
     /// Multi-head latent attention rank (DeepSeek).
     pub kv_lora_rank: Option<u64>,
+    /// smelt's loop: 1-based first looped layer (written by [`export`]).
+    pub smelt_loop_first_layer: Option<u64>,
+    /// smelt's loop: looped layers.
+    pub smelt_loop_span: Option<u64>,
+    /// smelt's loop: executions of the block.
+    pub smelt_loop_repeats: Option<u64>,
+    /// smelt's loop: scale of each residual update inside the block.
+    pub smelt_loop_residual_scale: Option<f64>,
 }
 
 fn need(v: Option<u64>, key: &str, family: &str) -> Result<u64> {
@@ -195,6 +206,25 @@ impl HfConfig {
             ),
         };
         let heads = need(self.num_attention_heads, "num_attention_heads", family)?;
+        let looping = match (
+            self.smelt_loop_first_layer,
+            self.smelt_loop_span,
+            self.smelt_loop_repeats,
+        ) {
+            (None, None, None) => None,
+            (Some(first), Some(span), Some(repeats)) => Some(super::Loop {
+                first,
+                span,
+                repeats,
+                residual_scale: self.smelt_loop_residual_scale,
+            }),
+            _ => {
+                return Err(Error::invalid(
+                    "config.json: smelt_loop_*",
+                    "give smelt_loop_first_layer, smelt_loop_span and smelt_loop_repeats together",
+                ));
+            }
+        };
         let spec = ModelSpec {
             name: Some(
                 self.architectures
@@ -218,7 +248,7 @@ impl HfConfig {
                     shared_experts: 0,
                     shared_ffn: 0,
                 },
-                looping: None,
+                looping,
             },
             workload,
             counting: Counting {
@@ -234,4 +264,101 @@ impl HfConfig {
 /// Imports `config.json` text, costed at `workload`.
 pub fn import(text: &str, workload: Workload) -> Result<ModelSpec> {
     HfConfig::from_json_str(text)?.to_spec(workload)
+}
+
+/// The `model_type` whose conventions a spec follows: `qwen3_moe` with per-head q/k norm,
+/// `olmoe` with q/k norm over the whole projection, `mixtral` without.
+pub fn family_of(spec: &ModelSpec) -> &'static str {
+    match spec.model.qk_norm {
+        QkNorm::PerHead => "qwen3_moe",
+        QkNorm::Full => "olmoe",
+        QkNorm::None => "mixtral",
+    }
+}
+
+/// A spec as a `config.json` in the style of `family` (`mixtral`, `qwen3_moe` or `olmoe`):
+/// the keys [`import`] reads, with the loop, if any, in the extra keys
+/// `smelt_loop_first_layer` (1-based), `smelt_loop_span`, `smelt_loop_repeats` and
+/// `smelt_loop_residual_scale`, so a launcher can build it and `import` reads it back.
+pub fn export(spec: &ModelSpec, family: &str) -> Result<serde_json::Value> {
+    use serde_json::json;
+    spec.validate()?;
+    let m = &spec.model;
+    let natural = m.hidden % m.heads == 0 && m.hidden / m.heads == m.head_dim;
+    let mut c = serde_json::Map::new();
+    let (arch, qk) = match family {
+        "mixtral" => ("MixtralForCausalLM", QkNorm::None),
+        "qwen3_moe" => ("Qwen3MoeForCausalLM", QkNorm::PerHead),
+        "olmoe" => ("OlmoeForCausalLM", QkNorm::Full),
+        other => {
+            return Err(Error::invalid(
+                "family",
+                format!("'{other}' is not one smelt exports; supported: mixtral, qwen3_moe, olmoe"),
+            ));
+        }
+    };
+    if m.qk_norm != qk {
+        return Err(Error::invalid(
+            "family",
+            format!(
+                "{family} uses q/k norm {qk:?}, the model has {:?}",
+                m.qk_norm
+            ),
+        ));
+    }
+    if family != "qwen3_moe" && !natural {
+        return Err(Error::invalid(
+            "family",
+            format!(
+                "{family} has no head_dim key: it needs head_dim = hidden / heads ({} / {}), got {}",
+                m.hidden, m.heads, m.head_dim
+            ),
+        ));
+    }
+    if m.moe.shared_experts > 0 {
+        return Err(Error::invalid(
+            "family",
+            format!("{family} has no shared experts"),
+        ));
+    }
+    c.insert("architectures".into(), json!([arch]));
+    c.insert("model_type".into(), json!(family));
+    c.insert("hidden_size".into(), json!(m.hidden));
+    c.insert("num_hidden_layers".into(), json!(m.layers));
+    c.insert("num_attention_heads".into(), json!(m.heads));
+    c.insert("num_key_value_heads".into(), json!(m.kv_heads));
+    c.insert("num_experts_per_tok".into(), json!(m.moe.top_k));
+    c.insert("vocab_size".into(), json!(m.vocab));
+    c.insert("tie_word_embeddings".into(), json!(m.tie_embeddings));
+    match family {
+        "mixtral" => {
+            c.insert("num_local_experts".into(), json!(m.moe.experts));
+            c.insert("intermediate_size".into(), json!(m.moe.expert_ffn));
+            c.insert("sliding_window".into(), serde_json::Value::Null);
+        }
+        "qwen3_moe" => {
+            c.insert("num_experts".into(), json!(m.moe.experts));
+            c.insert("moe_intermediate_size".into(), json!(m.moe.expert_ffn));
+            c.insert("head_dim".into(), json!(m.head_dim));
+            c.insert("decoder_sparse_step".into(), json!(1));
+            c.insert("mlp_only_layers".into(), json!([]));
+            c.insert("use_sliding_window".into(), json!(false));
+            c.insert("attention_bias".into(), json!(false));
+        }
+        _ => {
+            c.insert("num_experts".into(), json!(m.moe.experts));
+            c.insert("intermediate_size".into(), json!(m.moe.expert_ffn));
+            c.insert("attention_bias".into(), json!(false));
+        }
+    }
+    if let Some(l) = &m.looping {
+        c.insert("smelt_loop_first_layer".into(), json!(l.first));
+        c.insert("smelt_loop_span".into(), json!(l.span));
+        c.insert("smelt_loop_repeats".into(), json!(l.repeats));
+        c.insert(
+            "smelt_loop_residual_scale".into(),
+            json!(l.residual_scale()),
+        );
+    }
+    Ok(serde_json::Value::Object(c))
 }
