@@ -284,7 +284,7 @@ pub fn export(spec: &ModelSpec, family: &str) -> Result<serde_json::Value> {
     use serde_json::json;
     spec.validate()?;
     let m = &spec.model;
-    let natural = m.hidden % m.heads == 0 && m.hidden / m.heads == m.head_dim;
+    let natural = m.hidden.is_multiple_of(m.heads) && m.hidden / m.heads == m.head_dim;
     let mut c = serde_json::Map::new();
     let (arch, qk) = match family {
         "mixtral" => ("MixtralForCausalLM", QkNorm::None),
