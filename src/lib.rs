@@ -8,8 +8,9 @@
 //! exactly from an analytic cost model ([`cost`](mod@cost), where the conventions are
 //! documented), finds by exact integer search the looped configuration that matches a
 //! Baseline on a declared lattice ([`search`], driven by [`budget`] files), reports the
-//! residual mismatch, and fits the scaling-law surfaces matched models are compared with
-//! ([`fit`]).
+//! residual mismatch, fits the scaling-law surfaces matched models are compared with
+//! ([`fit`]), times the GEMMs a layer really issues ([`bench`]), and reads and writes
+//! Hugging Face `config.json` files ([`spec::hf`]).
 //!
 //! Costing a model:
 //!

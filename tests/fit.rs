@@ -97,52 +97,32 @@ fn chinchilla_fit_lands_on_the_replication() {
 #[test]
 fn synthetic_coefficients_are_recovered() {
     let (truth, _) = data::paper_like_surfaces();
-    let points = data::synthetic(
-        &truth,
-        &[6.0e8, 1.33e9, 4.0e9, 1.0e10],
-        &[0.0, 0.85, 0.95, 0.97],
-        &[2.5e9, 1.0e10, 4.0e10, 1.6e11],
-        0.001,
-        7,
-    );
-    let f = fit::fit("", &points, &FitOptions::standard(Form::Surface)).unwrap();
+    let sparsities = [0.0, 0.85, 0.95, 0.97];
+    let endpoints = |noise| {
+        data::synthetic(
+            &truth,
+            &data::SYNTHETIC_FLOPS,
+            &sparsities,
+            &data::SYNTHETIC_TOKENS,
+            noise,
+            7,
+        )
+    };
+    let f = fit::fit("", &endpoints(0.001), &FitOptions::standard(Form::Surface)).unwrap();
     assert_eq!(f.form, Form::Surface);
-    assert!(
-        (f.surface.a - truth.a).abs() < 0.01,
-        "a {} vs {}",
-        f.surface.a,
-        truth.a
-    );
-    assert!(
-        (f.surface.c - truth.c).abs() < 0.02,
-        "c {} vs {}",
-        f.surface.c,
-        truth.c
-    );
-    assert!(
-        (f.surface.b - truth.b).abs() < 0.01,
-        "b {} vs {}",
-        f.surface.b,
-        truth.b
-    );
-    assert!(
-        (f.surface.E - truth.E).abs() < 0.01,
-        "E {} vs {}",
-        f.surface.E,
-        truth.E
-    );
-    assert!((f.gamma - truth.gamma()).abs() < 0.005);
+    let s = f.surface;
+    for (name, got, want, tol) in [
+        ("a", s.a, truth.a, 0.01),
+        ("c", s.c, truth.c, 0.02),
+        ("b", s.b, truth.b, 0.01),
+        ("E", s.E, truth.E, 0.01),
+        ("gamma", f.gamma, truth.gamma(), 0.005),
+    ] {
+        assert!((got - want).abs() < tol, "{name}: {got} vs {want}");
+    }
     assert!(f.rmse < 0.005, "rmse {}", f.rmse);
     // Without noise the fit is exact.
-    let exact = data::synthetic(
-        &truth,
-        &[6.0e8, 1.33e9, 4.0e9, 1.0e10],
-        &[0.0, 0.85, 0.95, 0.97],
-        &[2.5e9, 1.0e10, 4.0e10, 1.6e11],
-        0.0,
-        7,
-    );
-    let f = fit::fit("", &exact, &FitOptions::standard(Form::Surface)).unwrap();
+    let f = fit::fit("", &endpoints(0.0), &FitOptions::standard(Form::Surface)).unwrap();
     assert!(f.rmse < 1e-6, "rmse {}", f.rmse);
     assert!((f.surface.a - truth.a).abs() < 1e-4 && (f.surface.c - truth.c).abs() < 1e-4);
 }
