@@ -9,7 +9,7 @@
 //! documented), finds by exact integer search the looped configuration that matches a
 //! Baseline on a declared lattice ([`search`], driven by [`budget`] files), reports the
 //! residual mismatch, fits the scaling-law surfaces matched models are compared with
-//! ([`fit`]), times the GEMMs a layer really issues ([`bench`]), and reads and writes
+//! ([`fit`]), times the GEMMs a layer really issues ([`mod@bench`]), and reads and writes
 //! Hugging Face `config.json` files ([`spec::hf`]).
 //!
 //! Costing a model:
