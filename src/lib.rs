@@ -70,7 +70,9 @@ pub use budget::{Budget, GridSpec, Mode};
 pub use cost::{Budgets, Comparison, Cost, Residuals, budgets, compare, cost, cost_against};
 pub use error::{Error, Result};
 pub use search::{MatchReport, match_budget, match_grid, solve, sweep};
-pub use spec::{Attention, Counting, Loop, Model, ModelSpec, Moe, QkNorm, Workload};
+pub use spec::{
+    Attention, AttentionBias, Counting, Dense, Loop, Model, ModelSpec, Moe, QkNorm, Workload,
+};
 pub use units::{Bytes, Flops, KvElements, Params};
 
 /// The README's Rust examples, compiled and run as doctests.

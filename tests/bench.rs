@@ -8,7 +8,7 @@ use smelt::{Attention, Loop, Model, ModelSpec, Moe, Workload};
 fn spec(
     shape: [u64; 8],
     looping: Option<(u64, u64, u64)>,
-    shared: (u64, u64),
+    shared: (u64, u64, bool),
     attention: Attention,
 ) -> ModelSpec {
     let [layers, hidden, kv, g, d, experts, top_k, ffn] = shape;
@@ -23,13 +23,16 @@ fn spec(
             vocab: 0,
             tie_embeddings: false,
             qk_norm: Default::default(),
+            attention_bias: smelt::AttentionBias::Qkv,
             moe: Moe {
                 experts,
                 top_k,
                 expert_ffn: ffn,
                 shared_experts: shared.0,
                 shared_ffn: shared.1,
+                shared_gate: shared.2 && shared.0 > 0,
             },
+            dense: None,
             looping: looping.map(|(first, span, repeats)| Loop {
                 first,
                 span,
@@ -57,7 +60,7 @@ proptest! {
     fn plan_equals_the_cost_model(
         (layers, hidden, kv, g, d) in (1u64..=6, 1u64..=64, 1u64..=4, 1u64..=4, 1u64..=32),
         (experts, k_frac, ffn) in (1u64..=40, 0.0f64..1.0, 1u64..=64),
-        shared in prop_oneof![Just((0u64, 0u64)), (1u64..=2, 1u64..=32)],
+        shared in prop_oneof![Just((0u64, 0u64, false)), (1u64..=2, 1u64..=32, any::<bool>())],
         docs in prop::collection::vec(1u64..=300, 1..=6),
         dense in any::<bool>(),
         skew in prop_oneof![Just(None), (0.0f64..3.0).prop_map(Some)],
@@ -102,7 +105,12 @@ proptest! {
 
 #[test]
 fn causal_attention_is_a_triangle_not_a_square() {
-    let s = spec([1, 8, 1, 1, 4, 2, 1, 4], None, (0, 0), Attention::Causal);
+    let s = spec(
+        [1, 8, 1, 1, 4, 2, 1, 4],
+        None,
+        (0, 0, false),
+        Attention::Causal,
+    );
     for len in [1u64, 2, 31, 32, 33, 100, 991] {
         let p = plan::plan(&s.model, &[len], Attention::Causal, Routing::Balanced).unwrap();
         // QKᵀ and PV forward: 2 GEMMs x 2 FLOPs x d x L(L+1)/2 pairs; x3 for training.
@@ -117,11 +125,16 @@ fn causal_attention_is_a_triangle_not_a_square() {
 
 #[test]
 fn cpu_backend_executes_the_plan_and_reports_ratios() {
-    let base = spec([4, 64, 1, 2, 16, 8, 2, 32], None, (0, 0), Attention::Causal);
+    let base = spec(
+        [4, 64, 1, 2, 16, 8, 2, 32],
+        None,
+        (0, 0, false),
+        Attention::Causal,
+    );
     let looped = spec(
         [4, 48, 1, 2, 16, 12, 2, 24],
         Some((2, 2, 2)),
-        (0, 0),
+        (0, 0, false),
         Attention::Causal,
     );
     let opts = BenchOptions {
@@ -151,7 +164,12 @@ fn cpu_backend_executes_the_plan_and_reports_ratios() {
 
 #[test]
 fn cuda_backend_runs_or_fails_cleanly() {
-    let s = spec([2, 64, 1, 2, 16, 8, 2, 32], None, (0, 0), Attention::Causal);
+    let s = spec(
+        [2, 64, 1, 2, 16, 8, 2, 32],
+        None,
+        (0, 0, false),
+        Attention::Causal,
+    );
     let opts = BenchOptions {
         backend: Backend::Cuda,
         tokens: 200,
@@ -242,4 +260,23 @@ fn cli_bench_errors() {
     }
     let (code, _, _) = smelt(&["bench"]);
     assert_eq!(code, Some(2));
+}
+
+/// A model with dense-FFN layers is refused by the planner, with the field and the reason.
+#[test]
+fn dense_layers_are_refused_not_mis_planned() {
+    let mut s = spec(
+        [2, 64, 1, 2, 16, 8, 2, 32],
+        None,
+        (1, 16, true),
+        Attention::Causal,
+    );
+    s.model.dense = Some(smelt::Dense {
+        layers: vec![1],
+        ffn: 64,
+    });
+    let e = plan::plan(&s.model, &[8], Attention::Causal, Routing::Balanced)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("model.dense") && e.contains("dense-FFN"), "{e}");
 }

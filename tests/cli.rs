@@ -357,3 +357,98 @@ fn unreadable_file_and_bad_arguments() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn dense_layers_must_be_real_increasing_layers() {
+    let with =
+        |dense: &str| BASE.replace("[workload]", &format!("[model.dense]\n{dense}\n[workload]"));
+    assert_error(
+        &with("layers = [0]\nffn = 64"),
+        &["model.dense.layers[0]", "1-based", "got 0"],
+    );
+    assert_error(
+        &with("layers = [13]\nffn = 64"),
+        &["model.dense.layers[0]", "model.layers (12)", "got 13"],
+    );
+    assert_error(
+        &with("layers = [3, 3]\nffn = 64"),
+        &["model.dense.layers[1]", "strictly increasing"],
+    );
+    assert_error(
+        &with("layers = []\nffn = 64"),
+        &["model.dense.layers", "at least one"],
+    );
+    assert_error(
+        &with("layers = [1]\nffn = 0"),
+        &["model.dense.ffn", "at least 1"],
+    );
+    assert_error(&with("layers = [1]"), &["ffn"]);
+}
+
+#[test]
+fn shared_gate_needs_shared_experts_and_biases_are_named() {
+    assert_error(
+        &BASE.replace("expert_ffn = 432", "expert_ffn = 432\nshared_gate = true"),
+        &["model.moe.shared_gate", "shared_experts"],
+    );
+    assert_error(
+        &BASE.replace("head_dim = 80", "head_dim = 80\nattention_bias = \"qk\""),
+        &["attention_bias", "qkv"],
+    );
+}
+
+/// A model with dense layers, a gated shared expert and Q/K/V biases: the table shows the
+/// dense FFN and the JSON carries every component.
+#[test]
+fn qwen_style_model_costs_every_component() {
+    let text = BASE
+        .replace("head_dim = 80", "head_dim = 80\nattention_bias = \"qkv\"")
+        .replace(
+            "expert_ffn = 432",
+            "expert_ffn = 432\nshared_experts = 1\nshared_ffn = 1280\nshared_gate = true",
+        )
+        .replace(
+            "[workload]",
+            "[model.dense]\nlayers = [1, 12]\nffn = 3456\n[workload]",
+        );
+    let path = file(&text);
+    let out = smelt().arg("cost").arg(&path).output().unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("dense FFN"), "{table}");
+    let out = smelt()
+        .arg("cost")
+        .arg(&path)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = &v["params"]["breakdown"];
+    // 10 MoE layers, 2 dense; biases (16 + 2*2) * 80 per layer; gate 1280 per MoE layer.
+    assert_eq!(b["dense"], 2 * 3 * 1280 * 3456u64);
+    assert_eq!(b["shared"], 10 * (3 * 1280 * 1280 + 1280u64));
+    assert_eq!(b["experts"], 10 * 192 * 3 * 1280 * 432u64);
+    assert_eq!(
+        b["attention"],
+        12 * (1280 * (16 + 4) * 80 + 16 * 80 * 1280 + (16 + 4) * 80u64)
+    );
+    let f = &v["flops_per_token"]["forward_breakdown"];
+    assert_eq!(f["dense"], 2 * 2 * 3 * 1280 * 3456u64);
+    assert_eq!(f["router"], 10 * 2 * 1280 * 192u64);
+}
+
+#[test]
+fn a_qwen15_moe_config_costs_directly() {
+    let cfg = format!(
+        "{}/tests/data/hf/qwen1.5-moe-a2.7b.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = smelt()
+        .args(["cost", &cfg, "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["params"]["total"], 14_315_784_192u64);
+    assert_eq!(v["params"]["active"], 2_689_173_504u64);
+}

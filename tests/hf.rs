@@ -58,6 +58,116 @@ fn olmoe_1b_7b() {
     assert_eq!(billions(c.params.active.0, 1), "1.3");
 }
 
+/// Qwen1.5-MoE-A2.7B (model card and the release post "Qwen1.5-MoE: Matching 7B Model
+/// Performance with 1/3 Activated Parameters", 2024-03-28): "14.3B parameters in total and
+/// 2.7B activated parameters during runtime"; the post: "only 2 billion non-embedding
+/// parameters" activated. smelt counts 14.316B, 2.689B and 2.067B (Qwen truncates, as for
+/// Qwen3). Every layer has Q/K/V biases and one shared expert of width 5632 (the post's "four
+/// shared experts" of 1408: the same count) behind a sigmoid gate.
+#[test]
+fn qwen15_moe_a27b() {
+    let spec = load("qwen1.5-moe-a2.7b.json");
+    let m = &spec.model;
+    assert_eq!(m.attention_bias, smelt::AttentionBias::Qkv);
+    assert_eq!(
+        (m.moe.shared_experts, m.moe.shared_ffn, m.moe.shared_gate),
+        (1, 5632, true)
+    );
+    assert_eq!(m.dense, None);
+    let c = smelt::cost(&spec).unwrap();
+    assert_eq!(billions(c.params.total.0, 1), "14.3");
+    assert_eq!(billions(c.params.active.0, 1), "2.7");
+    let b = c.params.active_breakdown;
+    let non_embedding = c.params.active.0 - b.embeddings.0 - b.lm_head.0;
+    assert_eq!(truncated(non_embedding), "2.0");
+    // By hand, per layer: attention 4·2048² + biases 3·2048; experts 60·3·2048·1408;
+    // router 2048·60; shared 3·2048·5632 + gate 2048; norms 2·2048. Then the final norm and
+    // untied embedding and LM head (151936 x 2048 each).
+    let per_layer = 4 * 2048 * 2048
+        + 3 * 2048
+        + 60 * 3 * 2048 * 1408
+        + 2048 * 60
+        + 3 * 2048 * 5632
+        + 2048
+        + 2 * 2048;
+    assert_eq!(c.params.total.0, 24 * per_layer + 2048 + 2 * 151_936 * 2048);
+    assert_eq!(c.params.total.0, 14_315_784_192);
+    assert_eq!(c.params.active.0, 2_689_173_504);
+}
+
+/// Qwen2-57B-A14B (model card; Qwen2 Technical Report, arXiv 2407.10671, Table 1): 57B
+/// total, 14B activated. smelt counts 57.41B and 14.25B.
+#[test]
+fn qwen2_57b_a14b() {
+    let spec = load("qwen2-57b-a14b.json");
+    assert_eq!(spec.model.kv_heads, 4);
+    let c = smelt::cost(&spec).unwrap();
+    assert_eq!(billions(c.params.total.0, 0), "57");
+    assert_eq!(billions(c.params.active.0, 0), "14");
+    assert_eq!(c.params.total.0, 57_408_658_944);
+    assert_eq!(c.params.active.0, 14_249_270_784);
+}
+
+/// Qwen's dense-layer rule: layer `i` (0-based) is MoE when it is not in `mlp_only_layers`
+/// and `(i + 1) % decoder_sparse_step == 0`; the others get a dense SwiGLU of
+/// `intermediate_size`. Swapping MoE layers for dense ones changes the count by exactly
+/// their difference.
+#[test]
+fn qwen_dense_layers_follow_the_transformers_rule() {
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/data/hf/qwen1.5-moe-a2.7b.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let all_moe = hf::import(&text, ModelSpec::default_workload()).unwrap();
+    let step2 = hf::import(
+        &text.replace("\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 2"),
+        ModelSpec::default_workload(),
+    )
+    .unwrap();
+    let d = step2.model.dense.as_ref().unwrap();
+    assert_eq!(d.layers, (0..12).map(|i| 2 * i + 1).collect::<Vec<u64>>());
+    assert_eq!(d.ffn, 5632);
+    let only = hf::import(
+        &text.replace(
+            "\"decoder_sparse_step\": 1,",
+            "\"decoder_sparse_step\": 1, \"mlp_only_layers\": [0, 23],",
+        ),
+        ModelSpec::default_workload(),
+    )
+    .unwrap();
+    assert_eq!(only.model.dense.as_ref().unwrap().layers, vec![1, 24]);
+    let moe_layer: u64 = 60 * 3 * 2048 * 1408 + 2048 * 60 + 3 * 2048 * 5632 + 2048;
+    let dense_layer: u64 = 3 * 2048 * 5632;
+    let total = |s: &ModelSpec| smelt::cost(s).unwrap().params.total.0;
+    assert_eq!(
+        total(&all_moe) - total(&only),
+        2 * (moe_layer - dense_layer)
+    );
+    assert_eq!(
+        total(&all_moe) - total(&step2),
+        12 * (moe_layer - dense_layer)
+    );
+    // Qwen3-MoE reads the same keys.
+    let qwen3 = std::fs::read_to_string(format!(
+        "{}/tests/data/hf/qwen3-30b-a3b.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let q = hf::import(
+        &qwen3.replace("\"mlp_only_layers\": []", "\"mlp_only_layers\": [0, 1]"),
+        ModelSpec::default_workload(),
+    )
+    .unwrap();
+    assert_eq!(
+        q.model.dense,
+        Some(smelt::Dense {
+            layers: vec![1, 2],
+            ffn: 6144
+        })
+    );
+}
+
 fn refused(json: &str, needles: &[&str]) {
     let e = hf::import(json, ModelSpec::default_workload())
         .unwrap_err()
@@ -82,9 +192,43 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         r#"{"model_type": "deepseek_v3", "kv_lora_rank": 512, "hidden_size": 7168}"#,
         &["kv_lora_rank", "MLA"],
     );
+    let qwen15 = std::fs::read_to_string(format!(
+        "{}/tests/data/hf/qwen1.5-moe-a2.7b.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
     refused(
-        r#"{"model_type": "qwen2_moe", "hidden_size": 2048}"#,
-        &["qwen2_moe", "shared expert"],
+        &qwen15.replace(
+            "\"use_sliding_window\": false",
+            "\"use_sliding_window\": true",
+        ),
+        &["sliding_window", "refuses"],
+    );
+    refused(
+        &qwen15.replace("\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 0"),
+        &["decoder_sparse_step", "at least 1"],
+    );
+    refused(
+        &qwen15.replace(
+            "\"decoder_sparse_step\": 1,",
+            "\"decoder_sparse_step\": 1, \"mlp_only_layers\": [24],",
+        ),
+        &["mlp_only_layers[0]", "below num_hidden_layers (24)"],
+    );
+    refused(
+        &qwen15.replace(
+            "\"shared_expert_intermediate_size\": 5632,",
+            "\"shared_expert_intermediate_size\": 0,",
+        ),
+        &["shared_expert_intermediate_size", "gated shared expert"],
+    );
+    refused(
+        &qwen15.replace("\"shared_expert_intermediate_size\": 5632,", ""),
+        &["shared_expert_intermediate_size", "missing"],
+    );
+    refused(
+        &qwen15.replace("\"num_experts\": 60", "\"num_experts\": 0"),
+        &["num_experts", "dense, not MoE"],
     );
     refused(
         r#"{"model_type": "llama", "hidden_size": 4096}"#,
@@ -99,10 +243,6 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap();
-    refused(
-        &qwen3.replace("\"mlp_only_layers\": []", "\"mlp_only_layers\": [0, 1]"),
-        &["mlp_only_layers", "dense layers"],
-    );
     refused(
         &qwen3
             .replace(
@@ -202,4 +342,96 @@ gqa = {{ min = 1, max = 32 }}
     assert!(e.contains("q/k norm"), "{e}");
     let e = hf::export(&report.looped, "llama").unwrap_err().to_string();
     assert!(e.contains("'llama'"), "{e}");
+}
+
+/// A Qwen1.5-MoE Baseline matched and exported as `qwen2_moe`: the shared expert, its gate
+/// and the Q/K/V biases carry over (the shared width scaled with the hidden size), and the
+/// config reads back as the same model.
+#[test]
+fn match_a_qwen2_moe_baseline_and_export_it_back() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let budget = dir.join("hf-qwen-budget.toml");
+    std::fs::write(
+        &budget,
+        format!(
+            r#"
+name = "looped-qwen1.5-moe"
+baseline = "{}/tests/data/hf/qwen1.5-moe-a2.7b.json"
+[recipe]
+span = "half"
+repeats = 2
+[lattice]
+hidden = {{ step = 128, min = 1280, max = 2048 }}
+experts = {{ step = 4, min = 8, max = 160 }}
+expert_ffn = {{ ratio = "baseline", multiple = 64 }}
+head_dim = {{ values = [128] }}
+heads = {{ tied = true }}
+kv_heads = {{ min = 1, max = 16 }}
+gqa = {{ min = 1, max = 16 }}
+"#,
+            env!("CARGO_MANIFEST_DIR")
+        ),
+    )
+    .unwrap();
+    let report = smelt::match_budget(&smelt::Budget::load(&budget).unwrap(), 1).unwrap();
+    let m = &report.looped.model;
+    assert_eq!(m.attention_bias, smelt::AttentionBias::Qkv);
+    assert!(m.moe.shared_gate);
+    // Shared width tied to hidden as in the Baseline (5632 / 2048), to a multiple of 64.
+    assert_eq!(
+        m.moe.shared_ffn,
+        (m.hidden * 5632 * 2 + 2048 * 64) / (2 * 2048 * 64) * 64
+    );
+    assert_eq!(hf::family_of(&report.looped), "qwen2_moe");
+    let v = hf::export(&report.looped, "qwen2_moe").unwrap();
+    assert_eq!(v["model_type"], "qwen2_moe");
+    assert_eq!(v["qkv_bias"], true);
+    assert_eq!(v["shared_expert_intermediate_size"], m.moe.shared_ffn);
+    assert_eq!(v["smelt_loop_repeats"], 2);
+    let back = hf::import(&v.to_string(), ModelSpec::default_workload()).unwrap();
+    assert_eq!(&back.model, m);
+    // The other families cannot express a gated shared expert or Q/K/V biases.
+    for family in ["mixtral", "olmoe", "qwen3_moe"] {
+        assert!(hf::export(&report.looped, family).is_err(), "{family}");
+    }
+}
+
+/// A looped model keeps its Baseline's dense layers at their positions, so a depth that
+/// drops one is refused, naming the layer.
+#[test]
+fn a_depth_without_the_baselines_dense_layer_is_refused() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/data/hf/qwen1.5-moe-a2.7b.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+    .replace(
+        "\"decoder_sparse_step\": 1,",
+        "\"decoder_sparse_step\": 1, \"mlp_only_layers\": [23],",
+    );
+    let config = dir.join("qwen-dense-last.json");
+    std::fs::write(&config, text).unwrap();
+    let budget = format!(
+        r#"
+baseline = "{}"
+[recipe]
+span = 4
+layers = 20
+[lattice]
+hidden = {{ step = 128, min = 1536, max = 2048 }}
+experts = {{ step = 4, min = 8, max = 96 }}
+expert_ffn = {{ ratio = "baseline", multiple = 64 }}
+head_dim = {{ values = [128] }}
+heads = {{ tied = true }}
+"#,
+        config.display()
+    );
+    let e = smelt::Budget::from_toml_str(&budget, &dir)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("recipe.layers") && e.contains("dense layer 24"),
+        "{e}"
+    );
 }

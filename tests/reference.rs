@@ -1,13 +1,16 @@
 //! An executable reference: a tiny forward pass of exactly the architecture the cost model
-//! describes (real matmuls, RMSNorm, GQA, document-masked causal or dense attention, top-k
-//! routing to SwiGLU experts, shared experts, the loop executed as configured, an LM head),
+//! describes (real matmuls, RMSNorm, q/k norms, attention biases, GQA, document-masked
+//! causal or dense attention, top-k routing to SwiGLU experts, shared experts with or
+//! without a sigmoid gate, dense-FFN layers, the loop executed as configured, an LM head),
 //! which *counts* every multiply-add it performs, every parameter it allocates and every
 //! KV-cache element it stores. Property tests check the analytic counts against it, exactly.
 //!
 //! The reference does not call the library's counting code: it only reads the spec's fields.
 
 use proptest::prelude::*;
-use smelt::{Attention, Counting, Loop, Model, ModelSpec, Moe, QkNorm, Workload};
+use smelt::{
+    Attention, AttentionBias, Counting, Dense, Loop, Model, ModelSpec, Moe, QkNorm, Workload,
+};
 
 /// Multiply-adds by component.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +20,7 @@ struct Macs {
     router: u64,
     experts: u64,
     shared: u64,
+    dense: u64,
     lm_head: u64,
 }
 
@@ -27,6 +31,7 @@ impl Macs {
             + self.router
             + self.experts
             + self.shared
+            + self.dense
             + self.lm_head
     }
 }
@@ -118,12 +123,52 @@ struct Layer {
     wk: Vec<f64>,
     wv: Vec<f64>,
     wo: Vec<f64>,
+    /// Biases of Q, K, V, O (empty when the layer has none).
+    bq: Vec<f64>,
+    bk: Vec<f64>,
+    bv: Vec<f64>,
+    bo: Vec<f64>,
     q_norm: Vec<f64>,
     k_norm: Vec<f64>,
     ffn_norm: Vec<f64>,
+    /// MoE layers: router, routed and shared experts, shared gate (all empty in a dense
+    /// layer).
     router: Vec<f64>,
     experts: Vec<Expert>,
     shared: Vec<Expert>,
+    shared_gate: Vec<f64>,
+    /// Dense layers: the one SwiGLU FFN.
+    dense: Option<Expert>,
+}
+
+impl Layer {
+    /// Parameters every token touches in this layer, but for the FFN.
+    fn attention_and_norms(&self) -> usize {
+        self.attn_norm.len()
+            + self.wq.len()
+            + self.wk.len()
+            + self.wv.len()
+            + self.wo.len()
+            + self.bq.len()
+            + self.bk.len()
+            + self.bv.len()
+            + self.bo.len()
+            + self.q_norm.len()
+            + self.k_norm.len()
+            + self.ffn_norm.len()
+    }
+}
+
+/// Adds `bias` to every row of `x` (width `bias.len()`); nothing when there is no bias.
+fn add_bias(x: &mut [f64], bias: &[f64]) {
+    if bias.is_empty() {
+        return;
+    }
+    for row in x.chunks_mut(bias.len()) {
+        for (v, b) in row.iter_mut().zip(bias) {
+            *v += b;
+        }
+    }
 }
 
 struct Reference {
@@ -156,21 +201,42 @@ impl Reference {
             QkNorm::PerHead => (d, d),
             QkNorm::Full => (q, kv),
         };
+        let (qkv_bias, o_bias) = match m.attention_bias {
+            AttentionBias::None => (false, false),
+            AttentionBias::Qkv => (true, false),
+            AttentionBias::All => (true, true),
+        };
+        let dense_layers: Vec<u64> = m.dense.as_ref().map_or(Vec::new(), |d| d.layers.clone());
         let layers = (0..m.layers)
-            .map(|_| Layer {
-                attn_norm: rng.tensor(h),
-                wq: rng.tensor(h * q),
-                wk: rng.tensor(h * kv),
-                wv: rng.tensor(h * kv),
-                wo: rng.tensor(q * h),
-                q_norm: rng.tensor(q_norm),
-                k_norm: rng.tensor(k_norm),
-                ffn_norm: rng.tensor(h),
-                router: rng.tensor(h * m.moe.experts as usize),
-                experts: (0..m.moe.experts).map(|_| Expert::new(rng, h, f)).collect(),
-                shared: (0..m.moe.shared_experts)
-                    .map(|_| Expert::new(rng, h, fs))
-                    .collect(),
+            .map(|li| {
+                let dense = dense_layers.contains(&(li + 1));
+                let moe = !dense;
+                let width = |on: bool, n: usize| if on { n } else { 0 };
+                Layer {
+                    attn_norm: rng.tensor(h),
+                    wq: rng.tensor(h * q),
+                    wk: rng.tensor(h * kv),
+                    wv: rng.tensor(h * kv),
+                    wo: rng.tensor(q * h),
+                    bq: rng.tensor(width(qkv_bias, q)),
+                    bk: rng.tensor(width(qkv_bias, kv)),
+                    bv: rng.tensor(width(qkv_bias, kv)),
+                    bo: rng.tensor(width(o_bias, h)),
+                    q_norm: rng.tensor(q_norm),
+                    k_norm: rng.tensor(k_norm),
+                    ffn_norm: rng.tensor(h),
+                    router: rng.tensor(width(moe, h * m.moe.experts as usize)),
+                    experts: (0..width(moe, m.moe.experts as usize))
+                        .map(|_| Expert::new(rng, h, f))
+                        .collect(),
+                    shared: (0..width(moe, m.moe.shared_experts as usize))
+                        .map(|_| Expert::new(rng, h, fs))
+                        .collect(),
+                    shared_gate: rng.tensor(width(moe && m.moe.shared_gate, h)),
+                    dense: dense.then(|| {
+                        Expert::new(rng, h, m.dense.as_ref().map_or(0, |d| d.ffn) as usize)
+                    }),
+                }
             })
             .collect();
         let vocab = m.vocab as usize;
@@ -202,17 +268,12 @@ impl Reference {
             .layers
             .iter()
             .map(|l| {
-                l.attn_norm.len()
-                    + l.wq.len()
-                    + l.wk.len()
-                    + l.wv.len()
-                    + l.wo.len()
-                    + l.q_norm.len()
-                    + l.k_norm.len()
-                    + l.ffn_norm.len()
+                l.attention_and_norms()
                     + l.router.len()
                     + l.experts.iter().map(Expert::params).sum::<usize>()
                     + l.shared.iter().map(Expert::params).sum::<usize>()
+                    + l.shared_gate.len()
+                    + l.dense.as_ref().map_or(0, Expert::params)
             })
             .sum();
         (layer + self.final_norm.len() + self.embedding.len() + self.lm_head.len()) as u64
@@ -261,7 +322,10 @@ impl Reference {
             let hn = rmsnorm(&x, &layer.attn_norm, h);
             let mut qm = matmul(&hn, &layer.wq, t, h, q, &mut macs.projections);
             let mut km = matmul(&hn, &layer.wk, t, h, kv, &mut macs.projections);
-            let vm = matmul(&hn, &layer.wv, t, h, kv, &mut macs.projections);
+            let mut vm = matmul(&hn, &layer.wv, t, h, kv, &mut macs.projections);
+            add_bias(&mut qm, &layer.bq);
+            add_bias(&mut km, &layer.bk);
+            add_bias(&mut vm, &layer.bv);
             match m.qk_norm {
                 QkNorm::None => {}
                 QkNorm::PerHead => {
@@ -305,13 +369,29 @@ impl Reference {
                 }
                 start += len;
             }
-            let o = matmul(&attn, &layer.wo, t, q, h, &mut macs.projections);
+            let mut o = matmul(&attn, &layer.wo, t, q, h, &mut macs.projections);
+            add_bias(&mut o, &layer.bo);
             for (xv, ov) in x.iter_mut().zip(&o) {
                 *xv += scale * ov;
             }
 
-            // MoE FFN.
             let hn = rmsnorm(&x, &layer.ffn_norm, h);
+            if let Some(dense) = &layer.dense {
+                // Dense FFN.
+                let fd = m.dense.as_ref().map_or(0, |d| d.ffn) as usize;
+                for tok in 0..t {
+                    let y = dense.forward(&hn[tok * h..(tok + 1) * h], h, fd, &mut macs.dense);
+                    for (xv, yv) in x[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
+                        *xv += scale * yv;
+                    }
+                }
+                if first_visit {
+                    active += layer.attention_and_norms() + dense.params();
+                }
+                continue;
+            }
+
+            // MoE FFN.
             let logits = matmul(&hn, &layer.router, t, h, e, &mut macs.router);
             let mut ffn = vec![0.0; t * h];
             for tok in 0..t {
@@ -329,22 +409,22 @@ impl Reference {
                         *acc += w * yv;
                     }
                 }
+                let gate = if layer.shared_gate.is_empty() {
+                    1.0
+                } else {
+                    let g = matmul(xt, &layer.shared_gate, 1, h, 1, &mut macs.shared);
+                    1.0 / (1.0 + (-g[0]).exp())
+                };
                 for s in &layer.shared {
                     let y = s.forward(xt, h, fs, &mut macs.shared);
                     for (acc, yv) in ffn[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
-                        *acc += yv;
+                        *acc += gate * yv;
                     }
                 }
                 if tok == 0 && first_visit {
-                    active += layer.attn_norm.len()
-                        + layer.wq.len()
-                        + layer.wk.len()
-                        + layer.wv.len()
-                        + layer.wo.len()
-                        + layer.q_norm.len()
-                        + layer.k_norm.len()
-                        + layer.ffn_norm.len()
+                    active += layer.attention_and_norms()
                         + layer.router.len()
+                        + layer.shared_gate.len()
                         + chosen
                             .iter()
                             .map(|&c| layer.experts[c].params())
@@ -431,11 +511,27 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
         (any::<bool>(), any::<bool>(), any::<bool>(), 1u64..=5),
         1usize..=2,
     );
-    (shape, extras).prop_map(
+    let qwen = (
+        prop_oneof![
+            Just(AttentionBias::None),
+            Just(AttentionBias::Qkv),
+            Just(AttentionBias::All)
+        ],
+        any::<bool>(),                              // shared gate (when shared experts)
+        proptest::option::of((0u64..16, 1u64..=3)), // dense layers (bit mask), dense ffn
+    );
+    (shape, extras, qwen).prop_map(
         |(
             (layers, hidden, kv_heads, group, head_dim, experts, ffn, shared, qk_norm),
             (top_k, looping, attention, (mean, hist), (emb, lm, tie, vocab), repeat),
+            (attention_bias, gate, dense),
         )| {
+            let dense = dense.and_then(|(mask, ffn)| {
+                let layers: Vec<u64> = (1..=layers)
+                    .filter(|l| mask & (1 << (l - 1)) != 0)
+                    .collect();
+                (!layers.is_empty()).then_some(Dense { layers, ffn })
+            });
             let looping = looping.map(|(first, span, repeats)| {
                 let first = first.index(layers as usize) as u64 + 1;
                 let span = span.index((layers - first + 1) as usize) as u64 + 1;
@@ -457,13 +553,16 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     vocab,
                     tie_embeddings: tie,
                     qk_norm,
+                    attention_bias,
                     moe: Moe {
                         experts,
                         top_k: top_k.index(experts as usize) as u64 + 1,
                         expert_ffn: ffn,
                         shared_experts: shared.0,
                         shared_ffn: shared.1,
+                        shared_gate: gate && shared.0 > 0,
                     },
+                    dense,
                     looping,
                 },
                 workload: Workload {
@@ -515,6 +614,7 @@ proptest! {
         prop_assert_eq!(total(b.router, t), 2 * m.router);
         prop_assert_eq!(total(b.experts, t), 2 * m.experts);
         prop_assert_eq!(total(b.shared, t), 2 * m.shared);
+        prop_assert_eq!(total(b.dense, t), 2 * m.dense);
         prop_assert_eq!(total(b.lm_head, t), 2 * m.lm_head);
         prop_assert_eq!(total(cost.flops_per_token.forward, t), 2 * m.total());
         prop_assert_eq!(total(cost.flops_per_token.training, t), 3 * 2 * m.total());

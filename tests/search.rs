@@ -8,7 +8,7 @@ use smelt::budget::{
     Budget, FfnRule, HeadsRule, Lattice, Mode, Placement, Recipe, Span, Steps, Tolerance, Weights,
 };
 use smelt::search::{self, Candidate};
-use smelt::{Attention, Model, ModelSpec, Moe, Residuals, Workload};
+use smelt::{Attention, AttentionBias, Dense, Model, ModelSpec, Moe, Residuals, Workload};
 
 /// A Baseline from `[layers, hidden, kv_heads, gqa, head_dim, experts, top_k, expert_ffn]`.
 fn baseline(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
@@ -24,13 +24,16 @@ fn baseline(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             vocab: 0,
             tie_embeddings: false,
             qk_norm: Default::default(),
+            attention_bias: Default::default(),
             moe: Moe {
                 experts,
                 top_k,
                 expert_ffn: ffn,
                 shared_experts: 0,
                 shared_ffn: 0,
+                shared_gate: false,
             },
+            dense: None,
             looping: None,
         },
         workload: Workload {
@@ -80,8 +83,17 @@ fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
                                 moe: Moe {
                                     experts,
                                     expert_ffn: ffn,
+                                    shared_ffn: l.expert_ffn.shared_width(
+                                        m0.moe.shared_ffn,
+                                        m0.hidden,
+                                        hidden,
+                                    ),
                                     ..m0.moe.clone()
                                 },
+                                dense: m0.dense.as_ref().map(|dl| Dense {
+                                    layers: dl.layers.clone(),
+                                    ffn: l.expert_ffn.shared_width(dl.ffn, m0.hidden, hidden),
+                                }),
                                 looping: looping.clone(),
                                 ..m0.clone()
                             };
@@ -168,7 +180,21 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
         (0u64..=3, any::<bool>(), 1u64..=3), // span, conservative, repeats
         prop::sample::select(vec![0.5f64, 1.0, 2.0]),
     );
-    (base, lattice).prop_map(
+    // Qwen-style extras on the Baseline: attention biases, a (gated) shared expert, dense
+    // layers (bit mask over the layers, dense FFN width).
+    let extras = (
+        prop::sample::select(vec![
+            AttentionBias::None,
+            AttentionBias::Qkv,
+            AttentionBias::All,
+        ]),
+        prop_oneof![
+            Just(None),
+            (1u64..=2, 1u64..=16, any::<bool>()).prop_map(Some)
+        ],
+        prop_oneof![Just(None), (1u64..64, 1u64..=32).prop_map(Some)],
+    );
+    (base, lattice, extras).prop_map(
         |(
             ((layers, h8, kv, g, d4), (top_k, e_mult, ffn, doc, dense), hmul),
             (
@@ -181,6 +207,7 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                 (span, conservative, repeats),
                 wkv,
             ),
+            (bias, shared, dense_layers),
         )| {
             let hidden = h8 * 8;
             let experts = top_k * e_mult + (hmul % 3);
@@ -194,6 +221,24 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                 doc,
                 attention,
             );
+            let mut baseline = baseline;
+            baseline.model.attention_bias = bias;
+            if let Some((n, width, gate)) = shared {
+                baseline.model.moe.shared_experts = n;
+                baseline.model.moe.shared_ffn = width;
+                baseline.model.moe.shared_gate = gate;
+            }
+            if let Some((mask, ffn)) = dense_layers {
+                let listed: Vec<u64> = (1..=layers)
+                    .filter(|l| mask & (1 << (l - 1)) != 0)
+                    .collect();
+                if !listed.is_empty() {
+                    baseline.model.dense = Some(Dense {
+                        layers: listed,
+                        ffn,
+                    });
+                }
+            }
             let hmin = (hidden / 2).max(1) + hshift;
             Budget {
                 name: Some("prop".into()),

@@ -104,7 +104,7 @@ fn grid(py: Python<'_>, grid: &Bound<'_, PyAny>, base_dir: Option<PathBuf>) -> P
 
 /// import_hf(config) -> dict: a Hugging Face config.json (dict or path) as a model dict.
 ///
-/// Supported: mixtral, qwen3_moe, olmoe; the embedding and LM head are counted; the
+/// Supported: mixtral, qwen2_moe, qwen3_moe, olmoe; the embedding and LM head are counted; the
 /// workload is smelt's default (4096-token context, mean document length 991, causal).
 /// What the cost model cannot describe is refused with a SmeltError saying why.
 #[pyfunction]

@@ -93,3 +93,14 @@ def test_import_hf_then_cost():
     assert round(c["params"]["active"] / 1e9, 1) == 12.9
     with pytest.raises(smelt.SmeltError, match="sliding_window"):
         smelt.import_hf({"model_type": "mixtral", "sliding_window": 4096})
+
+
+def test_import_qwen15_moe_with_its_shared_expert_gate_and_biases():
+    spec = smelt.import_hf(ROOT / "tests" / "data" / "hf" / "qwen1.5-moe-a2.7b.json")
+    assert spec["model"]["attention_bias"] == "qkv"
+    assert spec["model"]["moe"]["shared_gate"] is True
+    assert "dense" not in spec["model"]
+    c = smelt.cost(spec)
+    assert c["params"]["total"] == 14_315_784_192
+    assert round(c["params"]["active"] / 1e9, 1) == 2.7
+    assert c["params"]["breakdown"]["dense"] == 0

@@ -17,7 +17,11 @@
 //! * router: `T x E x H`;
 //! * routed experts: for expert `e` with `t_e` tokens assigned, `t_e x f x H` (gate),
 //!   `t_e x f x H` (up), `t_e x H x f` (down); `Σ t_e = T·k` ([`Routing`]);
-//! * shared experts: the same with all `T` tokens and width `f_s`.
+//! * shared experts: the same with all `T` tokens and width `f_s`, and, when gated, the gate
+//!   `T x 1 x H`.
+//!
+//! A plan is of one MoE layer execution: a model with dense-FFN layers
+//! (`[model.dense]`) is refused, since its layers are not all alike.
 //!
 //! Backward: every forward GEMM `C = A·B` (`m x n x k`) has a data-gradient GEMM
 //! `dA = dC·Bᵀ` (`m x k x n`) and a weight-gradient GEMM `dB = Aᵀ·dC` (`k x n x m`) (for the
@@ -248,6 +252,13 @@ pub fn plan(
     routing: Routing,
 ) -> Result<Plan> {
     model.validate()?;
+    if model.dense.is_some() {
+        return Err(Error::invalid(
+            "model.dense",
+            "smelt bench times one MoE layer execution and scales it by the executions; \
+             a model with dense-FFN layers has two kinds of layer, which it does not plan yet",
+        ));
+    }
     if documents.is_empty() || documents.contains(&0) {
         return Err(Error::invalid(
             "documents",
@@ -300,6 +311,9 @@ pub fn plan(
             1,
             moe.shared_experts,
         );
+        if moe.shared_gate {
+            b.gemm(Component::Shared, t, 1, h, 1, 1);
+        }
     }
     let kernels = b
         .kernels

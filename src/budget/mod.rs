@@ -243,7 +243,8 @@ impl FfnRule {
         }
     }
 
-    /// Scales a Baseline's shared-expert width to `hidden` the same way (free: unchanged).
+    /// Scales a Baseline's shared-expert (or dense FFN) width to `hidden` the same way
+    /// (free: unchanged).
     pub fn shared_width(&self, base_shared: u64, base_hidden: u64, hidden: u64) -> u64 {
         match *self {
             FfnRule::Tied { multiple, .. } if base_shared > 0 => FfnRule::Tied {
@@ -824,7 +825,7 @@ impl Shared {
         recipe.resolve(layers)?;
         let lattice = self.lattice.resolve(&baseline, layers)?;
         check_tolerance(&self.tolerance)?;
-        Ok(Budget {
+        let budget = Budget {
             name,
             baseline,
             recipe,
@@ -832,7 +833,9 @@ impl Shared {
             weights: self.objective.resolve()?,
             mode: self.mode,
             tolerance: self.tolerance,
-        })
+        };
+        budget.check_dense_layers()?;
+        Ok(budget)
     }
 }
 
@@ -944,9 +947,29 @@ impl Budget {
         self.recipe.resolve(self.lattice.layers)
     }
 
+    /// The Baseline's dense layers (if any) must exist in the looped model, which keeps them
+    /// at the same 1-based positions.
+    pub fn check_dense_layers(&self) -> Result<()> {
+        if let Some(d) = &self.baseline.model.dense
+            && let Some(&last) = d.layers.last()
+            && last > self.lattice.layers
+        {
+            return Err(Error::invalid(
+                "recipe.layers",
+                format!(
+                    "the Baseline's dense layer {last} does not exist in a looped model of {} layers; \
+                     the looped model keeps the Baseline's dense layers at their positions",
+                    self.lattice.layers
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The looped model at one lattice point: the knobs given here, everything else
-    /// (`top_k`, shared experts, vocabulary, q/k norm) from the Baseline, shared-expert
-    /// width scaled as [`FfnRule::shared_width`] says.
+    /// (`top_k`, shared experts and their gate, dense layers, vocabulary, q/k norm,
+    /// attention biases) from the Baseline, shared-expert and dense FFN widths scaled as
+    /// [`FfnRule::shared_width`] says.
     pub fn looped_model(&self, looping: &Option<Loop>, point: Point) -> crate::spec::Model {
         let base = &self.baseline.model;
         crate::spec::Model {
@@ -958,6 +981,14 @@ impl Budget {
             vocab: base.vocab,
             tie_embeddings: base.tie_embeddings,
             qk_norm: base.qk_norm,
+            attention_bias: base.attention_bias,
+            dense: base.dense.as_ref().map(|d| crate::spec::Dense {
+                layers: d.layers.clone(),
+                ffn: self
+                    .lattice
+                    .expert_ffn
+                    .shared_width(d.ffn, base.hidden, point.hidden),
+            }),
             moe: crate::spec::Moe {
                 experts: point.experts,
                 top_k: base.moe.top_k,
@@ -968,6 +999,7 @@ impl Budget {
                     base.hidden,
                     point.hidden,
                 ),
+                shared_gate: base.moe.shared_gate,
             },
             looping: looping.clone(),
         }

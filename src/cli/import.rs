@@ -9,7 +9,7 @@ use smelt::{Attention, ModelSpec};
 
 use super::emit;
 
-/// Convert a Hugging Face config.json (mixtral, qwen3_moe, olmoe) into a model file.
+/// Convert a Hugging Face config.json (mixtral, qwen2_moe, qwen3_moe, olmoe) into a model file.
 ///
 /// The embedding and the LM head are counted, as model cards do. Architectures the cost
 /// model cannot describe (sliding windows, DeepSeek's MLA, attention biases, gated shared

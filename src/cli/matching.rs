@@ -39,8 +39,9 @@ pub struct Args {
     /// Also write the matched model here: a config.json with --format hf, else a model file.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// The Hugging Face family for --format hf (default: the one whose q/k-norm convention
-    /// the model follows: mixtral, qwen3_moe or olmoe).
+    /// The Hugging Face family for --format hf: mixtral, qwen2_moe, qwen3_moe or olmoe
+    /// (default: the one whose conventions the model follows: q/k norm, attention biases,
+    /// gated shared expert, dense layers).
     #[arg(long, value_name = "MODEL_TYPE")]
     hf_family: Option<String>,
     /// List the N best distinct configurations (N >= 1).

@@ -12,11 +12,18 @@
 //! `X = L + (repeats - 1) * span` executions. FLOPs and KV cache are counted once per
 //! *execution*; parameters once per *physical* layer.
 //!
+//! **Layer types.** A layer's FFN is the MoE, or, for the `D` layers `model.dense` lists, a
+//! dense SwiGLU of width `f_d`. `L_m = L - D` physical layers and `X_m` executions are MoE;
+//! `D` physical layers and `X_d = X - X_m` executions are dense (a dense layer inside the
+//! loop counts once per visit).
+//!
 //! **Parameters** (non-embedding, per physical layer unless stated):
-//! * attention: Q, K, V, O projections, no biases: `H*(heads + 2*kv_heads)*d + heads*d*H`;
-//! * experts: `E * 3*H*f` (gate, up, down);
-//! * router: `H * E` (linear, no bias);
-//! * shared: `s * 3*H*f_s`;
+//! * attention: Q, K, V, O projections: `H*(heads + 2*kv_heads)*d + heads*d*H`, plus biases
+//!   when configured ([`AttentionBias`]: `(heads + 2*kv_heads)*d` for Q, K, V, plus `H` for O);
+//! * experts: `E * 3*H*f` (gate, up, down) per MoE layer;
+//! * router: `H * E` (linear, no bias) per MoE layer;
+//! * shared: `s * 3*H*f_s` per MoE layer, plus `H` for the sigmoid gate if configured;
+//! * dense: `3*H*f_d` per dense layer;
 //! * norms: `2*H` per layer (pre-attention and pre-FFN RMSNorm) plus `H` for the final norm,
 //!   plus q/k norms if configured (`2*d` per layer for [`QkNorm::PerHead`],
 //!   `(heads + kv_heads)*d` for [`QkNorm::Full`]);
@@ -24,17 +31,21 @@
 //!   is not counted twice).
 //!
 //! *Active* parameters are what one token touches in one pass over the physical layers:
-//! the same, with `k` experts instead of `E` (router, shared experts and norms in full).
+//! the same, with `k` experts instead of `E` (router, shared experts, dense FFNs and norms
+//! in full).
 //!
-//! **FLOPs per token**, forward, 2 FLOPs per multiply-add, per execution:
-//! * projections: `2*H*(heads + 2*kv_heads)*d + 2*heads*d*H`;
-//! * attention core (`QKᵀ` and `PV`): `4*heads*d*c̄`, with `c̄` the mean number of keys a
-//!   query attends inside its document (see [`MeanKeys`]);
-//! * router: `2*H*E`; routed experts: `k * 2 * 3*H*f`; shared: `s * 2 * 3*H*f_s`;
+//! **FLOPs per token**, forward, 2 FLOPs per multiply-add:
+//! * projections, per execution: `2*H*(heads + 2*kv_heads)*d + 2*heads*d*H`;
+//! * attention core (`QKᵀ` and `PV`), per execution: `4*heads*d*c̄`, with `c̄` the mean
+//!   number of keys a query attends inside its document (see [`MeanKeys`]);
+//! * per MoE execution: router `2*H*E`; routed experts `k * 2 * 3*H*f`; shared
+//!   `s * 2 * 3*H*f_s`, plus `2*H` for the gate;
+//! * per dense execution: `2 * 3*H*f_d`;
 //! * the LM head, when counted: `2*H*vocab`, once per token (not per execution).
 //!
-//! Norms, softmax, activations, routing top-k and residual adds are not counted. Training
-//! FLOPs are `3 x` forward (the backward pass is twice the forward).
+//! Norms, biases, softmax, activations, the gate's sigmoid, routing top-k and residual adds
+//! are not counted. Training FLOPs are `3 x` forward (the backward pass is twice the
+//! forward).
 //!
 //! **KV cache per token**: `Σ over executions 2*kv_heads*d` elements (the second visit of a
 //! looped layer keeps its own keys and values); bytes are elements times
@@ -57,7 +68,7 @@ pub use attention::{MeanKeys, Shortcut};
 pub use compare::{Comparison, Residuals, compare};
 
 use crate::error::Result;
-use crate::spec::{Attention, Counting, Model, ModelSpec, QkNorm, Workload};
+use crate::spec::{Attention, AttentionBias, Counting, Model, ModelSpec, QkNorm, Workload};
 use crate::units::{Bytes, Flops, KvElements, Params, product};
 
 /// FLOPs per multiply-add.
@@ -74,8 +85,10 @@ pub struct ParamBreakdown {
     pub experts: Params,
     /// Router.
     pub router: Params,
-    /// Shared experts.
+    /// Shared experts (and their gate).
     pub shared: Params,
+    /// Dense FFNs of the layers that have no MoE.
+    pub dense: Params,
     /// RMSNorm weights (layer norms, final norm, q/k norms).
     pub norms: Params,
     /// Input embedding (0 unless counted).
@@ -92,6 +105,7 @@ impl ParamBreakdown {
             self.experts,
             self.router,
             self.shared,
+            self.dense,
             self.norms,
             self.embeddings,
             self.lm_head,
@@ -110,8 +124,10 @@ pub struct FlopBreakdown {
     pub router: Flops,
     /// The `top_k` routed experts.
     pub experts: Flops,
-    /// Shared experts.
+    /// Shared experts (and their gate).
     pub shared: Flops,
+    /// Dense FFNs of the layers that have no MoE.
+    pub dense: Flops,
     /// LM head (0 unless counted).
     pub lm_head: Flops,
 }
@@ -125,6 +141,7 @@ impl FlopBreakdown {
             self.router,
             self.experts,
             self.shared,
+            self.dense,
             self.lm_head,
         ])
     }
@@ -292,24 +309,64 @@ fn qk_norm_params(model: &Model) -> Result<u64> {
     })
 }
 
+fn bias_params(model: &Model, qkv_width: u64) -> Result<u64> {
+    Ok(match model.attention_bias {
+        AttentionBias::None => 0,
+        AttentionBias::Qkv => qkv_width,
+        AttentionBias::All => crate::units::add(qkv_width, model.hidden, "params.attention")?,
+    })
+}
+
+/// `(MoE, dense)` physical layers.
+fn layer_split(model: &Model) -> (u64, u64) {
+    let dense = model.dense_layers();
+    (model.layers - dense, dense)
+}
+
+/// `(MoE, dense)` layer executions, checked.
+fn execution_split(model: &Model) -> Result<(u64, u64)> {
+    let x = executions(model)?;
+    let dense = model.dense_executions();
+    Ok((x - dense, dense))
+}
+
+/// Parameters of one MoE layer's shared experts and gate.
+fn shared_params_per_layer(model: &Model) -> Result<u64> {
+    let moe = &model.moe;
+    let experts = product(
+        &[3, model.hidden, moe.shared_ffn, moe.shared_experts],
+        "params.shared",
+    )?;
+    let gate = if moe.shared_gate { model.hidden } else { 0 };
+    crate::units::add(experts, gate, "params.shared")
+}
+
 /// Parameters of `model`: `(total, active)` breakdowns.
 pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, ParamBreakdown)> {
     let (h, l, moe) = (model.hidden, model.layers, &model.moe);
+    let (moe_layers, dense_layers) = layer_split(model);
     let (q_width, qkv_width) = widths(model)?;
+    let bias = bias_params(model, qkv_width)?;
     let per_layer_attention = product(&[h, qkv_width], "params.attention")?
         .checked_add(product(&[q_width, h], "params.attention")?)
+        .and_then(|p| p.checked_add(bias))
         .ok_or(crate::Error::Overflow {
             what: "params.attention",
         })?;
     let attention = Params(per_layer_attention).checked_mul(l)?;
     let expert = product(&[3, h, moe.expert_ffn], "params.experts")?;
-    let experts = Params(product(&[expert, moe.experts, l], "params.experts")?);
-    let active_experts = Params(product(&[expert, moe.top_k, l], "params.experts")?);
-    let router = Params(product(&[h, moe.experts, l], "params.router")?);
+    let experts = Params(product(
+        &[expert, moe.experts, moe_layers],
+        "params.experts",
+    )?);
+    let active_experts = Params(product(&[expert, moe.top_k, moe_layers], "params.experts")?);
+    let router = Params(product(&[h, moe.experts, moe_layers], "params.router")?);
     let shared = Params(product(
-        &[3, h, moe.shared_ffn, moe.shared_experts, l],
+        &[shared_params_per_layer(model)?, moe_layers],
         "params.shared",
     )?);
+    let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
+    let dense = Params(product(&[3, h, dense_ffn, dense_layers], "params.dense")?);
     let per_layer_norms = product(&[2, h], "params.norms")?
         .checked_add(qk_norm_params(model)?)
         .ok_or(crate::Error::Overflow {
@@ -334,6 +391,7 @@ pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, Par
         experts,
         router,
         shared,
+        dense,
         norms,
         embeddings,
         lm_head,
@@ -362,6 +420,7 @@ pub fn forward_flops_with(
 ) -> Result<FlopBreakdown> {
     let (h, moe) = (model.hidden, &model.moe);
     let x = executions(model)?;
+    let (x_moe, x_dense) = execution_split(model)?;
     let (q_width, qkv_width) = widths(model)?;
     let projections = Flops::from_int(product(&[2, h, qkv_width], "flops.projections")?)
         .checked_add(Flops::from_int(product(
@@ -370,15 +429,29 @@ pub fn forward_flops_with(
         )?))?
         .checked_mul(x)?;
     let attention_core = keys.attention_flops(q_width)?.checked_mul(x)?;
-    let router = Flops::from_int(product(&[2, h, moe.experts, x], "flops.router")?);
+    let router = Flops::from_int(product(&[2, h, moe.experts, x_moe], "flops.router")?);
     let experts = Flops::from_int(product(
-        &[moe.top_k, 2, 3, h, moe.expert_ffn, x],
+        &[moe.top_k, 2, 3, h, moe.expert_ffn, x_moe],
         "flops.experts",
     )?);
+    let shared_experts = product(
+        &[moe.shared_experts, 2, 3, h, moe.shared_ffn],
+        "flops.shared",
+    )?;
+    let gate = if moe.shared_gate {
+        product(&[2, h], "flops.shared")?
+    } else {
+        0
+    };
     let shared = Flops::from_int(product(
-        &[moe.shared_experts, 2, 3, h, moe.shared_ffn, x],
+        &[
+            crate::units::add(shared_experts, gate, "flops.shared")?,
+            x_moe,
+        ],
         "flops.shared",
     )?);
+    let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
+    let dense = Flops::from_int(product(&[2, 3, h, dense_ffn, x_dense], "flops.dense")?);
     let lm_head = if counting.lm_head {
         Flops::from_int(product(&[2, h, model.vocab], "flops.lm_head")?)
     } else {
@@ -390,6 +463,7 @@ pub fn forward_flops_with(
         router,
         experts,
         shared,
+        dense,
         lm_head,
     })
 }

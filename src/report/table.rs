@@ -21,8 +21,9 @@ fn int(n: u64) -> String {
     group_digits(u128::from(n))
 }
 
-/// The rows of one cost: `(label, exact value, short value)`.
-fn rows(c: &Cost, all: bool) -> Vec<(String, String, String)> {
+/// The rows of one cost: `(label, exact value, short value)`. `all` keeps rows that are
+/// zero (so two costs line up); `dense` shows the dense-FFN rows.
+fn rows(c: &Cost, all: bool, dense: bool) -> Vec<(String, String, String)> {
     let mut r = Vec::new();
     let mut push = |label: &str, exact: String, approx: String| {
         r.push((label.to_owned(), exact, approx));
@@ -40,11 +41,16 @@ fn rows(c: &Cost, all: bool) -> Vec<(String, String, String)> {
         ("  experts", b.experts),
         ("  router", b.router),
         ("  shared", b.shared),
+        ("  dense FFN", b.dense),
         ("  norms", b.norms),
         ("  embeddings", b.embeddings),
         ("  lm_head", b.lm_head),
     ] {
-        if all || v.0 > 0 || !label.contains("embeddings") && !label.contains("lm_head") {
+        let optional = label.contains("embeddings") || label.contains("lm_head");
+        if label.contains("dense") && !dense {
+            continue;
+        }
+        if all || v.0 > 0 || !optional {
             push(label, int(v.0), short(v.as_f64()));
         }
     }
@@ -67,8 +73,12 @@ fn rows(c: &Cost, all: bool) -> Vec<(String, String, String)> {
         ("  router", fb.router),
         ("  experts", fb.experts),
         ("  shared", fb.shared),
+        ("  dense FFN", fb.dense),
         ("  lm_head", fb.lm_head),
     ] {
+        if label.contains("dense") && !dense {
+            continue;
+        }
         if all || v != Flops::ZERO || label != "  lm_head" {
             push(label, flops(v), short(v.as_f64()));
         }
@@ -132,7 +142,8 @@ fn align_right(t: &mut Table, from: usize) {
 /// One model's cost as a table.
 pub fn cost_table(c: &Cost) -> String {
     let mut t = new_table(&["quantity", "exact", "approx"]);
-    for (label, exact, approx) in rows(c, false) {
+    let dense = c.params.breakdown.dense.0 > 0;
+    for (label, exact, approx) in rows(c, false, dense) {
         t.add_row(vec![label, exact, approx]);
     }
     align_right(&mut t, 1);
@@ -146,8 +157,9 @@ pub fn cost_table(c: &Cost) -> String {
 
 /// A model beside its Baseline, with the residual of each budget.
 pub fn comparison_table(cmp: &Comparison) -> String {
-    let base = rows(&cmp.baseline, true);
-    let model = rows(&cmp.model, true);
+    let dense = cmp.baseline.params.breakdown.dense.0 > 0 || cmp.model.params.breakdown.dense.0 > 0;
+    let base = rows(&cmp.baseline, true, dense);
+    let model = rows(&cmp.model, true, dense);
     let base_name = cmp.baseline.name.as_deref().unwrap_or("baseline");
     let model_name = cmp.model.name.as_deref().unwrap_or("model");
     let mut t = new_table(&["quantity", base_name, model_name, "model / baseline - 1"]);

@@ -387,6 +387,7 @@ fn shapes(budget: &Budget, looping: &Option<Loop>, base: &Budgets) -> Result<Vec
 
 /// Finds the `top` best looped configurations for `budget` (module docs).
 pub fn solve(budget: &Budget, top: usize) -> Result<Solution> {
+    budget.check_dense_layers()?;
     let top = top.max(1);
     let baseline = &budget.baseline;
     baseline.validate()?;

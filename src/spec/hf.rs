@@ -1,27 +1,31 @@
 //! Import of Hugging Face `config.json` files into a [`ModelSpec`].
 //!
 //! Keys keep their Hugging Face names and unknown keys are ignored (these files are other
-//! tools' formats). Supported families, with exactly what smelt's cost model describes:
+//! tools' formats). Supported families, read as their Transformers modeling code reads them:
 //!
-//! | `model_type` | experts | expert width | head width | q/k norm |
-//! |---|---|---|---|---|
-//! | `mixtral` | `num_local_experts` | `intermediate_size` | `hidden_size / num_attention_heads` | none |
-//! | `qwen3_moe` | `num_experts` | `moe_intermediate_size` | `head_dim` | per head (`2·head_dim`) |
-//! | `olmoe` | `num_experts` | `intermediate_size` | `hidden_size / num_attention_heads` | whole projection |
+//! | `model_type` | experts (width) | head width | q/k norm | attention biases | shared expert | dense layers |
+//! |---|---|---|---|---|---|---|
+//! | `mixtral` | `num_local_experts` (`intermediate_size`) | `hidden_size / num_attention_heads` | none | none | none | none |
+//! | `qwen2_moe` | `num_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V (`qkv_bias`, default true) | one of `shared_expert_intermediate_size`, sigmoid gate | Qwen rule |
+//! | `qwen3_moe` | `num_experts` (`moe_intermediate_size`) | `head_dim` | per head (`2·head_dim`) | Q, K, V, O if `attention_bias` | none | Qwen rule |
+//! | `olmoe` | `num_experts` (`intermediate_size`) | `hidden_size / num_attention_heads` | whole projection | Q, K, V, O if `attention_bias` | none | none |
+//!
+//! The Qwen rule: 0-based layer `i` is MoE when `i` is not in `mlp_only_layers` and
+//! `(i + 1) % decoder_sparse_step == 0`; every other layer has a dense SwiGLU of width
+//! `intermediate_size` ([`crate::spec::Dense`]). Keys a family's modeling code does not read
+//! (e.g. `decoder_sparse_step` in a Mixtral config) are ignored, as Transformers ignores them.
 //!
 //! The import counts the embedding and the LM head (`[counting]`, with `vocab_size` and
 //! `tie_word_embeddings`), as model cards do. A config that uses something the cost model
 //! does not describe is refused with the reason, never approximated: sliding-window
-//! attention, multi-head latent attention (DeepSeek's MLA), q/k/v biases and shared experts
-//! with a gate (Qwen1.5/2-MoE), dense layers mixed with MoE layers (`decoder_sparse_step`,
-//! `mlp_only_layers`), and any other `model_type`.
+//! attention, multi-head latent attention (DeepSeek's MLA), and any other `model_type`.
 //!
 //! [`export`] writes a (matched, looped) spec back in a family's style, with the loop in
 //! clearly named extra keys that [`import`] reads back.
 
 use serde::Deserialize;
 
-use super::{Counting, Model, ModelSpec, Moe, QkNorm, Workload};
+use super::{AttentionBias, Counting, Dense, Model, ModelSpec, Moe, QkNorm, Workload};
 use crate::error::{Error, Result};
 
 /// The keys of a `config.json` that smelt reads (any others are ignored).
@@ -63,8 +67,10 @@ pub struct HfConfig {
     pub decoder_sparse_step: Option<u64>,
     /// Layers with a dense MLP instead of MoE (Qwen).
     pub mlp_only_layers: Option<Vec<u64>>,
-    /// Biases on the attention projections.
+    /// Biases on the Q, K, V and O projections (Qwen3-MoE, OLMoE).
     pub attention_bias: Option<bool>,
+    /// Biases on the Q, K and V projections (Qwen1.5/2-MoE; true when absent).
+    pub qkv_bias: Option<bool>,
     /// Shared-expert width (Qwen1.5/2-MoE).
     pub shared_expert_intermediate_size: Option<u64>,
     /// Multi-head latent attention rank (DeepSeek).
@@ -109,7 +115,43 @@ fn head_width(c: &HfConfig, family: &str) -> Result<u64> {
     Ok(h / heads)
 }
 
+/// The `model_type`s [`import`] reads.
+pub const FAMILIES: [&str; 4] = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe"];
+
 impl HfConfig {
+    /// Qwen's dense layers: 0-based layer `i` is MoE when it is not in `mlp_only_layers` and
+    /// `(i + 1) % decoder_sparse_step == 0`; the others have a dense MLP of width
+    /// `intermediate_size`.
+    fn qwen_dense_layers(&self, layers: u64, family: &str) -> Result<Option<Dense>> {
+        let step = self.decoder_sparse_step.unwrap_or(1);
+        if step == 0 {
+            return Err(Error::invalid(
+                "config.json: decoder_sparse_step",
+                "must be at least 1 (every how many layers one is MoE)",
+            ));
+        }
+        let only = self.mlp_only_layers.as_deref().unwrap_or_default();
+        for (i, &l) in only.iter().enumerate() {
+            if l >= layers {
+                return Err(Error::invalid(
+                    format!("config.json: mlp_only_layers[{i}]"),
+                    format!("must be a 0-based layer below num_hidden_layers ({layers}); got {l}"),
+                ));
+            }
+        }
+        let dense: Vec<u64> = (0..layers)
+            .filter(|i| only.contains(i) || (i + 1) % step != 0)
+            .map(|i| i + 1)
+            .collect();
+        if dense.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Dense {
+            layers: dense,
+            ffn: need(self.intermediate_size, "intermediate_size", family)?,
+        }))
+    }
+
     /// Parses `config.json` text.
     pub fn from_json_str(text: &str) -> Result<Self> {
         serde_json::from_str(text).map_err(|e| Error::Parse {
@@ -128,25 +170,19 @@ impl HfConfig {
             ));
         }
         match family {
-            "mixtral" | "qwen3_moe" | "olmoe" => {}
-            "qwen2_moe" => {
-                return Err(refuse(
-                    "model_type",
-                    "qwen2_moe uses q/k/v biases and a shared expert behind a sigmoid gate, \
-                     which smelt's cost model does not describe yet",
-                ));
-            }
+            "mixtral" | "qwen2_moe" | "qwen3_moe" | "olmoe" => {}
             "" => {
                 return Err(Error::invalid(
                     "config.json: model_type",
-                    "missing; supported: mixtral, qwen3_moe, olmoe",
+                    format!("missing; supported: {}", FAMILIES.join(", ")),
                 ));
             }
             other => {
                 return Err(Error::invalid(
                     "config.json: model_type",
                     format!(
-                        "'{other}' is not a family smelt imports; supported: mixtral, qwen3_moe, olmoe"
+                        "'{other}' is not a family smelt imports; supported: {}",
+                        FAMILIES.join(", ")
                     ),
                 ));
             }
@@ -162,26 +198,6 @@ impl HfConfig {
                 "sliding-window attention bounds the keys a query attends and the KV cache",
             ));
         }
-        if self.decoder_sparse_step.is_some_and(|s| s != 1)
-            || self.mlp_only_layers.as_ref().is_some_and(|l| !l.is_empty())
-        {
-            return Err(refuse(
-                "mlp_only_layers",
-                "dense layers mixed with MoE layers are not in smelt's cost model yet",
-            ));
-        }
-        if self.attention_bias == Some(true) {
-            return Err(refuse(
-                "attention_bias",
-                "attention biases are not in smelt's cost model yet",
-            ));
-        }
-        if self.shared_expert_intermediate_size.is_some_and(|w| w > 0) {
-            return Err(refuse(
-                "shared_expert_intermediate_size",
-                "a gated shared expert is not in smelt's cost model yet",
-            ));
-        }
         let (experts, ffn, head_dim, qk_norm) = match family {
             "mixtral" => (
                 need(self.num_local_experts, "num_local_experts", family)?,
@@ -189,14 +205,18 @@ impl HfConfig {
                 head_width(self, family)?,
                 QkNorm::None,
             ),
-            "qwen3_moe" => (
+            "qwen2_moe" | "qwen3_moe" => (
                 need(self.num_experts, "num_experts", family)?,
                 need(self.moe_intermediate_size, "moe_intermediate_size", family)?,
                 match self.head_dim {
                     Some(d) => d,
                     None => head_width(self, family)?,
                 },
-                QkNorm::PerHead,
+                if family == "qwen3_moe" {
+                    QkNorm::PerHead
+                } else {
+                    QkNorm::None
+                },
             ),
             _ => (
                 need(self.num_experts, "num_experts", family)?,
@@ -204,6 +224,52 @@ impl HfConfig {
                 head_width(self, family)?,
                 QkNorm::Full,
             ),
+        };
+        if experts == 0 {
+            return Err(Error::invalid(
+                format!(
+                    "config.json: {}",
+                    if family == "mixtral" {
+                        "num_local_experts"
+                    } else {
+                        "num_experts"
+                    }
+                ),
+                "must be at least 1: a model without experts is dense, not MoE",
+            ));
+        }
+        let attention_bias = match family {
+            "qwen2_moe" => {
+                if self.qkv_bias.unwrap_or(true) {
+                    AttentionBias::Qkv
+                } else {
+                    AttentionBias::None
+                }
+            }
+            "qwen3_moe" | "olmoe" if self.attention_bias == Some(true) => AttentionBias::All,
+            _ => AttentionBias::None,
+        };
+        let (shared_experts, shared_ffn, shared_gate) = if family == "qwen2_moe" {
+            let w = need(
+                self.shared_expert_intermediate_size,
+                "shared_expert_intermediate_size",
+                family,
+            )?;
+            if w == 0 {
+                return Err(Error::invalid(
+                    "config.json: shared_expert_intermediate_size",
+                    "must be at least 1: qwen2_moe always has a gated shared expert",
+                ));
+            }
+            (1, w, true)
+        } else {
+            (0, 0, false)
+        };
+        let layers = need(self.num_hidden_layers, "num_hidden_layers", family)?;
+        let dense = if family.starts_with("qwen") {
+            self.qwen_dense_layers(layers, family)?
+        } else {
+            None
         };
         let heads = need(self.num_attention_heads, "num_attention_heads", family)?;
         let looping = match (
@@ -233,7 +299,7 @@ impl HfConfig {
                     .unwrap_or_else(|| family.to_owned()),
             ),
             model: Model {
-                layers: need(self.num_hidden_layers, "num_hidden_layers", family)?,
+                layers,
                 hidden: need(self.hidden_size, "hidden_size", family)?,
                 heads,
                 kv_heads: self.num_key_value_heads.unwrap_or(heads),
@@ -241,13 +307,16 @@ impl HfConfig {
                 vocab: need(self.vocab_size, "vocab_size", family)?,
                 tie_embeddings: self.tie_word_embeddings.unwrap_or(false),
                 qk_norm,
+                attention_bias,
                 moe: Moe {
                     experts,
                     top_k: need(self.num_experts_per_tok, "num_experts_per_tok", family)?,
                     expert_ffn: ffn,
-                    shared_experts: 0,
-                    shared_ffn: 0,
+                    shared_experts,
+                    shared_ffn,
+                    shared_gate,
                 },
+                dense,
                 looping,
             },
             workload,
@@ -267,19 +336,31 @@ pub fn import(text: &str, workload: Workload) -> Result<ModelSpec> {
 }
 
 /// The `model_type` whose conventions a spec follows: `qwen3_moe` with per-head q/k norm,
-/// `olmoe` with q/k norm over the whole projection, `mixtral` without.
+/// `olmoe` with q/k norm over the whole projection, `qwen2_moe` with a gated shared
+/// expert, Q/K/V biases or dense layers, `mixtral` otherwise.
 pub fn family_of(spec: &ModelSpec) -> &'static str {
-    match spec.model.qk_norm {
+    let m = &spec.model;
+    match m.qk_norm {
         QkNorm::PerHead => "qwen3_moe",
         QkNorm::Full => "olmoe",
+        QkNorm::None
+            if m.moe.shared_gate || m.attention_bias == AttentionBias::Qkv || m.dense.is_some() =>
+        {
+            "qwen2_moe"
+        }
         QkNorm::None => "mixtral",
     }
 }
 
-/// A spec as a `config.json` in the style of `family` (`mixtral`, `qwen3_moe` or `olmoe`):
-/// the keys [`import`] reads, with the loop, if any, in the extra keys
-/// `smelt_loop_first_layer` (1-based), `smelt_loop_span`, `smelt_loop_repeats` and
-/// `smelt_loop_residual_scale`, so a launcher can build it and `import` reads it back.
+fn unfit(family: &str, why: impl Into<String>) -> Error {
+    Error::invalid("family", format!("{family}: {}", why.into()))
+}
+
+/// A spec as a `config.json` in the style of `family` (one of [`FAMILIES`]): the keys
+/// [`import`] reads, with the loop, if any, in the extra keys `smelt_loop_first_layer`
+/// (1-based), `smelt_loop_span`, `smelt_loop_repeats` and `smelt_loop_residual_scale`, so a
+/// launcher can build it and `import` reads it back. A model the family cannot express is
+/// refused with the reason.
 pub fn export(spec: &ModelSpec, family: &str) -> Result<serde_json::Value> {
     use serde_json::json;
     spec.validate()?;
@@ -288,38 +369,60 @@ pub fn export(spec: &ModelSpec, family: &str) -> Result<serde_json::Value> {
     let mut c = serde_json::Map::new();
     let (arch, qk) = match family {
         "mixtral" => ("MixtralForCausalLM", QkNorm::None),
+        "qwen2_moe" => ("Qwen2MoeForCausalLM", QkNorm::None),
         "qwen3_moe" => ("Qwen3MoeForCausalLM", QkNorm::PerHead),
         "olmoe" => ("OlmoeForCausalLM", QkNorm::Full),
         other => {
             return Err(Error::invalid(
                 "family",
-                format!("'{other}' is not one smelt exports; supported: mixtral, qwen3_moe, olmoe"),
+                format!(
+                    "'{other}' is not one smelt exports; supported: {}",
+                    FAMILIES.join(", ")
+                ),
             ));
         }
     };
     if m.qk_norm != qk {
-        return Err(Error::invalid(
-            "family",
-            format!(
-                "{family} uses q/k norm {qk:?}, the model has {:?}",
-                m.qk_norm
-            ),
+        return Err(unfit(
+            family,
+            format!("uses q/k norm {qk:?}, the model has {:?}", m.qk_norm),
         ));
     }
     if family != "qwen3_moe" && !natural {
-        return Err(Error::invalid(
-            "family",
+        return Err(unfit(
+            family,
             format!(
-                "{family} has no head_dim key: it needs head_dim = hidden / heads ({} / {}), got {}",
+                "needs head_dim = hidden / heads ({} / {}), got {}",
                 m.hidden, m.heads, m.head_dim
             ),
         ));
     }
-    if m.moe.shared_experts > 0 {
-        return Err(Error::invalid(
-            "family",
-            format!("{family} has no shared experts"),
+    let bias_ok = matches!(
+        (family, m.attention_bias),
+        (_, AttentionBias::None)
+            | ("qwen2_moe", AttentionBias::Qkv)
+            | ("qwen3_moe" | "olmoe", AttentionBias::All)
+    );
+    if !bias_ok {
+        return Err(unfit(
+            family,
+            format!("cannot express attention biases {:?}", m.attention_bias),
         ));
+    }
+    let moe = &m.moe;
+    if family == "qwen2_moe" {
+        if moe.shared_experts == 0 || !moe.shared_gate {
+            return Err(unfit(
+                family,
+                "always has one shared expert behind a sigmoid gate; the model needs \
+                 shared_experts >= 1 and shared_gate = true",
+            ));
+        }
+    } else if moe.shared_experts > 0 {
+        return Err(unfit(family, "has no shared experts"));
+    }
+    if m.dense.is_some() && !family.starts_with("qwen") {
+        return Err(unfit(family, "has no dense layers"));
     }
     c.insert("architectures".into(), json!([arch]));
     c.insert("model_type".into(), json!(family));
@@ -327,28 +430,55 @@ pub fn export(spec: &ModelSpec, family: &str) -> Result<serde_json::Value> {
     c.insert("num_hidden_layers".into(), json!(m.layers));
     c.insert("num_attention_heads".into(), json!(m.heads));
     c.insert("num_key_value_heads".into(), json!(m.kv_heads));
-    c.insert("num_experts_per_tok".into(), json!(m.moe.top_k));
+    c.insert("num_experts_per_tok".into(), json!(moe.top_k));
     c.insert("vocab_size".into(), json!(m.vocab));
     c.insert("tie_word_embeddings".into(), json!(m.tie_embeddings));
     match family {
         "mixtral" => {
-            c.insert("num_local_experts".into(), json!(m.moe.experts));
-            c.insert("intermediate_size".into(), json!(m.moe.expert_ffn));
+            c.insert("num_local_experts".into(), json!(moe.experts));
+            c.insert("intermediate_size".into(), json!(moe.expert_ffn));
             c.insert("sliding_window".into(), serde_json::Value::Null);
         }
-        "qwen3_moe" => {
-            c.insert("num_experts".into(), json!(m.moe.experts));
-            c.insert("moe_intermediate_size".into(), json!(m.moe.expert_ffn));
-            c.insert("head_dim".into(), json!(m.head_dim));
-            c.insert("decoder_sparse_step".into(), json!(1));
-            c.insert("mlp_only_layers".into(), json!([]));
-            c.insert("use_sliding_window".into(), json!(false));
-            c.insert("attention_bias".into(), json!(false));
+        "olmoe" => {
+            c.insert("num_experts".into(), json!(moe.experts));
+            c.insert("intermediate_size".into(), json!(moe.expert_ffn));
+            c.insert(
+                "attention_bias".into(),
+                json!(m.attention_bias == AttentionBias::All),
+            );
         }
         _ => {
-            c.insert("num_experts".into(), json!(m.moe.experts));
-            c.insert("intermediate_size".into(), json!(m.moe.expert_ffn));
-            c.insert("attention_bias".into(), json!(false));
+            c.insert("num_experts".into(), json!(moe.experts));
+            c.insert("moe_intermediate_size".into(), json!(moe.expert_ffn));
+            c.insert("head_dim".into(), json!(m.head_dim));
+            c.insert("decoder_sparse_step".into(), json!(1));
+            let only: Vec<u64> = m
+                .dense
+                .as_ref()
+                .map(|d| d.layers.iter().map(|l| l - 1).collect())
+                .unwrap_or_default();
+            c.insert("mlp_only_layers".into(), json!(only));
+            if let Some(d) = &m.dense {
+                c.insert("intermediate_size".into(), json!(d.ffn));
+            }
+            c.insert("use_sliding_window".into(), json!(false));
+            if family == "qwen2_moe" {
+                // One gated shared expert of width s * f_s is, to the multiply-add, s
+                // shared experts of width f_s behind one gate.
+                c.insert(
+                    "shared_expert_intermediate_size".into(),
+                    json!(moe.shared_experts * moe.shared_ffn),
+                );
+                c.insert(
+                    "qkv_bias".into(),
+                    json!(m.attention_bias == AttentionBias::Qkv),
+                );
+            } else {
+                c.insert(
+                    "attention_bias".into(),
+                    json!(m.attention_bias == AttentionBias::All),
+                );
+            }
         }
     }
     if let Some(l) = &m.looping {

@@ -14,6 +14,10 @@
 //! experts = 192
 //! top_k = 8
 //! expert_ffn = 432
+//! # shared_experts = 1, shared_ffn = 5632, shared_gate = true   # optional
+//! # [model.dense]                    # optional: layers with a dense FFN instead
+//! # layers = [1]                     # 1-based
+//! # ffn = 5632
 //! [model.loop]                       # optional: absent means not looped
 //! first = 4                          # 1-based first looped layer
 //! span = 6
@@ -68,7 +72,8 @@ pub struct ModelSpec {
     pub counting: Counting,
 }
 
-/// A decoder-only, pre-norm MoE Transformer whose every layer is GQA attention + MoE FFN.
+/// A decoder-only, pre-norm MoE Transformer: every layer is GQA attention followed by the
+/// MoE FFN, or a dense SwiGLU FFN in the layers `dense` lists.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Model {
@@ -91,8 +96,15 @@ pub struct Model {
     /// RMSNorm on queries and keys: parameters only (norms cost no counted FLOPs).
     #[serde(default, skip_serializing_if = "QkNorm::is_none")]
     pub qk_norm: QkNorm,
-    /// The Mixture-of-Experts FFN of every layer.
+    /// Biases on the attention projections: parameters only (bias adds cost no counted
+    /// FLOPs).
+    #[serde(default, skip_serializing_if = "AttentionBias::is_none")]
+    pub attention_bias: AttentionBias,
+    /// The Mixture-of-Experts FFN of every layer not listed in `dense`.
     pub moe: Moe,
+    /// Layers whose FFN is one dense SwiGLU instead of the MoE (none when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense: Option<Dense>,
     /// The looped block, if any.
     #[serde(rename = "loop", default, skip_serializing_if = "Option::is_none")]
     pub looping: Option<Loop>,
@@ -114,6 +126,28 @@ pub struct Moe {
     /// SwiGLU width of one shared expert.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shared_ffn: u64,
+    /// A sigmoid gate on the shared experts' output (Qwen1.5/2-MoE): one `hidden x 1`
+    /// linear per layer, `hidden` parameters and `2 * hidden` FLOPs per token.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub shared_gate: bool,
+}
+
+/// Layers whose FFN is a dense SwiGLU of width `ffn` (3 matrices of `hidden x ffn`), with no
+/// router, routed or shared experts: Qwen's `mlp_only_layers` and `decoder_sparse_step`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dense {
+    /// 1-based indices of the dense layers, strictly increasing.
+    pub layers: Vec<u64>,
+    /// SwiGLU width of the dense FFN.
+    pub ffn: u64,
+}
+
+impl Dense {
+    /// Whether the 0-based physical layer `layer` is dense.
+    pub fn contains(&self, layer: u64) -> bool {
+        self.layers.binary_search(&(layer + 1)).is_ok()
+    }
 }
 
 /// A contiguous block of `span` layers starting at 1-based layer `first`, executed
@@ -164,6 +198,28 @@ pub enum QkNorm {
 impl QkNorm {
     fn is_none(&self) -> bool {
         *self == QkNorm::None
+    }
+}
+
+/// Biases on the attention projections, as some families use them. A bias add costs no
+/// counted FLOPs; its parameters are counted with the attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionBias {
+    /// No biases.
+    #[default]
+    None,
+    /// Biases on the Q, K and V projections, not O (Qwen1.5/2):
+    /// `(heads + 2 * kv_heads) * head_dim` parameters per layer.
+    Qkv,
+    /// Biases on Q, K, V and O (`attention_bias = true` in Qwen3-MoE and OLMoE):
+    /// `(heads + 2 * kv_heads) * head_dim + hidden` parameters per layer.
+    All,
+}
+
+impl AttentionBias {
+    fn is_none(&self) -> bool {
+        *self == AttentionBias::None
     }
 }
 
@@ -267,6 +323,30 @@ impl Model {
             .saturating_add(self.looping.as_ref().map_or(0, |l| l.extra_executions()))
     }
 
+    /// Whether the 0-based physical layer `layer` has a dense FFN instead of the MoE.
+    pub fn is_dense(&self, layer: u64) -> bool {
+        self.dense.as_ref().is_some_and(|d| d.contains(layer))
+    }
+
+    /// Physical layers with a dense FFN.
+    pub fn dense_layers(&self) -> u64 {
+        self.dense.as_ref().map_or(0, |d| d.layers.len() as u64)
+    }
+
+    /// Executions of dense layers per forward pass (a looped dense layer counts each visit).
+    pub fn dense_executions(&self) -> u64 {
+        let Some(d) = &self.dense else { return 0 };
+        let looped = self.looping.as_ref().map_or(0, |l| {
+            let inside = d
+                .layers
+                .iter()
+                .filter(|&&i| i >= l.first && i < l.first.saturating_add(l.span))
+                .count() as u64;
+            inside.saturating_mul(l.repeats.saturating_sub(1))
+        });
+        (d.layers.len() as u64).saturating_add(looped)
+    }
+
     /// Query width `heads * head_dim`.
     pub fn q_width(&self) -> u64 {
         self.heads.saturating_mul(self.head_dim)
@@ -335,6 +415,41 @@ impl Model {
                     moe.shared_experts, moe.shared_ffn
                 ),
             ));
+        }
+        if moe.shared_gate && moe.shared_experts == 0 {
+            return Err(Error::invalid(
+                "model.moe.shared_gate",
+                "gates the shared experts, so model.moe.shared_experts must be at least 1",
+            ));
+        }
+        if let Some(d) = &self.dense {
+            positive("model.dense.ffn", d.ffn, MAX_WIDTH)?;
+            if d.layers.is_empty() {
+                return Err(Error::invalid(
+                    "model.dense.layers",
+                    "must list at least one 1-based layer (omit [model.dense] for none)",
+                ));
+            }
+            for (i, &layer) in d.layers.iter().enumerate() {
+                if layer == 0 || layer > self.layers {
+                    return Err(Error::invalid(
+                        format!("model.dense.layers[{i}]"),
+                        format!(
+                            "must be a 1-based layer between 1 and model.layers ({}); got {layer}",
+                            self.layers
+                        ),
+                    ));
+                }
+                if i > 0 && layer <= d.layers[i - 1] {
+                    return Err(Error::invalid(
+                        format!("model.dense.layers[{i}]"),
+                        format!(
+                            "must be strictly increasing; {layer} follows {}",
+                            d.layers[i - 1]
+                        ),
+                    ));
+                }
+            }
         }
         if let Some(l) = &self.looping {
             positive("model.loop.first", l.first, MAX_COUNT)?;
