@@ -452,3 +452,16 @@ fn a_qwen15_moe_config_costs_directly() {
     assert_eq!(v["params"]["total"], 14_315_784_192u64);
     assert_eq!(v["params"]["active"], 2_689_173_504u64);
 }
+
+/// The README's annotated model file is a valid model file (every key it documents exists).
+#[test]
+fn readme_model_file_example_parses() {
+    let readme =
+        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let section = &readme[readme.find("## Model files").unwrap()..];
+    let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+    let text = &section[start..start + section[start..].find("```").unwrap()];
+    let spec = smelt::ModelSpec::from_toml_str(text).unwrap();
+    assert_eq!(spec.model.dense.as_ref().unwrap().layers, vec![1]);
+    assert!(smelt::cost(&spec).is_ok());
+}

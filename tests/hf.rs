@@ -344,36 +344,21 @@ gqa = {{ min = 1, max = 32 }}
     assert!(e.contains("'llama'"), "{e}");
 }
 
-/// A Qwen1.5-MoE Baseline matched and exported as `qwen2_moe`: the shared expert, its gate
-/// and the Q/K/V biases carry over (the shared width scaled with the hidden size), and the
+/// A Qwen1.5-MoE Baseline matched (`budgets/match-qwen1.5-moe-a2.7b.toml`) and exported as
+/// `qwen2_moe`: within 1% on all three budgets; the shared expert, its gate and the Q/K/V
+/// biases carry over (the shared width scaled with the hidden size); the Baseline's other
+/// keys (RoPE base, norm epsilon, ...) are carried over, the shape keys are the match's; the
 /// config reads back as the same model.
 #[test]
 fn match_a_qwen2_moe_baseline_and_export_it_back() {
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let budget = dir.join("hf-qwen-budget.toml");
-    std::fs::write(
-        &budget,
-        format!(
-            r#"
-name = "looped-qwen1.5-moe"
-baseline = "{}/tests/data/hf/qwen1.5-moe-a2.7b.json"
-[recipe]
-span = "half"
-repeats = 2
-[lattice]
-hidden = {{ step = 128, min = 1280, max = 2048 }}
-experts = {{ step = 4, min = 8, max = 160 }}
-expert_ffn = {{ ratio = "baseline", multiple = 64 }}
-head_dim = {{ values = [128] }}
-heads = {{ tied = true }}
-kv_heads = {{ min = 1, max = 16 }}
-gqa = {{ min = 1, max = 16 }}
-"#,
-            env!("CARGO_MANIFEST_DIR")
-        ),
-    )
-    .unwrap();
+    let budget = format!(
+        "{}/budgets/match-qwen1.5-moe-a2.7b.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let report = smelt::match_budget(&smelt::Budget::load(&budget).unwrap(), 1).unwrap();
+    assert!(report.within_tolerance);
+    let r = report.residuals;
+    assert!(r.flops.abs() < 0.01 && r.params.abs() < 0.01 && r.kv.abs() < 0.01);
     let m = &report.looped.model;
     assert_eq!(m.attention_bias, smelt::AttentionBias::Qkv);
     assert!(m.moe.shared_gate);
@@ -383,11 +368,26 @@ gqa = {{ min = 1, max = 16 }}
         (m.hidden * 5632 * 2 + 2048 * 64) / (2 * 2048 * 64) * 64
     );
     assert_eq!(hf::family_of(&report.looped), "qwen2_moe");
-    let v = hf::export(&report.looped, "qwen2_moe").unwrap();
+    let out = assert_cmd::Command::cargo_bin("smelt")
+        .unwrap()
+        .args(["match", &budget, "--format", "hf"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["model_type"], "qwen2_moe");
     assert_eq!(v["qkv_bias"], true);
+    assert_eq!(v["head_dim"], m.head_dim);
     assert_eq!(v["shared_expert_intermediate_size"], m.moe.shared_ffn);
     assert_eq!(v["smelt_loop_repeats"], 2);
+    assert_eq!(v["rope_theta"], 1_000_000.0);
+    assert_eq!(v["rms_norm_eps"], 1e-6);
+    assert_eq!(v["norm_topk_prob"], false);
+    assert!(v.get("sliding_window").is_none() && v.get("intermediate_size").is_none());
     let back = hf::import(&v.to_string(), ModelSpec::default_workload()).unwrap();
     assert_eq!(&back.model, m);
     // The other families cannot express a gated shared expert or Q/K/V biases.

@@ -935,6 +935,26 @@ impl Budget {
         Self::from_toml_str(&json_to_toml(text)?, dir)
     }
 
+    /// The Hugging Face `config.json` a budget file's Baseline is read from, parsed, if its
+    /// `baseline` is a path ending in `.json` (`None` for a model file or an inline table).
+    pub fn baseline_config(path: impl AsRef<Path>) -> Result<Option<serde_json::Value>> {
+        let path = path.as_ref();
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let f: BudgetFile = toml::from_str(&read(path)?).map_err(parse_error)?;
+        match f.baseline {
+            toml::Value::String(p) if p.ends_with(".json") => {
+                let config = dir.join(p);
+                let text = read(&config)?;
+                serde_json::from_str(&text)
+                    .map(Some)
+                    .map_err(|e| Error::Parse {
+                        message: format!("{}: {e}", config.display()),
+                    })
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Reads and parses a budget file.
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();

@@ -33,7 +33,8 @@ pub struct Args {
     /// The budget file (TOML; see the README, "Budget files").
     budget: PathBuf,
     /// Output format: table, the matched model file (toml), the JSON report, or the matched
-    /// model as a Hugging Face config.json (hf) with the loop in `smelt_loop_*` keys.
+    /// model as a Hugging Face config.json (hf) with the loop in `smelt_loop_*` keys (and,
+    /// when the Baseline is a config.json of the same family, its non-shape keys).
     #[arg(long, value_enum, default_value_t = MatchFormat::Table)]
     format: MatchFormat,
     /// Also write the matched model here: a config.json with --format hf, else a model file.
@@ -76,7 +77,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .hf_family
             .clone()
             .unwrap_or_else(|| smelt::spec::hf::family_of(&m.looped).to_owned());
-        let config = smelt::spec::hf::export(&m.looped, &family)?;
+        let config = match Budget::baseline_config(&args.budget)? {
+            Some(base) => smelt::spec::hf::export_like(&m.looped, &family, &base)?,
+            None => smelt::spec::hf::export(&m.looped, &family)?,
+        };
         Ok(serde_json::to_string_pretty(&config)? + "\n")
     };
     let text = match args.format {

@@ -5,10 +5,10 @@
 //!
 //! | `model_type` | experts (width) | head width | q/k norm | attention biases | shared expert | dense layers |
 //! |---|---|---|---|---|---|---|
-//! | `mixtral` | `num_local_experts` (`intermediate_size`) | `hidden_size / num_attention_heads` | none | none | none | none |
+//! | `mixtral` | `num_local_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | none | none | none |
 //! | `qwen2_moe` | `num_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V (`qkv_bias`, default true) | one of `shared_expert_intermediate_size`, sigmoid gate | Qwen rule |
 //! | `qwen3_moe` | `num_experts` (`moe_intermediate_size`) | `head_dim` | per head (`2·head_dim`) | Q, K, V, O if `attention_bias` | none | Qwen rule |
-//! | `olmoe` | `num_experts` (`intermediate_size`) | `hidden_size / num_attention_heads` | whole projection | Q, K, V, O if `attention_bias` | none | none |
+//! | `olmoe` | `num_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | whole projection | Q, K, V, O if `attention_bias` | none | none |
 //!
 //! The Qwen rule: 0-based layer `i` is MoE when `i` is not in `mlp_only_layers` and
 //! `(i + 1) % decoder_sparse_step == 0`; every other layer has a dense SwiGLU of width
@@ -115,10 +115,52 @@ fn head_width(c: &HfConfig, family: &str) -> Result<u64> {
     Ok(h / heads)
 }
 
+/// Every key [`import`] reads (and `layer_types`, a per-layer list): in an exported config
+/// these come from the matched model, never from the Baseline's config ([`export_like`]).
+pub const SHAPE_KEYS: [&str; 28] = [
+    "model_type",
+    "architectures",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "num_local_experts",
+    "num_experts",
+    "num_experts_per_tok",
+    "vocab_size",
+    "tie_word_embeddings",
+    "sliding_window",
+    "use_sliding_window",
+    "decoder_sparse_step",
+    "mlp_only_layers",
+    "attention_bias",
+    "qkv_bias",
+    "shared_expert_intermediate_size",
+    "kv_lora_rank",
+    "layer_types",
+    "_name_or_path",
+    "smelt_loop_first_layer",
+    "smelt_loop_span",
+    "smelt_loop_repeats",
+    "smelt_loop_residual_scale",
+];
+
 /// The `model_type`s [`import`] reads.
 pub const FAMILIES: [&str; 4] = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe"];
 
 impl HfConfig {
+    /// `head_dim` when the config gives it, else `hidden_size / num_attention_heads`, as
+    /// Transformers' attention modules read it.
+    fn head_dim_or_derived(&self, family: &str) -> Result<u64> {
+        match self.head_dim {
+            Some(d) => Ok(d),
+            None => head_width(self, family),
+        }
+    }
+
     /// Qwen's dense layers: 0-based layer `i` is MoE when it is not in `mlp_only_layers` and
     /// `(i + 1) % decoder_sparse_step == 0`; the others have a dense MLP of width
     /// `intermediate_size`.
@@ -202,16 +244,13 @@ impl HfConfig {
             "mixtral" => (
                 need(self.num_local_experts, "num_local_experts", family)?,
                 need(self.intermediate_size, "intermediate_size", family)?,
-                head_width(self, family)?,
+                self.head_dim_or_derived(family)?,
                 QkNorm::None,
             ),
             "qwen2_moe" | "qwen3_moe" => (
                 need(self.num_experts, "num_experts", family)?,
                 need(self.moe_intermediate_size, "moe_intermediate_size", family)?,
-                match self.head_dim {
-                    Some(d) => d,
-                    None => head_width(self, family)?,
-                },
+                self.head_dim_or_derived(family)?,
                 if family == "qwen3_moe" {
                     QkNorm::PerHead
                 } else {
@@ -221,7 +260,7 @@ impl HfConfig {
             _ => (
                 need(self.num_experts, "num_experts", family)?,
                 need(self.intermediate_size, "intermediate_size", family)?,
-                head_width(self, family)?,
+                self.head_dim_or_derived(family)?,
                 QkNorm::Full,
             ),
         };
@@ -359,13 +398,15 @@ fn unfit(family: &str, why: impl Into<String>) -> Error {
 /// A spec as a `config.json` in the style of `family` (one of [`FAMILIES`]): the keys
 /// [`import`] reads, with the loop, if any, in the extra keys `smelt_loop_first_layer`
 /// (1-based), `smelt_loop_span`, `smelt_loop_repeats` and `smelt_loop_residual_scale`, so a
-/// launcher can build it and `import` reads it back. A model the family cannot express is
-/// refused with the reason.
+/// launcher can build it and `import` reads it back. `head_dim` is always written: a
+/// matched model's `heads * head_dim` need not equal `hidden_size`, and Transformers'
+/// current attention modules read `head_dim` from the config (older releases derived it as
+/// `hidden_size / num_attention_heads`; build such a model with a release that reads it). A
+/// model the family cannot express is refused with the reason.
 pub fn export(spec: &ModelSpec, family: &str) -> Result<serde_json::Value> {
     use serde_json::json;
     spec.validate()?;
     let m = &spec.model;
-    let natural = m.hidden.is_multiple_of(m.heads) && m.hidden / m.heads == m.head_dim;
     let mut c = serde_json::Map::new();
     let (arch, qk) = match family {
         "mixtral" => ("MixtralForCausalLM", QkNorm::None),
@@ -386,15 +427,6 @@ pub fn export(spec: &ModelSpec, family: &str) -> Result<serde_json::Value> {
         return Err(unfit(
             family,
             format!("uses q/k norm {qk:?}, the model has {:?}", m.qk_norm),
-        ));
-    }
-    if family != "qwen3_moe" && !natural {
-        return Err(unfit(
-            family,
-            format!(
-                "needs head_dim = hidden / heads ({} / {}), got {}",
-                m.hidden, m.heads, m.head_dim
-            ),
         ));
     }
     let bias_ok = matches!(
@@ -430,6 +462,7 @@ pub fn export(spec: &ModelSpec, family: &str) -> Result<serde_json::Value> {
     c.insert("num_hidden_layers".into(), json!(m.layers));
     c.insert("num_attention_heads".into(), json!(m.heads));
     c.insert("num_key_value_heads".into(), json!(m.kv_heads));
+    c.insert("head_dim".into(), json!(m.head_dim));
     c.insert("num_experts_per_tok".into(), json!(moe.top_k));
     c.insert("vocab_size".into(), json!(m.vocab));
     c.insert("tie_word_embeddings".into(), json!(m.tie_embeddings));
@@ -450,7 +483,6 @@ pub fn export(spec: &ModelSpec, family: &str) -> Result<serde_json::Value> {
         _ => {
             c.insert("num_experts".into(), json!(moe.experts));
             c.insert("moe_intermediate_size".into(), json!(moe.expert_ffn));
-            c.insert("head_dim".into(), json!(m.head_dim));
             c.insert("decoder_sparse_step".into(), json!(1));
             let only: Vec<u64> = m
                 .dense
@@ -491,4 +523,26 @@ pub fn export(spec: &ModelSpec, family: &str) -> Result<serde_json::Value> {
         );
     }
     Ok(serde_json::Value::Object(c))
+}
+
+/// [`export`], carrying over every other key of the Baseline's own `config.json` (RoPE base,
+/// norm epsilon, activation, token ids, dtype, router options, ...) when it is of the same
+/// family, so the looped model differs from its Baseline only where the match says. The keys
+/// in [`SHAPE_KEYS`] always come from the matched model.
+pub fn export_like(
+    spec: &ModelSpec,
+    family: &str,
+    baseline: &serde_json::Value,
+) -> Result<serde_json::Value> {
+    let mut out = export(spec, family)?;
+    let same_family = baseline.get("model_type").and_then(|t| t.as_str()) == Some(family);
+    if let (true, Some(base), Some(map)) = (same_family, baseline.as_object(), out.as_object_mut())
+    {
+        for (k, v) in base {
+            if !SHAPE_KEYS.contains(&k.as_str()) && !map.contains_key(k) {
+                map.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Ok(out)
 }
