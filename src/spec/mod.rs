@@ -143,13 +143,6 @@ pub struct Dense {
     pub ffn: u64,
 }
 
-impl Dense {
-    /// Whether the 0-based physical layer `layer` is dense.
-    pub fn contains(&self, layer: u64) -> bool {
-        self.layers.binary_search(&(layer + 1)).is_ok()
-    }
-}
-
 /// A contiguous block of `span` layers starting at 1-based layer `first`, executed
 /// `repeats` times back-to-back with shared weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -321,11 +314,6 @@ impl Model {
     pub fn executions(&self) -> u64 {
         self.layers
             .saturating_add(self.looping.as_ref().map_or(0, |l| l.extra_executions()))
-    }
-
-    /// Whether the 0-based physical layer `layer` has a dense FFN instead of the MoE.
-    pub fn is_dense(&self, layer: u64) -> bool {
-        self.dense.as_ref().is_some_and(|d| d.contains(layer))
     }
 
     /// Physical layers with a dense FFN.
