@@ -13,6 +13,15 @@ fn load(name: &str) -> ModelSpec {
     .unwrap()
 }
 
+/// The text of a config in tests/data/hf/.
+fn config_text(name: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/tests/data/hf/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
 fn billions(n: u64, decimals: usize) -> String {
     format!("{:.*}", decimals, n as f64 / 1e9)
 }
@@ -114,11 +123,7 @@ fn qwen2_57b_a14b() {
 /// their difference.
 #[test]
 fn qwen_dense_layers_follow_the_transformers_rule() {
-    let text = std::fs::read_to_string(format!(
-        "{}/tests/data/hf/qwen1.5-moe-a2.7b.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
+    let text = config_text("qwen1.5-moe-a2.7b.json");
     let all_moe = hf::import(&text, ModelSpec::default_workload()).unwrap();
     let step2 = hf::import(
         &text.replace("\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 2"),
@@ -149,11 +154,7 @@ fn qwen_dense_layers_follow_the_transformers_rule() {
         12 * (moe_layer - dense_layer)
     );
     // Qwen3-MoE reads the same keys.
-    let qwen3 = std::fs::read_to_string(format!(
-        "{}/tests/data/hf/qwen3-30b-a3b.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
+    let qwen3 = config_text("qwen3-30b-a3b.json");
     let q = hf::import(
         &qwen3.replace("\"mlp_only_layers\": []", "\"mlp_only_layers\": [0, 1]"),
         ModelSpec::default_workload(),
@@ -179,11 +180,7 @@ fn refused(json: &str, needles: &[&str]) {
 
 #[test]
 fn what_the_cost_model_cannot_describe_is_refused() {
-    let mixtral = std::fs::read_to_string(format!(
-        "{}/tests/data/hf/mixtral-8x7b-v0.1.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
+    let mixtral = config_text("mixtral-8x7b-v0.1.json");
     refused(
         &mixtral.replace("\"sliding_window\": null", "\"sliding_window\": 4096"),
         &["sliding_window", "refuses"],
@@ -192,11 +189,7 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         r#"{"model_type": "deepseek_v3", "kv_lora_rank": 512, "hidden_size": 7168}"#,
         &["kv_lora_rank", "MLA"],
     );
-    let qwen15 = std::fs::read_to_string(format!(
-        "{}/tests/data/hf/qwen1.5-moe-a2.7b.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
+    let qwen15 = config_text("qwen1.5-moe-a2.7b.json");
     refused(
         &qwen15.replace(
             "\"use_sliding_window\": false",
@@ -238,11 +231,7 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         &mixtral.replace("\"hidden_size\": 4096,", ""),
         &["hidden_size", "missing"],
     );
-    let qwen3 = std::fs::read_to_string(format!(
-        "{}/tests/data/hf/qwen3-30b-a3b.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
+    let qwen3 = config_text("qwen3-30b-a3b.json");
     refused(
         &qwen3
             .replace(
@@ -401,12 +390,7 @@ fn match_a_qwen2_moe_baseline_and_export_it_back() {
 #[test]
 fn a_depth_without_the_baselines_dense_layer_is_refused() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let text = std::fs::read_to_string(format!(
-        "{}/tests/data/hf/qwen1.5-moe-a2.7b.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
-    .replace(
+    let text = config_text("qwen1.5-moe-a2.7b.json").replace(
         "\"decoder_sparse_step\": 1,",
         "\"decoder_sparse_step\": 1, \"mlp_only_layers\": [23],",
     );
