@@ -22,6 +22,21 @@ fn config_text(name: &str) -> String {
     .unwrap()
 }
 
+/// Runs `smelt` with `args`, requires success, and parses its standard output as JSON.
+fn smelt_json(args: &[&str]) -> serde_json::Value {
+    let out = assert_cmd::Command::cargo_bin("smelt")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn billions(n: u64, decimals: usize) -> String {
     format!("{:.*}", decimals, n as f64 / 1e9)
 }
@@ -297,24 +312,14 @@ gqa = {{ min = 1, max = 32 }}
     )
     .unwrap();
     let config = dir.join("looped-mixtral.json");
-    let out = assert_cmd::Command::cargo_bin("smelt")
-        .unwrap()
-        .args([
-            "match",
-            budget.to_str().unwrap(),
-            "--format",
-            "hf",
-            "-o",
-            config.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = smelt_json(&[
+        "match",
+        budget.to_str().unwrap(),
+        "--format",
+        "hf",
+        "-o",
+        config.to_str().unwrap(),
+    ]);
     assert_eq!(v["model_type"], "mixtral");
     assert_eq!(v["smelt_loop_first_layer"], 9);
     assert_eq!(v["smelt_loop_span"], 16);
@@ -357,17 +362,7 @@ fn match_a_qwen2_moe_baseline_and_export_it_back() {
         (m.hidden * 5632 * 2 + 2048 * 64) / (2 * 2048 * 64) * 64
     );
     assert_eq!(hf::family_of(&report.looped), "qwen2_moe");
-    let out = assert_cmd::Command::cargo_bin("smelt")
-        .unwrap()
-        .args(["match", &budget, "--format", "hf"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = smelt_json(&["match", &budget, "--format", "hf"]);
     assert_eq!(v["model_type"], "qwen2_moe");
     assert_eq!(v["qkv_bias"], true);
     assert_eq!(v["head_dim"], m.head_dim);
