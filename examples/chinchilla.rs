@@ -3,7 +3,7 @@
 //!
 //! Run: `cargo run --release --example chinchilla`
 
-use smelt::fit::{self, FitOptions, Form, Scale, Surface};
+use smelt::fit::{self, FitOptions, Form, Scale};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = concat!(
@@ -47,28 +47,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     // The published fits, scored with the same objective.
     let published = [
-        (
-            "Epoch refit",
-            Surface {
-                E: 1.81724,
-                A: 477.84,
-                a: 0.34731,
-                b: 0.0,
-                K: 2143.86,
-                c: 0.36718,
-            },
-        ),
-        (
-            "Hoffmann 2022",
-            Surface {
-                E: 1.69,
-                A: 406.4,
-                a: 0.34,
-                b: 0.0,
-                K: 410.7,
-                c: 0.28,
-            },
-        ),
+        ("Epoch refit", fit::data::CHINCHILLA_EPOCH_REFIT),
+        ("Hoffmann 2022", fit::data::CHINCHILLA_HOFFMANN_2022),
         ("smelt", f.surface),
     ];
     for (name, s) in published {

@@ -1,54 +1,33 @@
 //! The kernel plan is exact, the CPU backend executes it, and the CUDA backend fails
 //! cleanly where it cannot run.
 
+mod common;
+
+use common::run;
 use proptest::prelude::*;
 use smelt::bench::{self, Backend, BenchOptions, Component, Routing, plan};
-use smelt::{Attention, Loop, Model, ModelSpec, Moe, Workload};
+use smelt::{Attention, AttentionBias, ModelSpec};
 
+/// [`spec`] without a loop or shared experts, causal.
+fn plain(shape: [u64; 8]) -> ModelSpec {
+    spec(shape, None, (0, 0, false), Attention::Causal)
+}
+
+/// A model with Q/K/V biases, documents of 100 tokens, the loop `(first, span, repeats)`
+/// and `(shared experts, width, gated)`.
 fn spec(
     shape: [u64; 8],
     looping: Option<(u64, u64, u64)>,
     shared: (u64, u64, bool),
     attention: Attention,
 ) -> ModelSpec {
-    let [layers, hidden, kv, g, d, experts, top_k, ffn] = shape;
-    ModelSpec {
-        name: Some("m".into()),
-        model: Model {
-            layers,
-            hidden,
-            heads: kv * g,
-            kv_heads: kv,
-            head_dim: d,
-            vocab: 0,
-            tie_embeddings: false,
-            qk_norm: Default::default(),
-            attention_bias: smelt::AttentionBias::Qkv,
-            moe: Moe {
-                experts,
-                top_k,
-                expert_ffn: ffn,
-                shared_experts: shared.0,
-                shared_ffn: shared.1,
-                shared_gate: shared.2 && shared.0 > 0,
-            },
-            dense: None,
-            looping: looping.map(|(first, span, repeats)| Loop {
-                first,
-                span,
-                repeats,
-                residual_scale: None,
-            }),
-        },
-        workload: Workload {
-            context: 4096,
-            mean_doc_len: Some(100),
-            doc_lengths: None,
-            attention,
-            kv_dtype_bytes: 2,
-        },
-        counting: Default::default(),
-    }
+    let mut s = common::spec(shape, 100, attention);
+    s.model.attention_bias = AttentionBias::Qkv;
+    s.model.moe.shared_experts = shared.0;
+    s.model.moe.shared_ffn = shared.1;
+    s.model.moe.shared_gate = shared.2 && shared.0 > 0;
+    s.model.looping = looping.and_then(|(f, sp, r)| common::looped(f, sp, r));
+    s
 }
 
 proptest! {
@@ -105,12 +84,7 @@ proptest! {
 
 #[test]
 fn causal_attention_is_a_triangle_not_a_square() {
-    let s = spec(
-        [1, 8, 1, 1, 4, 2, 1, 4],
-        None,
-        (0, 0, false),
-        Attention::Causal,
-    );
+    let s = plain([1, 8, 1, 1, 4, 2, 1, 4]);
     for len in [1u64, 2, 31, 32, 33, 100, 991] {
         let p = plan::plan(&s.model, &[len], Attention::Causal, Routing::Balanced).unwrap();
         // QKᵀ and PV forward: 2 GEMMs x 2 FLOPs x d x L(L+1)/2 pairs; x3 for training.
@@ -125,12 +99,7 @@ fn causal_attention_is_a_triangle_not_a_square() {
 
 #[test]
 fn cpu_backend_executes_the_plan_and_reports_ratios() {
-    let base = spec(
-        [4, 64, 1, 2, 16, 8, 2, 32],
-        None,
-        (0, 0, false),
-        Attention::Causal,
-    );
+    let base = plain([4, 64, 1, 2, 16, 8, 2, 32]);
     let looped = spec(
         [4, 48, 1, 2, 16, 12, 2, 24],
         Some((2, 2, 2)),
@@ -162,53 +131,37 @@ fn cpu_backend_executes_the_plan_and_reports_ratios() {
     assert!(r.time_ratio.unwrap() > 0.0);
 }
 
+/// With a GPU (a `cuda` build and a driver), the CUDA backend runs the plan exactly; without
+/// one, the test says why it is skipped and checks that the backend refuses with that reason.
 #[test]
-fn cuda_backend_runs_or_fails_cleanly() {
-    let s = spec(
-        [2, 64, 1, 2, 16, 8, 2, 32],
-        None,
-        (0, 0, false),
-        Attention::Causal,
-    );
+fn cuda_backend_runs_where_a_gpu_is() {
+    let s = plain([2, 64, 1, 2, 16, 8, 2, 32]);
     let opts = BenchOptions {
         backend: Backend::Cuda,
         tokens: 200,
         routing: Routing::Balanced,
         repeats: 1,
     };
-    match bench::bench(&[&s], &opts) {
-        Ok(r) => assert!(r.models[0].flops_exact),
-        Err(e) => {
-            let msg = e.to_string();
-            assert!(msg.starts_with("cuda backend: "), "{msg}");
-            assert!(
-                msg.contains("--features cuda") || msg.contains("driver") || msg.contains("GPU"),
-                "{msg}"
-            );
+    match bench::cuda::probe() {
+        Ok(device) => {
+            let r = bench::bench(&[&s], &opts).unwrap();
+            assert!(r.device.contains(&device));
+            assert!(r.models[0].flops_exact);
+            assert!(r.ceiling_flops_per_second > 0.0);
+        }
+        Err(why) => {
+            eprintln!("skipped: no GPU to run the CUDA backend on ({why})");
+            let e = bench::bench(&[&s], &opts).unwrap_err().to_string();
+            assert_eq!(e, why.to_string());
+            assert!(e.starts_with("cuda backend: "), "{e}");
         }
     }
 }
 
-fn smelt(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = assert_cmd::Command::cargo_bin("smelt")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
 #[test]
 fn cli_bench_of_a_budget_pair() {
-    let budget = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/budgets/match-200m-s95-small.toml"
-    );
-    let (code, out, err) = smelt(&[
+    let budget = &common::budget("match-200m-s95-small.toml");
+    let args = [
         "bench",
         "--budget",
         budget,
@@ -216,24 +169,15 @@ fn cli_bench_of_a_budget_pair() {
         "200",
         "--repeats",
         "1",
-    ]);
+    ];
+    let (code, out, err) = run(&args);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(out.matches("equal, exactly").count(), 2, "{out}");
     assert!(
         out.contains("measured time ratio") && out.contains("FLOP ratio"),
         "{out}"
     );
-    let (code, json, _) = smelt(&[
-        "bench",
-        "--budget",
-        budget,
-        "--tokens",
-        "200",
-        "--repeats",
-        "1",
-        "--format",
-        "json",
-    ]);
+    let (code, json, _) = run(&[&args[..], &["--format", "json"]].concat());
     assert_eq!(code, Some(0));
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["models"].as_array().unwrap().len(), 2);
@@ -243,22 +187,22 @@ fn cli_bench_of_a_budget_pair() {
 
 #[test]
 fn cli_bench_errors() {
-    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/budgets/base-100m-s85.toml");
-    let (code, _, err) = smelt(&["bench", model, "--routing", "lopsided"]);
-    assert_eq!(code, Some(1));
-    assert!(err.contains("--routing"), "{err}");
-    let (code, _, err) = smelt(&["bench", model, "--tokens", "0"]);
+    let model = &common::budget("base-100m-s85.toml");
+    let (code, _, err) = run(&["bench", model, "--routing", "lopsided"]);
+    assert_eq!(code, Some(2), "a malformed flag value is a usage error");
+    assert!(err.contains("--routing") && err.contains("skew=S"), "{err}");
+    let (code, _, err) = run(&["bench", model, "--tokens", "0"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("--tokens"), "{err}");
-    let (code, _, err) = smelt(&["bench", model, "--backend", "cuda", "--tokens", "64"]);
-    if code != Some(0) {
-        assert_eq!(code, Some(1));
-        assert!(
-            err.contains("cuda backend:") && !err.contains("panicked"),
-            "{err}"
-        );
+    let (code, _, err) = run(&["bench", model, "--backend", "cuda", "--tokens", "64"]);
+    match bench::cuda::probe() {
+        Ok(_) => assert_eq!(code, Some(0), "{err}"),
+        Err(why) => {
+            assert_eq!(code, Some(1));
+            assert!(err.contains(&why.to_string()), "{err}");
+        }
     }
-    let (code, _, _) = smelt(&["bench"]);
+    let (code, _, _) = run(&["bench"]);
     assert_eq!(code, Some(2));
 }
 

@@ -1,41 +1,34 @@
 //! `smelt fit` and `smelt gain` through the command line.
 
-use std::path::PathBuf;
+mod common;
 
-use assert_cmd::Command;
+use common::{data as data_file, run};
 use serde_json::Value;
 use smelt::fit::data;
 
-fn data_file(name: &str) -> String {
-    format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+fn write(text: &str) -> String {
+    common::temp_file("csv", text).display().to_string()
 }
 
-fn write(name: &str, text: &str) -> String {
-    let p =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{name}", std::process::id()));
-    std::fs::write(&p, text).unwrap();
-    p.display().to_string()
+/// `smelt gain` of smelt over the Baseline in `csv` with the small start grid, and `extra`.
+fn gain(csv: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut args = vec![
+        "gain",
+        csv,
+        "--reference",
+        "baseline",
+        "--target",
+        "smelt",
+        "--starts",
+        "small",
+    ];
+    args.extend(extra);
+    run(&args)
 }
 
 fn synthetic_csv() -> String {
     let (base, smelt) = data::paper_like_endpoints(&[0.85, 0.95, 0.97], 0.002);
-    write(
-        "synthetic.csv",
-        &data::to_csv(&[("baseline", &base), ("smelt", &smelt)]),
-    )
-}
-
-fn run(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::cargo_bin("smelt")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    write(&data::to_csv(&[("baseline", &base), ("smelt", &smelt)]))
 }
 
 #[test]
@@ -78,23 +71,8 @@ fn fit_json_contract_per_group() {
 #[test]
 fn gain_table_with_bootstrap() {
     let csv = synthetic_csv();
-    let args = [
-        "gain",
-        &csv,
-        "--reference",
-        "baseline",
-        "--target",
-        "smelt",
-        "--starts",
-        "small",
-        "--bootstrap",
-        "40",
-        "--seed",
-        "9",
-        "--format",
-        "json",
-    ];
-    let (code, out, err) = run(&args);
+    let args = ["--bootstrap", "40", "--seed", "9", "--format", "json"];
+    let (code, out, err) = gain(&csv, &args);
     assert_eq!(code, Some(0), "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     let rows = v["rows"].as_array().unwrap();
@@ -105,8 +83,8 @@ fn gain_table_with_bootstrap() {
         assert!(r["gain_interval"]["lo"].as_f64().unwrap() <= g + 0.05);
     }
     assert_eq!(v["bootstrap"]["resamples"], 40);
-    assert_eq!(run(&args).1, out, "seeded: same bytes");
-    let (_, table, _) = run(&args[..args.len() - 2]);
+    assert_eq!(gain(&csv, &args).1, out, "seeded: same bytes");
+    let (_, table, _) = gain(&csv, &args[..args.len() - 2]);
     assert!(
         table.contains("CE gain") && table.contains("95%"),
         "{table}"
@@ -115,15 +93,15 @@ fn gain_table_with_bootstrap() {
 
 #[test]
 fn bad_endpoints_and_arguments() {
-    let missing = write("missing.csv", "F,S,loss\n1,0,2\n");
+    let missing = write("F,S,loss\n1,0,2\n");
     let (code, _, err) = run(&["fit", &missing]);
     assert_eq!(code, Some(1));
     assert!(err.contains("missing column(s) D"), "{err}");
-    let negative = write("negative.csv", "F,S,D,loss\n1,0,2,0\n");
+    let negative = write("F,S,D,loss\n1,0,2,0\n");
     let (code, _, err) = run(&["fit", &negative]);
     assert_eq!(code, Some(1));
     assert!(err.contains("row 2, column loss"), "{err}");
-    let few = write("few.csv", "F,S,D,loss\n1e9,0.5,1e10,3\n2e9,0.5,1e10,2.9\n");
+    let few = write("F,S,D,loss\n1e9,0.5,1e10,3\n2e9,0.5,1e10,2.9\n");
     let (code, _, err) = run(&["fit", &few]);
     assert_eq!(code, Some(1));
     assert!(err.contains("needs at least 7"), "{err}");
@@ -134,18 +112,7 @@ fn bad_endpoints_and_arguments() {
         err.contains("--reference 'base'") && err.contains("baseline, smelt"),
         "{err}"
     );
-    let (code, _, err) = run(&[
-        "gain",
-        &csv,
-        "--reference",
-        "baseline",
-        "--target",
-        "smelt",
-        "--starts",
-        "small",
-        "--sparsity",
-        "1.5",
-    ]);
+    let (code, _, err) = gain(&csv, &["--sparsity", "1.5"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("sparsity"), "{err}");
     let (code, _, _) = run(&[

@@ -1,60 +1,18 @@
 //! `smelt match`, `smelt grid` and `smelt sweep` through the command line: contracts,
 //! determinism, tolerance reporting, and clear errors for bad budget and grid files.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
-use assert_cmd::Command;
+use std::path::PathBuf;
+
+use common::{SMALL_BUDGET as SMALL, budget, run};
 use serde_json::Value;
 
-fn budgets_dir() -> String {
-    format!("{}/budgets", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn budget(name: &str) -> String {
-    format!("{}/{name}", budgets_dir())
-}
-
-/// A budget file in the target dir whose baseline path points into `budgets/`.
 fn file(text: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "match-{}-{}.toml",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::write(&path, text.replace("@BUDGETS@", &budgets_dir())).unwrap();
-    path
+    common::temp_file("toml", text)
 }
 
-const SMALL: &str = r#"
-name = "small"
-baseline = "@BUDGETS@/base-200m-s95.toml"
-[recipe]
-span = "half"
-repeats = 2
-[lattice]
-hidden = { step = 32, min = 960, max = 1152 }
-experts = { step = 8, min = 8, max = 512 }
-head_dim = { step = 8, min = 64, max = 128 }
-kv_heads = { min = 1, max = 4 }
-gqa = { min = 1, max = 16 }
-q_width = { min = 0.75, max = 1.25 }
-"#;
-
-fn smelt() -> Command {
-    Command::cargo_bin("smelt").unwrap()
-}
-
-fn run(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = smelt().args(args).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
+/// Runs `smelt match` on a budget file with `text`: exit 1 and every needle on stderr.
 fn error_of(text: &str, needles: &[&str]) {
     let path = file(text);
     let (code, stdout, stderr) = run(&["match", path.to_str().unwrap()]);
@@ -230,37 +188,19 @@ fn sweep_span_rematches_every_candidate() {
     for (i, r) in rows.iter().enumerate() {
         assert_eq!(r["layer_executions"], 12 + i as u64);
     }
-    let (_, json, _) = run(&[
-        "sweep",
-        &budget("match-200m-s95.toml"),
-        "--repeats",
-        "1..=4",
-        "--format",
-        "json",
-    ]);
-    let v: Value = serde_json::from_str(&json).unwrap();
-    let execs: Vec<u64> = v["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["layer_executions"].as_u64().unwrap())
-        .collect();
+    let column = |knob: &str, values: &str, pick: fn(&Value) -> u64| -> Vec<u64> {
+        let b = budget("match-200m-s95.toml");
+        let (_, json, _) = run(&["sweep", &b, knob, values, "--format", "json"]);
+        let v: Value = serde_json::from_str(&json).unwrap();
+        v["rows"].as_array().unwrap().iter().map(pick).collect()
+    };
+    let execs = column("--repeats", "1..=4", |r| {
+        r["layer_executions"].as_u64().unwrap()
+    });
     assert_eq!(execs, vec![12, 18, 24, 30]);
-    let (_, json, _) = run(&[
-        "sweep",
-        &budget("match-200m-s95.toml"),
-        "--depth",
-        "8,12,16",
-        "--format",
-        "json",
-    ]);
-    let v: Value = serde_json::from_str(&json).unwrap();
-    let layers: Vec<u64> = v["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["looped"]["model"]["layers"].as_u64().unwrap())
-        .collect();
+    let layers = column("--depth", "8,12,16", |r| {
+        r["looped"]["model"]["layers"].as_u64().unwrap()
+    });
     assert_eq!(layers, vec![8, 12, 16]);
 }
 
@@ -310,137 +250,10 @@ fn infeasible_and_empty_lattices() {
 }
 
 #[test]
-fn recipe_errors() {
-    error_of(
-        &SMALL.replace("span = \"half\"", "span = 13"),
-        &["recipe.span", "do not fit in 12 layers"],
-    );
-    error_of(
-        &SMALL.replace("span = \"half\"", "span = \"most\""),
-        &["recipe.span", "\"half\""],
-    );
-    error_of(
-        &SMALL.replace("repeats = 2", "repeats = 0"),
-        &["recipe.repeats"],
-    );
-    error_of(
-        &SMALL.replace("repeats = 2", "repeats = 2\nfirst = 10"),
-        &["recipe.first", "does not fit"],
-    );
-    error_of(
-        &SMALL.replace(
-            "repeats = 2",
-            "repeats = 2\nfirst = 2\nplacement = \"middle\"",
-        ),
-        &["recipe.first", "not both"],
-    );
-    error_of(
-        &SMALL.replace("repeats = 2", "repeats = 2\nplacement = \"left\""),
-        &["recipe.placement"],
-    );
-}
-
-#[test]
-fn lattice_errors() {
-    error_of(
-        &SMALL.replace("min = 960, max = 1152", "min = 1152, max = 960"),
-        &["lattice.hidden", "must not exceed max"],
-    );
-    error_of(
-        &SMALL.replace("hidden = { step = 32,", "hidden = { step = 0,"),
-        &["lattice.hidden.step"],
-    );
-    error_of(
-        &SMALL.replace("[lattice]", "[lattice]\nexpert_ffn = { ratio = \"1/0\" }"),
-        &["lattice.expert_ffn.ratio"],
-    );
-    error_of(
-        &SMALL.replace(
-            "[lattice]",
-            "[lattice]\nexpert_ffn = { ratio = \"1/3\", step = 16 }",
-        ),
-        &["lattice.expert_ffn", "not both"],
-    );
-    error_of(
-        &SMALL.replace("[lattice]", "[lattice]\nheads = { tied = true, min = 2 }"),
-        &["lattice.heads"],
-    );
-    error_of(
-        &SMALL.replace(
-            "q_width = { min = 0.75, max = 1.25 }",
-            "q_width = { min = 1.5, max = 1.25 }",
-        ),
-        &["lattice.q_width"],
-    );
-    error_of(
-        &SMALL.replace("[lattice]", "[lattice]\nhiden = { step = 4 }"),
-        &["unknown field", "hiden"],
-    );
-    error_of(
-        &SMALL.replace("hidden = { step = 32,", "hidden = { step = -32,"),
-        &["step", "-32"],
-    );
-}
-
-#[test]
-fn objective_baseline_and_tolerance_errors() {
-    error_of(
-        &format!("{SMALL}[objective]\nweights = {{ kv = 0 }}\n"),
-        &["objective.weights.kv"],
-    );
-    error_of(
-        &format!("{SMALL}[tolerance]\nflops = -0.1\n"),
-        &["tolerance.flops"],
-    );
-    error_of(
-        &SMALL.replace("@BUDGETS@/base-200m-s95.toml", "@BUDGETS@/nope.toml"),
-        &["baseline", "cannot read model file"],
-    );
-    error_of(
-        &SMALL.replace("baseline = \"@BUDGETS@/base-200m-s95.toml\"\n", ""),
-        &["baseline"],
-    );
-    error_of(
-        &SMALL.replace("name = \"small\"", "name = \"small\"\nmode = \"sideways\""),
-        &["mode"],
-    );
-    let inline = SMALL.replace("baseline = \"@BUDGETS@/base-200m-s95.toml\"\n", "")
-        + "[baseline]\n[baseline.model]\nlayers = 12\nhidden = 1280\nheads = 16\nkv_heads = 3\nhead_dim = 80\n[baseline.model.moe]\nexperts = 192\ntop_k = 8\nexpert_ffn = 432\n[baseline.workload]\ncontext = 4096\nmean_doc_len = 991\n";
-    error_of(&inline, &["model.kv_heads", "must divide"]);
-}
-
-#[test]
 fn inline_baseline_matches_like_a_path() {
     let inline = SMALL.replace("baseline = \"@BUDGETS@/base-200m-s95.toml\"\n", "")
         + "[baseline]\nname = \"base-200m-s95\"\n[baseline.model]\nlayers = 12\nhidden = 1280\nheads = 16\nkv_heads = 2\nhead_dim = 80\n[baseline.model.moe]\nexperts = 192\ntop_k = 8\nexpert_ffn = 432\n[baseline.workload]\ncontext = 4096\nmean_doc_len = 991\n";
     let a = run(&["match", file(&inline).to_str().unwrap(), "--format", "json"]).1;
     let b = run(&["match", file(SMALL).to_str().unwrap(), "--format", "json"]).1;
     assert_eq!(a, b);
-}
-
-#[test]
-fn grid_file_errors() {
-    let grid = |extra: &str| {
-        let path = file(&format!(
-            "name = \"g\"\n{extra}\n[lattice]\nhidden = {{ step = 64 }}\n"
-        ));
-        run(&["grid", path.to_str().unwrap()])
-    };
-    let (code, _, err) = grid(
-        "template = \"@BUDGETS@/base-{scale}-{sparsity}.toml\"\nscales = [\"200m\"]\nsparsities = [\"s95\"]\n[[cells]]\nscale = \"x\"\nsparsity = \"y\"\nbaseline = \"a.toml\"",
-    );
-    assert_eq!(code, Some(1));
-    assert!(err.contains("cells") && err.contains("not both"), "{err}");
-    let (code, _, err) = grid(
-        "template = \"@BUDGETS@/base-{scale}-{sparsity}.toml\"\nscales = [\"300m\"]\nsparsities = [\"s95\"]",
-    );
-    assert_eq!(code, Some(1));
-    assert!(
-        err.contains("cells[0] (300m, s95)") && err.contains("cannot read"),
-        "{err}"
-    );
-    let (code, _, err) =
-        grid("template = \"base.toml\"\nscales = [\"300m\"]\nsparsities = [\"s95\"]");
-    assert_eq!(code, Some(1));
-    assert!(err.contains("template") && err.contains("{scale}"), "{err}");
 }

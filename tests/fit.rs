@@ -51,23 +51,18 @@ fn chinchilla_fit_lands_on_the_replication() {
 
     // Why Hoffmann's published fit differs: on the summed objective it is not a stationary
     // point (large gradient, 4x the objective) ...
-    let hoffmann = Surface {
-        E: 1.69,
-        A: 406.4,
-        a: 0.34,
-        b: 0.0,
-        K: 410.7,
-        c: 0.28,
+    let summed = |s: &Surface, g: &mut [f64; 6]| {
+        fit::objective(
+            &points,
+            &fit::params_of(s),
+            g,
+            1e-3,
+            Scale::Sum,
+            Form::Chinchilla,
+        )
     };
     let mut g = [0.0; 6];
-    let at_hoffmann = fit::objective(
-        &points,
-        &fit::params_of(&hoffmann),
-        &mut g,
-        1e-3,
-        Scale::Sum,
-        Form::Chinchilla,
-    );
+    let at_hoffmann = summed(&data::CHINCHILLA_HOFFMANN_2022, &mut g);
     assert!(at_hoffmann > 3.0 * f.objective);
     assert!(g.iter().fold(0.0f64, |m, v| m.max(v.abs())) > 0.1);
     // ... and averaging instead of summing (an objective 240x smaller) lets scipy's default
@@ -82,15 +77,7 @@ fn chinchilla_fit_lands_on_the_replication() {
         (m.surface.a - f.surface.a).abs() > 0.03 || (m.surface.c - f.surface.c).abs() > 0.03,
         "{m:?}"
     );
-    let mut g = [0.0; 6];
-    let summed_at_mean_fit = fit::objective(
-        &points,
-        &fit::params_of(&m.surface),
-        &mut g,
-        1e-3,
-        Scale::Sum,
-        Form::Chinchilla,
-    );
+    let summed_at_mean_fit = summed(&m.surface, &mut g);
     assert!(summed_at_mean_fit > f.objective * 1.01);
 }
 
@@ -144,15 +131,18 @@ fn gain_table_recovers_the_true_gains_and_bootstrap_is_deterministic() {
         resamples: 64,
         seed: 3,
     });
-    let t = fit::gain_table(
-        ("baseline", &b),
-        ("smelt", &s),
-        &[1e20, 1e21],
-        &[0.85, 0.95],
-        &opts,
-        boot,
-    )
-    .unwrap();
+    let table = |opts: &FitOptions, boot| {
+        fit::gain_table(
+            ("baseline", &b),
+            ("smelt", &s),
+            &[1e20, 1e21],
+            &[0.85, 0.95],
+            opts,
+            boot,
+        )
+        .unwrap()
+    };
+    let t = table(&opts, boot);
     assert_eq!(t.cells, 12);
     for r in &t.rows {
         let truth = fit::ce_gain(&tb, &ts, r.compute, r.sparsity).unwrap();
@@ -168,16 +158,8 @@ fn gain_table_recovers_the_true_gains_and_bootstrap_is_deterministic() {
         assert!(i.lo <= g + 0.02 && g - 0.02 <= i.hi, "{i:?} vs {g}");
     }
     // Same seed, any thread count: same bytes.
-    opts.threads = 1;
-    let again = fit::gain_table(
-        ("baseline", &b),
-        ("smelt", &s),
-        &[1e20, 1e21],
-        &[0.85, 0.95],
-        &opts,
-        boot,
-    )
-    .unwrap();
+    opts.threads = Some(1);
+    let again = table(&opts, boot);
     assert_eq!(
         smelt::report::to_json(&t).unwrap(),
         smelt::report::to_json(&again).unwrap()

@@ -5,54 +5,26 @@ use std::cmp::Ordering;
 
 use proptest::prelude::*;
 use smelt::budget::{
-    Budget, FfnRule, HeadsRule, Lattice, Mode, Placement, Recipe, Span, Steps, Tolerance, Weights,
+    Budget, FfnRule, HeadsRule, Lattice, Mode, Placement, Recipe, Span, Steps, Weights,
 };
 use smelt::search::{self, Candidate};
-use smelt::{Attention, AttentionBias, Dense, Model, ModelSpec, Moe, Residuals, Workload};
+use smelt::{Attention, AttentionBias, Dense, Model, ModelSpec, Moe, Residuals};
+
+mod common;
 
 /// A Baseline from `[layers, hidden, kv_heads, gqa, head_dim, experts, top_k, expert_ffn]`.
 fn baseline(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
-    let [layers, hidden, kv, g, d, experts, top_k, ffn] = shape;
-    ModelSpec {
-        name: Some("base".into()),
-        model: Model {
-            layers,
-            hidden,
-            heads: kv * g,
-            kv_heads: kv,
-            head_dim: d,
-            vocab: 0,
-            tie_embeddings: false,
-            qk_norm: Default::default(),
-            attention_bias: Default::default(),
-            moe: Moe {
-                experts,
-                top_k,
-                expert_ffn: ffn,
-                shared_experts: 0,
-                shared_ffn: 0,
-                shared_gate: false,
-            },
-            dense: None,
-            looping: None,
-        },
-        workload: Workload {
-            context: 64,
-            mean_doc_len: Some(doc),
-            doc_lengths: None,
-            attention,
-            kv_dtype_bytes: 2,
-        },
-        counting: Default::default(),
-    }
+    let mut s = common::spec(shape, doc, attention);
+    s.name = Some("base".into());
+    s
 }
 
 /// Every lattice point, costed with the public API, in the documented total order.
 fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
-    let base = smelt::budgets(&b.baseline).unwrap();
-    let looping = b.looping().unwrap();
-    let l = &b.lattice;
-    let m0 = &b.baseline.model;
+    let base = smelt::budgets(b.baseline()).unwrap();
+    let looping = b.looping().cloned();
+    let l = b.lattice();
+    let m0 = &b.baseline().model;
     let mut all = Vec::new();
     for hidden in l.hidden.values() {
         for ffn in l.expert_ffn.values(hidden) {
@@ -73,9 +45,9 @@ fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
                             continue;
                         }
                         for experts in l.experts.values().filter(|&e| e >= m0.moe.top_k) {
-                            let mut spec = b.baseline.clone();
+                            let mut spec = b.baseline().clone();
                             spec.model = Model {
-                                layers: l.layers,
+                                layers: b.layers(),
                                 hidden,
                                 heads,
                                 kv_heads: kv,
@@ -98,15 +70,15 @@ fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
                                 ..m0.clone()
                             };
                             let got = smelt::budgets(&spec).unwrap();
-                            if b.mode == Mode::Conservative
+                            if b.mode() == Mode::Conservative
                                 && !(got.flops <= base.flops
                                     && got.params <= base.params
                                     && got.kv <= base.kv)
                             {
                                 continue;
                             }
-                            let r = Residuals::between(&got, &base);
-                            let w = b.weights;
+                            let r: Residuals = got.residuals_against(&base);
+                            let w = *b.weights();
                             let mut s = [
                                 w.flops * r.flops.abs(),
                                 w.params * r.params.abs(),
@@ -120,7 +92,7 @@ fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
             }
         }
     }
-    let b0 = &b.baseline.model;
+    let b0 = &b.baseline().model;
     let key = |m: &Model| {
         let d = |x: u64, y: u64| x.abs_diff(y);
         (
@@ -240,54 +212,52 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                 }
             }
             let hmin = (hidden / 2).max(1) + hshift;
-            Budget {
-                name: Some("prop".into()),
-                baseline,
-                recipe: Recipe {
-                    span: Span::Layers(span.min(layers)),
-                    placement: Placement::Middle,
-                    repeats,
-                    layers: None,
+            let recipe = Recipe {
+                span: Span::Layers(span.min(layers)),
+                placement: Placement::Middle,
+                repeats,
+                layers: None,
+            };
+            let lattice = Lattice {
+                hidden: Steps {
+                    min: hmin,
+                    max: hmin + hstep * (hcount - 1),
+                    step: hstep,
                 },
-                lattice: Lattice {
-                    layers,
-                    hidden: Steps {
-                        min: hmin,
-                        max: hmin + hstep * (hcount - 1),
-                        step: hstep,
-                    },
-                    experts: Steps {
-                        min: emin,
-                        max: emin + estep * (ecount - 1),
-                        step: estep,
-                    },
-                    expert_ffn: ffn_rule,
-                    head_dim: head_dims,
-                    heads: if tied {
-                        HeadsRule::Tied
-                    } else {
-                        HeadsRule::Free { min: 1, max: 16 }
-                    },
-                    kv_heads: Steps {
-                        min: 1,
-                        max: kvmax,
-                        step: 1,
-                    },
-                    gqa: (1, gqamax),
-                    q_width: (0.5, 2.0),
+                experts: Steps {
+                    min: emin,
+                    max: emin + estep * (ecount - 1),
+                    step: estep,
                 },
-                weights: Weights {
-                    flops: 1.0,
-                    params: 1.0,
-                    kv: wkv,
-                },
-                mode: if conservative {
-                    Mode::Conservative
+                expert_ffn: ffn_rule,
+                head_dim: head_dims,
+                heads: if tied {
+                    HeadsRule::Tied
                 } else {
-                    Mode::TwoSided
+                    HeadsRule::Free { min: 1, max: 16 }
                 },
-                tolerance: Tolerance::default(),
-            }
+                kv_heads: Steps {
+                    min: 1,
+                    max: kvmax,
+                    step: 1,
+                },
+                gqa: (1, gqamax),
+                q_width: (0.5, 2.0),
+            };
+            let weights = Weights {
+                flops: 1.0,
+                params: 1.0,
+                kv: wkv,
+            };
+            let mode = if conservative {
+                Mode::Conservative
+            } else {
+                Mode::TwoSided
+            };
+            Budget::new(baseline, recipe, lattice, weights)
+                .expect("a valid budget")
+                .with_name(Some("prop".into()))
+                .with_mode(mode)
         },
     )
 }
@@ -311,7 +281,7 @@ proptest! {
                     prop_assert!(same(c, m, s), "solver {:?} {:?}\nbrute {:?} {:?}", c.model, c.score, m, s);
                 }
                 let points = sol.stats.lattice_points;
-                if b.mode == Mode::TwoSided {
+                if b.mode() == Mode::TwoSided {
                     prop_assert_eq!(points, brute.len() as u128);
                 }
                 prop_assert!(sol.stats.evaluated > 0);
@@ -335,18 +305,19 @@ proptest! {
             let spec = search::model_spec(&b, c);
             prop_assert!(spec.validate().is_ok());
             prop_assert_eq!(m.heads % m.kv_heads, 0);
-            prop_assert!(b.lattice.head_dim.contains(&m.head_dim));
-            prop_assert!(b.lattice.hidden.values().any(|h| h == m.hidden));
-            prop_assert!(b.lattice.experts.values().any(|e| e == m.moe.experts));
+            let l = b.lattice();
+            prop_assert!(l.head_dim.contains(&m.head_dim));
+            prop_assert!(l.hidden.values().any(|h| h == m.hidden));
+            prop_assert!(l.experts.values().any(|e| e == m.moe.experts));
             prop_assert!(m.moe.experts >= m.moe.top_k);
-            prop_assert!(b.lattice.expert_ffn.values(m.hidden).contains(&m.moe.expert_ffn));
+            prop_assert!(l.expert_ffn.values(m.hidden).contains(&m.moe.expert_ffn));
             prop_assert_eq!(smelt::budgets(&spec).unwrap(), c.budgets);
-            if b.mode == Mode::Conservative {
+            if b.mode() == Mode::Conservative {
                 prop_assert!(c.residuals.flops <= 0.0 && c.residuals.params <= 0.0 && c.residuals.kv <= 0.0);
             }
         }
         for pair in sol.ranked.windows(2) {
-            prop_assert_eq!(pair[0].cmp_rank(&pair[1], &b.baseline.model), Ordering::Less);
+            prop_assert_eq!(pair[0].cmp_rank(&pair[1], &b.baseline().model), Ordering::Less);
         }
     }
 }
@@ -371,9 +342,7 @@ proptest! {
     }
 }
 
-fn budget_file(name: &str) -> String {
-    format!("{}/budgets/{name}", env!("CARGO_MANIFEST_DIR"))
-}
+use common::budget as budget_file;
 
 #[test]
 fn paper_example_is_at_least_as_close_as_the_paper() {

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use smelt::ModelSpec;
-use smelt::report;
+use smelt::report::Format;
 
-use super::{OutputFormat, emit};
+use super::{all_formats, emit_report};
 
 /// Parameters, per-token FLOPs, KV cache and sparsity of a model file.
 ///
@@ -25,37 +25,20 @@ pub struct Args {
     #[arg(long, value_name = "BASELINE")]
     against: Option<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    format: OutputFormat,
+    #[arg(long, default_value = "table", value_parser = all_formats())]
+    format: Format,
 }
 
-fn load(path: &PathBuf) -> anyhow::Result<ModelSpec> {
+pub fn load(path: &PathBuf) -> anyhow::Result<ModelSpec> {
     ModelSpec::load(path).with_context(|| format!("model file '{}'", path.display()))
 }
 
 /// Runs `smelt cost`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let model = load(&args.model)?;
-    let format = args.format;
-    let text = match &args.against {
-        None => {
-            let cost = smelt::cost(&model)?;
-            match format {
-                OutputFormat::Table => report::cost_table(&cost),
-                OutputFormat::Json => report::to_json(&cost)?,
-                OutputFormat::Toml => report::to_toml(&cost)?,
-            }
-        }
-        Some(path) => {
-            let baseline = load(path)?;
-            let cmp = smelt::compare(&baseline, &model)?;
-            match format {
-                OutputFormat::Table => report::comparison_table(&cmp),
-                OutputFormat::Json => report::to_json(&cmp)?,
-                OutputFormat::Toml => report::to_toml(&cmp)?,
-            }
-        }
-    };
-    emit(&text)?;
+    match &args.against {
+        None => emit_report(&smelt::cost(&model)?, args.format)?,
+        Some(path) => emit_report(&smelt::compare(&load(path)?, &model)?, args.format)?,
+    }
     Ok(ExitCode::SUCCESS)
 }

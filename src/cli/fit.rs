@@ -4,11 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use serde::Serialize;
-use smelt::fit::{self, Fit, FitOptions, Scale};
-use smelt::report;
+use smelt::fit::{self, FitOptions, Fits, Scale, Starts};
+use smelt::report::Format;
 
-use super::{OutputFormat, Starts, emit};
+use super::{all_formats, emit_report, named};
 
 /// Fit L(F,S,D) = E + A(1-S)^b / F^a + K / D^c to endpoints, one fit per group.
 ///
@@ -24,11 +23,11 @@ pub struct Args {
     group: Option<String>,
     /// Start grid: `standard` (the replication's, 4,500 starts for Chinchilla's form and
     /// 13,500 for the surface) or `small` (32 starts, for a quick look).
-    #[arg(long, value_enum, default_value_t = Starts::Standard)]
+    #[arg(long, default_value = "standard", value_parser = named::<Starts>())]
     starts: Starts,
     /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    format: OutputFormat,
+    #[arg(long, default_value = "table", value_parser = all_formats())]
+    format: Format,
     /// Huber threshold on log-loss residuals.
     #[arg(long, default_value_t = 1e-3)]
     delta: f64,
@@ -38,84 +37,21 @@ pub struct Args {
     mean: bool,
 }
 
-/// The fits of a file: `smelt fit --format json`.
-#[derive(Debug, Serialize)]
-pub struct Fits {
-    /// One fit per group, sorted by group.
-    pub fits: Vec<Fit>,
-}
-
-/// One table row per fit.
-pub fn fits_table(fits: &[Fit]) -> String {
-    let mut t = comfy_table::Table::new();
-    t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .force_no_tty();
-    t.set_header(vec![
-        "group",
-        "form",
-        "E",
-        "A",
-        "a",
-        "b",
-        "K",
-        "c",
-        "gamma",
-        "RMSE (nats)",
-        "points",
-        "cells",
-        "converged",
-    ]);
-    for f in fits {
-        t.add_row(vec![
-            if f.group.is_empty() {
-                "-".to_owned()
-            } else {
-                f.group.clone()
-            },
-            format!("{:?}", f.form).to_lowercase(),
-            format!("{:.4}", f.surface.E),
-            format!("{:.4e}", f.surface.A),
-            format!("{:.4}", f.surface.a),
-            format!("{:.4}", f.surface.b),
-            format!("{:.4e}", f.surface.K),
-            format!("{:.4}", f.surface.c),
-            format!("{:.4}", f.gamma),
-            format!("{:.5}", f.rmse),
-            f.points.to_string(),
-            f.cells.to_string(),
-            format!(
-                "{}, {} iterations, max |gradient| {:.1e}, {}/{} starts at best",
-                f.convergence.termination,
-                f.convergence.iterations,
-                f.convergence.grad_max,
-                f.convergence.starts_at_best,
-                f.convergence.starts
-            ),
-        ]);
-    }
-    format!("{t}\n")
-}
-
 /// Runs `smelt fit`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let groups = fit::data::load(&args.endpoints, args.group.as_deref())
         .with_context(|| format!("endpoints '{}'", args.endpoints.display()))?;
     let mut fits = Vec::new();
     for (name, points) in &groups {
-        let mut opts = FitOptions::standard(fit::form_of(points));
+        let form = fit::form_of(points);
+        let mut opts = FitOptions::standard(form);
         opts.delta = args.delta;
-        opts.starts = args.starts.grid(fit::form_of(points));
+        opts.starts = args.starts.grid(form);
         if args.mean {
             opts.scale = Scale::Mean;
         }
         fits.push(fit::fit(name, points, &opts)?);
     }
-    let out = Fits { fits };
-    let text = match args.format {
-        OutputFormat::Table => fits_table(&out.fits),
-        OutputFormat::Json => report::to_json(&out)?,
-        OutputFormat::Toml => report::to_toml(&out)?,
-    };
-    emit(&text)?;
+    emit_report(&Fits { fits }, args.format)?;
     Ok(ExitCode::SUCCESS)
 }

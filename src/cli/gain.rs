@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use smelt::fit::{self, BootstrapOptions, FitOptions, GainTable};
-use smelt::report;
+use smelt::fit::{self, BootstrapOptions, FitOptions, Starts};
+use smelt::report::Format;
 
-use super::{OutputFormat, Starts, emit};
+use super::{all_formats, emit, named, write_file};
 
 /// Compute-efficiency gain of a target architecture over a reference.
 ///
@@ -43,70 +43,14 @@ pub struct Args {
     seed: u64,
     /// Start grid: `standard` (the replication's, 4,500 starts for Chinchilla's form and
     /// 13,500 for the surface) or `small` (32 starts, for a quick look).
-    #[arg(long, value_enum, default_value_t = Starts::Standard)]
+    #[arg(long, default_value = "standard", value_parser = named::<Starts>())]
     starts: Starts,
-    /// Output format (table or json; toml also works).
-    #[arg(long, value_enum, default_value_t)]
-    format: OutputFormat,
+    /// Output format.
+    #[arg(long, default_value = "table", value_parser = all_formats())]
+    format: Format,
     /// Also draw the two fitted frontiers as an SVG into this file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
-}
-
-fn pct(x: Option<f64>) -> String {
-    x.map_or("unreachable".to_owned(), |g| format!("{:.1}%", g * 100.0))
-}
-
-/// The gain table, like the paper's.
-pub fn gain_table(t: &GainTable) -> String {
-    let mut out = String::new();
-    let gi = |i: &Option<fit::Interval>| {
-        i.map_or(String::new(), |i| format!(" (95% {:.3}–{:.3})", i.lo, i.hi))
-    };
-    out.push_str(&format!(
-        "gamma: {} {:.3}{}, {} {:.3}{}\n",
-        t.reference.group,
-        t.reference.gamma,
-        gi(&t.gamma_reference_interval),
-        t.target.group,
-        t.target.gamma,
-        gi(&t.gamma_target_interval)
-    ));
-    if let Some(b) = t.bootstrap {
-        out.push_str(&format!(
-            "bootstrap: {} resamples of {} cells, seed {}\n",
-            b.resamples, t.cells, b.seed
-        ));
-    }
-    let mut tab = comfy_table::Table::new();
-    tab.load_style(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .force_no_tty();
-    tab.set_header(vec![
-        "compute C".to_owned(),
-        "S".to_owned(),
-        "CE gain".to_owned(),
-        "95% interval".to_owned(),
-        format!("L* {}", t.reference.group),
-        format!("L* {}", t.target.group),
-        format!("TPP {}", t.reference.group),
-        format!("TPP {}", t.target.group),
-    ]);
-    for r in &t.rows {
-        tab.add_row(vec![
-            format!("{:.0e}", r.compute),
-            format!("{:.2}", r.sparsity),
-            pct(r.gain),
-            r.gain_interval.map_or("-".to_owned(), |i| {
-                format!("{:.1}% – {:.1}%", i.lo * 100.0, i.hi * 100.0)
-            }),
-            format!("{:.4}", r.loss_reference),
-            format!("{:.4}", r.loss_target),
-            format!("{:.1}", r.tpp_reference),
-            format!("{:.1}", r.tpp_target),
-        ]);
-    }
-    out.push_str(&format!("{tab}\n"));
-    out
 }
 
 /// Runs `smelt gain`.
@@ -114,13 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let groups = fit::data::load(&args.endpoints, Some(&args.group))
         .with_context(|| format!("endpoints '{}'", args.endpoints.display()))?;
     let get = |name: &str, flag: &str| {
-        groups.get(name).with_context(|| {
-            format!(
-                "--{flag} '{name}': no such value in column '{}' (found: {})",
-                args.group,
-                groups.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })
+        fit::data::group(&groups, &args.group, name).with_context(|| format!("--{flag} '{name}'"))
     };
     let (r, t) = (
         get(&args.reference, "reference")?,
@@ -143,14 +81,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &opts,
         boot,
     )?;
-    let text = match args.format {
-        OutputFormat::Table => gain_table(&table),
-        OutputFormat::Json => report::to_json(&table)?,
-        OutputFormat::Toml => report::to_toml(&table)?,
-    };
+    let text = smelt::report::render(&table, args.format)?;
     if let Some(path) = &args.plot {
-        let svg = smelt::report::plot::frontiers(&table)?;
-        std::fs::write(path, svg).with_context(|| format!("writing '{}'", path.display()))?;
+        write_file(path, &smelt::report::plot::frontiers(&table)?)?;
     }
     emit(&text)?;
     Ok(ExitCode::SUCCESS)

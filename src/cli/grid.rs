@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use smelt::budget::GridSpec;
-use smelt::search;
+use smelt::report::Format;
 
-use super::{EXIT_TOLERANCE, RowFormat, emit, render_rows};
+use super::{all_formats, emit, tolerance_exit, write_file};
 
 /// Match every cell of a grid (scales x sparsities) under one recipe and lattice.
 ///
@@ -18,9 +18,9 @@ use super::{EXIT_TOLERANCE, RowFormat, emit, render_rows};
 pub struct Args {
     /// The grid file (TOML; see the README, "Grid files").
     grid: PathBuf,
-    /// Output format (CSV holds the cells only; the others add the summary).
-    #[arg(long, value_enum, default_value_t)]
-    format: RowFormat,
+    /// Output format.
+    #[arg(long, default_value = "table", value_parser = all_formats())]
+    format: Format,
     /// Also draw the three residuals per cell as an SVG heatmap into this file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
@@ -30,16 +30,11 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let grid = GridSpec::load(&args.grid)
         .with_context(|| format!("grid file '{}'", args.grid.display()))?;
-    let r = search::match_grid(&grid)?;
-    let text = render_rows(&r, args.format)?;
+    let r = smelt::search::match_grid(&grid)?;
+    let text = smelt::report::render(&r, args.format)?;
     if let Some(path) = &args.plot {
-        let svg = smelt::report::plot::residual_heatmap(&r)?;
-        std::fs::write(path, svg).with_context(|| format!("writing '{}'", path.display()))?;
+        write_file(path, &smelt::report::plot::residual_heatmap(&r)?)?;
     }
     emit(&text)?;
-    Ok(if r.summary.within_tolerance == r.cells.len() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_TOLERANCE)
-    })
+    Ok(tolerance_exit(r.summary.within_tolerance == r.cells.len()))
 }

@@ -7,13 +7,14 @@ use anyhow::Context;
 use smelt::spec::hf;
 use smelt::{Attention, ModelSpec};
 
-use super::emit;
+use super::{emit, write_file};
 
 /// Convert a Hugging Face config.json (mixtral, qwen2_moe, qwen3_moe, olmoe) into a model file.
 ///
-/// The embedding and the LM head are counted, as model cards do. Architectures the cost
-/// model cannot describe (sliding windows, DeepSeek's MLA, attention biases, gated shared
-/// experts, dense layers mixed with MoE layers) are refused with the reason.
+/// The embedding and the LM head are counted, as model cards do. Attention biases, gated
+/// shared experts and dense layers mixed with MoE layers are read as the family's
+/// Transformers code reads them; what the cost model cannot describe (sliding windows the
+/// family applies, DeepSeek's MLA, other families) is refused with the reason.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The config.json.
@@ -34,8 +35,7 @@ pub struct Args {
 
 /// Runs `smelt import`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("reading '{}'", args.config.display()))?;
+    let text = smelt::io::read_to_string(&args.config)?;
     let mut workload = ModelSpec::default_workload();
     workload.context = args.context;
     workload.mean_doc_len = Some(args.mean_doc_len);
@@ -50,9 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         spec.to_toml_string()?
     );
     match &args.output {
-        Some(path) => {
-            std::fs::write(path, out).with_context(|| format!("writing '{}'", path.display()))?
-        }
+        Some(path) => write_file(path, &out)?,
         None => emit(&out)?,
     }
     Ok(ExitCode::SUCCESS)

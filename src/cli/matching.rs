@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context;
 use smelt::budget::Budget;
-use smelt::report;
+use smelt::report::{self, Format};
 use smelt::search::{self, MatchReport};
+use smelt::spec::hf::{self, Family};
 
-use super::{EXIT_TOLERANCE, emit};
+use super::{emit, load_budget, named, tolerance_exit, write_file};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum MatchFormat {
@@ -21,6 +21,8 @@ enum MatchFormat {
     Toml,
     /// The matched model as a Hugging Face config.json.
     Hf,
+    /// The tables as Markdown.
+    Markdown,
 }
 
 /// Find the looped configuration whose FLOPs, parameters and KV cache match a Baseline's.
@@ -32,7 +34,7 @@ enum MatchFormat {
 pub struct Args {
     /// The budget file (TOML; see the README, "Budget files").
     budget: PathBuf,
-    /// Output format: table, the matched model file (toml), the JSON report, or the matched
+    /// Output format: tables, the JSON report, the matched model file (toml), or the matched
     /// model as a Hugging Face config.json (hf) with the loop in `smelt_loop_*` keys (and,
     /// when the Baseline is a config.json of the same family, its non-shape keys).
     #[arg(long, value_enum, default_value_t = MatchFormat::Table)]
@@ -40,54 +42,43 @@ pub struct Args {
     /// Also write the matched model here: a config.json with --format hf, else a model file.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// The Hugging Face family for --format hf: mixtral, qwen2_moe, qwen3_moe or olmoe
-    /// (default: the one whose conventions the model follows: q/k norm, attention biases,
-    /// gated shared expert, dense layers).
-    #[arg(long, value_name = "MODEL_TYPE")]
-    hf_family: Option<String>,
+    /// The Hugging Face family for --format hf (default: the one whose conventions the model
+    /// follows: q/k norm, attention biases, gated shared expert, dense layers).
+    #[arg(long, value_name = "MODEL_TYPE", value_parser = named::<Family>())]
+    hf_family: Option<Family>,
     /// List the N best distinct configurations (N >= 1).
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..=1000))]
     top: u64,
 }
 
-/// The matched model file, with the residuals as a comment.
-pub fn model_file(m: &MatchReport) -> anyhow::Result<String> {
-    let r = &m.residuals;
-    Ok(format!(
-        "# Matched by smelt to {} ({} mode): FLOPs {}, params {}, KV {}\n{}",
-        m.baseline.name.as_deref().unwrap_or("the Baseline"),
-        m.mode.as_str(),
-        report::percent(r.flops),
-        report::percent(r.params),
-        report::percent(r.kv),
-        m.looped.to_toml_string()?
-    ))
+/// The matched model as a config.json of the asked (or the model's own) family.
+fn hf_config(budget: &Budget, m: &MatchReport, family: Option<Family>) -> anyhow::Result<String> {
+    let family = family.unwrap_or_else(|| hf::family_of(&m.looped));
+    let config = match budget.baseline_config() {
+        Some(base) => hf::export_like(&m.looped, family, base)?,
+        None => hf::export(&m.looped, family)?,
+    };
+    Ok(report::to_json(&config)?)
 }
 
 /// Runs `smelt match`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let budget = Budget::load(&args.budget)
-        .with_context(|| format!("budget file '{}'", args.budget.display()))?;
+    let budget = load_budget(&args.budget)?;
     let start = Instant::now();
     let m = search::match_budget(&budget, args.top as usize)?;
     let elapsed = start.elapsed();
-    let hf = || -> anyhow::Result<String> {
-        let family = args
-            .hf_family
-            .clone()
-            .unwrap_or_else(|| smelt::spec::hf::family_of(&m.looped).to_owned());
-        let config = match Budget::baseline_config(&args.budget)? {
-            Some(base) => smelt::spec::hf::export_like(&m.looped, &family, &base)?,
-            None => smelt::spec::hf::export(&m.looped, &family)?,
-        };
-        Ok(serde_json::to_string_pretty(&config)? + "\n")
+    let model_file = || -> anyhow::Result<String> {
+        Ok(match args.format {
+            MatchFormat::Hf => hf_config(&budget, &m, args.hf_family)?,
+            _ => report::model_file(&m)?,
+        })
     };
     let text = match args.format {
-        MatchFormat::Table => report::match_table(&m),
-        MatchFormat::Json => report::to_json(&m)?,
-        MatchFormat::Toml => model_file(&m)?,
-        MatchFormat::Hf => hf()?,
+        MatchFormat::Table => report::render(&m, Format::Table)?,
+        MatchFormat::Json => report::render(&m, Format::Json)?,
+        MatchFormat::Markdown => report::render(&m, Format::Markdown)?,
+        MatchFormat::Toml | MatchFormat::Hf => model_file()?,
     };
     emit(&text)?;
     if args.format == MatchFormat::Table {
@@ -98,16 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(path) = &args.output {
-        let file = if args.format == MatchFormat::Hf {
-            hf()?
-        } else {
-            model_file(&m)?
-        };
-        std::fs::write(path, file).with_context(|| format!("writing '{}'", path.display()))?;
+        write_file(path, &model_file()?)?;
     }
-    Ok(if m.within_tolerance {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_TOLERANCE)
-    })
+    Ok(tolerance_exit(m.within_tolerance))
 }

@@ -1,9 +1,18 @@
-//! Argument parsing (clap) and dispatch. The library never sees clap types.
+//! Argument parsing (clap) and dispatch: each subcommand loads its input, calls the
+//! library, renders the result through `smelt::report` and writes it. The library never
+//! sees clap types.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
+use std::str::FromStr;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use anyhow::Context;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Parser, Subcommand};
+use smelt::budget::Budget;
+use smelt::names::Named;
+use smelt::report::{Format, Report};
 
 mod bench;
 mod cost;
@@ -52,49 +61,43 @@ enum Command {
     Import(import::Args),
 }
 
-/// Output format of a single-result command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum OutputFormat {
-    /// A readable table.
-    #[default]
-    Table,
-    /// JSON, the stable contract for scripts (documented in the README).
-    Json,
-    /// TOML.
-    Toml,
+/// A value parser for a named library enum: `--help` lists its names.
+pub fn named<T>() -> impl TypedValueParser<Value = T>
+where
+    T: Named + FromStr<Err = smelt::Error> + Clone + Send + Sync,
+{
+    PossibleValuesParser::new(T::ALL.iter().map(|v| v.as_str())).try_map(|s| s.parse::<T>())
 }
 
-/// Output format of a row-shaped report (grid, sweep).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum RowFormat {
-    /// A readable table with summary rows.
-    #[default]
-    Table,
-    /// CSV, one row per item, full precision.
-    Csv,
-    /// JSON, the stable contract (documented in the README).
-    Json,
-    /// A Markdown table with summary rows.
-    Markdown,
+/// A `--format` value parser offering only `allowed`.
+pub fn formats(allowed: &'static [Format]) -> impl TypedValueParser<Value = Format> {
+    let help = |f: Format| match f {
+        Format::Table => "human tables",
+        Format::Json => "JSON, the stable contract (README, \"JSON output\")",
+        Format::Csv => "the data table as CSV, full precision, no summary rows",
+        Format::Markdown => "Markdown tables, for notes",
+        Format::Toml => "the JSON contract's structure as TOML",
+    };
+    let values = allowed
+        .iter()
+        .map(move |&f| PossibleValue::new(f.as_str()).help(help(f)));
+    PossibleValuesParser::new(values).try_map(|s| s.parse::<Format>())
 }
 
-/// Which start grid a fit uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Starts {
-    /// The replication's grid.
-    Standard,
-    /// 32 starts.
-    Small,
+/// A `--format` value parser offering every format.
+pub fn all_formats() -> impl TypedValueParser<Value = Format> {
+    formats(Format::ALL)
 }
 
-impl Starts {
-    /// The grid for `form`.
-    pub fn grid(self, form: smelt::fit::Form) -> smelt::fit::StartGrid {
-        match self {
-            Starts::Standard => smelt::fit::StartGrid::standard(form),
-            Starts::Small => smelt::fit::StartGrid::small(form),
-        }
-    }
+/// Reads a budget file, naming it in errors.
+pub fn load_budget(path: &Path) -> anyhow::Result<Budget> {
+    Budget::load(path).with_context(|| format!("budget file '{}'", path.display()))
+}
+
+/// Writes `text` to `path` atomically, naming it in errors.
+pub fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
+    smelt::io::write_atomic(path, text.as_bytes())
+        .with_context(|| format!("writing '{}'", path.display()))
 }
 
 /// Runs the parsed command line.
@@ -111,18 +114,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Renders a row-shaped report in `format`.
-pub fn render_rows<T: smelt::report::Tabular + serde::Serialize>(
-    report: &T,
-    format: RowFormat,
-) -> anyhow::Result<String> {
-    use smelt::report;
-    Ok(match format {
-        RowFormat::Table => report::table(report),
-        RowFormat::Csv => report::csv(report),
-        RowFormat::Json => report::to_json(report)?,
-        RowFormat::Markdown => report::markdown(report),
-    })
+/// Renders `report` in `format` and writes it to standard output.
+pub fn emit_report<R: Report + ?Sized>(report: &R, format: Format) -> anyhow::Result<()> {
+    emit(&smelt::report::render(report, format)?)
 }
 
 /// Writes `text` to standard output.
@@ -131,4 +125,13 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
     out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(())
+}
+
+/// `SUCCESS`, or the tolerance exit code when `met` is false.
+pub fn tolerance_exit(met: bool) -> ExitCode {
+    if met {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_TOLERANCE)
+    }
 }

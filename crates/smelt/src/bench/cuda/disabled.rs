@@ -1,0 +1,25 @@
+//! Built without the `cuda` feature: every call says how to get the backend.
+
+use crate::bench::Measurement;
+use crate::bench::plan::Plan;
+use crate::error::{Error, Result};
+
+fn unavailable() -> Error {
+    Error::Backend {
+        backend: "cuda",
+        message: "this smelt was built without CUDA support; rebuild with \
+                 `cargo build --release --features cuda` (no CUDA toolkit needed to build; \
+                 a driver is needed to run)"
+            .into(),
+    }
+}
+
+/// Whether a GPU can be used: never, in this build.
+pub fn probe() -> Result<String> {
+    Err(unavailable())
+}
+
+/// Always an error: no CUDA support in this build.
+pub fn measure(_plans: &[&Plan], _repeats: usize) -> Result<(Vec<Measurement>, f64)> {
+    Err(unavailable())
+}

@@ -1,0 +1,379 @@
+//! The kernel plan of one layer execution: every GEMM one training step issues, with its
+//! shape, so that its arithmetic can be checked against the cost model and timed.
+//!
+//! For `T` tokens packed from documents, a layer of hidden size `H`, `heads` query heads
+//! and `kv_heads` key/value heads of width `d`, `E` experts of width `f` (`k` active) and
+//! shared experts of width `f_s`, the forward pass issues (`m x n x k` = output rows x
+//! output columns x reduction, `batch` identical GEMMs):
+//!
+//! * projections: `T x heads·d x H` (Q), `T x kv_heads·d x H` (K and V), `T x H x heads·d` (O);
+//! * attention core, per document of length `L` and per query head (`batch = heads`):
+//!   dense: `L x L x d` (`QKᵀ`) and `L x d x L` (`PV`). Causal attention is executed
+//!   exactly, not as a full square with half of it masked: the triangle of query-key pairs
+//!   is split recursively into a square block (the second half of the queries against the
+//!   first half of the keys, one GEMM) and two half-size triangles, down to triangles of
+//!   [`TRIANGLE_ROWS`] rows, which run one GEMM per query row (`1 x i x d`). The pairs
+//!   covered are exactly `L(L+1)/2`, so the plan's FLOPs equal the analytic count;
+//! * router: `T x E x H`;
+//! * routed experts: for expert `e` with `t_e` tokens assigned, `t_e x f x H` (gate),
+//!   `t_e x f x H` (up), `t_e x H x f` (down); `Σ t_e = T·k` ([`Routing`]);
+//! * shared experts: the same with all `T` tokens and width `f_s`, and, when gated, the gate
+//!   `T x 1 x H`.
+//!
+//! A plan is of one MoE layer execution: a model with dense-FFN layers
+//! (`[model.dense]`) is refused, since its layers are not all alike.
+//!
+//! Backward: every forward GEMM `C = A·B` (`m x n x k`) has a data-gradient GEMM
+//! `dA = dC·Bᵀ` (`m x k x n`) and a weight-gradient GEMM `dB = Aᵀ·dC` (`k x n x m`) (for the
+//! attention core both operands are activations; the second is still listed as
+//! `backward_weight`). So the training step is exactly 3 x the forward, as the cost model
+//! assumes. Norms, softmax, activations and routing are not GEMMs and are not in the plan.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::spec::{Attention, Model};
+
+/// Causal triangles of at most this many rows run one GEMM per query row.
+pub const TRIANGLE_ROWS: u64 = 32;
+
+/// What a kernel computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Component {
+    /// Q, K, V, O projections.
+    Projections,
+    /// `QKᵀ` and `PV`.
+    AttentionCore,
+    /// Router.
+    Router,
+    /// Routed experts.
+    Experts,
+    /// Shared experts.
+    Shared,
+}
+
+impl Component {
+    /// All components, in report order.
+    pub const ALL: [Component; 5] = [
+        Component::Projections,
+        Component::AttentionCore,
+        Component::Router,
+        Component::Experts,
+        Component::Shared,
+    ];
+
+    /// Display name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Component::Projections => "projections",
+            Component::AttentionCore => "attention core",
+            Component::Router => "router",
+            Component::Experts => "experts",
+            Component::Shared => "shared experts",
+        }
+    }
+}
+
+/// Which pass a kernel belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pass {
+    /// Forward.
+    Forward,
+    /// Gradient with respect to the left operand.
+    BackwardData,
+    /// Gradient with respect to the right operand.
+    BackwardWeight,
+}
+
+/// One GEMM shape, issued `count` times (each a batch of `batch` identical GEMMs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Kernel {
+    /// Component.
+    pub component: Component,
+    /// Pass.
+    pub pass: Pass,
+    /// Output rows.
+    pub m: u64,
+    /// Output columns.
+    pub n: u64,
+    /// Reduction length.
+    pub k: u64,
+    /// GEMMs per launch (strided-batched over heads).
+    pub batch: u64,
+    /// Launches.
+    pub count: u64,
+}
+
+impl Kernel {
+    /// `2·m·n·k·batch·count`.
+    pub fn flops(&self) -> u128 {
+        2 * u128::from(self.m)
+            * u128::from(self.n)
+            * u128::from(self.k)
+            * u128::from(self.batch)
+            * u128::from(self.count)
+    }
+}
+
+/// How tokens are assigned to routed experts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// `T·k` assignments spread as evenly as possible.
+    Balanced,
+    /// Zipf-like: expert `e` (0-based) gets a share proportional to `1 / (e + 1)^s`, no
+    /// expert more than `T` tokens.
+    Skewed(f64),
+}
+
+impl std::str::FromStr for Routing {
+    type Err = Error;
+
+    /// `balanced`, or `skew=S` with `S` a non-negative number.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = |why: String| Error::invalid("routing", why);
+        if s == "balanced" {
+            return Ok(Routing::Balanced);
+        }
+        let Some(v) = s.strip_prefix("skew=") else {
+            return Err(bad(format!("expected 'balanced' or 'skew=S' (got '{s}')")));
+        };
+        match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => Ok(Routing::Skewed(x)),
+            _ => Err(bad(format!(
+                "the skew must be a non-negative number (got '{v}')"
+            ))),
+        }
+    }
+}
+
+/// Tokens per expert: `Σ = tokens·top_k`, each at most `tokens`.
+pub fn assign(tokens: u64, experts: u64, top_k: u64, routing: Routing) -> Result<Vec<u64>> {
+    let total = tokens * top_k;
+    let e = experts as usize;
+    match routing {
+        Routing::Balanced => {
+            let (base, extra) = (total / experts, total % experts);
+            Ok((0..experts).map(|i| base + u64::from(i < extra)).collect())
+        }
+        Routing::Skewed(s) => {
+            if !(s.is_finite() && s >= 0.0) {
+                return Err(Error::invalid(
+                    "routing",
+                    format!("skew must be a non-negative number (got {s})"),
+                ));
+            }
+            let w: Vec<f64> = (0..e).map(|i| 1.0 / ((i + 1) as f64).powf(s)).collect();
+            let sum: f64 = w.iter().sum();
+            let mut counts = vec![0u64; e];
+            let mut left = total;
+            // Fill greedily by weight with the cap, then hand out the rest in weight order.
+            for (c, wi) in counts.iter_mut().zip(&w) {
+                let want = ((total as f64) * wi / sum).floor() as u64;
+                *c = want.min(tokens).min(left);
+                left -= *c;
+            }
+            while left > 0 {
+                let before = left;
+                for c in counts.iter_mut() {
+                    if left == 0 {
+                        break;
+                    }
+                    if *c < tokens {
+                        *c += 1;
+                        left -= 1;
+                    }
+                }
+                if left == before {
+                    return Err(Error::invalid("routing", "cannot place every assignment"));
+                }
+            }
+            Ok(counts)
+        }
+    }
+}
+
+/// The kernels of one training step of one layer execution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// Tokens in the batch.
+    pub tokens: u64,
+    /// Document lengths, packed.
+    pub documents: Vec<u64>,
+    /// Distinct kernels with their launch counts, sorted.
+    pub kernels: Vec<Kernel>,
+}
+
+impl Plan {
+    /// Total FLOPs of the plan.
+    pub fn flops(&self) -> u128 {
+        self.kernels.iter().map(Kernel::flops).sum()
+    }
+
+    /// FLOPs of one component.
+    pub fn component_flops(&self, c: Component) -> u128 {
+        self.kernels
+            .iter()
+            .filter(|k| k.component == c)
+            .map(Kernel::flops)
+            .sum()
+    }
+}
+
+struct Builder {
+    kernels: std::collections::BTreeMap<(Component, Pass, u64, u64, u64, u64), u64>,
+}
+
+impl Builder {
+    /// A forward GEMM and its two backward GEMMs.
+    fn gemm(&mut self, c: Component, m: u64, n: u64, k: u64, batch: u64, count: u64) {
+        if m == 0 || n == 0 || k == 0 || count == 0 {
+            return;
+        }
+        for (pass, (mm, nn, kk)) in [
+            (Pass::Forward, (m, n, k)),
+            (Pass::BackwardData, (m, k, n)),
+            (Pass::BackwardWeight, (k, n, m)),
+        ] {
+            *self
+                .kernels
+                .entry((c, pass, mm, nn, kk, batch))
+                .or_insert(0) += count;
+        }
+    }
+
+    /// Exact causal attention over a triangle of `rows` queries (see module docs).
+    fn triangle(&mut self, rows: u64, d: u64, heads: u64) {
+        if rows == 0 {
+            return;
+        }
+        if rows <= TRIANGLE_ROWS {
+            for i in 1..=rows {
+                self.gemm(Component::AttentionCore, 1, i, d, heads, 1); // QKᵀ
+                self.gemm(Component::AttentionCore, 1, d, i, heads, 1); // PV
+            }
+            return;
+        }
+        let first = rows / 2;
+        let second = rows - first;
+        self.triangle(first, d, heads);
+        self.gemm(Component::AttentionCore, second, first, d, heads, 1);
+        self.gemm(Component::AttentionCore, second, d, first, heads, 1);
+        self.triangle(second, d, heads);
+    }
+}
+
+/// The plan of one layer execution of `model` on `documents`, with `routing`.
+pub fn plan(
+    model: &Model,
+    documents: &[u64],
+    attention: Attention,
+    routing: Routing,
+) -> Result<Plan> {
+    model.validate()?;
+    if model.dense.is_some() {
+        return Err(Error::invalid(
+            "model.dense",
+            "smelt bench times one MoE layer execution and scales it by the executions; \
+             a model with dense-FFN layers has two kinds of layer, which it does not plan yet",
+        ));
+    }
+    if documents.is_empty() || documents.contains(&0) {
+        return Err(Error::invalid(
+            "documents",
+            "need at least one document, each of at least one token",
+        ));
+    }
+    let t: u64 = documents.iter().sum();
+    let (h, d) = (model.hidden, model.head_dim);
+    let (q, kv) = (model.heads * d, model.kv_heads * d);
+    let moe = &model.moe;
+    let mut b = Builder {
+        kernels: Default::default(),
+    };
+    b.gemm(Component::Projections, t, q, h, 1, 1);
+    b.gemm(Component::Projections, t, kv, h, 1, 2);
+    b.gemm(Component::Projections, t, h, q, 1, 1);
+    for &len in documents {
+        match attention {
+            Attention::Dense => {
+                b.gemm(Component::AttentionCore, len, len, d, model.heads, 1);
+                b.gemm(Component::AttentionCore, len, d, len, model.heads, 1);
+            }
+            Attention::Causal => b.triangle(len, d, model.heads),
+        }
+    }
+    b.gemm(Component::Router, t, moe.experts, h, 1, 1);
+    let per_expert = assign(t, moe.experts, moe.top_k, routing)?;
+    let mut by_size = std::collections::BTreeMap::new();
+    for te in per_expert {
+        *by_size.entry(te).or_insert(0u64) += 1;
+    }
+    for (te, experts) in by_size {
+        b.gemm(Component::Experts, te, moe.expert_ffn, h, 1, 2 * experts);
+        b.gemm(Component::Experts, te, h, moe.expert_ffn, 1, experts);
+    }
+    if moe.shared_experts > 0 {
+        b.gemm(
+            Component::Shared,
+            t,
+            moe.shared_ffn,
+            h,
+            1,
+            2 * moe.shared_experts,
+        );
+        b.gemm(
+            Component::Shared,
+            t,
+            h,
+            moe.shared_ffn,
+            1,
+            moe.shared_experts,
+        );
+        if moe.shared_gate {
+            b.gemm(Component::Shared, t, 1, h, 1, 1);
+        }
+    }
+    let kernels = b
+        .kernels
+        .into_iter()
+        .map(|((component, pass, m, n, k, batch), count)| Kernel {
+            component,
+            pass,
+            m,
+            n,
+            k,
+            batch,
+            count,
+        })
+        .collect();
+    Ok(Plan {
+        tokens: t,
+        documents: documents.to_vec(),
+        kernels,
+    })
+}
+
+/// The documents a workload describes, for a batch of about `tokens` tokens: whole
+/// documents of the mean length (at least one), or the histogram scaled to about `tokens`
+/// (at least one document per entry, rounding counts to the nearest whole number).
+pub fn documents(workload: &crate::spec::Workload, tokens: u64) -> Result<Vec<u64>> {
+    if tokens == 0 {
+        return Err(Error::invalid("tokens", "must be at least 1"));
+    }
+    if let Some(t) = workload.mean_doc_len {
+        let n = (tokens / t).max(1);
+        return Ok(vec![t; n as usize]);
+    }
+    let hist = workload.doc_lengths.as_deref().unwrap_or_default();
+    let total: f64 = hist.iter().map(|&[l, c]| (l * c) as f64).sum();
+    let scale = tokens as f64 / total;
+    let mut docs = Vec::new();
+    for &[len, count] in hist {
+        let n = ((count as f64 * scale).round() as u64).max(1);
+        docs.extend(std::iter::repeat_n(len, n as usize));
+    }
+    Ok(docs)
+}

@@ -1,0 +1,170 @@
+//! The search lattice: every knob the solver may turn, and the shape limits.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// An arithmetic progression `min, min + step, ...` up to `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Steps {
+    /// First value.
+    pub min: u64,
+    /// Upper bound (inclusive; the last value is the largest `min + i*step <= max`).
+    pub max: u64,
+    /// Step.
+    pub step: u64,
+}
+
+impl Steps {
+    /// Checks `step >= 1`, `1 <= min <= max`.
+    pub fn new(field: &str, min: u64, max: u64, step: u64) -> Result<Self> {
+        if step == 0 {
+            return Err(Error::invalid(
+                format!("{field}.step"),
+                "must be at least 1",
+            ));
+        }
+        if min == 0 {
+            return Err(Error::invalid(format!("{field}.min"), "must be at least 1"));
+        }
+        if min > max {
+            return Err(Error::invalid(
+                field,
+                format!("min ({min}) must not exceed max ({max})"),
+            ));
+        }
+        Ok(Self { min, max, step })
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> u64 {
+        (self.max - self.min) / self.step + 1
+    }
+
+    /// Always false: a valid progression has at least one value.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The `i`-th value.
+    pub fn at(&self, i: u64) -> u64 {
+        self.min + i * self.step
+    }
+
+    /// The largest value.
+    pub fn last(&self) -> u64 {
+        self.at(self.len() - 1)
+    }
+
+    /// All values in increasing order.
+    pub fn values(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.len()).map(|i| self.at(i))
+    }
+}
+
+/// How `expert_ffn` is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FfnRule {
+    /// `expert_ffn = hidden * num / den`, rounded half up to a multiple of `multiple`.
+    Tied {
+        /// Ratio numerator.
+        num: u64,
+        /// Ratio denominator.
+        den: u64,
+        /// Rounding multiple.
+        multiple: u64,
+    },
+    /// A free knob.
+    Free(Steps),
+}
+
+impl FfnRule {
+    /// `hidden * num / den` rounded half up to a multiple of `multiple`, in exact integers
+    /// (`None` when it rounds to 0 or does not fit).
+    fn tied(hidden: u64, num: u64, den: u64, multiple: u64) -> Option<u64> {
+        let (h, n, d, m) = (
+            u128::from(hidden),
+            u128::from(num),
+            u128::from(den),
+            u128::from(multiple),
+        );
+        let f = (2 * h * n + d * m) / (2 * d * m) * m;
+        u64::try_from(f).ok().filter(|&f| f > 0)
+    }
+
+    /// The `expert_ffn` values allowed at hidden size `hidden`.
+    pub fn values(&self, hidden: u64) -> Vec<u64> {
+        match *self {
+            FfnRule::Tied { num, den, multiple } => {
+                Self::tied(hidden, num, den, multiple).into_iter().collect()
+            }
+            FfnRule::Free(s) => s.values().collect(),
+        }
+    }
+
+    /// Scales a Baseline's shared-expert (or dense FFN) width to `hidden` the same way
+    /// (free: unchanged).
+    pub fn shared_width(&self, base_shared: u64, base_hidden: u64, hidden: u64) -> u64 {
+        match *self {
+            FfnRule::Tied { multiple, .. } if base_shared > 0 => {
+                Self::tied(hidden, base_shared, base_hidden, multiple).unwrap_or(multiple)
+            }
+            _ => base_shared,
+        }
+    }
+}
+
+/// How the number of query heads is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadsRule {
+    /// `heads * head_dim == hidden` exactly.
+    Tied,
+    /// Any `heads` in `min..=max` (subject to `gqa` and `q_width`).
+    Free {
+        /// Fewest heads.
+        min: u64,
+        /// Most heads.
+        max: u64,
+    },
+}
+
+/// The resolved search lattice. The looped model's depth is the recipe's
+/// ([`super::Recipe::layers`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Lattice {
+    /// Hidden sizes.
+    pub hidden: Steps,
+    /// Routed experts per layer.
+    pub experts: Steps,
+    /// Expert width rule.
+    pub expert_ffn: FfnRule,
+    /// Head widths, increasing.
+    pub head_dim: Vec<u64>,
+    /// Query-head rule.
+    pub heads: HeadsRule,
+    /// Key/value heads.
+    pub kv_heads: Steps,
+    /// GQA ratio `heads / kv_heads` bounds (inclusive).
+    pub gqa: (u64, u64),
+    /// Bounds (inclusive) on `heads * head_dim / hidden`.
+    pub q_width: (f64, f64),
+}
+
+impl Lattice {
+    /// Whether `heads` query heads of width `head_dim` respect the heads rule and the
+    /// q-width limits at hidden size `hidden`.
+    pub fn admits_attention(&self, hidden: u64, heads: u64, head_dim: u64) -> bool {
+        let q = heads.saturating_mul(head_dim);
+        match self.heads {
+            HeadsRule::Tied => q == hidden,
+            HeadsRule::Free { min, max } => {
+                let ratio = q as f64 / hidden as f64;
+                (min..=max).contains(&heads)
+                    && ratio >= self.q_width.0 - 1e-12
+                    && ratio <= self.q_width.1 + 1e-12
+            }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Budget files: a Baseline, a loop recipe, a search lattice and an objective; and grid
+//! files, which share a recipe and lattice over many Baselines.
+//!
+//! ```toml
+//! name = "smelt-200m-s95"
+//! baseline = "base-200m-s95.toml"   # relative to this file; or an inline [baseline] table
+//! mode = "two-sided"                # or "conservative": no budget may exceed the Baseline's
+//!
+//! [recipe]
+//! span = "half"                     # or a number of layers (0: no loop)
+//! placement = "middle"              # or first = 4 (1-based first looped layer)
+//! repeats = 2
+//!
+//! [lattice]                         # every knob optional; defaults below
+//! hidden = { step = 32, min = 640, max = 1280 }
+//! experts = { step = 8 }
+//! expert_ffn = { ratio = "1/3", multiple = 16 }   # or { step = 16, min = 64, max = 1024 }
+//! head_dim = { step = 8, min = 32, max = 256 }    # or { values = [64, 128] }
+//! heads = { min = 1, max = 128 }                  # or { tied = true }: q width = hidden
+//! kv_heads = { min = 1, max = 16 }
+//! gqa = { min = 1, max = 16 }                     # heads / kv_heads
+//! q_width = { min = 0.9, max = 1.1 }              # heads * head_dim / hidden
+//!
+//! [objective]
+//! weights = { flops = 1.0, params = 1.0, kv = 1.0 }
+//!
+//! [tolerance]                       # optional: a result outside is reported as a failure
+//! flops = 0.04
+//! params = 0.01
+//! kv = 0.04
+//! ```
+//!
+//! Lattice defaults, relative to the Baseline (`H`, `E`, `k` its hidden size, experts and
+//! `top_k`): `hidden` step 32 from `H/2` to `2H`; `experts` step 8 from `k` to `4E`;
+//! `expert_ffn` tied to `hidden` by the Baseline's own ratio `expert_ffn / hidden`, rounded
+//! to a multiple of 16; `head_dim` step 8 from 32 to 256; `heads` 1 to 256; `kv_heads` 1
+//! to 64; `gqa` 1 to 64; `q_width` 0.5 to 2. Layers default to the Baseline's physical depth
+//! (`[recipe] layers` overrides it).
+//!
+//! Files are read by [`file`] (one parser for budget and grid files); [`Budget::new`] is
+//! the one validating constructor, so a [`Budget`] in hand is always valid.
+
+pub(crate) mod file;
+mod grid;
+mod lattice;
+mod objective;
+mod recipe;
+
+use std::path::{Path, PathBuf};
+
+pub use grid::{Cell, GridSpec};
+pub use lattice::{FfnRule, HeadsRule, Lattice, Steps};
+pub use objective::{
+    Mode, Tolerance, Weights, broken, score, serialize_tolerance, validate_tolerance,
+    validate_weights,
+};
+pub use recipe::{Placement, Recipe, Span};
+
+use crate::error::{Error, Result};
+use crate::spec::{Loop, ModelSpec};
+use file::PlanFile;
+
+/// Where a budget's Baseline came from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BaselineSource {
+    /// Built in code, or an inline `[baseline]` table.
+    Inline,
+    /// A smelt model file.
+    File(PathBuf),
+    /// A Hugging Face `config.json` (kept, so an export can carry its other keys over).
+    HfConfig {
+        /// Its path.
+        path: PathBuf,
+        /// Its contents.
+        config: serde_json::Value,
+    },
+}
+
+/// A validated budget: everything the solver needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budget {
+    name: Option<String>,
+    baseline: ModelSpec,
+    source: BaselineSource,
+    recipe: Recipe,
+    lattice: Lattice,
+    weights: Weights,
+    mode: Mode,
+    tolerance: Tolerance,
+    looping: Option<Loop>,
+}
+
+impl Budget {
+    /// A budget matching `baseline` (its workload is the one both models are costed at)
+    /// under `recipe` on `lattice`, minimising the weighted residuals; two-sided, no
+    /// tolerances, unnamed. Everything is checked here, once.
+    pub fn new(
+        baseline: ModelSpec,
+        recipe: Recipe,
+        lattice: Lattice,
+        weights: Weights,
+    ) -> Result<Self> {
+        baseline.validate()?;
+        recipe.validate()?;
+        validate_weights(&weights)?;
+        let layers = recipe.layers(baseline.model.layers);
+        let looping = recipe.resolve(layers)?;
+        if let Some(d) = &baseline.model.dense
+            && let Some(&last) = d.layers.last()
+            && last > layers
+        {
+            return Err(Error::invalid(
+                "recipe.layers",
+                format!(
+                    "the Baseline's dense layer {last} does not exist in a looped model of {layers} layers; \
+                     the looped model keeps the Baseline's dense layers at their positions"
+                ),
+            ));
+        }
+        Ok(Self {
+            name: None,
+            baseline,
+            source: BaselineSource::Inline,
+            recipe,
+            lattice,
+            weights,
+            mode: Mode::TwoSided,
+            tolerance: Tolerance::default(),
+            looping,
+        })
+    }
+
+    /// The same budget with a display name.
+    pub fn with_name(mut self, name: Option<String>) -> Self {
+        self.name = name;
+        self
+    }
+
+    /// The same budget in `mode`.
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The same budget with tolerances (each non-negative and finite, or absent).
+    pub fn with_tolerance(mut self, tolerance: Tolerance) -> Result<Self> {
+        validate_tolerance(&tolerance)?;
+        self.tolerance = tolerance;
+        Ok(self)
+    }
+
+    /// The same budget, recording where its Baseline came from.
+    pub fn with_source(mut self, source: BaselineSource) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// The same budget under another recipe (checked like [`Budget::new`]).
+    pub fn with_recipe(&self, recipe: Recipe) -> Result<Self> {
+        let b = Budget::new(
+            self.baseline.clone(),
+            recipe,
+            self.lattice.clone(),
+            self.weights,
+        )?;
+        Ok(Self {
+            name: self.name.clone(),
+            source: self.source.clone(),
+            mode: self.mode,
+            tolerance: self.tolerance,
+            ..b
+        })
+    }
+
+    /// Display name.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The Baseline.
+    pub fn baseline(&self) -> &ModelSpec {
+        &self.baseline
+    }
+
+    /// Where the Baseline came from.
+    pub fn source(&self) -> &BaselineSource {
+        &self.source
+    }
+
+    /// The Baseline's `config.json`, when it was read from one.
+    pub fn baseline_config(&self) -> Option<&serde_json::Value> {
+        match &self.source {
+            BaselineSource::HfConfig { config, .. } => Some(config),
+            _ => None,
+        }
+    }
+
+    /// The loop recipe.
+    pub fn recipe(&self) -> &Recipe {
+        &self.recipe
+    }
+
+    /// The lattice.
+    pub fn lattice(&self) -> &Lattice {
+        &self.lattice
+    }
+
+    /// Residual weights.
+    pub fn weights(&self) -> &Weights {
+        &self.weights
+    }
+
+    /// Two-sided or conservative.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Tolerances.
+    pub fn tolerance(&self) -> &Tolerance {
+        &self.tolerance
+    }
+
+    /// Physical layers of the looped model.
+    pub fn layers(&self) -> u64 {
+        self.recipe.layers(self.baseline.model.layers)
+    }
+
+    /// The loop of the looped model under this budget's recipe.
+    pub fn looping(&self) -> Option<&Loop> {
+        self.looping.as_ref()
+    }
+
+    file::plan_loaders!("a budget file");
+
+    fn from_file(f: PlanFile, dir: &Path) -> Result<Self> {
+        for (key, set) in [
+            ("template", f.template.is_some()),
+            ("scales", f.scales.is_some()),
+            ("sparsities", f.sparsities.is_some()),
+            ("cells", f.cells.is_some()),
+        ] {
+            if set {
+                return Err(Error::invalid(
+                    key,
+                    "belongs in a grid file (smelt grid); a budget file names one baseline",
+                ));
+            }
+        }
+        let value = f.baseline.as_ref().ok_or_else(|| {
+            Error::invalid(
+                "baseline",
+                "missing field `baseline`: give a model file, a config.json or an inline \
+                 [baseline] table",
+            )
+        })?;
+        let (baseline, source) = file::baseline_from(value, dir, "baseline")?;
+        f.budget(f.name.clone(), baseline, source)
+    }
+}

@@ -1,0 +1,240 @@
+//! The compute-efficiency gain table, with cell-bootstrap intervals.
+//!
+//! The bootstrap resamples *cells*, not endpoints (SMELT §4): the distinct `cell` labels of
+//! both architectures are drawn with replacement, each architecture keeps the endpoints of
+//! the drawn cells (with multiplicity), both surfaces are refitted, and every quantity is
+//! recomputed. Refits start from the full-data optimum (a warm start; the full fit used the
+//! whole start grid). Resample `i` draws from its own SplitMix64 stream seeded by
+//! `(seed, i)`, so the result does not depend on the number of threads. Intervals are the
+//! 2.5th and 97.5th percentiles (linear interpolation) of the resamples where the quantity
+//! is defined.
+
+use serde::Serialize;
+
+use super::{Endpoint, Fit, FitOptions, ce_gain, finish, form_of, minimise_from, params_of};
+use crate::error::{Error, Result};
+use crate::rng::SplitMix64;
+
+/// Bootstrap settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BootstrapOptions {
+    /// Number of resamples.
+    pub resamples: usize,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// A percentile interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Interval {
+    /// 2.5th percentile.
+    pub lo: f64,
+    /// Median.
+    pub median: f64,
+    /// 97.5th percentile.
+    pub hi: f64,
+    /// Resamples in which the quantity was defined.
+    pub defined: usize,
+}
+
+/// One row of the gain table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GainRow {
+    /// Training compute `C = F·D`.
+    pub compute: f64,
+    /// Sparsity.
+    pub sparsity: f64,
+    /// `1 - C / C_ref` (absent when the reference cannot reach the target's loss).
+    pub gain: Option<f64>,
+    /// Bootstrap interval of the gain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gain_interval: Option<Interval>,
+    /// Frontier loss of the reference at `C`.
+    pub loss_reference: f64,
+    /// Frontier loss of the target at `C`.
+    pub loss_target: f64,
+    /// Compute-optimal `F*` of the reference.
+    pub f_star_reference: f64,
+    /// Compute-optimal `F*` of the target.
+    pub f_star_target: f64,
+    /// Tokens per equivalent parameter of the reference.
+    pub tpp_reference: f64,
+    /// Tokens per equivalent parameter of the target.
+    pub tpp_target: f64,
+}
+
+/// The gain table: `smelt gain --format json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GainTable {
+    /// The reference architecture's fit.
+    pub reference: Fit,
+    /// The target architecture's fit.
+    pub target: Fit,
+    /// Bootstrap interval of the reference's `γ`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gamma_reference_interval: Option<Interval>,
+    /// Bootstrap interval of the target's `γ`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gamma_target_interval: Option<Interval>,
+    /// The bootstrap settings, if one was run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<BootstrapOptions>,
+    /// Cells resampled.
+    pub cells: usize,
+    /// One row per (compute, sparsity).
+    pub rows: Vec<GainRow>,
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    let pos = q * (sorted.len() - 1) as f64;
+    let (i, frac) = (pos.floor() as usize, pos - pos.floor());
+    if i + 1 < sorted.len() {
+        sorted[i] + frac * (sorted[i + 1] - sorted[i])
+    } else {
+        sorted[i]
+    }
+}
+
+fn interval(mut values: Vec<f64>) -> Option<Interval> {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some(Interval {
+        lo: percentile(&values, 0.025),
+        median: percentile(&values, 0.5),
+        hi: percentile(&values, 0.975),
+        defined: values.len(),
+    })
+}
+
+fn refit(points: &[Endpoint], warm: &Fit, opts: &FitOptions) -> Option<Fit> {
+    let form = form_of(points);
+    // One start, on the pool the resamples already run on.
+    let inner = FitOptions {
+        threads: None,
+        ..opts.clone()
+    };
+    let (best, tie) = minimise_from(points, &[params_of(&warm.surface)], &inner, form);
+    best.f
+        .is_finite()
+        .then(|| finish(&warm.group, points, best, tie, 1, opts, form))
+}
+
+/// Builds the gain table of `target` over `reference` at every compute x sparsity, with an
+/// optional cell bootstrap.
+pub fn gain_table(
+    reference: (&str, &[Endpoint]),
+    target: (&str, &[Endpoint]),
+    computes: &[f64],
+    sparsities: &[f64],
+    opts: &FitOptions,
+    boot: Option<BootstrapOptions>,
+) -> Result<GainTable> {
+    for &c in computes {
+        if !(c.is_finite() && c > 0.0) {
+            return Err(Error::invalid(
+                "compute",
+                format!("must be positive (got {c})"),
+            ));
+        }
+    }
+    for &s in sparsities {
+        if !(s.is_finite() && (0.0..1.0).contains(&s)) {
+            return Err(Error::invalid(
+                "sparsity",
+                format!("must be in [0, 1) (got {s})"),
+            ));
+        }
+    }
+    if computes.is_empty() || sparsities.is_empty() {
+        return Err(Error::invalid(
+            "compute/sparsity",
+            "give at least one value of each",
+        ));
+    }
+    let ref_fit = super::fit(reference.0, reference.1, opts)?;
+    let tgt_fit = super::fit(target.0, target.1, opts)?;
+    let mut cells: Vec<String> = reference
+        .1
+        .iter()
+        .chain(target.1)
+        .map(|p| p.cell.clone())
+        .collect();
+    cells.sort_unstable();
+    cells.dedup();
+
+    let grid: Vec<(f64, f64)> = computes
+        .iter()
+        .flat_map(|&c| sparsities.iter().map(move |&s| (c, s)))
+        .collect();
+
+    // Per resample: (gamma_ref, gamma_tgt, gain per grid point).
+    let mut samples: Vec<Option<(f64, f64, Vec<f64>)>> = Vec::new();
+    if let Some(b) = boot {
+        if b.resamples == 0 {
+            return Err(Error::invalid("bootstrap", "needs at least 1 resample"));
+        }
+        let resample = |i: usize| -> Option<(f64, f64, Vec<f64>)> {
+            let mut rng =
+                SplitMix64::new(b.seed ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+            let mut count = std::collections::BTreeMap::new();
+            for _ in 0..cells.len() {
+                *count
+                    .entry(&cells[rng.below(cells.len())])
+                    .or_insert(0usize) += 1;
+            }
+            let take = |pts: &[Endpoint]| -> Vec<Endpoint> {
+                pts.iter()
+                    .flat_map(|p| {
+                        let k = count.get(&p.cell).copied().unwrap_or(0);
+                        std::iter::repeat_n(p.clone(), k)
+                    })
+                    .collect()
+            };
+            let (rp, tp) = (take(reference.1), take(target.1));
+            if rp.len() < ref_fit.points.min(7) || tp.len() < tgt_fit.points.min(7) {
+                return None;
+            }
+            let rf = refit(&rp, &ref_fit, opts)?;
+            let tf = refit(&tp, &tgt_fit, opts)?;
+            let (rs, ts) = (rf.surface, tf.surface);
+            let gains = grid
+                .iter()
+                .map(|&(c, s)| ce_gain(&rs, &ts, c, s).unwrap_or(f64::NAN))
+                .collect();
+            Some((rs.gamma(), ts.gamma(), gains))
+        };
+        samples = crate::par::with_threads(opts.threads, || {
+            crate::par::map_range(b.resamples, resample)
+        });
+    }
+    let ok: Vec<&(f64, f64, Vec<f64>)> = samples.iter().flatten().collect();
+    let (rs, ts) = (ref_fit.surface, tgt_fit.surface);
+    let rows = grid
+        .iter()
+        .enumerate()
+        .map(|(k, &(c, s))| GainRow {
+            compute: c,
+            sparsity: s,
+            gain: ce_gain(&rs, &ts, c, s),
+            gain_interval: boot.and_then(|_| interval(ok.iter().map(|x| x.2[k]).collect())),
+            loss_reference: rs.l_star(c, s),
+            loss_target: ts.l_star(c, s),
+            f_star_reference: rs.f_star(c, s),
+            f_star_target: ts.f_star(c, s),
+            tpp_reference: rs.tokens_per_parameter(c, s),
+            tpp_target: ts.tokens_per_parameter(c, s),
+        })
+        .collect();
+    Ok(GainTable {
+        gamma_reference_interval: boot.and_then(|_| interval(ok.iter().map(|x| x.0).collect())),
+        gamma_target_interval: boot.and_then(|_| interval(ok.iter().map(|x| x.1).collect())),
+        reference: ref_fit,
+        target: tgt_fit,
+        bootstrap: boot,
+        cells: cells.len(),
+        rows,
+    })
+}

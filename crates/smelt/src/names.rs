@@ -1,0 +1,94 @@
+//! Enums with names: a family, a format, a backend, a start grid. Strings are for people;
+//! each such enum is declared once with [`named_enum!`], which lists its values
+//! ([`Named::ALL`]) and parses and prints them by name.
+
+use crate::error::{Error, Result};
+
+/// A unit-only enum whose values have names.
+pub trait Named: Copy + PartialEq + 'static {
+    /// Every value, in documentation order.
+    const ALL: &'static [Self];
+    /// What a value names, for errors (e.g. `"format"`).
+    const KIND: &'static str;
+
+    /// The value's name.
+    fn as_str(self) -> &'static str;
+
+    /// Every name, comma-separated.
+    fn names() -> String {
+        Self::ALL
+            .iter()
+            .map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The value named `s`, or an error listing the names.
+    fn parse_name(s: &str) -> Result<Self> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| {
+                Error::invalid(
+                    Self::KIND,
+                    format!("'{s}' is not one smelt knows; one of {}", Self::names()),
+                )
+            })
+    }
+}
+
+/// Declares a unit-only enum with a name per value: the enum (with the usual derives, and
+/// serde using the names), [`Named`], `FromStr` and `Display`.
+macro_rules! named_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident: $kind:literal {
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+        )]
+        $vis enum $name {
+            $( $(#[$vmeta])* #[serde(rename = $text)] $variant ),+
+        }
+
+        impl $name {
+            /// Every value, in documentation order.
+            pub const ALL: &'static [Self] = &[$($name::$variant),+];
+
+            /// The value's name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl $crate::names::Named for $name {
+            const ALL: &'static [Self] = $name::ALL;
+            const KIND: &'static str = $kind;
+
+            fn as_str(self) -> &'static str {
+                $name::as_str(self)
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::error::Error;
+
+            fn from_str(s: &str) -> $crate::error::Result<Self> {
+                <$name as $crate::names::Named>::parse_name(s)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str($crate::names::Named::as_str(*self))
+            }
+        }
+    };
+}
+pub(crate) use named_enum;

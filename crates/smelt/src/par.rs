@@ -1,0 +1,28 @@
+//! The one parallel map: rayon's work-stealing pool, results in input order, so output
+//! never depends on the number of threads.
+
+use rayon::prelude::*;
+
+/// `f` over `items` on the current pool, in order.
+pub(crate) fn map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync + Send) -> Vec<R> {
+    items.par_iter().map(f).collect()
+}
+
+/// `f` over `0..n` on the current pool, in order.
+pub(crate) fn map_range<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+    (0..n).into_par_iter().map(f).collect()
+}
+
+/// Runs `f` on a pool of `threads` threads (the global pool when `threads` is `None` or the
+/// pool cannot be built).
+pub(crate) fn with_threads<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
+    match threads.and_then(|n| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .ok()
+    }) {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
+}

@@ -1,0 +1,119 @@
+//! The layout of a kernel benchmark (`smelt bench`).
+
+use super::{Document, Field, Format, Report, Table, group_digits, short};
+use crate::bench::{Backend, BenchReport};
+
+fn rate(x: f64) -> String {
+    if x >= 1e12 {
+        format!("{:.1} TFLOP/s", x / 1e12)
+    } else {
+        format!("{:.1} GFLOP/s", x / 1e9)
+    }
+}
+
+fn seconds(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.3} µs", s * 1e6)
+    }
+}
+
+fn flops_text(x: f64) -> String {
+    if x.fract() == 0.0 && x < 1e18 {
+        group_digits(x as u128)
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+fn pct(x: f64) -> Field {
+    Field::shown(format!("{:.1}%", x * 100.0), x)
+}
+
+impl Report for BenchReport {
+    fn document(&self) -> Document {
+        let backend = match self.backend {
+            Backend::Cpu => "CPU",
+            Backend::Cuda => "CUDA",
+        };
+        let mut doc = Document::titled(format!("{backend} backend: {}", self.device));
+        doc.line(format!(
+            "ceiling (large square GEMM): {}",
+            rate(self.ceiling_flops_per_second)
+        ));
+        for m in &self.models {
+            doc.line("");
+            doc.line(format!(
+                "{}: {} layer executions; batch of {} tokens in {} documents; {} kernel shapes, {} launches per layer execution",
+                m.name,
+                m.layer_executions,
+                group_digits(u128::from(m.tokens)),
+                m.documents,
+                m.kernel_shapes,
+                group_digits(u128::from(m.launches))
+            ));
+            doc.line(format!(
+                "FLOP check (training, per token, one layer execution): cost model {}, executed plan {}: {}",
+                flops_text(m.analytic_flops_per_token),
+                flops_text(m.plan_flops_per_token),
+                if m.flops_exact { "equal, exactly" } else { "DIFFERENT" }
+            ));
+            let mut t = Table::new([
+                "component",
+                "FLOPs",
+                "time",
+                "achieved",
+                "of ceiling",
+                "time share",
+                "FLOP share",
+            ]);
+            for c in &m.components {
+                t.rows.push(vec![
+                    Field::text(c.component.as_str()),
+                    Field::shown(short(c.flops as f64), c.flops),
+                    Field::shown(seconds(c.seconds), c.seconds),
+                    Field::shown(rate(c.flops_per_second), c.flops_per_second),
+                    pct(c.of_ceiling),
+                    pct(c.time_share),
+                    pct(c.flop_share),
+                ]);
+            }
+            let total: u128 = m.components.iter().map(|c| c.flops).sum();
+            let achieved = total as f64 / m.seconds_per_layer_execution;
+            t.rows.push(vec![
+                Field::text("layer execution"),
+                Field::shown(short(total as f64), total),
+                Field::shown(
+                    seconds(m.seconds_per_layer_execution),
+                    m.seconds_per_layer_execution,
+                ),
+                Field::shown(rate(achieved), achieved),
+                pct(achieved / self.ceiling_flops_per_second),
+                Field::text("100%"),
+                Field::text("100%"),
+            ]);
+            doc.table(t);
+            doc.line(format!(
+                "per token, all {} layer executions: {} and {} training FLOPs",
+                m.layer_executions,
+                seconds(m.seconds_per_token),
+                short(m.flops_per_token)
+            ));
+        }
+        if let (Some(tr), Some(fr)) = (self.time_ratio, self.flop_ratio) {
+            doc.line("");
+            doc.line(format!(
+                "{} / {}: measured time ratio {:.3}, FLOP ratio {:.3}",
+                self.models[1].name, self.models[0].name, tr, fr
+            ));
+        }
+        doc
+    }
+
+    fn formats(&self) -> &'static [Format] {
+        &[Format::Table, Format::Json, Format::Markdown, Format::Toml]
+    }
+}

@@ -1,0 +1,204 @@
+//! The layout of a cost (`smelt cost`) and of a model against its Baseline.
+
+use super::{Document, Field, Report, Table, group_digits, percent, short};
+use crate::cost::{Comparison, Cost};
+use crate::units::Flops;
+
+/// FLOPs with digit groups, and three decimals when not whole.
+pub(crate) fn flops(f: Flops) -> String {
+    match f.as_integer() {
+        Some(n) => group_digits(u128::from(n)),
+        None => {
+            let whole = f.numer() / f.denom();
+            let frac = f.as_f64() - whole as f64;
+            format!("{}{}", group_digits(whole), &format!("{frac:.3}")[1..])
+        }
+    }
+}
+
+pub(crate) fn int(n: u64) -> String {
+    group_digits(u128::from(n))
+}
+
+/// One row: label, exact value, short value (and the raw exact value).
+struct Row {
+    label: &'static str,
+    exact: Field,
+    approx: String,
+}
+
+/// The rows of one cost. `all` keeps rows that are zero (so two costs line up); `dense`
+/// shows the dense-FFN rows.
+fn rows(c: &Cost, all: bool, dense: bool) -> Vec<Row> {
+    let mut r = Vec::new();
+    let mut push = |label: &'static str, exact: Field, approx: String| {
+        r.push(Row {
+            label,
+            exact,
+            approx,
+        });
+    };
+    let count = |n: u64| Field::shown(int(n), n);
+    let fl = |f: Flops| Field::shown(flops(f), f.as_f64());
+    push(
+        "layers (physical / executions)",
+        Field::text(format!("{} / {}", c.physical_layers, c.layer_executions)),
+        String::new(),
+    );
+    let p = &c.params;
+    push("params total", count(p.total.0), short(p.total.as_f64()));
+    let b = &p.breakdown;
+    for (label, v, optional) in [
+        ("  attention", b.attention, false),
+        ("  experts", b.experts, false),
+        ("  router", b.router, false),
+        ("  shared", b.shared, false),
+        ("  dense FFN", b.dense, false),
+        ("  norms", b.norms, false),
+        ("  embeddings", b.embeddings, true),
+        ("  lm_head", b.lm_head, true),
+    ] {
+        if label == "  dense FFN" && !dense {
+            continue;
+        }
+        if all || v.0 > 0 || !optional {
+            push(label, count(v.0), short(v.as_f64()));
+        }
+    }
+    push("params active", count(p.active.0), short(p.active.as_f64()));
+    let f = &c.flops_per_token;
+    push(
+        "FLOPs/token training",
+        fl(f.training),
+        short(f.training.as_f64()),
+    );
+    push(
+        "FLOPs/token forward",
+        fl(f.forward),
+        short(f.forward.as_f64()),
+    );
+    let fb = &f.forward_breakdown;
+    for (label, v) in [
+        ("  projections", fb.projections),
+        ("  attention core", fb.attention_core),
+        ("  router", fb.router),
+        ("  experts", fb.experts),
+        ("  shared", fb.shared),
+        ("  dense FFN", fb.dense),
+        ("  lm_head", fb.lm_head),
+    ] {
+        if label == "  dense FFN" && !dense {
+            continue;
+        }
+        if all || v != Flops::ZERO || label != "  lm_head" {
+            push(label, fl(v), short(v.as_f64()));
+        }
+    }
+    let kv = &c.kv_cache_per_token;
+    push(
+        "KV cache/token (elements)",
+        count(kv.elements.0),
+        String::new(),
+    );
+    push("KV cache/token (bytes)", count(kv.bytes.0), String::new());
+    push(
+        "mean keys per query",
+        Field::shown(
+            c.attention.mean_keys_exact.clone(),
+            c.attention.mean_keys_per_query,
+        ),
+        format!("{:.3}", c.attention.mean_keys_per_query),
+    );
+    match &c.attention.mean_length_shortcut {
+        Some(s) => push(
+            "  shortcut at mean doc length",
+            Field::shown(
+                format!("{:.3} keys", s.mean_keys_per_query),
+                s.mean_keys_per_query,
+            ),
+            format!("F {}", percent(s.relative_to_exact)),
+        ),
+        None if all => push(
+            "  shortcut at mean doc length",
+            Field::text("-"),
+            String::new(),
+        ),
+        None => {}
+    }
+    let s = &c.sparsity;
+    push(
+        "sparsity S",
+        Field::shown(format!("{:.2}%", s.s * 100.0), s.s),
+        String::new(),
+    );
+    push(
+        "  N_act_eq",
+        Field::shown(group_digits(s.n_act_eq.round() as u128), s.n_act_eq),
+        short(s.n_act_eq),
+    );
+    push(
+        "  control F0",
+        fl(s.control.flops_training),
+        short(s.control.flops_training.as_f64()),
+    );
+    push(
+        "  control N0",
+        count(s.control.params.0),
+        short(s.control.params.as_f64()),
+    );
+    r
+}
+
+impl Report for Cost {
+    fn document(&self) -> Document {
+        let mut doc = Document::titled(format!(
+            "{} ({}, c̄ from {})",
+            self.name.as_deref().unwrap_or("model"),
+            self.conventions.attention.as_str(),
+            self.conventions.attention_keys_from
+        ));
+        let mut t = Table::new(["quantity", "exact", "approx"])
+            .right_from(1)
+            .data();
+        let dense = self.params.breakdown.dense.0 > 0;
+        for row in rows(self, false, dense) {
+            t.rows.push(vec![
+                Field::text(row.label),
+                row.exact,
+                Field::text(row.approx),
+            ]);
+        }
+        doc.table(t);
+        doc
+    }
+}
+
+impl Report for Comparison {
+    fn document(&self) -> Document {
+        let dense =
+            self.baseline.params.breakdown.dense.0 > 0 || self.model.params.breakdown.dense.0 > 0;
+        let base_name = self.baseline.name.as_deref().unwrap_or("baseline");
+        let model_name = self.model.name.as_deref().unwrap_or("model");
+        let mut doc = Document::titled(format!(
+            "{model_name} against {base_name} (sparsity of both against {base_name}'s control)"
+        ));
+        let mut t = Table::new(["quantity", base_name, model_name, "model / baseline - 1"])
+            .right_from(1)
+            .data();
+        let r = &self.residuals;
+        let base = rows(&self.baseline, true, dense);
+        let model = rows(&self.model, true, dense);
+        for (b, m) in base.into_iter().zip(model) {
+            let residual = match b.label {
+                "params total" => Field::percent(r.params),
+                "FLOPs/token training" => Field::percent(r.flops),
+                "KV cache/token (elements)" => Field::percent(r.kv),
+                _ => Field::blank(),
+            };
+            t.rows
+                .push(vec![Field::text(b.label), b.exact, m.exact, residual]);
+        }
+        doc.table(t);
+        doc
+    }
+}

@@ -1,0 +1,118 @@
+//! The layouts of scaling-law fits (`smelt fit`) and of a gain table (`smelt gain`).
+
+use super::{Document, Field, Report, Table};
+use crate::fit::{Fits, GainTable, Interval};
+
+fn sci(x: f64) -> Field {
+    Field::shown(format!("{x:.4e}"), x)
+}
+
+fn fixed(x: f64, decimals: usize) -> Field {
+    Field::shown(format!("{x:.decimals$}"), x)
+}
+
+impl Report for Fits {
+    fn document(&self) -> Document {
+        let mut t = Table::new([
+            "group",
+            "form",
+            "E",
+            "A",
+            "a",
+            "b",
+            "K",
+            "c",
+            "gamma",
+            "RMSE (nats)",
+            "points",
+            "cells",
+            "converged",
+        ])
+        .data();
+        for f in &self.fits {
+            let s = &f.surface;
+            let c = &f.convergence;
+            t.rows.push(vec![
+                Field::text(if f.group.is_empty() { "-" } else { &f.group }),
+                Field::text(f.form.as_str()),
+                fixed(s.E, 4),
+                sci(s.A),
+                fixed(s.a, 4),
+                fixed(s.b, 4),
+                sci(s.K),
+                fixed(s.c, 4),
+                fixed(f.gamma, 4),
+                fixed(f.rmse, 5),
+                Field::text(f.points.to_string()),
+                Field::text(f.cells.to_string()),
+                Field::text(format!(
+                    "{}, {} iterations, max |gradient| {:.1e}, {}/{} starts at best",
+                    c.termination, c.iterations, c.grad_max, c.starts_at_best, c.starts
+                )),
+            ]);
+        }
+        let mut doc = Document::default();
+        doc.table(t);
+        doc
+    }
+}
+
+fn interval_text(i: &Option<Interval>) -> String {
+    i.map_or(String::new(), |i| format!(" (95% {:.3}–{:.3})", i.lo, i.hi))
+}
+
+impl Report for GainTable {
+    fn document(&self) -> Document {
+        let mut doc = Document::default();
+        let (r, t) = (&self.reference, &self.target);
+        doc.line(format!(
+            "gamma: {} {:.3}{}, {} {:.3}{}",
+            r.group,
+            r.gamma,
+            interval_text(&self.gamma_reference_interval),
+            t.group,
+            t.gamma,
+            interval_text(&self.gamma_target_interval)
+        ));
+        if let Some(b) = self.bootstrap {
+            doc.line(format!(
+                "bootstrap: {} resamples of {} cells, seed {}",
+                b.resamples, self.cells, b.seed
+            ));
+        }
+        let mut tab = Table::new([
+            "compute C".to_owned(),
+            "S".to_owned(),
+            "CE gain".to_owned(),
+            "95% interval".to_owned(),
+            format!("L* {}", r.group),
+            format!("L* {}", t.group),
+            format!("TPP {}", r.group),
+            format!("TPP {}", t.group),
+        ])
+        .data();
+        for row in &self.rows {
+            tab.rows.push(vec![
+                Field::shown(format!("{:.0e}", row.compute), row.compute),
+                fixed(row.sparsity, 2),
+                match row.gain {
+                    Some(g) => Field::shown(format!("{:.1}%", g * 100.0), g),
+                    None => Field::text("unreachable"),
+                },
+                match row.gain_interval {
+                    Some(i) => Field::shown(
+                        format!("{:.1}% – {:.1}%", i.lo * 100.0, i.hi * 100.0),
+                        format!("{} {}", i.lo, i.hi),
+                    ),
+                    None => Field::text("-"),
+                },
+                fixed(row.loss_reference, 4),
+                fixed(row.loss_target, 4),
+                fixed(row.tpp_reference, 1),
+                fixed(row.tpp_target, 1),
+            ]);
+        }
+        doc.table(tab);
+        doc
+    }
+}

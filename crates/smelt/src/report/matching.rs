@@ -1,0 +1,154 @@
+//! The layout of a match (`smelt match`), and the matched model file.
+
+use super::cost::{flops, int};
+use super::{Document, Field, Format, Report, SHAPE_COLUMNS, Table, group_digits, percent};
+use crate::error::Result;
+use crate::search::MatchReport;
+use crate::spec::Model;
+
+fn loop_text(model: &Model) -> String {
+    match &model.looping {
+        None => "none".to_owned(),
+        Some(lp) => format!(
+            "layers {}-{} x{} (residual x{})",
+            lp.first,
+            lp.first + lp.span - 1,
+            lp.repeats,
+            lp.residual_scale()
+        ),
+    }
+}
+
+impl Report for MatchReport {
+    fn document(&self) -> Document {
+        let name = self.name.as_deref().unwrap_or("budget");
+        let base_name = self.baseline.name.as_deref().unwrap_or("baseline");
+        let mut doc = Document::titled(format!(
+            "{name}: {} mode, {} lattice points, {} costed exactly",
+            self.mode.as_str(),
+            group_digits(self.lattice.lattice_points),
+            group_digits(u128::from(self.lattice.evaluated))
+        ));
+        let mut t = Table::new(["budget", base_name, "looped", "residual"])
+            .right_from(1)
+            .data();
+        let (b, l, r) = (
+            &self.budgets.baseline,
+            &self.budgets.looped,
+            &self.residuals,
+        );
+        t.push_texts([
+            "FLOPs/token (training)".to_owned(),
+            flops(b.flops),
+            flops(l.flops),
+            percent(r.flops),
+        ]);
+        t.push_texts([
+            "params".to_owned(),
+            int(b.params.0),
+            int(l.params.0),
+            percent(r.params),
+        ]);
+        t.push_texts([
+            "KV elements/token".to_owned(),
+            int(b.kv.0),
+            int(l.kv.0),
+            percent(r.kv),
+        ]);
+        t.push_texts([
+            "sparsity S".to_owned(),
+            format!("{:.2}%", self.sparsity.baseline * 100.0),
+            format!("{:.2}%", self.sparsity.looped * 100.0),
+            String::new(),
+        ]);
+        doc.table(t);
+
+        let (bm, lm) = (&self.baseline.model, &self.looped.model);
+        let mut s = Table::new(["shape", base_name, "looped"]).right_from(1);
+        for (label, a, b) in [
+            ("layers", bm.layers, lm.layers),
+            ("layer executions", bm.executions(), lm.executions()),
+            ("hidden", bm.hidden, lm.hidden),
+            ("experts", bm.moe.experts, lm.moe.experts),
+            ("top_k", bm.moe.top_k, lm.moe.top_k),
+            ("expert_ffn", bm.moe.expert_ffn, lm.moe.expert_ffn),
+            ("heads", bm.heads, lm.heads),
+            ("kv_heads", bm.kv_heads, lm.kv_heads),
+            ("head_dim", bm.head_dim, lm.head_dim),
+            ("q width", bm.q_width(), lm.q_width()),
+        ] {
+            s.push_texts([label.to_owned(), a.to_string(), b.to_string()]);
+        }
+        s.push_texts(["loop".to_owned(), loop_text(bm), loop_text(lm)]);
+        doc.table(s);
+
+        let t = &self.tolerance;
+        if t.iter().any(|(_, v)| v.is_some()) {
+            let lim =
+                |x: Option<f64>| x.map_or("none".to_owned(), |v| format!("{:.2}%", v * 100.0));
+            doc.line(format!(
+                "tolerance (|residual| <= flops {}, params {}, kv {}): {}",
+                lim(t.flops),
+                lim(t.params),
+                lim(t.kv),
+                if self.within_tolerance {
+                    "met".to_owned()
+                } else {
+                    format!(
+                        "NOT MET, best configuration shown; outside: {}",
+                        self.broken
+                            .iter()
+                            .map(|k| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ));
+        }
+        if !self.ranked.is_empty() {
+            let header =
+                ["rank"]
+                    .iter()
+                    .chain(&SHAPE_COLUMNS)
+                    .chain(&["F", "N", "KV", "largest |r|"]);
+            let mut r = Table::new(header.copied()).right_from(0);
+            for a in &self.ranked {
+                let x = &a.model;
+                r.rows.push(vec![
+                    Field::text(a.rank.to_string()),
+                    Field::text(x.hidden.to_string()),
+                    Field::text(x.moe.experts.to_string()),
+                    Field::text(x.moe.expert_ffn.to_string()),
+                    Field::text(x.heads.to_string()),
+                    Field::text(x.kv_heads.to_string()),
+                    Field::text(x.head_dim.to_string()),
+                    Field::percent(a.residuals.flops),
+                    Field::percent(a.residuals.params),
+                    Field::percent(a.residuals.kv),
+                    Field::shown(format!("{:.3}%", a.score[0] * 100.0), a.score[0]),
+                ]);
+            }
+            doc.table(r);
+        }
+        doc
+    }
+
+    fn formats(&self) -> &'static [Format] {
+        &[Format::Table, Format::Json, Format::Markdown]
+    }
+}
+
+/// The matched model file (valid input to `smelt cost`), its first line a comment with the
+/// residuals.
+pub fn model_file(m: &MatchReport) -> Result<String> {
+    let r = &m.residuals;
+    Ok(format!(
+        "# Matched by smelt to {} ({} mode): FLOPs {}, params {}, KV {}\n{}",
+        m.baseline.name.as_deref().unwrap_or("the Baseline"),
+        m.mode.as_str(),
+        percent(r.flops),
+        percent(r.params),
+        percent(r.kv),
+        m.looped.to_toml_string()?
+    ))
+}

@@ -1,0 +1,286 @@
+//! Rendering results, the one way: every result type implements [`Report`], which lays it
+//! out once as a [`Document`] (titles, lines and tables of [`Field`]s), and one exporter
+//! per [`Format`] writes it (hyperfine's `src/export/` is the model):
+//!
+//! * [`Format::Table`] (`table.rs`): the human tables (comfy-table);
+//! * [`Format::Markdown`] (`markdown.rs`): the same as GitHub-flavoured Markdown;
+//! * [`Format::Csv`] (`csv.rs`): the report's data table at full precision, through the
+//!   `csv` crate's writer (reports without one refuse);
+//! * [`Format::Json`] and [`Format::Toml`] (`json.rs`, `toml.rs`): the result structs
+//!   serialised as they are. They derive `Serialize` and *are* the contract.
+//!
+//! The layouts of the result types live beside the exporters: `cost.rs`, `matching.rs`,
+//! `rows.rs` (grid, sweep), `fit.rs` (fit, gain) and `bench.rs`.
+
+mod bench;
+mod cost;
+mod csv;
+mod fit;
+mod json;
+mod markdown;
+mod matching;
+pub mod plot;
+mod rows;
+mod table;
+mod toml;
+
+use serde::Serialize;
+
+pub use matching::model_file;
+
+use crate::error::{Error, Result};
+use crate::names::named_enum;
+
+named_enum! {
+    /// An output format.
+    pub enum Format: "format" {
+        /// Human tables.
+        Table = "table",
+        /// JSON, the stable contract.
+        Json = "json",
+        /// CSV of the data table, full precision.
+        Csv = "csv",
+        /// Markdown tables for notes.
+        Markdown = "markdown",
+        /// TOML.
+        Toml = "toml",
+    }
+}
+
+/// A cell: what a person reads, and what a CSV reader parses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// Formatted for reading (percentages, arrows, digit groups).
+    pub display: String,
+    /// Full precision for machines.
+    pub raw: String,
+}
+
+impl Field {
+    /// The same text for people and machines.
+    pub fn text(s: impl Into<String>) -> Self {
+        let s = s.into();
+        Self {
+            display: s.clone(),
+            raw: s,
+        }
+    }
+
+    /// A ratio: four decimals to read.
+    pub fn ratio(x: f64) -> Self {
+        Self::shown(format!("{x:.4}"), x)
+    }
+
+    /// A signed percentage to read.
+    pub fn percent(x: f64) -> Self {
+        Self::shown(percent(x), x)
+    }
+
+    /// A share in percent with two decimals to read.
+    pub fn share(x: f64) -> Self {
+        Self::shown(format!("{:.2}%", x * 100.0), x)
+    }
+
+    /// `display` to read, `raw` at full precision.
+    pub fn shown(display: String, raw: impl std::fmt::Display) -> Self {
+        Self {
+            display,
+            raw: raw.to_string(),
+        }
+    }
+
+    /// An empty cell.
+    pub fn blank() -> Self {
+        Self::text("")
+    }
+}
+
+/// A table of a document.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Table {
+    /// Column names.
+    pub header: Vec<String>,
+    /// One row per item.
+    pub rows: Vec<Vec<Field>>,
+    /// Summary rows, after a blank row (tables and Markdown print them, CSV does not).
+    pub summary: Vec<Vec<Field>>,
+    /// Columns from this one on are right-aligned in the table format.
+    pub right_from: Option<usize>,
+    /// Whether this is the report's data table (what CSV writes).
+    pub data: bool,
+}
+
+impl Table {
+    /// A table with `header`, no rows yet.
+    pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            header: header.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Right-aligns the columns from `from` on.
+    pub fn right_from(mut self, from: usize) -> Self {
+        self.right_from = Some(from);
+        self
+    }
+
+    /// Marks this as the report's data table.
+    pub fn data(mut self) -> Self {
+        self.data = true;
+        self
+    }
+
+    /// Adds a row of texts.
+    pub fn push_texts<S: Into<String>>(&mut self, row: impl IntoIterator<Item = S>) {
+        self.rows.push(row.into_iter().map(Field::text).collect());
+    }
+}
+
+/// The shape columns of row-shaped reports, Baseline→looped.
+pub(crate) const SHAPE_COLUMNS: [&str; 6] = [
+    "hidden",
+    "experts",
+    "expert_ffn",
+    "heads",
+    "kv_heads",
+    "head_dim",
+];
+
+/// A block of a document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    /// A title (bold in Markdown).
+    Title(String),
+    /// A line of text (empty: a blank line).
+    Line(String),
+    /// A table.
+    Table(Table),
+}
+
+/// A report laid out for people: what the table, Markdown and CSV exporters write.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Document {
+    /// The blocks, in order.
+    pub blocks: Vec<Block>,
+}
+
+impl Document {
+    /// A document starting with `title`.
+    pub fn titled(title: impl Into<String>) -> Self {
+        Self {
+            blocks: vec![Block::Title(title.into())],
+        }
+    }
+
+    /// Appends a title.
+    pub fn title(&mut self, s: impl Into<String>) {
+        self.blocks.push(Block::Title(s.into()));
+    }
+
+    /// Appends a line.
+    pub fn line(&mut self, s: impl Into<String>) {
+        self.blocks.push(Block::Line(s.into()));
+    }
+
+    /// Appends a table.
+    pub fn table(&mut self, t: Table) {
+        self.blocks.push(Block::Table(t));
+    }
+}
+
+/// A result that can be written in [`Format`]s.
+pub trait Report: Serialize {
+    /// The layout for people.
+    fn document(&self) -> Document;
+
+    /// The formats this report can be written in (all, unless it has no data table).
+    fn formats(&self) -> &'static [Format] {
+        Format::ALL
+    }
+}
+
+/// `report` in `format`. A format the report does not offer is an error naming the ones it
+/// does.
+pub fn render<R: Report + ?Sized>(report: &R, format: Format) -> Result<String> {
+    if !report.formats().contains(&format) {
+        return Err(Error::invalid(
+            "format",
+            format!(
+                "this report cannot be written as {format}; it offers {}",
+                report
+                    .formats()
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    match format {
+        Format::Table => Ok(table::export(&report.document())),
+        Format::Markdown => Ok(markdown::export(&report.document())),
+        Format::Csv => csv::export(&report.document()),
+        Format::Json => json::export(report),
+        Format::Toml => toml::export(report),
+    }
+}
+
+/// `value` as pretty JSON, with a trailing newline.
+pub fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String> {
+    json::export(value)
+}
+
+/// `value` as TOML.
+pub fn to_toml<T: Serialize + ?Sized>(value: &T) -> Result<String> {
+    toml::export(value)
+}
+
+/// `n` with thousands separators.
+pub fn group_digits(n: u128) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `x` in short scientific notation, e.g. `1.330e9`.
+pub fn short(x: f64) -> String {
+    if x == 0.0 {
+        return "0".to_owned();
+    }
+    format!("{x:.3e}")
+}
+
+/// A signed percentage with two decimals, e.g. `+2.91%`.
+pub fn percent(x: f64) -> String {
+    format!("{:+.2}%", x * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digits_are_grouped() {
+        assert_eq!(group_digits(0), "0");
+        assert_eq!(group_digits(999), "999");
+        assert_eq!(group_digits(1000), "1,000");
+        assert_eq!(group_digits(1_330_053_120), "1,330,053,120");
+        assert_eq!(short(1_330_053_120.0), "1.330e9");
+        assert_eq!(percent(0.029), "+2.90%");
+    }
+
+    #[test]
+    fn formats_parse_and_name_themselves() {
+        for &f in Format::ALL {
+            assert_eq!(f.as_str().parse::<Format>().unwrap(), f);
+        }
+        assert!("yaml".parse::<Format>().is_err());
+    }
+}

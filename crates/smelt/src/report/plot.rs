@@ -1,0 +1,268 @@
+//! Pictures, as SVG (plotters' SVG backend; text is SVG `<text>`, so no font files are
+//! needed to draw, and the output is the same bytes for the same input).
+//!
+//! * [`residual_heatmap`]: the three signed residuals of a grid, one panel per budget,
+//!   scales down and sparsities across, on a diverging scale symmetric about 0 (blue: the
+//!   looped model gets less; red: more) spanning the sparse cells' residuals.
+//! * [`frontiers`]: the fitted compute-optimal frontiers `L*(C)` of two architectures at
+//!   each sparsity, compute on a log axis.
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::error::{Error, Result};
+use crate::fit::GainTable;
+use crate::search::GridReport;
+
+fn plot_error(e: impl std::fmt::Display) -> Error {
+    Error::Plot {
+        message: e.to_string(),
+    }
+}
+
+/// White at 0, blue at -1, red at +1.
+fn diverging(t: f64) -> RGBColor {
+    let t = t.clamp(-1.0, 1.0);
+    let mix = |a: f64, b: f64, s: f64| (a + (b - a) * s).round() as u8;
+    if t < 0.0 {
+        let s = -t;
+        RGBColor(
+            mix(255.0, 33.0, s),
+            mix(255.0, 102.0, s),
+            mix(255.0, 172.0, s),
+        )
+    } else {
+        RGBColor(
+            mix(255.0, 178.0, t),
+            mix(255.0, 24.0, t),
+            mix(255.0, 43.0, t),
+        )
+    }
+}
+
+fn unique(values: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// The grid's residuals as a heatmap (see the module docs).
+pub fn residual_heatmap(report: &GridReport) -> Result<String> {
+    let scales = unique(report.cells.iter().map(|c| c.scale.clone()));
+    let sparsities = unique(report.cells.iter().map(|c| c.sparsity_label.clone()));
+    // The colour scale spans the sparse cells' residuals (all cells' if none is sparse);
+    // larger residuals (dense cells, usually) saturate.
+    let any_sparse = report.cells.iter().any(|c| c.sparse);
+    let max = report
+        .cells
+        .iter()
+        .filter(|c| c.sparse || !any_sparse)
+        .flat_map(|c| c.residuals.into_array())
+        .fold(0.005f64, |m, r| m.max(r.abs()));
+    let (cell_w, cell_h) = (84i32, 44i32);
+    let (left, top, gap) = (70i32, 80i32, 40i32);
+    let panel_w = cell_w * sparsities.len() as i32;
+    let width = left + 3 * panel_w + 2 * gap + 30;
+    let height = top + cell_h * scales.len() as i32 + 70;
+    let mut svg = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut svg, (width as u32, height as u32)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let title = format!(
+            "{}: looped / Baseline − 1 per budget ({} mode; colours span ±{:.2}%{})",
+            report.name.as_deref().unwrap_or("grid"),
+            report.mode.as_str(),
+            max * 100.0,
+            if any_sparse {
+                ", the sparse cells' range"
+            } else {
+                ""
+            }
+        );
+        root.draw(&Text::new(
+            title,
+            (left, 18),
+            ("sans-serif", 17).into_font(),
+        ))
+        .map_err(plot_error)?;
+        let centered = |size: i32| {
+            TextStyle::from(("sans-serif", size).into_font())
+                .pos(Pos::new(HPos::Center, VPos::Center))
+        };
+        for (p, name) in ["FLOPs", "parameters", "KV cache"].iter().enumerate() {
+            let x0 = left + p as i32 * (panel_w + gap);
+            root.draw(&Text::new(
+                name.to_string(),
+                (x0 + panel_w / 2, top - 32),
+                centered(15),
+            ))
+            .map_err(plot_error)?;
+            for (j, sp) in sparsities.iter().enumerate() {
+                root.draw(&Text::new(
+                    sp.clone(),
+                    (x0 + j as i32 * cell_w + cell_w / 2, top - 12),
+                    centered(12),
+                ))
+                .map_err(plot_error)?;
+            }
+            for (i, sc) in scales.iter().enumerate() {
+                if p == 0 {
+                    root.draw(&Text::new(
+                        sc.clone(),
+                        (left - 34, top + i as i32 * cell_h + cell_h / 2),
+                        centered(12),
+                    ))
+                    .map_err(plot_error)?;
+                }
+                for (j, sp) in sparsities.iter().enumerate() {
+                    let (x, y) = (x0 + j as i32 * cell_w, top + i as i32 * cell_h);
+                    let cell = report
+                        .cells
+                        .iter()
+                        .find(|c| &c.scale == sc && &c.sparsity_label == sp);
+                    let Some(cell) = cell else {
+                        root.draw(&Rectangle::new(
+                            [(x, y), (x + cell_w, y + cell_h)],
+                            RGBColor(230, 230, 230).filled(),
+                        ))
+                        .map_err(plot_error)?;
+                        continue;
+                    };
+                    let r = cell.residuals.into_array()[p];
+                    root.draw(&Rectangle::new(
+                        [(x, y), (x + cell_w, y + cell_h)],
+                        diverging(r / max).filled(),
+                    ))
+                    .map_err(plot_error)?;
+                    root.draw(&Rectangle::new(
+                        [(x, y), (x + cell_w, y + cell_h)],
+                        WHITE.stroke_width(1),
+                    ))
+                    .map_err(plot_error)?;
+                    let label = format!("{:+.2}%", r * 100.0);
+                    let ink = if (r / max).abs() > 0.6 { WHITE } else { BLACK };
+                    root.draw(&Text::new(
+                        label,
+                        (x + cell_w / 2, y + cell_h / 2),
+                        centered(13).color(&ink),
+                    ))
+                    .map_err(plot_error)?;
+                }
+            }
+        }
+        let s = &report.summary;
+        let foot = format!(
+            "max |residual| over {} sparse cells: FLOPs {:.2}%, parameters {:.2}%, KV {:.2}%",
+            s.sparse_cells,
+            s.max_abs_residual.flops * 100.0,
+            s.max_abs_residual.params * 100.0,
+            s.max_abs_residual.kv * 100.0
+        );
+        root.draw(&Text::new(
+            foot,
+            (left, height - 30),
+            ("sans-serif", 13).into_font(),
+        ))
+        .map_err(plot_error)?;
+        root.present().map_err(plot_error)?;
+    }
+    Ok(svg)
+}
+
+/// The two fitted frontiers of a gain table (see the module docs), over compute from a
+/// tenth of the smallest to ten times the largest compute in the table.
+pub fn frontiers(table: &GainTable) -> Result<String> {
+    let (rs, ts) = (table.reference.surface, table.target.surface);
+    let mut computes: Vec<f64> = table.rows.iter().map(|r| r.compute).collect();
+    computes.sort_by(f64::total_cmp);
+    let mut sparsities: Vec<f64> = table.rows.iter().map(|r| r.sparsity).collect();
+    sparsities.sort_by(f64::total_cmp);
+    sparsities.dedup();
+    let (c0, c1) = match (computes.first(), computes.last()) {
+        (Some(a), Some(b)) => (a / 10.0, b * 10.0),
+        _ => return Err(plot_error("the gain table has no rows")),
+    };
+    let xs: Vec<f64> = (0..=120)
+        .map(|i| (c0.ln() + (c1.ln() - c0.ln()) * f64::from(i) / 120.0).exp())
+        .collect();
+    let curve = |s: &crate::fit::Surface, sp: f64| -> Vec<(f64, f64)> {
+        xs.iter().map(|&c| (c, s.l_star(c, sp))).collect()
+    };
+    let all: Vec<f64> = sparsities
+        .iter()
+        .flat_map(|&sp| [curve(&rs, sp), curve(&ts, sp)])
+        .flatten()
+        .map(|(_, l)| l)
+        .filter(|l| l.is_finite())
+        .collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !(lo.is_finite() && hi.is_finite()) {
+        return Err(plot_error(
+            "the frontiers are not finite over this compute range",
+        ));
+    }
+    let pad = (hi - lo).max(1e-3) * 0.05;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (820, 520)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "Compute-optimal frontiers: {} (dashed) vs {} (solid)",
+                    table.reference.group, table.target.group
+                ),
+                ("sans-serif", 18),
+            )
+            .margin(16)
+            .x_label_area_size(44)
+            .y_label_area_size(60)
+            .build_cartesian_2d((c0..c1).log_scale(), (lo - pad)..(hi + pad))
+            .map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_desc("training compute C = F·D (FLOPs)")
+            .y_desc("frontier loss L* (nats)")
+            .x_label_formatter(&|x| format!("{x:.0e}"))
+            .y_label_formatter(&|y| format!("{y:.2}"))
+            .draw()
+            .map_err(plot_error)?;
+        let palette = [
+            RGBColor(31, 119, 180),
+            RGBColor(214, 39, 40),
+            RGBColor(44, 160, 44),
+            RGBColor(148, 103, 189),
+            RGBColor(255, 127, 14),
+        ];
+        for (i, &sp) in sparsities.iter().enumerate() {
+            let color = palette[i % palette.len()];
+            chart
+                .draw_series(DashedLineSeries::new(
+                    curve(&rs, sp),
+                    6,
+                    4,
+                    color.stroke_width(2),
+                ))
+                .map_err(plot_error)?;
+            chart
+                .draw_series(LineSeries::new(curve(&ts, sp), color.stroke_width(2)))
+                .map_err(plot_error)?
+                .label(format!("S = {sp:.2}"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_error)?;
+        root.present().map_err(plot_error)?;
+    }
+    Ok(svg)
+}

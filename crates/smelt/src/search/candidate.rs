@@ -1,0 +1,111 @@
+//! Lattice points, the looped model at a point, and the order candidates are ranked in.
+
+use std::cmp::Ordering;
+
+use serde::Serialize;
+
+use crate::budget::Budget;
+use crate::cost::{Budgets, Residuals};
+use crate::spec::{Dense, Loop, Model, Moe};
+
+/// The knobs of one lattice point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Point {
+    /// Hidden size.
+    pub hidden: u64,
+    /// Expert width.
+    pub expert_ffn: u64,
+    /// Query heads.
+    pub heads: u64,
+    /// Key/value heads.
+    pub kv_heads: u64,
+    /// Head width.
+    pub head_dim: u64,
+    /// Routed experts.
+    pub experts: u64,
+}
+
+/// The looped model at one lattice point: the knobs given here, everything else (`top_k`,
+/// shared experts and their gate, dense layers, vocabulary, q/k norm, attention biases)
+/// from the Baseline, shared-expert and dense FFN widths scaled as
+/// [`crate::budget::FfnRule::shared_width`] says.
+pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Model {
+    let base = &budget.baseline().model;
+    let rule = budget.lattice().expert_ffn;
+    Model {
+        layers: budget.layers(),
+        hidden: point.hidden,
+        heads: point.heads,
+        kv_heads: point.kv_heads,
+        head_dim: point.head_dim,
+        vocab: base.vocab,
+        tie_embeddings: base.tie_embeddings,
+        qk_norm: base.qk_norm,
+        attention_bias: base.attention_bias,
+        dense: base.dense.as_ref().map(|d| Dense {
+            layers: d.layers.clone(),
+            ffn: rule.shared_width(d.ffn, base.hidden, point.hidden),
+        }),
+        moe: Moe {
+            experts: point.experts,
+            top_k: base.moe.top_k,
+            expert_ffn: point.expert_ffn,
+            shared_experts: base.moe.shared_experts,
+            shared_ffn: rule.shared_width(base.moe.shared_ffn, base.hidden, point.hidden),
+            shared_gate: base.moe.shared_gate,
+        },
+        looping: looping.cloned(),
+    }
+}
+
+/// A lattice point with its budgets, residuals and score.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    /// The looped model's architecture.
+    pub model: Model,
+    /// Its three budgets.
+    pub budgets: Budgets,
+    /// Signed residuals against the Baseline.
+    pub residuals: Residuals,
+    /// Weighted |residuals|, largest first.
+    pub score: [f64; 3],
+}
+
+impl Candidate {
+    /// The total order of the module docs: score, then closeness to the Baseline's shape
+    /// `base`, then the final tie-breaks.
+    pub fn cmp_rank(&self, other: &Self, base: &Model) -> Ordering {
+        for (a, b) in self.score.iter().zip(&other.score) {
+            match a.total_cmp(b) {
+                Ordering::Equal => {}
+                o => return o,
+            }
+        }
+        rank_key(&self.model, base).cmp(&rank_key(&other.model, base))
+    }
+}
+
+/// The tie-break key of `m` (module docs): distance to the Baseline `b` knob by knob, then
+/// larger `head_dim`, fewer `kv_heads`, fewer `heads`, larger `hidden`, fewer `experts`,
+/// smaller `expert_ffn`.
+pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
+    use std::cmp::Reverse;
+    (
+        (
+            m.head_dim.abs_diff(b.head_dim),
+            m.kv_heads.abs_diff(b.kv_heads),
+            m.heads.abs_diff(b.heads),
+            m.hidden.abs_diff(b.hidden),
+            m.moe.experts.abs_diff(b.moe.experts),
+            m.moe.expert_ffn.abs_diff(b.moe.expert_ffn),
+        ),
+        (
+            Reverse(m.head_dim),
+            m.kv_heads,
+            m.heads,
+            Reverse(m.hidden),
+            m.moe.experts,
+            m.moe.expert_ffn,
+        ),
+    )
+}

@@ -1,0 +1,130 @@
+//! What a grid reports: the JSON contract of `smelt grid`.
+
+use serde::Serialize;
+
+use super::{MatchReport, SearchStats, SparsityPair, match_budget};
+use crate::budget::{GridSpec, Mode};
+use crate::cost::{BudgetKind, PerBudget, Ratios, Residuals};
+use crate::error::Result;
+use crate::spec::ModelSpec;
+
+/// One cell of a grid report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GridCell {
+    /// Scale label.
+    pub scale: String,
+    /// Sparsity label.
+    pub sparsity_label: String,
+    /// Whether the Baseline is sparse (`experts > top_k`).
+    pub sparse: bool,
+    /// The Baseline's model file.
+    pub baseline: ModelSpec,
+    /// The matched looped model file.
+    pub looped: ModelSpec,
+    /// `looped / Baseline` per budget.
+    pub ratios: Ratios,
+    /// `looped / Baseline - 1` per budget.
+    pub residuals: Residuals,
+    /// Weighted |residuals|, largest first: the objective's value.
+    pub score: [f64; 3],
+    /// Sparsity of both models.
+    pub sparsity: SparsityPair,
+    /// Whether the residuals are within the tolerances.
+    pub within_tolerance: bool,
+    /// Budgets outside their tolerance.
+    pub broken: Vec<BudgetKind>,
+    /// Search size.
+    pub lattice: SearchStats,
+}
+
+/// Summary rows of a grid.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GridSummary {
+    /// Number of sparse cells.
+    pub sparse_cells: usize,
+    /// Largest |residual| over the sparse cells.
+    pub max_abs_residual: PerBudget<f64>,
+    /// Mean signed residual over the sparse cells.
+    pub mean_residual: PerBudget<f64>,
+    /// Cells (all of them) in which the looped model gets more of the budget.
+    pub looped_gets_more: PerBudget<usize>,
+    /// Cells within tolerance.
+    pub within_tolerance: usize,
+}
+
+/// The result of matching a grid: `smelt grid --format json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GridReport {
+    /// The grid's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `two-sided` or `conservative`.
+    pub mode: Mode,
+    /// One entry per cell, in file order.
+    pub cells: Vec<GridCell>,
+    /// Summary over the cells.
+    pub summary: GridSummary,
+}
+
+impl GridSummary {
+    fn of(cells: &[GridCell]) -> Self {
+        let sparse: Vec<&Residuals> = cells
+            .iter()
+            .filter(|c| c.sparse)
+            .map(|c| &c.residuals)
+            .collect();
+        let max_abs_residual =
+            PerBudget::from_fn(|k| sparse.iter().map(|r| r.get(k).abs()).fold(0.0, f64::max));
+        let mean_residual = PerBudget::from_fn(|k| {
+            if sparse.is_empty() {
+                0.0
+            } else {
+                sparse.iter().map(|r| *r.get(k)).sum::<f64>() / sparse.len() as f64
+            }
+        });
+        let looped_gets_more =
+            PerBudget::from_fn(|k| cells.iter().filter(|c| *c.residuals.get(k) > 0.0).count());
+        Self {
+            sparse_cells: sparse.len(),
+            max_abs_residual,
+            mean_residual,
+            looped_gets_more,
+            within_tolerance: cells.iter().filter(|c| c.within_tolerance).count(),
+        }
+    }
+}
+
+/// Matches every cell of `grid`, in parallel (the output does not depend on the number of
+/// threads).
+pub fn match_grid(grid: &GridSpec) -> Result<GridReport> {
+    let results = crate::par::map(&grid.cells, |cell| match_budget(&cell.budget, 1));
+    let mut cells = Vec::with_capacity(grid.cells.len());
+    for (cell, result) in grid.cells.iter().zip(results) {
+        let m: MatchReport = result?;
+        let base = &cell.budget.baseline().model.moe;
+        cells.push(GridCell {
+            scale: cell.scale.clone(),
+            sparsity_label: cell.sparsity.clone(),
+            sparse: base.experts > base.top_k,
+            baseline: m.baseline,
+            looped: m.looped,
+            ratios: m.ratios,
+            residuals: m.residuals,
+            score: m.score,
+            sparsity: m.sparsity,
+            within_tolerance: m.within_tolerance,
+            broken: m.broken,
+            lattice: m.lattice,
+        });
+    }
+    let summary = GridSummary::of(&cells);
+    Ok(GridReport {
+        name: grid.name.clone(),
+        mode: grid
+            .cells
+            .first()
+            .map_or(Mode::TwoSided, |c| c.budget.mode()),
+        cells,
+        summary,
+    })
+}

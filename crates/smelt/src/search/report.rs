@@ -1,0 +1,130 @@
+//! What a match reports: the JSON contract of `smelt match`.
+
+use serde::Serialize;
+
+use super::{Candidate, SearchStats, model_spec, solve};
+use crate::budget::{Budget, Mode, Tolerance, broken, serialize_tolerance};
+use crate::cost::{BudgetKind, Budgets, Ratios, Residuals, cost, cost_against};
+use crate::error::Result;
+use crate::spec::{Model, ModelSpec};
+
+/// Compute-equivalent sparsity of both models, each against the Baseline's control.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SparsityPair {
+    /// The Baseline's `S`.
+    pub baseline: f64,
+    /// The looped model's `S`.
+    pub looped: f64,
+}
+
+/// The two models' budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BudgetPair {
+    /// The Baseline's.
+    pub baseline: Budgets,
+    /// The looped model's.
+    pub looped: Budgets,
+}
+
+/// A runner-up configuration (`--top N`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alternative {
+    /// 1-based rank (1 is the optimum).
+    pub rank: usize,
+    /// The architecture.
+    pub model: Model,
+    /// Signed residuals.
+    pub residuals: Residuals,
+    /// Weighted |residuals|, largest first.
+    pub score: [f64; 3],
+}
+
+/// The result of matching one budget: `smelt match --format json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MatchReport {
+    /// The budget's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `two-sided` or `conservative`.
+    pub mode: Mode,
+    /// The Baseline's model file.
+    pub baseline: ModelSpec,
+    /// The matched looped model file (valid input to `smelt cost`).
+    pub looped: ModelSpec,
+    /// Both models' budgets.
+    pub budgets: BudgetPair,
+    /// `looped / Baseline - 1` per budget.
+    pub residuals: Residuals,
+    /// `looped / Baseline` per budget.
+    pub ratios: Ratios,
+    /// Weighted |residuals|, largest first: the objective's value.
+    pub score: [f64; 3],
+    /// Sparsity of both models.
+    pub sparsity: SparsityPair,
+    /// The tolerances asked for (only those set).
+    #[serde(serialize_with = "serialize_tolerance")]
+    pub tolerance: Tolerance,
+    /// Whether every residual is within its tolerance.
+    pub within_tolerance: bool,
+    /// The budgets whose residual is outside its tolerance.
+    pub broken: Vec<BudgetKind>,
+    /// Search size.
+    pub lattice: SearchStats,
+    /// The best configurations in order, the optimum first (only with `--top N`, N > 1).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranked: Vec<Alternative>,
+}
+
+fn report(
+    budget: &Budget,
+    best: &Candidate,
+    ranked: &[Candidate],
+    stats: SearchStats,
+    base: Budgets,
+) -> Result<MatchReport> {
+    let looped = model_spec(budget, best);
+    let s_base = cost(budget.baseline())?.sparsity.s;
+    let s_looped = cost_against(&looped, budget.baseline())?.sparsity.s;
+    let broken = broken(budget.tolerance(), &best.residuals);
+    Ok(MatchReport {
+        name: budget.name().map(str::to_owned),
+        mode: budget.mode(),
+        baseline: budget.baseline().clone(),
+        looped,
+        budgets: BudgetPair {
+            baseline: base,
+            looped: best.budgets,
+        },
+        residuals: best.residuals,
+        ratios: best.residuals.map(|r| 1.0 + r),
+        score: best.score,
+        sparsity: SparsityPair {
+            baseline: s_base,
+            looped: s_looped,
+        },
+        tolerance: *budget.tolerance(),
+        within_tolerance: broken.is_empty(),
+        broken,
+        lattice: stats,
+        ranked: if ranked.len() > 1 {
+            ranked
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Alternative {
+                    rank: i + 1,
+                    model: c.model.clone(),
+                    residuals: c.residuals,
+                    score: c.score,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+/// Matches `budget`, keeping the `top` best configurations.
+pub fn match_budget(budget: &Budget, top: usize) -> Result<MatchReport> {
+    let sol = solve(budget, top)?;
+    report(budget, sol.best(), &sol.ranked, sol.stats, sol.baseline)
+}

@@ -1,0 +1,153 @@
+//! The paper's ablations: one recipe knob varied, every candidate re-matched to the same
+//! Baseline. The JSON contract of `smelt sweep`.
+
+use serde::Serialize;
+
+use super::{SparsityPair, match_budget};
+use crate::budget::{Budget, Span};
+use crate::cost::{Ratios, Residuals};
+use crate::error::{Error, Result};
+use crate::names::named_enum;
+use crate::spec::ModelSpec;
+
+named_enum! {
+    /// Which recipe knob a sweep varies.
+    pub enum Knob: "knob" {
+        /// Looped layers (0: no loop).
+        Span = "span",
+        /// Physical layers of the looped model (the loop stays "half, middle" or as given).
+        Depth = "depth",
+        /// Executions of the looped block.
+        Repeats = "repeats",
+    }
+}
+
+/// Most values one sweep takes.
+pub const MAX_SWEEP_VALUES: usize = 1024;
+
+/// Parses a sweep's values: `a..=b`, `a..b`, `n`, and comma-separated lists of them
+/// (`0..=12`, `8,10,12`, `1,2..=4`); `field` names them in errors.
+pub fn parse_values(field: &str, text: &str) -> Result<Vec<u64>> {
+    let bad = |why: String| Error::invalid(field, why);
+    let num = |s: &str| -> Result<u64> {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| bad(format!("'{}' is not a non-negative integer", s.trim())))
+    };
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(bad(format!("empty item in '{text}'")));
+        }
+        let (lo, hi) = if let Some((a, b)) = part.split_once("..=") {
+            (num(a)?, num(b)?)
+        } else if let Some((a, b)) = part.split_once("..") {
+            let b = num(b)?;
+            (
+                num(a)?,
+                b.checked_sub(1)
+                    .ok_or_else(|| bad(format!("the range '{part}' is empty")))?,
+            )
+        } else {
+            let v = num(part)?;
+            (v, v)
+        };
+        if lo > hi {
+            return Err(bad(format!("the range '{part}' is empty")));
+        }
+        if hi - lo >= MAX_SWEEP_VALUES as u64 || out.len() + (hi - lo) as usize >= MAX_SWEEP_VALUES
+        {
+            return Err(bad(format!("at most {MAX_SWEEP_VALUES} values")));
+        }
+        out.extend(lo..=hi);
+    }
+    Ok(out)
+}
+
+/// One row of a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepRow {
+    /// The knob's value.
+    pub value: u64,
+    /// Layer executions of the matched model.
+    pub layer_executions: u64,
+    /// The matched looped model file.
+    pub looped: ModelSpec,
+    /// `looped / Baseline` per budget.
+    pub ratios: Ratios,
+    /// `looped / Baseline - 1` per budget.
+    pub residuals: Residuals,
+    /// Sparsity of both models.
+    pub sparsity: SparsityPair,
+    /// Whether the residuals are within the tolerances.
+    pub within_tolerance: bool,
+}
+
+/// The result of a sweep: `smelt sweep --format json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepReport {
+    /// The budget's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The knob varied.
+    pub knob: Knob,
+    /// The Baseline every candidate is matched to.
+    pub baseline: ModelSpec,
+    /// One row per value, in the order given.
+    pub rows: Vec<SweepRow>,
+}
+
+/// Re-matches `budget` for every `value` of `knob`.
+pub fn sweep(budget: &Budget, knob: Knob, values: &[u64]) -> Result<SweepReport> {
+    let mut rows = Vec::with_capacity(values.len());
+    for &v in values {
+        let at = |e: Error| Error::invalid(format!("sweep {} = {v}", knob.as_str()), e.to_string());
+        let mut recipe = *budget.recipe();
+        match knob {
+            Knob::Span => recipe.span = Span::Layers(v),
+            Knob::Depth => recipe.layers = Some(v),
+            Knob::Repeats => recipe.repeats = v,
+        }
+        let b = budget.with_recipe(recipe).map_err(at)?;
+        let m = match_budget(&b, 1).map_err(at)?;
+        rows.push(SweepRow {
+            value: v,
+            layer_executions: m.looped.model.executions(),
+            looped: m.looped,
+            ratios: m.ratios,
+            residuals: m.residuals,
+            sparsity: m.sparsity,
+            within_tolerance: m.within_tolerance,
+        });
+    }
+    Ok(SweepReport {
+        name: budget.name().map(str::to_owned),
+        knob,
+        baseline: budget.baseline().clone(),
+        rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_values;
+
+    #[test]
+    fn values_parse() {
+        assert_eq!(parse_values("span", "0..=3").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_values("span", "0..3").unwrap(), vec![0, 1, 2]);
+        assert_eq!(parse_values("depth", "8,10, 12").unwrap(), vec![8, 10, 12]);
+        assert_eq!(parse_values("repeats", "1,2..=3").unwrap(), vec![1, 2, 3]);
+        for bad in [
+            "3..=1",
+            "a",
+            "1,,2",
+            "0..0",
+            "0..=100000",
+            "0..=18446744073709551615",
+        ] {
+            let e = parse_values("--span", bad).unwrap_err().to_string();
+            assert!(e.starts_with("--span: "), "{e}");
+        }
+    }
+}

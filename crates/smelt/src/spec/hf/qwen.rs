@@ -1,0 +1,151 @@
+//! `qwen2_moe` and `qwen3_moe`: routed experts, dense layers by Qwen's rule, a sliding window
+//! only when `use_sliding_window` is true (Transformers' default is false). Qwen1.5/2-MoE adds
+//! one shared expert behind a sigmoid gate and Q/K/V biases; Qwen3-MoE a per-head q/k norm and
+//! optional biases on Q, K, V and O.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Common, Family, Parts, Support, qwen_dense_layers, refuse, yes};
+use crate::error::{Error, Result};
+use crate::spec::{AttentionBias, Model, QkNorm};
+
+fn one() -> u64 {
+    1
+}
+
+/// The keys both Qwen MoE families read besides the expert count.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Qwen {
+    moe_intermediate_size: u64,
+    #[serde(default = "one")]
+    decoder_sparse_step: u64,
+    #[serde(default)]
+    mlp_only_layers: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    intermediate_size: Option<u64>,
+    #[serde(default)]
+    use_sliding_window: bool,
+    #[serde(default, skip_serializing)]
+    sliding_window: Option<u64>,
+}
+
+impl Qwen {
+    fn parts(&self, c: &Common, experts: u64, qk: QkNorm, bias: AttentionBias) -> Result<Parts> {
+        if self.use_sliding_window && self.sliding_window.is_some() {
+            return Err(refuse(
+                "use_sliding_window",
+                "sliding-window attention bounds the keys a query attends and the KV cache",
+            ));
+        }
+        Ok(Parts {
+            experts,
+            expert_ffn: self.moe_intermediate_size,
+            qk_norm: qk,
+            attention_bias: bias,
+            shared: None,
+            dense: qwen_dense_layers(
+                c.num_hidden_layers,
+                self.decoder_sparse_step,
+                &self.mlp_only_layers,
+                self.intermediate_size,
+            )?,
+        })
+    }
+
+    pub(super) fn of(m: &Model) -> Self {
+        Self {
+            moe_intermediate_size: m.moe.expert_ffn,
+            decoder_sparse_step: 1,
+            mlp_only_layers: m
+                .dense
+                .as_ref()
+                .map(|d| d.layers.iter().map(|l| l - 1).collect())
+                .unwrap_or_default(),
+            intermediate_size: m.dense.as_ref().map(|d| d.ffn),
+            use_sliding_window: false,
+            sliding_window: None,
+        }
+    }
+}
+
+/// The keys only `qwen2_moe` reads.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Qwen2Moe {
+    num_experts: u64,
+    shared_expert_intermediate_size: u64,
+    #[serde(default = "yes")]
+    qkv_bias: bool,
+}
+
+impl Qwen2Moe {
+    const SUPPORT: Support = Support::new(
+        QkNorm::None,
+        &[AttentionBias::None, AttentionBias::Qkv],
+        true,
+        true,
+    );
+
+    pub(super) fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
+        if self.shared_expert_intermediate_size == 0 {
+            return Err(Error::invalid(
+                "config.json: shared_expert_intermediate_size",
+                "must be at least 1: qwen2_moe always has a gated shared expert",
+            ));
+        }
+        let bias = if self.qkv_bias {
+            AttentionBias::Qkv
+        } else {
+            AttentionBias::None
+        };
+        Ok(Parts {
+            shared: Some(self.shared_expert_intermediate_size),
+            ..qwen.parts(c, self.num_experts, QkNorm::None, bias)?
+        })
+    }
+
+    pub(super) fn of(m: &Model) -> Result<Self> {
+        Self::SUPPORT.check(m, Family::Qwen2Moe)?;
+        Ok(Self {
+            num_experts: m.moe.experts,
+            // One gated shared expert of width s * f_s is, to the multiply-add, s shared
+            // experts of width f_s behind one gate.
+            shared_expert_intermediate_size: m.moe.shared_experts * m.moe.shared_ffn,
+            qkv_bias: m.attention_bias == AttentionBias::Qkv,
+        })
+    }
+}
+
+/// The keys only `qwen3_moe` reads.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Qwen3Moe {
+    /// Newer Transformers releases call it `num_local_experts`.
+    #[serde(alias = "num_local_experts")]
+    num_experts: u64,
+    #[serde(default)]
+    attention_bias: bool,
+}
+
+impl Qwen3Moe {
+    /// Keys read under another name.
+    pub(super) const ALIASES: &'static [&'static str] = &["num_local_experts"];
+
+    const SUPPORT: Support = Support::new(
+        QkNorm::PerHead,
+        &[AttentionBias::None, AttentionBias::All],
+        false,
+        true,
+    );
+
+    pub(super) fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
+        let bias = AttentionBias::all_if(self.attention_bias);
+        qwen.parts(c, self.num_experts, QkNorm::PerHead, bias)
+    }
+
+    pub(super) fn of(m: &Model) -> Result<Self> {
+        Self::SUPPORT.check(m, Family::Qwen3Moe)?;
+        Ok(Self {
+            num_experts: m.moe.experts,
+            attention_bias: m.attention_bias == AttentionBias::All,
+        })
+    }
+}

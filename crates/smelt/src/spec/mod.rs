@@ -1,0 +1,471 @@
+//! Model files: the architecture, the workload it is costed at, and what is counted.
+//!
+//! A model file is TOML with unknown keys denied, so a typo fails loudly:
+//!
+//! ```toml
+//! name = "base-200m-s95"            # optional
+//! [model]
+//! layers = 12
+//! hidden = 1280
+//! heads = 16
+//! kv_heads = 2
+//! head_dim = 80
+//! [model.moe]
+//! experts = 192
+//! top_k = 8
+//! expert_ffn = 432
+//! # shared_experts = 1, shared_ffn = 5632, shared_gate = true   # optional
+//! # [model.dense]                    # optional: layers with a dense FFN instead
+//! # layers = [1]                     # 1-based
+//! # ffn = 5632
+//! [model.loop]                       # optional: absent means not looped
+//! first = 4                          # 1-based first looped layer
+//! span = 6
+//! repeats = 2
+//! [workload]
+//! context = 4096
+//! mean_doc_len = 991                 # or doc_lengths = [[length, count], ...]
+//! attention = "causal"               # or "dense"
+//! kv_dtype_bytes = 2
+//! ```
+//!
+//! [`ModelSpec::from_toml_str`] parses and validates; [`ModelSpec::validate`] checks a spec
+//! built in code. Validation names the field and the rule it breaks, and bounds every size
+//! (see the `MAX_*` constants) so that no count can silently wrap.
+
+pub mod hf;
+mod validate;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::names::named_enum;
+
+/// Largest accepted width (`hidden`, `head_dim`, `expert_ffn`, `shared_ffn`).
+pub const MAX_WIDTH: u64 = 1 << 20;
+/// Largest accepted count of layers, heads, shared experts or `top_k`.
+pub const MAX_COUNT: u64 = 1 << 16;
+/// Largest accepted number of routed experts per layer.
+pub const MAX_EXPERTS: u64 = 1 << 20;
+/// Largest accepted loop repeat count.
+pub const MAX_REPEATS: u64 = 1 << 10;
+/// Largest accepted vocabulary.
+pub const MAX_VOCAB: u64 = 1 << 24;
+/// Largest accepted context (and so document) length in tokens.
+pub const MAX_CONTEXT: u64 = 1 << 24;
+/// Largest accepted number of tokens described by a document-length histogram.
+pub const MAX_HISTOGRAM_TOKENS: u64 = 1 << 50;
+
+/// A model file: architecture, workload and counting options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// Optional display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The architecture.
+    pub model: Model,
+    /// What the attention cost and KV cache are evaluated at.
+    pub workload: Workload,
+    /// What is counted beyond the non-embedding defaults.
+    #[serde(default, skip_serializing_if = "Counting::is_default")]
+    pub counting: Counting,
+}
+
+/// A decoder-only, pre-norm MoE Transformer: every layer is GQA attention followed by the
+/// MoE FFN, or a dense SwiGLU FFN in the layers `dense` lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    /// Physical layers `L`.
+    pub layers: u64,
+    /// Hidden size `H` (the residual stream width).
+    pub hidden: u64,
+    /// Query heads.
+    pub heads: u64,
+    /// Key/value heads; must divide `heads` (GQA).
+    pub kv_heads: u64,
+    /// Width of one head. The query width `heads * head_dim` need not equal `hidden`.
+    pub head_dim: u64,
+    /// Vocabulary size; only used when `[counting]` counts embeddings or the LM head.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vocab: u64,
+    /// Whether the LM head shares the embedding matrix (counted once when both are counted).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tie_embeddings: bool,
+    /// RMSNorm on queries and keys: parameters only (norms cost no counted FLOPs).
+    #[serde(default, skip_serializing_if = "QkNorm::is_none")]
+    pub qk_norm: QkNorm,
+    /// Biases on the attention projections: parameters only (bias adds cost no counted
+    /// FLOPs).
+    #[serde(default, skip_serializing_if = "AttentionBias::is_none")]
+    pub attention_bias: AttentionBias,
+    /// The Mixture-of-Experts FFN of every layer not listed in `dense`.
+    pub moe: Moe,
+    /// Layers whose FFN is one dense SwiGLU instead of the MoE (none when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense: Option<Dense>,
+    /// The looped block, if any.
+    #[serde(rename = "loop", default, skip_serializing_if = "Option::is_none")]
+    pub looping: Option<Loop>,
+}
+
+/// The MoE FFN: routed SwiGLU experts, `top_k` active, plus optional shared experts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Moe {
+    /// Routed experts per layer.
+    pub experts: u64,
+    /// Routed experts each token uses.
+    pub top_k: u64,
+    /// SwiGLU width of one routed expert (3 matrices of `hidden x expert_ffn`).
+    pub expert_ffn: u64,
+    /// Always-active shared experts per layer.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shared_experts: u64,
+    /// SwiGLU width of one shared expert.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shared_ffn: u64,
+    /// A sigmoid gate on the shared experts' output (Qwen1.5/2-MoE): one `hidden x 1`
+    /// linear per layer, `hidden` parameters and `2 * hidden` FLOPs per token.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub shared_gate: bool,
+}
+
+/// Layers whose FFN is a dense SwiGLU of width `ffn` (3 matrices of `hidden x ffn`), with no
+/// router, routed or shared experts: Qwen's `mlp_only_layers` and `decoder_sparse_step`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dense {
+    /// 1-based indices of the dense layers, strictly increasing.
+    pub layers: Vec<u64>,
+    /// SwiGLU width of the dense FFN.
+    pub ffn: u64,
+}
+
+/// A contiguous block of `span` layers starting at 1-based layer `first`, executed
+/// `repeats` times back-to-back with shared weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Loop {
+    /// 1-based index of the first looped layer.
+    pub first: u64,
+    /// Number of looped layers.
+    pub span: u64,
+    /// Executions of the block (1 = not looped).
+    pub repeats: u64,
+    /// Scale of each sub-layer residual update inside the block. No cost effect; part of
+    /// the configuration a launcher builds. Default `1 / repeats` (SMELT's choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residual_scale: Option<f64>,
+}
+
+impl Loop {
+    /// The residual scale in force: the explicit one, or `1 / repeats`.
+    pub fn residual_scale(&self) -> f64 {
+        self.residual_scale
+            .unwrap_or_else(|| 1.0 / self.repeats.max(1) as f64)
+    }
+
+    /// Extra layer executions the loop adds: `(repeats - 1) * span`.
+    pub fn extra_executions(&self) -> u64 {
+        self.repeats.saturating_sub(1).saturating_mul(self.span)
+    }
+}
+
+/// Query/key normalisation, as some families use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QkNorm {
+    /// No q/k norm.
+    #[default]
+    None,
+    /// One RMSNorm of width `head_dim` for queries and one for keys, shared across heads
+    /// (Qwen3 style): `2 * head_dim` parameters per layer.
+    PerHead,
+    /// RMSNorm over the whole q and k projections (OLMoE style):
+    /// `(heads + kv_heads) * head_dim` parameters per layer.
+    Full,
+}
+
+impl QkNorm {
+    fn is_none(&self) -> bool {
+        *self == QkNorm::None
+    }
+}
+
+/// Biases on the attention projections, as some families use them. A bias add costs no
+/// counted FLOPs; its parameters are counted with the attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionBias {
+    /// No biases.
+    #[default]
+    None,
+    /// Biases on the Q, K and V projections, not O (Qwen1.5/2):
+    /// `(heads + 2 * kv_heads) * head_dim` parameters per layer.
+    Qkv,
+    /// Biases on Q, K, V and O (`attention_bias = true` in Qwen3-MoE and OLMoE):
+    /// `(heads + 2 * kv_heads) * head_dim + hidden` parameters per layer.
+    All,
+}
+
+impl AttentionBias {
+    fn is_none(&self) -> bool {
+        *self == AttentionBias::None
+    }
+
+    /// [`AttentionBias::All`] when `on`, else none (a family's `attention_bias = true`).
+    pub fn all_if(on: bool) -> Self {
+        if on {
+            AttentionBias::All
+        } else {
+            AttentionBias::None
+        }
+    }
+}
+
+named_enum! {
+    /// How many keys a query attends inside its document.
+    #[derive(Default)]
+    pub enum Attention: "attention" {
+        /// Causal: the `t`-th token of a document attends `t` keys (mean `(T+1)/2`).
+        #[default]
+        Causal = "causal",
+        /// Dense: every token attends all `T` keys of its document (what most FLOP
+        /// counters, e.g. PyTorch's `FlopCounterMode`, count for a masked attention).
+        Dense = "dense",
+    }
+}
+
+/// The sequences a model is costed on: packed `context`-token sequences of documents, with
+/// a document (segment) mask, so attention stays inside each document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Packed sequence length in tokens; no document may be longer.
+    pub context: u64,
+    /// Mean document length in tokens (the paper's shortcut). Exactly one of this and
+    /// `doc_lengths` must be given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_doc_len: Option<u64>,
+    /// A document-length histogram, `[[length, count], ...]`: costed exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc_lengths: Option<Vec<[u64; 2]>>,
+    /// Causal or dense attention inside a document.
+    #[serde(default)]
+    pub attention: Attention,
+    /// Bytes per KV-cache element (2 for bf16).
+    #[serde(default = "default_kv_bytes")]
+    pub kv_dtype_bytes: u64,
+}
+
+/// What is counted in addition to the non-embedding defaults. Both default to `false`:
+/// the brief's `N` and `F` exclude embeddings and the LM head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counting {
+    /// Count the input embedding (`vocab * hidden` parameters; a lookup costs no FLOPs).
+    #[serde(default)]
+    pub embeddings: bool,
+    /// Count the LM head (`vocab * hidden` parameters, `2 * hidden * vocab` forward FLOPs
+    /// per token, once per token, not per layer execution).
+    #[serde(default)]
+    pub lm_head: bool,
+}
+
+impl Counting {
+    fn is_default(&self) -> bool {
+        *self == Counting::default()
+    }
+}
+
+fn default_kv_bytes() -> u64 {
+    2
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+impl Model {
+    /// Layer executions per forward pass: `layers + (repeats - 1) * span`.
+    pub fn executions(&self) -> u64 {
+        self.layers
+            .saturating_add(self.looping.as_ref().map_or(0, |l| l.extra_executions()))
+    }
+
+    /// Physical layers with a dense FFN.
+    pub fn dense_layers(&self) -> u64 {
+        self.dense.as_ref().map_or(0, |d| d.layers.len() as u64)
+    }
+
+    /// Executions of dense layers per forward pass (a looped dense layer counts each visit).
+    pub fn dense_executions(&self) -> u64 {
+        let Some(d) = &self.dense else { return 0 };
+        let looped = self.looping.as_ref().map_or(0, |l| {
+            let inside = d
+                .layers
+                .iter()
+                .filter(|&&i| i >= l.first && i < l.first.saturating_add(l.span))
+                .count() as u64;
+            inside.saturating_mul(l.repeats.saturating_sub(1))
+        });
+        (d.layers.len() as u64).saturating_add(looped)
+    }
+
+    /// Query width `heads * head_dim`.
+    pub fn q_width(&self) -> u64 {
+        self.heads.saturating_mul(self.head_dim)
+    }
+
+    /// Key (= value) width `kv_heads * head_dim`.
+    pub fn kv_width(&self) -> u64 {
+        self.kv_heads.saturating_mul(self.head_dim)
+    }
+
+    /// The order in which physical layers (0-based) execute in one forward pass.
+    pub fn execution_order(&self) -> Vec<u64> {
+        let mut order = Vec::new();
+        match &self.looping {
+            None => order.extend(0..self.layers),
+            Some(l) => {
+                let start = l.first - 1;
+                let end = start + l.span;
+                order.extend(0..start);
+                for _ in 0..l.repeats {
+                    order.extend(start..end);
+                }
+                order.extend(end..self.layers);
+            }
+        }
+        order
+    }
+}
+
+impl ModelSpec {
+    /// Parses and validates a model file's text.
+    pub fn from_toml_str(text: &str) -> Result<Self> {
+        let spec: ModelSpec = toml::from_str(text).map_err(|e| Error::Parse {
+            message: e.to_string(),
+        })?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Parses and validates a model spec given as JSON (the model file's structure).
+    pub fn from_json_str(text: &str) -> Result<Self> {
+        let spec: ModelSpec = serde_json::from_str(text).map_err(|e| Error::Parse {
+            message: format!("JSON: {e}"),
+        })?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// The workload an imported `config.json` is costed at unless told otherwise: 4096-token
+    /// packed sequences, causal attention at a mean document length of 991 tokens, bf16 KV.
+    pub fn default_workload() -> Workload {
+        Workload {
+            context: 4096,
+            mean_doc_len: Some(991),
+            doc_lengths: None,
+            attention: Attention::Causal,
+            kv_dtype_bytes: 2,
+        }
+    }
+
+    /// Reads, parses and validates a model file; a `.json` file is imported as a Hugging
+    /// Face `config.json` ([`hf`]) at [`ModelSpec::default_workload`].
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = crate::io::read_to_string(path)?;
+        if path.extension().is_some_and(|e| e == "json") {
+            return hf::import(&text, Self::default_workload());
+        }
+        Self::from_toml_str(&text)
+    }
+
+    /// The spec as a model file (TOML), which [`ModelSpec::from_toml_str`] reads back.
+    pub fn to_toml_string(&self) -> Result<String> {
+        toml::to_string(self).map_err(|e| Error::serialize("the model file", e))
+    }
+
+    /// The fully-activated control of brief §3: same shapes, not looped, `experts = top_k`.
+    pub fn control(&self) -> ModelSpec {
+        let mut c = self.clone();
+        c.name = Some(format!(
+            "control of {}",
+            self.name.as_deref().unwrap_or("model")
+        ));
+        c.model.looping = None;
+        c.model.moe.experts = c.model.moe.top_k;
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small model with every optional section.
+    const SMALL: &str = r#"
+name = "small"
+[model]
+layers = 4
+hidden = 64
+heads = 4
+kv_heads = 1
+head_dim = 16
+qk_norm = "per_head"
+[model.moe]
+experts = 8
+top_k = 2
+expert_ffn = 32
+shared_experts = 1
+shared_ffn = 32
+shared_gate = true
+[model.dense]
+layers = [1]
+ffn = 128
+[model.loop]
+first = 2
+span = 2
+repeats = 2
+[workload]
+context = 256
+doc_lengths = [[100, 2], [56, 1]]
+attention = "dense"
+"#;
+
+    #[test]
+    fn parses_and_round_trips() {
+        let spec = ModelSpec::from_toml_str(SMALL).unwrap();
+        assert_eq!(spec.workload.attention, Attention::Dense);
+        assert_eq!(spec.workload.kv_dtype_bytes, 2);
+        let text = spec.to_toml_string().unwrap();
+        assert_eq!(ModelSpec::from_toml_str(&text).unwrap(), spec);
+    }
+
+    #[test]
+    fn execution_order_repeats_the_block() {
+        let mut spec = ModelSpec::from_toml_str(SMALL).unwrap();
+        spec.model.layers = 5;
+        spec.model.looping = Some(Loop {
+            first: 2,
+            span: 2,
+            repeats: 3,
+            residual_scale: None,
+        });
+        assert_eq!(
+            spec.model.execution_order(),
+            vec![0, 1, 2, 1, 2, 1, 2, 3, 4]
+        );
+        assert_eq!(spec.model.executions(), 9);
+    }
+}

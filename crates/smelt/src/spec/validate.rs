@@ -1,0 +1,230 @@
+//! The rules a model file must follow, each error naming the field (a dotted path) and the
+//! rule. Every size is bounded (the `MAX_*` constants) so that no count can silently wrap
+//! and no loop runs over an absurd range.
+
+use super::{
+    MAX_CONTEXT, MAX_COUNT, MAX_EXPERTS, MAX_HISTOGRAM_TOKENS, MAX_REPEATS, MAX_VOCAB, MAX_WIDTH,
+};
+use super::{Model, ModelSpec, Workload};
+use crate::error::{Error, Result};
+
+/// `Ok` when `ok`, else the field and the rule `rule()` describes.
+fn ensure(ok: bool, field: &str, rule: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(field, rule()))
+    }
+}
+
+pub(super) fn positive(field: &str, value: u64, max: u64) -> Result<()> {
+    if value == 0 {
+        return Err(Error::invalid(field, "must be at least 1"));
+    }
+    at_most(field, value, max)
+}
+
+pub(super) fn at_most(field: &str, value: u64, max: u64) -> Result<()> {
+    if value > max {
+        return Err(Error::invalid(
+            field,
+            format!("must be at most {max} (got {value}): absurdly large"),
+        ));
+    }
+    Ok(())
+}
+
+impl Model {
+    /// Checks every rule on the architecture; the error names the field and the rule.
+    pub fn validate(&self) -> Result<()> {
+        positive("model.layers", self.layers, MAX_COUNT)?;
+        positive("model.hidden", self.hidden, MAX_WIDTH)?;
+        positive("model.heads", self.heads, MAX_COUNT)?;
+        positive("model.kv_heads", self.kv_heads, MAX_COUNT)?;
+        positive("model.head_dim", self.head_dim, MAX_WIDTH)?;
+        ensure(
+            self.heads.is_multiple_of(self.kv_heads),
+            "model.kv_heads",
+            || {
+                format!(
+                    "must divide model.heads ({}); got {}",
+                    self.heads, self.kv_heads
+                )
+            },
+        )?;
+        at_most("model.vocab", self.vocab, MAX_VOCAB)?;
+        let moe = &self.moe;
+        positive("model.moe.experts", moe.experts, MAX_EXPERTS)?;
+        positive("model.moe.top_k", moe.top_k, MAX_COUNT)?;
+        positive("model.moe.expert_ffn", moe.expert_ffn, MAX_WIDTH)?;
+        ensure(moe.top_k <= moe.experts, "model.moe.top_k", || {
+            format!(
+                "must not exceed model.moe.experts ({}); got {}",
+                moe.experts, moe.top_k
+            )
+        })?;
+        at_most("model.moe.shared_experts", moe.shared_experts, MAX_COUNT)?;
+        at_most("model.moe.shared_ffn", moe.shared_ffn, MAX_WIDTH)?;
+        if (moe.shared_experts == 0) != (moe.shared_ffn == 0) {
+            return Err(Error::invalid(
+                "model.moe.shared_ffn",
+                format!(
+                    "must be positive exactly when model.moe.shared_experts is (shared_experts = {}, shared_ffn = {})",
+                    moe.shared_experts, moe.shared_ffn
+                ),
+            ));
+        }
+        if moe.shared_gate && moe.shared_experts == 0 {
+            return Err(Error::invalid(
+                "model.moe.shared_gate",
+                "gates the shared experts, so model.moe.shared_experts must be at least 1",
+            ));
+        }
+        if let Some(d) = &self.dense {
+            positive("model.dense.ffn", d.ffn, MAX_WIDTH)?;
+            if d.layers.is_empty() {
+                return Err(Error::invalid(
+                    "model.dense.layers",
+                    "must list at least one 1-based layer (omit [model.dense] for none)",
+                ));
+            }
+            for (i, &layer) in d.layers.iter().enumerate() {
+                if layer == 0 || layer > self.layers {
+                    return Err(Error::invalid(
+                        format!("model.dense.layers[{i}]"),
+                        format!(
+                            "must be a 1-based layer between 1 and model.layers ({}); got {layer}",
+                            self.layers
+                        ),
+                    ));
+                }
+                if i > 0 && layer <= d.layers[i - 1] {
+                    return Err(Error::invalid(
+                        format!("model.dense.layers[{i}]"),
+                        format!(
+                            "must be strictly increasing; {layer} follows {}",
+                            d.layers[i - 1]
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(l) = &self.looping {
+            positive("model.loop.first", l.first, MAX_COUNT)?;
+            positive("model.loop.span", l.span, MAX_COUNT)?;
+            positive("model.loop.repeats", l.repeats, MAX_REPEATS)?;
+            let last = l.first + l.span - 1;
+            if last > self.layers {
+                return Err(Error::invalid(
+                    "model.loop",
+                    format!(
+                        "the loop (layers {}..={last}) reaches past the last layer ({})",
+                        l.first, self.layers
+                    ),
+                ));
+            }
+            if let Some(s) = l.residual_scale
+                && !(s.is_finite() && s > 0.0)
+            {
+                return Err(Error::invalid(
+                    "model.loop.residual_scale",
+                    format!("must be a positive finite number (got {s})"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Workload {
+    /// Checks every rule on the workload; the error names the field and the rule.
+    pub fn validate(&self) -> Result<()> {
+        positive("workload.context", self.context, MAX_CONTEXT)?;
+        if !(1..=16).contains(&self.kv_dtype_bytes) {
+            return Err(Error::invalid(
+                "workload.kv_dtype_bytes",
+                format!("must be between 1 and 16 (got {})", self.kv_dtype_bytes),
+            ));
+        }
+        match (&self.mean_doc_len, &self.doc_lengths) {
+            (Some(_), Some(_)) => Err(Error::invalid(
+                "workload",
+                "give either mean_doc_len or doc_lengths, not both",
+            )),
+            (None, None) => Err(Error::invalid(
+                "workload",
+                "give mean_doc_len (tokens) or doc_lengths ([[length, count], ...])",
+            )),
+            (Some(t), None) => {
+                if *t == 0 {
+                    return Err(Error::invalid(
+                        "workload.mean_doc_len",
+                        "must be at least 1",
+                    ));
+                }
+                if *t > self.context {
+                    return Err(Error::invalid(
+                        "workload.mean_doc_len",
+                        format!(
+                            "must not exceed workload.context ({}); got {t}",
+                            self.context
+                        ),
+                    ));
+                }
+                Ok(())
+            }
+            (None, Some(hist)) => {
+                if hist.is_empty() {
+                    return Err(Error::invalid(
+                        "workload.doc_lengths",
+                        "must list at least one [length, count] pair",
+                    ));
+                }
+                let mut tokens: u64 = 0;
+                for (i, &[len, count]) in hist.iter().enumerate() {
+                    let field = format!("workload.doc_lengths[{i}]");
+                    if len == 0 {
+                        return Err(Error::invalid(field, "length must be at least 1"));
+                    }
+                    if len > self.context {
+                        return Err(Error::invalid(
+                            field,
+                            format!("length {len} exceeds workload.context ({})", self.context),
+                        ));
+                    }
+                    if count == 0 {
+                        return Err(Error::invalid(field, "count must be at least 1"));
+                    }
+                    tokens = len
+                        .checked_mul(count)
+                        .and_then(|t| tokens.checked_add(t))
+                        .filter(|&t| t <= MAX_HISTOGRAM_TOKENS)
+                        .ok_or_else(|| {
+                            Error::invalid(
+                                "workload.doc_lengths",
+                                format!(
+                                    "describes more than {MAX_HISTOGRAM_TOKENS} tokens: absurdly large"
+                                ),
+                            )
+                        })?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl ModelSpec {
+    /// Checks every rule on the spec.
+    pub fn validate(&self) -> Result<()> {
+        self.model.validate()?;
+        self.workload.validate()?;
+        if (self.counting.embeddings || self.counting.lm_head) && self.model.vocab == 0 {
+            return Err(Error::invalid(
+                "model.vocab",
+                "must be positive when [counting] counts embeddings or the LM head",
+            ));
+        }
+        Ok(())
+    }
+}

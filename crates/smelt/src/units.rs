@@ -1,0 +1,261 @@
+//! Typed quantities: parameters, FLOPs, KV-cache elements and bytes.
+//!
+//! Each quantity is its own type, so a sum of FLOPs and parameters does not compile. All
+//! arithmetic on them is checked: a count that does not fit returns [`Error::Overflow`]
+//! rather than wrapping.
+//!
+//! Parameters, KV elements and bytes are plain integers. FLOPs *per token* are an exact
+//! non-negative rational number, because the attention core of a causal document of
+//! length `T` costs `(T+1)/2` keys per query on average, and a document-length histogram
+//! gives `Σ T(T+1)/2 / Σ T`: neither is an integer in general. [`Flops`] keeps the fraction
+//! reduced and exact; it is shown as an integer when it is one.
+
+use std::fmt;
+
+use num_rational::Ratio;
+use num_traits::{CheckedAdd, CheckedDiv, CheckedMul};
+use serde::{Serialize, Serializer};
+
+use crate::error::{Error, Result};
+
+/// `a * b`, or [`Error::Overflow`] naming `what`.
+pub(crate) fn mul(a: u64, b: u64, what: &'static str) -> Result<u64> {
+    a.checked_mul(b).ok_or(Error::Overflow { what })
+}
+
+/// The product of `factors`, or [`Error::Overflow`] naming `what`.
+pub(crate) fn product(factors: &[u64], what: &'static str) -> Result<u64> {
+    factors.iter().try_fold(1u64, |acc, &f| mul(acc, f, what))
+}
+
+/// `a + b`, or [`Error::Overflow`] naming `what`.
+pub(crate) fn add(a: u64, b: u64, what: &'static str) -> Result<u64> {
+    a.checked_add(b).ok_or(Error::Overflow { what })
+}
+
+macro_rules! integer_quantity {
+    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(pub u64);
+
+        impl $name {
+            /// Zero.
+            pub const ZERO: Self = Self(0);
+
+            /// Checked sum.
+            pub fn checked_add(self, other: Self) -> Result<Self> {
+                add(self.0, other.0, $what).map(Self)
+            }
+
+            /// Checked multiplication by a count.
+            pub fn checked_mul(self, factor: u64) -> Result<Self> {
+                mul(self.0, factor, $what).map(Self)
+            }
+
+            /// The value as a float, for ratios and display.
+            pub fn as_f64(self) -> f64 {
+                self.0 as f64
+            }
+
+            /// The checked sum of many values.
+            pub fn sum(values: &[Self]) -> Result<Self> {
+                values.iter().try_fold(Self::ZERO, |acc, &v| acc.checked_add(v))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    };
+}
+
+integer_quantity!(
+    /// A number of (non-embedding, unless stated) parameters.
+    Params,
+    "a parameter count"
+);
+integer_quantity!(
+    /// A number of KV-cache elements (keys plus values).
+    KvElements,
+    "a KV-cache element count"
+);
+integer_quantity!(
+    /// A number of bytes.
+    Bytes,
+    "a byte count"
+);
+
+/// FLOPs per token, as an exact reduced fraction (`num_rational::Ratio<u128>`).
+///
+/// Arithmetic is checked ([`Error::Overflow`] instead of a wrap) and comparison is exact
+/// for every pair of values: `Ratio`'s order never rounds and never overflows (it compares
+/// integer parts, then the reciprocals of the fractional parts), which a test checks on
+/// fractions whose cross products do not fit in 128 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Flops(Ratio<u128>);
+
+const FLOPS_OVERFLOW: Error = Error::Overflow {
+    what: "a FLOP count",
+};
+
+impl Flops {
+    /// Zero FLOPs.
+    pub const ZERO: Self = Self(Ratio::new_raw(0, 1));
+
+    /// A whole number of FLOPs.
+    pub fn from_int(n: u64) -> Self {
+        Self(Ratio::from_integer(u128::from(n)))
+    }
+
+    /// `num / den` FLOPs, reduced. `den` must be positive.
+    pub fn ratio(num: u128, den: u128) -> Result<Self> {
+        if den == 0 {
+            return Err(Error::invalid(
+                "flops",
+                "a FLOP ratio needs a positive denominator",
+            ));
+        }
+        Ok(Self(Ratio::new(num, den)))
+    }
+
+    /// Numerator of the reduced fraction.
+    pub fn numer(self) -> u128 {
+        *self.0.numer()
+    }
+
+    /// Denominator of the reduced fraction (1 for a whole number).
+    pub fn denom(self) -> u128 {
+        *self.0.denom()
+    }
+
+    /// The value when it is a whole number that fits in `u64`.
+    pub fn as_integer(self) -> Option<u64> {
+        if self.0.is_integer() {
+            u64::try_from(self.numer()).ok()
+        } else {
+            None
+        }
+    }
+
+    /// The value as a float (nearest), for ratios and display.
+    pub fn as_f64(self) -> f64 {
+        self.numer() as f64 / self.denom() as f64
+    }
+
+    /// Checked exact sum.
+    pub fn checked_add(self, other: Self) -> Result<Self> {
+        self.0.checked_add(&other.0).map(Self).ok_or(FLOPS_OVERFLOW)
+    }
+
+    /// Checked exact multiplication by a whole number.
+    pub fn checked_mul(self, factor: u64) -> Result<Self> {
+        self.0
+            .checked_mul(&Ratio::from_integer(u128::from(factor)))
+            .map(Self)
+            .ok_or(FLOPS_OVERFLOW)
+    }
+
+    /// Checked exact division by a positive whole number.
+    pub fn checked_div(self, divisor: u64) -> Result<Self> {
+        if divisor == 0 {
+            return Err(Error::invalid("flops", "division by zero"));
+        }
+        self.0
+            .checked_div(&Ratio::from_integer(u128::from(divisor)))
+            .map(Self)
+            .ok_or(FLOPS_OVERFLOW)
+    }
+
+    /// The checked exact sum of many values.
+    pub fn sum(values: &[Self]) -> Result<Self> {
+        values
+            .iter()
+            .try_fold(Self::ZERO, |acc, &v| acc.checked_add(v))
+    }
+}
+
+impl Default for Flops {
+    fn default() -> Self {
+        Self::ZERO
+    }
+}
+
+impl fmt::Display for Flops {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_integer() {
+            write!(f, "{}", self.numer())
+        } else {
+            write!(f, "{}/{}", self.numer(), self.denom())
+        }
+    }
+}
+
+/// Serialised as an integer when the value is whole, otherwise as the nearest float.
+impl Serialize for Flops {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        match self.as_integer() {
+            Some(n) => serializer.serialize_u64(n),
+            None => serializer.serialize_f64(self.as_f64()),
+        }
+    }
+}
+
+/// Signed relative residual `value / reference - 1`.
+pub fn relative(value: f64, reference: f64) -> f64 {
+    value / reference - 1.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flops_fractions_reduce_and_add_exactly() {
+        let a = Flops::ratio(6, 4).unwrap();
+        assert_eq!((a.numer(), a.denom()), (3, 2));
+        let b = Flops::ratio(1, 3).unwrap();
+        let s = a.checked_add(b).unwrap();
+        assert_eq!((s.numer(), s.denom()), (11, 6));
+        assert_eq!(s.checked_mul(6).unwrap().as_integer(), Some(11));
+        assert!(Flops::ratio(1, 0).is_err());
+    }
+
+    #[test]
+    fn overflow_is_an_error_not_a_wrap() {
+        assert!(Params(u64::MAX).checked_add(Params(1)).is_err());
+        assert!(Params(u64::MAX / 2 + 1).checked_mul(2).is_err());
+        let big = Flops::ratio(u128::MAX, 1).unwrap();
+        assert!(big.checked_add(Flops::from_int(1)).is_err());
+        assert!(mul(u64::MAX, 2, "x").is_err());
+    }
+
+    #[test]
+    fn flops_order_is_exact() {
+        let a = Flops::ratio(1_000_000_001, 1_000_000_000).unwrap();
+        assert!(a > Flops::from_int(1));
+        assert!(Flops::ratio(1, 3).unwrap() < Flops::ratio(1, 2).unwrap());
+    }
+
+    #[test]
+    fn flops_order_is_exact_where_cross_products_overflow() {
+        // (2^127 - 1) / (2^127 - 2) against (2^127 - 2) / (2^127 - 3): both just above 1,
+        // equal as f64, and their cross products need 254 bits.
+        let big = (1u128 << 127) - 1;
+        let a = Flops::ratio(big, big - 1).unwrap();
+        let b = Flops::ratio(big - 1, big - 2).unwrap();
+        assert_eq!(a.as_f64(), b.as_f64());
+        assert!(big.checked_mul(big - 2).is_none());
+        // 1 + 1/(big-1) < 1 + 1/(big-2)
+        assert!(a < b);
+        assert!(b > a);
+        assert_eq!(a.cmp(&a), std::cmp::Ordering::Equal);
+        // Integer parts decide first, exactly.
+        let c = Flops::ratio(u128::MAX, 2).unwrap();
+        let d = Flops::ratio(u128::MAX - 2, 2).unwrap();
+        assert!(d < c);
+    }
+}

@@ -1,0 +1,265 @@
+//! An executable reference: a tiny forward pass of exactly the architecture the cost model
+//! describes (real matmuls, RMSNorm, q/k norms, attention biases, GQA, document-masked
+//! causal or dense attention, top-k routing to SwiGLU experts, shared experts with or
+//! without a sigmoid gate, dense-FFN layers, the loop executed as configured, an LM head),
+//! which *counts* every multiply-add it performs, every parameter it allocates and every
+//! KV-cache element it stores. Property tests check the analytic counts against it, exactly.
+//!
+//! The reference does not call the library's counting code: it only reads the spec's fields.
+
+mod forward;
+
+use proptest::prelude::*;
+use smelt::{
+    Attention, AttentionBias, Counting, Dense, Loop, Model, ModelSpec, Moe, QkNorm, Workload,
+};
+
+use forward::{Reference, Rng};
+
+/// The documents the reference runs for a workload: the histogram itself, or `repeat`
+/// documents of the mean length.
+fn documents(w: &Workload, repeat: usize) -> Vec<usize> {
+    match (&w.mean_doc_len, &w.doc_lengths) {
+        (Some(t), _) => vec![*t as usize; repeat],
+        (None, Some(hist)) => hist
+            .iter()
+            .flat_map(|&[len, n]| std::iter::repeat_n(len as usize, n as usize))
+            .collect(),
+        (None, None) => unreachable!("validated workloads have one of the two"),
+    }
+}
+
+fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
+    let shape = (
+        1u64..=4, // layers
+        1u64..=6, // hidden
+        1u64..=2, // kv heads
+        1u64..=3, // heads per kv head
+        1u64..=3, // head_dim
+        1u64..=5, // experts
+        1u64..=3, // expert_ffn
+        prop_oneof![Just((0u64, 0u64)), (1u64..=2, 1u64..=3)],
+        prop_oneof![
+            Just(QkNorm::None),
+            Just(QkNorm::PerHead),
+            Just(QkNorm::Full)
+        ],
+    );
+    let extras = (
+        any::<prop::sample::Index>(), // top_k
+        proptest::option::of((
+            any::<prop::sample::Index>(),
+            any::<prop::sample::Index>(),
+            1u64..=3,
+        )),
+        prop_oneof![Just(Attention::Causal), Just(Attention::Dense)],
+        prop_oneof![
+            (1u64..=6).prop_map(|t| (Some(t), None)),
+            prop::collection::vec((1u64..=6, 1u64..=2).prop_map(|(l, n)| [l, n]), 1..=3)
+                .prop_map(|h| (None, Some(h))),
+        ],
+        (any::<bool>(), any::<bool>(), any::<bool>(), 1u64..=5),
+        1usize..=2,
+    );
+    let qwen = (
+        prop_oneof![
+            Just(AttentionBias::None),
+            Just(AttentionBias::Qkv),
+            Just(AttentionBias::All)
+        ],
+        any::<bool>(),                              // shared gate (when shared experts)
+        proptest::option::of((0u64..16, 1u64..=3)), // dense layers (bit mask), dense ffn
+    );
+    (shape, extras, qwen).prop_map(
+        |(
+            (layers, hidden, kv_heads, group, head_dim, experts, ffn, shared, qk_norm),
+            (top_k, looping, attention, (mean, hist), (emb, lm, tie, vocab), repeat),
+            (attention_bias, gate, dense),
+        )| {
+            let dense = dense.and_then(|(mask, ffn)| {
+                let layers: Vec<u64> = (1..=layers)
+                    .filter(|l| mask & (1 << (l - 1)) != 0)
+                    .collect();
+                (!layers.is_empty()).then_some(Dense { layers, ffn })
+            });
+            let looping = looping.map(|(first, span, repeats)| {
+                let first = first.index(layers as usize) as u64 + 1;
+                let span = span.index((layers - first + 1) as usize) as u64 + 1;
+                Loop {
+                    first,
+                    span,
+                    repeats,
+                    residual_scale: None,
+                }
+            });
+            let spec = ModelSpec {
+                name: None,
+                model: Model {
+                    layers,
+                    hidden,
+                    heads: kv_heads * group,
+                    kv_heads,
+                    head_dim,
+                    vocab,
+                    tie_embeddings: tie,
+                    qk_norm,
+                    attention_bias,
+                    moe: Moe {
+                        experts,
+                        top_k: top_k.index(experts as usize) as u64 + 1,
+                        expert_ffn: ffn,
+                        shared_experts: shared.0,
+                        shared_ffn: shared.1,
+                        shared_gate: gate && shared.0 > 0,
+                    },
+                    dense,
+                    looping,
+                },
+                workload: Workload {
+                    context: 8,
+                    mean_doc_len: mean,
+                    doc_lengths: hist,
+                    attention,
+                    kv_dtype_bytes: 2,
+                },
+                counting: Counting {
+                    embeddings: emb,
+                    lm_head: lm,
+                },
+            };
+            (spec, repeat)
+        },
+    )
+}
+
+/// `flops_per_token * tokens`, which must be a whole number of FLOPs.
+fn total(f: smelt::Flops, tokens: u64) -> u64 {
+    f.checked_mul(tokens)
+        .unwrap()
+        .as_integer()
+        .expect("FLOPs over a whole batch are a whole number")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Analytic counts equal the reference's own counts, exactly, component by component.
+    #[test]
+    fn analytic_counts_equal_counted_execution((spec, repeat) in arb_spec()) {
+        spec.validate().unwrap();
+        let mut rng = Rng::new(7);
+        let reference = Reference::new(&spec, &mut rng);
+        let docs = documents(&spec.workload, repeat);
+        let counted = reference.forward(&docs, &mut rng);
+        let cost = smelt::cost(&spec).unwrap();
+        let t = counted.tokens;
+
+        prop_assert_eq!(cost.params.total.0, reference.params());
+        prop_assert_eq!(cost.params.active.0, counted.active_params);
+
+        let b = cost.flops_per_token.forward_breakdown;
+        let m = counted.macs;
+        prop_assert_eq!(total(b.projections, t), 2 * m.projections);
+        prop_assert_eq!(total(b.attention_core, t), 2 * m.attention_core);
+        prop_assert_eq!(total(b.router, t), 2 * m.router);
+        prop_assert_eq!(total(b.experts, t), 2 * m.experts);
+        prop_assert_eq!(total(b.shared, t), 2 * m.shared);
+        prop_assert_eq!(total(b.dense, t), 2 * m.dense);
+        prop_assert_eq!(total(b.lm_head, t), 2 * m.lm_head);
+        prop_assert_eq!(total(cost.flops_per_token.forward, t), 2 * m.total());
+        prop_assert_eq!(total(cost.flops_per_token.training, t), 3 * 2 * m.total());
+
+        prop_assert_eq!(cost.kv_cache_per_token.elements.0 * t, counted.kv_elements);
+        prop_assert_eq!(cost.kv_cache_per_token.bytes.0, 2 * cost.kv_cache_per_token.elements.0);
+        prop_assert_eq!(cost.layer_executions, reference.schedule().len() as u64);
+    }
+
+    /// Looping adds FLOPs and KV cache but never parameters.
+    #[test]
+    fn looping_adds_flops_and_kv_not_params((spec, _) in arb_spec()) {
+        let mut flat = spec.clone();
+        flat.model.looping = None;
+        let (a, b) = (smelt::budgets(&spec).unwrap(), smelt::budgets(&flat).unwrap());
+        prop_assert_eq!(a.params, b.params);
+        let extra = spec.model.looping.as_ref().map_or(0, |l| (l.repeats - 1) * l.span);
+        if extra > 0 {
+            prop_assert!(a.flops > b.flops);
+            prop_assert!(a.kv > b.kv);
+        } else {
+            prop_assert_eq!(a, b);
+        }
+    }
+
+    /// Dense attention never costs less than causal, and costs the same only for
+    /// one-token documents.
+    #[test]
+    fn dense_is_at_least_causal((spec, _) in arb_spec()) {
+        let mut causal = spec.clone();
+        causal.workload.attention = Attention::Causal;
+        let mut dense = spec.clone();
+        dense.workload.attention = Attention::Dense;
+        let (c, d) = (smelt::budgets(&causal).unwrap(), smelt::budgets(&dense).unwrap());
+        prop_assert!(d.flops >= c.flops);
+        let all_single = match (&spec.workload.mean_doc_len, &spec.workload.doc_lengths) {
+            (Some(t), _) => *t == 1,
+            (_, Some(h)) => h.iter().all(|&[l, _]| l == 1),
+            _ => unreachable!(),
+        };
+        prop_assert_eq!(d.flops == c.flops, all_single);
+        prop_assert_eq!(d.params, c.params);
+        prop_assert_eq!(d.kv, c.kv);
+    }
+
+    /// The histogram's exact c̄ is never below the mean-length shortcut (convexity), and
+    /// equals it when all documents have one length.
+    #[test]
+    fn histogram_is_at_least_the_shortcut((spec, _) in arb_spec()) {
+        let cost = smelt::cost(&spec).unwrap();
+        if let Some(s) = &cost.attention.mean_length_shortcut {
+            prop_assert!(s.relative_to_exact <= 1e-12);
+            let hist = spec.workload.doc_lengths.as_ref().unwrap();
+            if hist.iter().all(|&[l, _]| l == hist[0][0]) {
+                prop_assert!(s.relative_to_exact.abs() < 1e-12);
+            }
+        }
+    }
+}
+
+/// A hand-checked case: one causal document of 3 tokens, one layer, width 1 everywhere.
+#[test]
+fn tiny_hand_checked_case() {
+    let spec = ModelSpec::from_toml_str(
+        r#"
+        [model]
+        layers = 1
+        hidden = 1
+        heads = 1
+        kv_heads = 1
+        head_dim = 1
+        [model.moe]
+        experts = 1
+        top_k = 1
+        expert_ffn = 1
+        [workload]
+        context = 3
+        mean_doc_len = 3
+        "#,
+    )
+    .unwrap();
+    let mut rng = Rng::new(1);
+    let r = Reference::new(&spec, &mut rng);
+    let c = r.forward(&[3], &mut rng);
+    // Per token: 4 projection MACs, 1 router MAC, 3 expert MACs; attention pairs 1+2+3 = 6,
+    // each a QKᵀ and a PV multiply-add.
+    assert_eq!(c.macs.projections, 12);
+    assert_eq!(c.macs.attention_core, 12);
+    assert_eq!(c.macs.router, 3);
+    assert_eq!(c.macs.experts, 9);
+    let cost = smelt::cost(&spec).unwrap();
+    // 2 FLOPs x (4 + 1 + 3) + 4 x (3+1)/2 = 16 + 8 = 24 forward FLOPs per token.
+    assert_eq!(cost.flops_per_token.forward.as_integer(), Some(24));
+    assert_eq!(total(cost.flops_per_token.forward, 3), 2 * c.macs.total());
+    // Params: 4 projections + 3 expert + 1 router + 2 norms + 1 final norm.
+    assert_eq!(cost.params.total.0, 11);
+    assert_eq!(r.params(), 11);
+}

@@ -1,0 +1,435 @@
+//! Every validation rule, tested in the library: a bad model, budget or grid file is an
+//! error naming the field (as a dotted path) and the rule. The binary's tests only check
+//! that such errors reach the user (tests/cli.rs, tests/bad_inputs.rs).
+
+mod common;
+
+use std::path::Path;
+
+use common::{BASE_200M as BASE, SMALL_BUDGET as SMALL, budgets_dir};
+use smelt::budget::Budget;
+use smelt::{Error, GridSpec, ModelSpec};
+
+/// One rule: replace `.0` by `.1` in a valid file; the error names `.2` (an
+/// `InvalidSpec` field, or for a parse error a fragment of the message) and contains every
+/// one of `.3`.
+type Case = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+);
+
+/// Checks one case against `result`.
+fn check<T: std::fmt::Debug>(result: smelt::Result<T>, case: &Case) {
+    let (_, to, field, rule) = case;
+    let text = match result {
+        Err(Error::InvalidSpec { field: f, rule: r }) => {
+            assert!(
+                f.contains(field),
+                "{to}: field {f:?}, expected {field:?} ({r})"
+            );
+            r
+        }
+        Err(Error::Parse { message }) => {
+            assert!(
+                message.contains(field),
+                "{to}: expected {field:?} in: {message}"
+            );
+            message
+        }
+        other => panic!("{to}: expected an error on {field}, got {other:?}"),
+    };
+    for n in *rule {
+        assert!(text.contains(n), "{to}: expected {n:?} in: {text}");
+    }
+}
+
+fn model(text: &str) -> smelt::Result<ModelSpec> {
+    ModelSpec::from_toml_str(text).and_then(|s| smelt::cost(&s).map(|_| s))
+}
+
+fn budget(text: &str) -> smelt::Result<Budget> {
+    let text = text.replace("@BUDGETS@/", "");
+    Budget::from_toml_str(&text, Path::new(&budgets_dir()))
+}
+
+fn grid(extra: &str) -> smelt::Result<GridSpec> {
+    let text = format!("name = \"g\"\n{extra}\n[lattice]\nhidden = {{ step = 64 }}\n");
+    GridSpec::from_toml_str(&text, Path::new(&budgets_dir()))
+}
+
+const MODEL_RULES: &[Case] = &[
+    // Parse errors name the key.
+    ("hidden = 1280\n", "", "missing field", &["hidden"]),
+    (
+        "hidden = 1280",
+        "hidden = 1280\nhiden = 3",
+        "unknown field",
+        &["hiden"],
+    ),
+    ("head_dim = 80", "head_dim = -80", "head_dim", &["-80"]),
+    ("layers = 12", "layers = \"twelve\"", "layers", &[]),
+    (
+        "layers = 12",
+        "layers = 99999999999999999999999",
+        "layers",
+        &[],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\nattention_bias = \"qk\"",
+        "attention_bias",
+        &["qkv"],
+    ),
+    (
+        "[workload]",
+        "[model.dense]\nlayers = [1]\n[workload]",
+        "ffn",
+        &[],
+    ),
+    (
+        "mean_doc_len = 991",
+        "doc_lengths = [[100]]",
+        "doc_lengths",
+        &[],
+    ),
+    (
+        "mean_doc_len = 991",
+        "doc_lengths = [[10, -1]]",
+        "doc_lengths",
+        &[],
+    ),
+    // Sizes are positive and bounded.
+    (
+        "hidden = 1280",
+        "hidden = 0",
+        "model.hidden",
+        &["at least 1"],
+    ),
+    (
+        "experts = 192",
+        "experts = 0",
+        "model.moe.experts",
+        &["at least 1"],
+    ),
+    (
+        "hidden = 1280",
+        "hidden = 1000000000000",
+        "model.hidden",
+        &["at most 1048576"],
+    ),
+    // Shapes are consistent.
+    (
+        "kv_heads = 2",
+        "kv_heads = 3",
+        "model.kv_heads",
+        &["must divide model.heads (16)"],
+    ),
+    (
+        "experts = 192",
+        "experts = 4",
+        "model.moe.top_k",
+        &["not exceed model.moe.experts (4)"],
+    ),
+    (
+        "expert_ffn = 432",
+        "expert_ffn = 432\nshared_experts = 1",
+        "model.moe.shared_ffn",
+        &[],
+    ),
+    (
+        "expert_ffn = 432",
+        "expert_ffn = 432\nshared_gate = true",
+        "model.moe.shared_gate",
+        &["shared_experts"],
+    ),
+    (
+        "[workload]",
+        "[counting]\nlm_head = true\n[workload]",
+        "model.vocab",
+        &["must be positive"],
+    ),
+    // The loop fits the depth.
+    (
+        "[workload]",
+        "[model.loop]\nfirst = 10\nspan = 6\nrepeats = 2\n[workload]",
+        "model.loop",
+        &["reaches past the last layer (12)"],
+    ),
+    (
+        "[workload]",
+        "[model.loop]\nfirst = 4\nspan = 6\nrepeats = 0\n[workload]",
+        "model.loop.repeats",
+        &["at least 1"],
+    ),
+    // Dense layers are real, increasing layers.
+    (
+        "[workload]",
+        "[model.dense]\nlayers = [0]\nffn = 64\n[workload]",
+        "model.dense.layers[0]",
+        &["1-based", "got 0"],
+    ),
+    (
+        "[workload]",
+        "[model.dense]\nlayers = [13]\nffn = 64\n[workload]",
+        "model.dense.layers[0]",
+        &["model.layers (12)", "got 13"],
+    ),
+    (
+        "[workload]",
+        "[model.dense]\nlayers = [3, 3]\nffn = 64\n[workload]",
+        "model.dense.layers[1]",
+        &["strictly increasing"],
+    ),
+    (
+        "[workload]",
+        "[model.dense]\nlayers = []\nffn = 64\n[workload]",
+        "model.dense.layers",
+        &["at least one"],
+    ),
+    (
+        "[workload]",
+        "[model.dense]\nlayers = [1]\nffn = 0\n[workload]",
+        "model.dense.ffn",
+        &["at least 1"],
+    ),
+    // The workload has one valid length source.
+    (
+        "mean_doc_len = 991",
+        "mean_doc_len = 5000",
+        "workload.mean_doc_len",
+        &["not exceed workload.context (4096)"],
+    ),
+    (
+        "mean_doc_len = 991",
+        "doc_lengths = []",
+        "workload.doc_lengths",
+        &["at least one"],
+    ),
+    (
+        "mean_doc_len = 991",
+        "doc_lengths = [[0, 3]]",
+        "workload.doc_lengths[0]",
+        &["length must be at least 1"],
+    ),
+    (
+        "mean_doc_len = 991",
+        "doc_lengths = [[10, 3], [5000, 1]]",
+        "workload.doc_lengths[1]",
+        &["exceeds workload.context (4096)"],
+    ),
+    (
+        "mean_doc_len = 991",
+        "doc_lengths = [[10, 0]]",
+        "workload.doc_lengths[0]",
+        &["count"],
+    ),
+    (
+        "mean_doc_len = 991",
+        "doc_lengths = [[4096, 1000000000000000]]",
+        "workload.doc_lengths",
+        &["absurdly large"],
+    ),
+    ("mean_doc_len = 991\n", "", "workload", &["mean_doc_len"]),
+    (
+        "mean_doc_len = 991",
+        "mean_doc_len = 991\ndoc_lengths = [[10, 1]]",
+        "workload",
+        &["not both"],
+    ),
+];
+
+#[test]
+fn model_rules() {
+    for case in MODEL_RULES {
+        check(model(&BASE.replace(case.0, case.1)), case);
+    }
+}
+
+#[test]
+fn counts_that_overflow_are_errors() {
+    let text = BASE
+        .replace("hidden = 1280", "hidden = 1048576")
+        .replace("expert_ffn = 432", "expert_ffn = 1048576")
+        .replace("experts = 192", "experts = 1048576");
+    assert!(matches!(model(&text), Err(Error::Overflow { .. })));
+}
+
+/// An inline Baseline whose kv heads do not divide its heads.
+const INLINE_BAD: &str = "[baseline]\n[baseline.model]\nlayers = 12\nhidden = 1280\nheads = 16\nkv_heads = 3\nhead_dim = 80\n[baseline.model.moe]\nexperts = 192\ntop_k = 8\nexpert_ffn = 432\n[baseline.workload]\ncontext = 4096\nmean_doc_len = 991\n[recipe]";
+
+const BUDGET_RULES: &[Case] = &[
+    // The recipe.
+    (
+        "span = \"half\"",
+        "span = 13",
+        "recipe.span",
+        &["do not fit in 12 layers"],
+    ),
+    (
+        "span = \"half\"",
+        "span = \"most\"",
+        "recipe.span",
+        &["\"half\""],
+    ),
+    ("repeats = 2", "repeats = 0", "recipe.repeats", &[]),
+    (
+        "repeats = 2",
+        "repeats = 2\nfirst = 10",
+        "recipe.first",
+        &["does not fit"],
+    ),
+    (
+        "repeats = 2",
+        "repeats = 2\nfirst = 2\nplacement = \"middle\"",
+        "recipe.first",
+        &["not both"],
+    ),
+    (
+        "repeats = 2",
+        "repeats = 2\nplacement = \"left\"",
+        "recipe.placement",
+        &[],
+    ),
+    // The lattice.
+    (
+        "min = 960, max = 1152",
+        "min = 1152, max = 960",
+        "lattice.hidden",
+        &["must not exceed max"],
+    ),
+    (
+        "hidden = { step = 32,",
+        "hidden = { step = 0,",
+        "lattice.hidden.step",
+        &[],
+    ),
+    (
+        "[lattice]",
+        "[lattice]\nexpert_ffn = { ratio = \"1/0\" }",
+        "lattice.expert_ffn.ratio",
+        &[],
+    ),
+    (
+        "[lattice]",
+        "[lattice]\nexpert_ffn = { ratio = \"1/3\", step = 16 }",
+        "lattice.expert_ffn",
+        &["not both"],
+    ),
+    (
+        "[lattice]",
+        "[lattice]\nheads = { tied = true, min = 2 }",
+        "lattice.heads",
+        &[],
+    ),
+    (
+        "q_width = { min = 0.75,",
+        "q_width = { min = 1.5,",
+        "lattice.q_width",
+        &[],
+    ),
+    (
+        "experts = { step = 8, min = 8, max = 512 }",
+        "experts = { step = 1, min = 1, max = 4 }",
+        "lattice.experts",
+        &["below the Baseline's top_k (8)"],
+    ),
+    (
+        "[lattice]",
+        "[lattice]\nhiden = { step = 4 }",
+        "unknown field",
+        &["hiden"],
+    ),
+    (
+        "hidden = { step = 32,",
+        "hidden = { step = -32,",
+        "step",
+        &["-32"],
+    ),
+    // The objective, the tolerance, the Baseline, the mode.
+    (
+        "[lattice]",
+        "[objective]\nweights = { kv = 0 }\n[lattice]",
+        "objective.weights.kv",
+        &[],
+    ),
+    (
+        "[lattice]",
+        "[tolerance]\nflops = -0.1\n[lattice]",
+        "tolerance.flops",
+        &[],
+    ),
+    (
+        "base-200m-s95.toml",
+        "nope.toml",
+        "baseline",
+        &["cannot read model file"],
+    ),
+    (
+        "baseline = \"@BUDGETS@/base-200m-s95.toml\"\n",
+        "",
+        "baseline",
+        &["missing"],
+    ),
+    (
+        "name = \"small\"",
+        "name = \"small\"\nmode = \"sideways\"",
+        "mode",
+        &[],
+    ),
+    (
+        "name = \"small\"",
+        "name = \"small\"\ntemplate = \"x\"",
+        "template",
+        &["grid file"],
+    ),
+    (
+        "baseline = \"@BUDGETS@/base-200m-s95.toml\"\n[recipe]",
+        INLINE_BAD,
+        "model.kv_heads",
+        &["must divide"],
+    ),
+];
+
+#[test]
+fn budget_rules() {
+    for case in BUDGET_RULES {
+        assert!(SMALL.contains(case.0), "{}", case.0);
+        check(budget(&SMALL.replace(case.0, case.1)), case);
+    }
+}
+
+#[test]
+fn grid_rules() {
+    let template = "template = \"base-{scale}-{sparsity}.toml\"\nsparsities = [\"s95\"]\n";
+    let cases: [(String, Case); 5] = [
+        (
+            format!(
+                "{template}scales = [\"200m\"]\n[[cells]]\nscale = \"x\"\nsparsity = \"y\"\nbaseline = \"a.toml\""
+            ),
+            ("", "template and cells", "cells", &["not both"]),
+        ),
+        (
+            format!("{template}scales = [\"300m\"]"),
+            (
+                "",
+                "a missing Baseline",
+                "cells[0] (300m, s95)",
+                &["cannot read"],
+            ),
+        ),
+        (
+            "template = \"base.toml\"\nscales = [\"300m\"]\nsparsities = [\"s95\"]".into(),
+            ("", "a template without names", "template", &["{scale}"]),
+        ),
+        (
+            "baseline = \"base-200m-s95.toml\"".into(),
+            ("", "a budget key", "baseline", &["budget file"]),
+        ),
+        (String::new(), ("", "no cells", "cells", &[])),
+    ];
+    for (text, case) in &cases {
+        check(grid(text), case);
+    }
+}
