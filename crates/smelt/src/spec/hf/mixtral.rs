@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Common, Family, Parts, Support, refuse};
+use super::{Common, Family, Parts, Support};
 use crate::error::Result;
 use crate::spec::{AttentionBias, Model, QkNorm};
 
@@ -14,22 +14,13 @@ const SUPPORT: Support = Support::new(QkNorm::None, &[AttentionBias::None], fals
 pub(super) struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
+    /// Refused when set, before this is read ([`super::refuse_windows`]).
     #[serde(default)]
     sliding_window: Option<u64>,
 }
 
 impl Config {
     pub(super) fn parts(&self, _: &Common) -> Result<Parts> {
-        if let Some(w) = self.sliding_window {
-            return Err(refuse(
-                "sliding_window",
-                format!(
-                    "Mixtral attends a window of {w} keys whenever sliding_window is set \
-                     (it has no use_sliding_window switch); that bounds the keys a query \
-                     attends and the KV cache"
-                ),
-            ));
-        }
         Ok(Parts {
             experts: self.num_local_experts,
             expert_ffn: self.intermediate_size,

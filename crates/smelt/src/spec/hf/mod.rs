@@ -75,6 +75,7 @@ impl Family {
         });
         if matches!(self, Family::Qwen2Moe | Family::Qwen3Moe) {
             keys.extend(field_names::<qwen::Qwen>());
+            keys.extend(qwen::WINDOW_KEYS);
         }
         keys.extend(match self {
             Family::Qwen3Moe => qwen::Qwen3Moe::ALIASES,
@@ -410,6 +411,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
             ));
         }
     };
+    refuse_windows(family, map)?;
     let common: Common = read(value)?;
     // Bound the loop counts before any config value is iterated over.
     super::validate::positive("model.layers", common.num_hidden_layers, super::MAX_COUNT)
@@ -437,6 +439,29 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
     };
     spec.validate().map_err(|e| in_config_words(e, family))?;
     Ok(spec)
+}
+
+/// Refuses the sliding windows a family's Transformers code applies: Mixtral's whenever
+/// `sliding_window` is set (it has no `use_sliding_window` switch), Qwen's only with
+/// `use_sliding_window = true` (its default is false). Checked before anything else is read.
+fn refuse_windows(family: Family, map: &Map<String, Value>) -> Result<()> {
+    let window = map.get("sliding_window").filter(|v| !v.is_null());
+    let switch = map.get("use_sliding_window").and_then(Value::as_bool);
+    let on = match family {
+        Family::Mixtral => window.is_some(),
+        Family::Qwen2Moe | Family::Qwen3Moe => window.is_some() && switch == Some(true),
+        Family::Olmoe => false,
+    };
+    match (on, window) {
+        (true, Some(w)) => Err(refuse(
+            "sliding_window",
+            format!(
+                "{family} attends a window of {w} keys here; that bounds the keys a query \
+                 attends and the KV cache"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn kind_of(v: &Value) -> &'static str {

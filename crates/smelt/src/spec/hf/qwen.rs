@@ -5,13 +5,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Common, Family, Parts, Support, qwen_dense_layers, refuse, yes};
+use super::{Common, Family, Parts, Support, qwen_dense_layers, yes};
 use crate::error::{Error, Result};
 use crate::spec::{AttentionBias, Model, QkNorm};
 
 fn one() -> u64 {
     1
 }
+
+/// Keys Qwen reads that no struct here holds: the window, whose use is refused.
+pub(super) const WINDOW_KEYS: &[&str] = &["sliding_window"];
 
 /// The keys both Qwen MoE families read besides the expert count.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -23,20 +26,13 @@ pub(super) struct Qwen {
     mlp_only_layers: Vec<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     intermediate_size: Option<u64>,
+    /// With `sliding_window`, refused before this is read ([`super::refuse_windows`]).
     #[serde(default)]
     use_sliding_window: bool,
-    #[serde(default, skip_serializing)]
-    sliding_window: Option<u64>,
 }
 
 impl Qwen {
     fn parts(&self, c: &Common, experts: u64, qk: QkNorm, bias: AttentionBias) -> Result<Parts> {
-        if self.use_sliding_window && self.sliding_window.is_some() {
-            return Err(refuse(
-                "use_sliding_window",
-                "sliding-window attention bounds the keys a query attends and the KV cache",
-            ));
-        }
         Ok(Parts {
             experts,
             expert_ffn: self.moe_intermediate_size,
@@ -63,7 +59,6 @@ impl Qwen {
                 .unwrap_or_default(),
             intermediate_size: m.dense.as_ref().map(|d| d.ffn),
             use_sliding_window: false,
-            sliding_window: None,
         }
     }
 }
