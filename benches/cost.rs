@@ -4,11 +4,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use smelt::ModelSpec;
 
 fn load(name: &str) -> ModelSpec {
-    ModelSpec::load(format!(
-        "{}/budgets/{name}.toml",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .expect("budget file")
+    ModelSpec::load(smelt_benches::budget(&format!("{name}.toml"))).expect("budget file")
 }
 
 fn bench(c: &mut Criterion) {

@@ -8,9 +8,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use smelt::budget::{Budget, GridSpec};
 use smelt::search;
 
-fn path(name: &str) -> String {
-    format!("{}/budgets/{name}", env!("CARGO_MANIFEST_DIR"))
-}
+use smelt_benches::budget as path;
 
 fn bench(c: &mut Criterion) {
     let full = Budget::load(path("match-200m-s95.toml")).expect("budget");

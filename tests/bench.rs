@@ -1,7 +1,7 @@
 //! The kernel plan is exact, the CPU backend executes it, and the CUDA backend fails
 //! cleanly where it cannot run.
 
-mod common;
+use crate::common;
 
 use common::run;
 use proptest::prelude::*;
@@ -160,7 +160,23 @@ fn cuda_backend_runs_where_a_gpu_is() {
 
 #[test]
 fn cli_bench_of_a_budget_pair() {
-    let budget = &common::budget("match-200m-s95-small.toml");
+    // A small Baseline: the wiring is under test, not the machine.
+    let text = common::BASE_200M
+        .replace("hidden = 1280", "hidden = 128")
+        .replace("head_dim = 80", "head_dim = 8")
+        .replace("expert_ffn = 432", "expert_ffn = 48")
+        .replace("experts = 192", "experts = 32")
+        .replace("layers = 12", "layers = 4")
+        .replace("mean_doc_len = 991", "mean_doc_len = 100");
+    let base = common::temp_file("toml", &text);
+    let budget = common::temp_file(
+        "toml",
+        &format!(
+            "baseline = {:?}\n[lattice]\nhidden = {{ step = 16 }}\nhead_dim = {{ values = [8, 16] }}\n",
+            base.display()
+        ),
+    );
+    let budget = &budget.display().to_string();
     let args = [
         "bench",
         "--budget",

@@ -2,7 +2,7 @@
 //! format, determinism, and errors reaching the user (exit 1, the file and the field named,
 //! never a panic). The validation rules themselves are tested in tests/validation.rs.
 
-mod common;
+use crate::common;
 
 use common::{BASE_200M as BASE, budget, data, run, run_json, temp_file};
 

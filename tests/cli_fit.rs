@@ -1,6 +1,6 @@
 //! `smelt fit` and `smelt gain` through the command line.
 
-mod common;
+use crate::common;
 
 use common::{data as data_file, run};
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! `smelt match`, `smelt grid` and `smelt sweep` through the command line: contracts,
 //! determinism, tolerance reporting, and clear errors for bad budget and grid files.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

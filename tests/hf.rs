@@ -2,7 +2,7 @@
 //! figures of each supported family, and refusals of what the cost model cannot describe.
 //! The configs and their sources are in tests/data/hf/ (see SOURCE.md there).
 
-mod common;
+use crate::common;
 
 use common::{data, data_text, run_json};
 use smelt::ModelSpec;

@@ -10,7 +10,7 @@ use smelt::budget::{
 use smelt::search::{self, Candidate};
 use smelt::{Attention, AttentionBias, Dense, Model, ModelSpec, Moe, Residuals};
 
-mod common;
+use crate::common;
 
 /// A Baseline from `[layers, hidden, kv_heads, gqa, head_dim, experts, top_k, expert_ffn]`.
 fn baseline(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {

@@ -2,7 +2,7 @@
 //! error naming the field (as a dotted path) and the rule. The binary's tests only check
 //! that such errors reach the user (tests/cli.rs, tests/bad_inputs.rs).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

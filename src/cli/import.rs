@@ -44,11 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let spec = hf::import(&text, workload)
         .with_context(|| format!("config '{}'", args.config.display()))?;
-    let out = format!(
-        "# Imported by smelt from {} (embedding and LM head counted).\n{}",
-        args.config.display(),
-        spec.to_toml_string()?
-    );
+    let out = smelt::report::imported_model_file(&args.config.display().to_string(), &spec)?;
     match &args.output {
         Some(path) => write_file(path, &out)?,
         None => emit(&out)?,

@@ -86,6 +86,36 @@ impl Error {
         }
     }
 
+    /// [`Error::Parse`] from a parser's message, capped: a line of at most
+    /// [`MAX_QUOTED_LINE`] characters and [`MAX_QUOTED`] in all, so that a one-line 50 MB
+    /// file does not come back as a 50 MB message. A missing top-level table is said
+    /// plainly rather than pointed at line 1, column 1.
+    pub(crate) fn parse(message: impl std::fmt::Display) -> Self {
+        let message = message.to_string();
+        if let Some(field) = missing_at_top(&message) {
+            return Error::Parse {
+                message: format!("missing field `{field}` (a table or key the file must have)"),
+            };
+        }
+        let mut out = String::new();
+        for line in message.lines() {
+            let mut chars = line.chars();
+            let kept: String = chars.by_ref().take(MAX_QUOTED_LINE).collect();
+            out.push_str(&kept);
+            if chars.next().is_some() {
+                out.push('…');
+            }
+            out.push('\n');
+            if out.len() > MAX_QUOTED {
+                out.push_str("…\n");
+                break;
+            }
+        }
+        Error::Parse {
+            message: out.trim_end().to_owned(),
+        }
+    }
+
     /// [`Error::Serialize`] in `format`.
     pub(crate) fn serialize(format: &'static str, e: impl std::fmt::Display) -> Self {
         Error::Serialize {
@@ -93,6 +123,21 @@ impl Error {
             message: e.to_string(),
         }
     }
+}
+
+/// The longest line of a file an error message quotes.
+pub const MAX_QUOTED_LINE: usize = 240;
+/// The most characters of parser output an error message carries.
+pub const MAX_QUOTED: usize = 2000;
+
+/// `Some(field)` when a TOML parser's message is a missing field located at line 1, column
+/// 1 (where TOML places errors about the whole document).
+fn missing_at_top(message: &str) -> Option<&str> {
+    if !message.contains("line 1, column 1") {
+        return None;
+    }
+    let rest = message.split("missing field `").nth(1)?;
+    rest.split('`').next()
 }
 
 /// `Result` with [`Error`].

@@ -87,10 +87,12 @@ pub mod fit;
 pub mod io;
 pub mod names;
 mod par;
+pub mod progress;
 pub mod report;
 pub mod rng;
 pub mod search;
 pub mod spec;
+mod structure;
 pub mod units;
 
 pub use budget::{Budget, GridSpec, Mode};

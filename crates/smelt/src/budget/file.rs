@@ -14,7 +14,8 @@ use super::{
     Tolerance, Weights,
 };
 use crate::error::{Error, Result};
-use crate::spec::{MAX_EXPERTS, MAX_WIDTH, ModelSpec, Workload};
+use crate::spec::validate::check_name;
+use crate::spec::{MAX_COUNT, MAX_EXPERTS, MAX_WIDTH, ModelSpec, Workload};
 
 /// The text format of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,14 +24,12 @@ pub(crate) enum Syntax {
     Json,
 }
 
+/// Parses a budget or grid file; tables must be tables (positional forms are refused).
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str, syntax: Syntax) -> Result<T> {
+    crate::structure::require_plan_tables(&crate::structure::tree(text, syntax == Syntax::Json)?)?;
     match syntax {
-        Syntax::Toml => toml::from_str(text).map_err(|e| Error::Parse {
-            message: e.to_string(),
-        }),
-        Syntax::Json => serde_json::from_str(text).map_err(|e| Error::Parse {
-            message: format!("JSON: {e}"),
-        }),
+        Syntax::Toml => toml::from_str(text).map_err(Error::parse),
+        Syntax::Json => serde_json::from_str(text).map_err(|e| Error::parse(format!("JSON: {e}"))),
     }
 }
 
@@ -110,6 +109,9 @@ impl PlanFile {
         mut baseline: ModelSpec,
         source: BaselineSource,
     ) -> Result<Budget> {
+        if let Some(n) = &name {
+            check_name("name", n)?;
+        }
         if let Some(w) = &self.workload {
             w.validate()?;
             baseline.workload = w.clone();
@@ -194,12 +196,15 @@ struct RangeFile {
 }
 
 impl RangeFile {
-    fn resolve(&self, field: &str, default: (u64, u64, u64)) -> Result<Steps> {
+    /// The progression, with `max` at most `limit` (checked before anything is built).
+    fn resolve(&self, field: &str, default: (u64, u64, u64), limit: u64) -> Result<Steps> {
         let (min, max, step) = default;
+        let max = self.max.unwrap_or(max.min(limit));
+        at_most(&format!("{field}.max"), max, limit)?;
         Steps::new(
             field,
             self.min.unwrap_or(min),
-            self.max.unwrap_or(max),
+            max,
             self.step.unwrap_or(step),
         )
     }
@@ -340,6 +345,7 @@ impl FfnFile {
                 Ok(FfnRule::Free(range.resolve(
                     "lattice.expert_ffn",
                     (16, m.moe.expert_ffn.saturating_mul(2), 16),
+                    MAX_WIDTH,
                 )?))
             }
             (ratio, false) => {
@@ -383,14 +389,14 @@ impl HeadDimFile {
                 v
             }
             (None, _) => range
-                .resolve("lattice.head_dim", (32, 256, 8))?
+                .resolve("lattice.head_dim", (32, 256, 8), MAX_WIDTH)?
                 .values()
                 .collect(),
         };
         if values.iter().any(|&v| v > MAX_WIDTH) {
             return Err(Error::invalid(
-                "lattice.head_dim",
-                format!("values must be at most {MAX_WIDTH}"),
+                "lattice.head_dim.values",
+                format!("must be at most {MAX_WIDTH}"),
             ));
         }
         Ok(values)
@@ -408,12 +414,9 @@ impl HeadsFile {
             }
             return Ok(HeadsRule::Tied);
         }
-        let s = Steps::new(
-            "lattice.heads",
-            self.min.unwrap_or(1),
-            self.max.unwrap_or(256),
-            1,
-        )?;
+        let max = self.max.unwrap_or(256);
+        at_most("lattice.heads.max", max, MAX_COUNT)?;
+        let s = Steps::new("lattice.heads", self.min.unwrap_or(1), max, 1)?;
         Ok(HeadsRule::Free {
             min: s.min,
             max: s.max,
@@ -427,13 +430,13 @@ impl LatticeFile {
         let hidden = self.hidden.resolve(
             "lattice.hidden",
             ((m.hidden / 2).max(1), m.hidden.saturating_mul(2), 32),
+            MAX_WIDTH,
         )?;
-        at_most("lattice.hidden.max", hidden.max, MAX_WIDTH)?;
         let experts = self.experts.resolve(
             "lattice.experts",
             (m.moe.top_k, m.moe.experts.saturating_mul(4), 8),
+            MAX_EXPERTS,
         )?;
-        at_most("lattice.experts.max", experts.max, MAX_EXPERTS)?;
         if experts.max < m.moe.top_k {
             return Err(Error::invalid(
                 "lattice.experts",
@@ -444,10 +447,13 @@ impl LatticeFile {
             ));
         }
         let expert_ffn = self.expert_ffn.resolve(base)?;
+        widths_fit(&expert_ffn, base, hidden.last())?;
         let head_dim = self.head_dim.resolve()?;
         let heads = self.heads.resolve()?;
-        let kv_heads = self.kv_heads.resolve("lattice.kv_heads", (1, 64, 1))?;
-        let gqa = self.gqa.resolve("lattice.gqa", (1, 64, 1))?;
+        let kv_heads = self
+            .kv_heads
+            .resolve("lattice.kv_heads", (1, 64, 1), MAX_COUNT)?;
+        let gqa = self.gqa.resolve("lattice.gqa", (1, 64, 1), MAX_COUNT)?;
         if self.gqa.step.is_some() {
             return Err(Error::invalid(
                 "lattice.gqa.step",
@@ -480,6 +486,39 @@ impl LatticeFile {
             q_width,
         })
     }
+}
+
+/// The widths tied to `hidden` (the expert width, and the Baseline's shared and dense FFN
+/// widths scaled alike) stay within the model limits at the largest hidden size, so that
+/// every lattice point is a valid model; the error names the lattice knob.
+fn widths_fit(rule: &FfnRule, base: &ModelSpec, hidden_max: u64) -> Result<()> {
+    let m = &base.model;
+    let too_wide = |what: &str, width: u64| {
+        Error::invalid(
+            "lattice.expert_ffn",
+            format!(
+                "at lattice.hidden.max ({hidden_max}) gives {what} {width}, above the limit of \
+                 {MAX_WIDTH}; lower the ratio or lattice.hidden.max"
+            ),
+        )
+    };
+    if let FfnRule::Tied { .. } = rule {
+        let widest = rule.values(hidden_max).into_iter().max().unwrap_or(0);
+        if widest > MAX_WIDTH {
+            return Err(too_wide("an expert width of", widest));
+        }
+    }
+    let shared = rule.shared_width(m.moe.shared_ffn, m.hidden, hidden_max);
+    if shared > MAX_WIDTH {
+        return Err(too_wide("a shared-expert width of", shared));
+    }
+    if let Some(d) = &m.dense {
+        let dense = rule.shared_width(d.ffn, m.hidden, hidden_max);
+        if dense > MAX_WIDTH {
+            return Err(too_wide("a dense FFN width of", dense));
+        }
+    }
+    Ok(())
 }
 
 fn one() -> f64 {

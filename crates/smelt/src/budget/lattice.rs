@@ -152,7 +152,43 @@ pub struct Lattice {
     pub q_width: (f64, f64),
 }
 
+/// The most combinations of hidden size, expert width and attention shape
+/// ([`Lattice::combinations`]) a search takes on without being forced: about a minute of
+/// solving on one core, far more than any lattice of hardware-friendly steps needs.
+pub const MAX_COMBINATIONS: u128 = 10_000_000_000;
+
 impl Lattice {
+    /// An upper bound on the (hidden size, expert width, attention shape) combinations a
+    /// search considers, each with its expert counts in closed form: computed from the
+    /// ranges, without building anything, so a hopeless lattice is refused at once.
+    pub fn combinations(&self) -> u128 {
+        let ffn = match self.expert_ffn {
+            FfnRule::Tied { .. } => 1,
+            FfnRule::Free(s) => u128::from(s.len()),
+        };
+        let (hmin, hmax) = match self.heads {
+            HeadsRule::Tied => (1, u64::MAX),
+            HeadsRule::Free { min, max } => (min, max),
+        };
+        // (kv_heads, gqa) pairs with kv_heads * gqa within the heads range.
+        let (gmin, gmax) = self.gqa;
+        let pairs: u128 = self
+            .kv_heads
+            .values()
+            .map(|kv| {
+                let lo = gmin.max(hmin.div_ceil(kv));
+                let hi = gmax.min(hmax / kv);
+                u128::from(hi.saturating_sub(lo) + u64::from(hi >= lo))
+            })
+            .sum();
+        let per_hidden = match self.heads {
+            // One heads count per head width; kv_heads must divide it.
+            HeadsRule::Tied => u128::from(self.kv_heads.len()),
+            HeadsRule::Free { .. } => pairs,
+        };
+        u128::from(self.hidden.len()) * ffn * self.head_dim.len() as u128 * per_hidden
+    }
+
     /// Whether `heads` query heads of width `head_dim` respect the heads rule and the
     /// q-width limits at hidden size `hidden`.
     pub fn admits_attention(&self, hidden: u64, heads: u64, head_dim: u64) -> bool {

@@ -49,7 +49,7 @@ mod recipe;
 use std::path::{Path, PathBuf};
 
 pub use grid::{Cell, GridSpec};
-pub use lattice::{FfnRule, HeadsRule, Lattice, Steps};
+pub use lattice::{FfnRule, HeadsRule, Lattice, MAX_COMBINATIONS, Steps};
 pub use objective::{
     Mode, Tolerance, Weights, broken, score, serialize_tolerance, validate_tolerance,
     validate_weights,

@@ -32,9 +32,7 @@ pub struct Endpoint {
 pub type Groups = BTreeMap<String, Vec<Endpoint>>;
 
 fn csv_error(path: &str, e: impl std::fmt::Display) -> Error {
-    Error::Parse {
-        message: format!("{path}: {e}"),
-    }
+    Error::parse(format!("{path}: {e}"))
 }
 
 /// Reads endpoints from CSV text; `source` names it in errors.
@@ -44,6 +42,24 @@ pub fn parse(text: &str, source: &str, group: Option<&str>) -> Result<Groups> {
         .from_reader(text.as_bytes());
     let headers = reader.headers().map_err(|e| csv_error(source, e))?.clone();
     let col = |name: &str| headers.iter().position(|h| h == name);
+    for name in ["F", "S", "D", "loss", "cell"].into_iter().chain(group) {
+        let at: Vec<usize> = (0..headers.len())
+            .filter(|&i| &headers[i] == name)
+            .collect();
+        if at.len() > 1 {
+            return Err(Error::invalid(
+                format!("{source}: header"),
+                format!(
+                    "column '{name}' appears {} times (columns {}); name each column once",
+                    at.len(),
+                    at.iter()
+                        .map(|i| (i + 1).to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+    }
     let mut missing = Vec::new();
     let mut need = |name: &'static str| {
         let c = col(name);

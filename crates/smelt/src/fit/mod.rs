@@ -363,6 +363,53 @@ pub(crate) fn minimise_from(
     (best, tie)
 }
 
+/// Refuses data that cannot identify the surface: fewer distinct `(F, S, D)` points than
+/// parameters, or no spread in `F`, `D` (or, for the full surface, `S`). A fit of such data
+/// would "converge" to one of infinitely many equally good surfaces.
+fn identifiable(group: &str, points: &[Endpoint], form: Form) -> Result<()> {
+    let field = if group.is_empty() {
+        "endpoints".to_owned()
+    } else {
+        format!("group '{group}'")
+    };
+    let distinct = |f: &dyn Fn(&Endpoint) -> Vec<u64>| {
+        let mut v: Vec<Vec<u64>> = points.iter().map(f).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    };
+    let params = match form {
+        Form::Surface => 6,
+        Form::Chinchilla => 5,
+    };
+    let unique = distinct(&|p| vec![p.f.to_bits(), p.s.to_bits(), p.d.to_bits()]);
+    let refuse = |why: String| {
+        Err(Error::invalid(
+            field.clone(),
+            format!("cannot identify the surface: {why}"),
+        ))
+    };
+    if unique <= params {
+        return refuse(format!(
+            "{unique} distinct (F, S, D) points for {params} parameters (repeated rows count once)"
+        ));
+    }
+    for (name, n) in [
+        ("F", distinct(&|p| vec![p.f.to_bits()])),
+        ("D", distinct(&|p| vec![p.d.to_bits()])),
+    ] {
+        if n < 2 {
+            return refuse(format!("every endpoint has the same {name}"));
+        }
+    }
+    if form == Form::Surface && distinct(&|p| vec![p.s.to_bits()]) < 2 {
+        return refuse(
+            "every endpoint has the same sparsity S > 0, so A and b cannot be told apart".into(),
+        );
+    }
+    Ok(())
+}
+
 /// Fits a surface to `points` (module docs).
 pub fn fit(group: &str, points: &[Endpoint], opts: &FitOptions) -> Result<Fit> {
     let form = form_of(points);
@@ -387,6 +434,7 @@ pub fn fit(group: &str, points: &[Endpoint], opts: &FitOptions) -> Result<Fit> {
             ),
         ));
     }
+    identifiable(group, points, form)?;
     if !(opts.delta.is_finite() && opts.delta > 0.0) {
         return Err(Error::invalid(
             "delta",

@@ -138,17 +138,35 @@ impl Report for MatchReport {
     }
 }
 
+/// A model file whose first line is the comment `# {comment}` (control characters in the
+/// comment escaped, so the file always reads back).
+pub fn commented_model_file(comment: &str, spec: &crate::spec::ModelSpec) -> Result<String> {
+    Ok(format!(
+        "# {}\n{}",
+        comment.escape_debug(),
+        spec.to_toml_string()?
+    ))
+}
+
+/// A `config.json` imported as a model file, its first line saying from where.
+pub fn imported_model_file(source: &str, spec: &crate::spec::ModelSpec) -> Result<String> {
+    commented_model_file(
+        &format!("Imported by smelt from {source} (embedding and LM head counted)."),
+        spec,
+    )
+}
+
 /// The matched model file (valid input to `smelt cost`), its first line a comment with the
 /// residuals.
 pub fn model_file(m: &MatchReport) -> Result<String> {
     let r = &m.residuals;
-    Ok(format!(
-        "# Matched by smelt to {} ({} mode): FLOPs {}, params {}, KV {}\n{}",
+    let comment = format!(
+        "Matched by smelt to {} ({} mode): FLOPs {}, params {}, KV {}",
         m.baseline.name.as_deref().unwrap_or("the Baseline"),
         m.mode.as_str(),
         percent(r.flops),
         percent(r.params),
         percent(r.kv),
-        m.looped.to_toml_string()?
-    ))
+    );
+    commented_model_file(&comment, &m.looped)
 }

@@ -26,7 +26,7 @@ mod toml;
 
 use serde::Serialize;
 
-pub use matching::model_file;
+pub use matching::{commented_model_file, imported_model_file, model_file};
 
 use crate::error::{Error, Result};
 use crate::names::named_enum;

@@ -2,10 +2,11 @@
 
 use serde::Serialize;
 
-use super::{MatchReport, SearchStats, SparsityPair, match_budget};
+use super::{MatchReport, SearchOptions, SearchStats, SparsityPair, match_budget_with};
 use crate::budget::{GridSpec, Mode};
 use crate::cost::{BudgetKind, PerBudget, Ratios, Residuals};
 use crate::error::Result;
+use crate::progress::{Progress, Silent};
 use crate::spec::ModelSpec;
 
 /// One cell of a grid report.
@@ -97,7 +98,24 @@ impl GridSummary {
 /// Matches every cell of `grid`, in parallel (the output does not depend on the number of
 /// threads).
 pub fn match_grid(grid: &GridSpec) -> Result<GridReport> {
-    let results = crate::par::map(&grid.cells, |cell| match_budget(&cell.budget, 1));
+    match_grid_with(grid, &SearchOptions::default(), &Silent)
+}
+
+/// [`match_grid`] with search options (each cell keeps the best configuration), reporting
+/// each cell matched to `progress`.
+pub fn match_grid_with(
+    grid: &GridSpec,
+    options: &SearchOptions,
+    progress: &dyn Progress,
+) -> Result<GridReport> {
+    let options = SearchOptions { top: 1, ..*options };
+    progress.begin("matching grid cells", grid.cells.len() as u64);
+    let results = crate::par::map(&grid.cells, |cell| {
+        let m = match_budget_with(&cell.budget, &options);
+        progress.advance(1);
+        m
+    });
+    progress.end();
     let mut cells = Vec::with_capacity(grid.cells.len());
     for (cell, result) in grid.cells.iter().zip(results) {
         let m: MatchReport = result?;

@@ -62,9 +62,11 @@ mod sweep;
 use std::cmp::Ordering;
 
 pub use candidate::{Candidate, Point, looped_model, rank_key};
-pub use grid::{GridCell, GridReport, GridSummary, match_grid};
-pub use report::{Alternative, BudgetPair, MatchReport, SparsityPair, match_budget};
-pub use sweep::{Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, parse_values, sweep};
+pub use grid::{GridCell, GridReport, GridSummary, match_grid, match_grid_with};
+pub use report::{
+    Alternative, BudgetPair, MatchReport, SparsityPair, match_budget, match_budget_with,
+};
+pub use sweep::{Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, parse_values, sweep, sweep_with};
 
 use serde::Serialize;
 
@@ -325,9 +327,69 @@ fn shapes(budget: &Budget, looping: Option<&Loop>, base: &Budgets) -> Result<Vec
     Ok(out)
 }
 
+/// The most configurations a search lists (`--top`).
+pub const MAX_TOP: usize = 1000;
+
+/// How a search runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchOptions {
+    /// How many of the best configurations to keep (1 to [`MAX_TOP`]).
+    pub top: usize,
+    /// Search a lattice above [`crate::budget::MAX_COMBINATIONS`] anyway.
+    pub force: bool,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        Self {
+            top: 1,
+            force: false,
+        }
+    }
+}
+
+impl SearchOptions {
+    /// The `top` best, not forced.
+    pub fn top(top: usize) -> Self {
+        Self {
+            top,
+            ..Self::default()
+        }
+    }
+
+    /// Checks `top` and, unless forced, the lattice's size.
+    pub fn check(&self, budget: &Budget) -> Result<()> {
+        if !(1..=MAX_TOP).contains(&self.top) {
+            return Err(Error::invalid(
+                "top",
+                format!("must be between 1 and {MAX_TOP} (got {})", self.top),
+            ));
+        }
+        let n = budget.lattice().combinations();
+        if !self.force && n > crate::budget::MAX_COMBINATIONS {
+            return Err(Error::invalid(
+                "lattice",
+                format!(
+                    "the search would weigh up to {n} combinations of hidden size, expert \
+                     width and attention shape, over the limit of {} (about a minute of \
+                     solving); use coarser steps or tighter ranges, or force it (--force)",
+                    crate::budget::MAX_COMBINATIONS
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Finds the `top` best looped configurations for `budget` (module docs).
 pub fn solve(budget: &Budget, top: usize) -> Result<Solution> {
-    let top = top.max(1);
+    solve_with(budget, &SearchOptions::top(top))
+}
+
+/// [`solve`] with options.
+pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> {
+    options.check(budget)?;
+    let top = options.top;
     let baseline = budget.baseline();
     // The budget is valid (Budget::new): the weights the closed form in the expert count
     // (module docs, step 3) needs are positive.

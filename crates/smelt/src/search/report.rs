@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{Candidate, SearchStats, model_spec, solve};
+use super::{Candidate, SearchOptions, SearchStats, model_spec, solve_with};
 use crate::budget::{Budget, Mode, Tolerance, broken, serialize_tolerance};
 use crate::cost::{BudgetKind, Budgets, Ratios, Residuals, cost, cost_against};
 use crate::error::Result;
@@ -125,6 +125,11 @@ fn report(
 
 /// Matches `budget`, keeping the `top` best configurations.
 pub fn match_budget(budget: &Budget, top: usize) -> Result<MatchReport> {
-    let sol = solve(budget, top)?;
+    match_budget_with(budget, &SearchOptions::top(top))
+}
+
+/// [`match_budget`] with options.
+pub fn match_budget_with(budget: &Budget, options: &SearchOptions) -> Result<MatchReport> {
+    let sol = solve_with(budget, options)?;
     report(budget, sol.best(), &sol.ranked, sol.stats, sol.baseline)
 }

@@ -3,11 +3,12 @@
 
 use serde::Serialize;
 
-use super::{SparsityPair, match_budget};
+use super::{SearchOptions, SparsityPair, match_budget_with};
 use crate::budget::{Budget, Span};
 use crate::cost::{Ratios, Residuals};
 use crate::error::{Error, Result};
 use crate::names::named_enum;
+use crate::progress::{Progress, Silent};
 use crate::spec::ModelSpec;
 
 named_enum! {
@@ -99,7 +100,21 @@ pub struct SweepReport {
 
 /// Re-matches `budget` for every `value` of `knob`.
 pub fn sweep(budget: &Budget, knob: Knob, values: &[u64]) -> Result<SweepReport> {
+    sweep_with(budget, knob, values, &SearchOptions::default(), &Silent)
+}
+
+/// [`sweep`] with search options (each value keeps the best configuration), reporting each
+/// value matched to `progress`.
+pub fn sweep_with(
+    budget: &Budget,
+    knob: Knob,
+    values: &[u64],
+    options: &SearchOptions,
+    progress: &dyn Progress,
+) -> Result<SweepReport> {
+    let options = SearchOptions { top: 1, ..*options };
     let mut rows = Vec::with_capacity(values.len());
+    progress.begin(&format!("sweeping {}", knob.as_str()), values.len() as u64);
     for &v in values {
         let at = |e: Error| Error::invalid(format!("sweep {} = {v}", knob.as_str()), e.to_string());
         let mut recipe = *budget.recipe();
@@ -109,7 +124,8 @@ pub fn sweep(budget: &Budget, knob: Knob, values: &[u64]) -> Result<SweepReport>
             Knob::Repeats => recipe.repeats = v,
         }
         let b = budget.with_recipe(recipe).map_err(at)?;
-        let m = match_budget(&b, 1).map_err(at)?;
+        let m = match_budget_with(&b, &options).map_err(at)?;
+        progress.advance(1);
         rows.push(SweepRow {
             value: v,
             layer_executions: m.looped.model.executions(),
@@ -120,6 +136,7 @@ pub fn sweep(budget: &Budget, knob: Knob, values: &[u64]) -> Result<SweepReport>
             within_tolerance: m.within_tolerance,
         });
     }
+    progress.end();
     Ok(SweepReport {
         name: budget.name().map(str::to_owned),
         knob,

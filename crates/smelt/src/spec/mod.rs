@@ -34,7 +34,7 @@
 //! (see the `MAX_*` constants) so that no count can silently wrap.
 
 pub mod hf;
-mod validate;
+pub(crate) mod validate;
 
 use std::path::Path;
 
@@ -252,7 +252,11 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_doc_len: Option<u64>,
     /// A document-length histogram, `[[length, count], ...]`: costed exactly.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "pairs"
+    )]
     pub doc_lengths: Option<Vec<[u64; 2]>>,
     /// Causal or dense attention inside a document.
     #[serde(default)]
@@ -280,6 +284,25 @@ impl Counting {
     fn is_default(&self) -> bool {
         *self == Counting::default()
     }
+}
+
+/// `[[length, count], ...]`, each pair exactly two non-negative integers (an extra element
+/// is an error, never dropped).
+fn pairs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<[u64; 2]>>, D::Error> {
+    use serde::de::Error as _;
+    let raw: Vec<Vec<u64>> = Vec::deserialize(d)?;
+    raw.into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            <[u64; 2]>::try_from(p.as_slice()).map_err(|_| {
+                D::Error::custom(format!(
+                    "doc_lengths[{i}] must be a [length, count] pair; got {} numbers",
+                    p.len()
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 fn default_kv_bytes() -> u64 {
@@ -352,18 +375,19 @@ impl Model {
 impl ModelSpec {
     /// Parses and validates a model file's text.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let spec: ModelSpec = toml::from_str(text).map_err(|e| Error::Parse {
-            message: e.to_string(),
-        })?;
+        let tree = crate::structure::tree(text, false)?;
+        crate::structure::require_tables(&tree, "", crate::structure::MODEL_TABLES)?;
+        let spec: ModelSpec = toml::from_str(text).map_err(Error::parse)?;
         spec.validate()?;
         Ok(spec)
     }
 
     /// Parses and validates a model spec given as JSON (the model file's structure).
     pub fn from_json_str(text: &str) -> Result<Self> {
-        let spec: ModelSpec = serde_json::from_str(text).map_err(|e| Error::Parse {
-            message: format!("JSON: {e}"),
-        })?;
+        let tree = crate::structure::tree(text, true)?;
+        crate::structure::require_tables(&tree, "", crate::structure::MODEL_TABLES)?;
+        let spec: ModelSpec =
+            serde_json::from_str(text).map_err(|e| Error::parse(format!("JSON: {e}")))?;
         spec.validate()?;
         Ok(spec)
     }

@@ -17,6 +17,17 @@ fn ensure(ok: bool, field: &str, rule: impl FnOnce() -> String) -> Result<()> {
     }
 }
 
+/// A name shows in tables, comments and terminals: no control characters (a line break
+/// would end a comment line; an escape sequence would reach the terminal).
+pub(crate) fn check_name(field: &str, name: &str) -> Result<()> {
+    ensure(!name.chars().any(char::is_control), field, || {
+        format!(
+            "must not contain control characters (line breaks, tabs, escapes); got {}",
+            name.escape_debug()
+        )
+    })
+}
+
 pub(super) fn positive(field: &str, value: u64, max: u64) -> Result<()> {
     if value == 0 {
         return Err(Error::invalid(field, "must be at least 1"));
@@ -217,6 +228,9 @@ impl Workload {
 impl ModelSpec {
     /// Checks every rule on the spec.
     pub fn validate(&self) -> Result<()> {
+        if let Some(name) = &self.name {
+            check_name("name", name)?;
+        }
         self.model.validate()?;
         self.workload.validate()?;
         if (self.counting.embeddings || self.counting.lm_head) && self.model.vocab == 0 {

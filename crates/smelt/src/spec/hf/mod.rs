@@ -363,9 +363,8 @@ fn in_config_words(e: Error, family: Family) -> Error {
 
 /// Imports `config.json` text, costed at `workload`.
 pub fn import(text: &str, workload: Workload) -> Result<ModelSpec> {
-    let value: Value = serde_json::from_str(text).map_err(|e| Error::Parse {
-        message: format!("config.json: {e}"),
-    })?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| Error::parse(format!("config.json: {e}")))?;
     import_value(&value, workload)
 }
 
@@ -437,7 +436,12 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
             lm_head: true,
         },
     };
-    spec.validate().map_err(|e| in_config_words(e, family))?;
+    spec.validate().map_err(|e| match e {
+        Error::InvalidSpec { field, rule } if field == "name" => {
+            Error::invalid("config.json: architectures[0]", rule)
+        }
+        e => in_config_words(e, family),
+    })?;
     Ok(spec)
 }
 

@@ -1,0 +1,30 @@
+//! Progress of long work (a grid, a sweep, a fit's starts, a bootstrap, a benchmark), told
+//! to whoever asks: the library never prints; the command line draws a bar on a terminal or
+//! writes plain lines otherwise (`smelt ... --quiet` silences it).
+
+/// Receives progress reports. Calls may come from several threads at once.
+pub trait Progress: Sync {
+    /// A task of `total` steps begins (`total` 0: unknown).
+    fn begin(&self, task: &str, total: u64) {
+        let _ = (task, total);
+    }
+
+    /// `n` more steps are done.
+    fn advance(&self, n: u64) {
+        let _ = n;
+    }
+
+    /// A line of news about the task (what is being timed, say).
+    fn note(&self, text: &str) {
+        let _ = text;
+    }
+
+    /// The task is over.
+    fn end(&self) {}
+}
+
+/// No reports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Silent;
+
+impl Progress for Silent {}

@@ -1,0 +1,17 @@
+//! smelt's integration tests, as modules of one test binary: the public API and the
+//! command line, never the internals.
+
+mod common;
+
+mod bench;
+mod cli;
+mod cli_fit;
+mod cli_match;
+mod figures;
+mod fit;
+mod hf;
+mod plot;
+mod readme;
+mod reference;
+mod search;
+mod validation;
