@@ -6,7 +6,7 @@ use super::{Block, Document, Table};
 
 fn comfy(t: &Table) -> Comfy {
     let mut c = Comfy::new();
-    c.load_style(UTF8_FULL_CONDENSED).force_no_tty();
+    c.load_style(UTF8_FULL_CONDENSED);
     c.set_header(t.header.iter().map(Cell::new));
     for row in &t.rows {
         c.add_row(row.iter().map(|f| f.display.as_str()));
