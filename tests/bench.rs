@@ -208,7 +208,7 @@ fn cli_bench_errors() {
     assert_eq!(code, Some(2), "a malformed flag value is a usage error");
     assert!(err.contains("--routing") && err.contains("skew=S"), "{err}");
     let (code, _, err) = run(&["bench", model, "--tokens", "0"]);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(2));
     assert!(err.contains("--tokens"), "{err}");
     let (code, _, err) = run(&["bench", model, "--backend", "cuda", "--tokens", "64"]);
     match bench::cuda::probe() {

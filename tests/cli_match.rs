@@ -53,15 +53,14 @@ fn match_json_contract_and_determinism() {
 #[test]
 fn matched_model_file_is_valid_input_to_cost() {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("matched-200m.toml");
-    let (code, toml_text, _) = run(&[
-        "match",
-        &budget("match-200m-s95.toml"),
-        "--format",
-        "toml",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let args = ["match", &budget("match-200m-s95.toml"), "--format", "toml"];
+    let (code, toml_text, _) = run(&args);
     assert_eq!(code, Some(0));
+    // With -o the file goes to the file, not also to standard output; stderr says so.
+    let (code, stdout, stderr) = run(&[&args[..], &["-o", out.to_str().unwrap()]].concat());
+    assert_eq!(code, Some(0));
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("wrote the matched model file"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), toml_text);
     let spec = smelt::ModelSpec::from_toml_str(&toml_text).unwrap();
     assert_eq!(spec.model.executions(), 18);
@@ -208,8 +207,11 @@ fn sweep_span_rematches_every_candidate() {
 fn sweep_argument_errors() {
     let b = budget("match-200m-s95.toml");
     let (code, _, err) = run(&["sweep", &b, "--span", "a..=3"]);
-    assert_eq!(code, Some(1));
-    assert!(err.contains("--span"), "{err}");
+    assert_eq!(code, Some(2), "a malformed flag value is a usage error");
+    assert!(err.contains("--span") && err.contains("'a'"), "{err}");
+    let (code, _, err) = run(&["sweep", &b, "--span", "0-12"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("'0-12'"), "{err}");
     let (code, _, err) = run(&["sweep", &b, "--span", "20"]);
     assert_eq!(code, Some(1));
     assert!(

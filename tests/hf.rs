@@ -279,7 +279,7 @@ gqa = {{ min = 1, max = 32 }}
     )
     .unwrap();
     let config = dir.join("looped-mixtral.json");
-    let v = run_json(&[
+    let (code, out, err) = common::run(&[
         "match",
         budget.to_str().unwrap(),
         "--format",
@@ -287,6 +287,9 @@ gqa = {{ min = 1, max = 32 }}
         "-o",
         config.to_str().unwrap(),
     ]);
+    assert_eq!((code, out.as_str()), (Some(0), ""), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
     assert_eq!(v["model_type"], "mixtral");
     assert_eq!(v["smelt_loop_first_layer"], 9);
     assert_eq!(v["smelt_loop_span"], 16);

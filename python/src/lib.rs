@@ -1,14 +1,18 @@
 //! Python bindings of smelt: plain dicts in and out (the same fields as the JSON contracts of
 //! the command line), and `smelt.SmeltError` (a `ValueError`) carrying smelt's messages.
 //!
-//! Each function also accepts a path (a `str` or `os.PathLike`) to a model, budget or grid
-//! file instead of a dict.
+//! Each function also accepts a path (a `str` or `os.PathLike`) to a model, budget, grid or
+//! endpoints file instead of a dict. The limits are the command line's (`top` from 1 to
+//! 1000, at most 1,000,000 bootstrap resamples, ...), and no Rust panic ever reaches Python:
+//! one would be a bug in smelt, and arrives as a `SmeltError` saying so.
 
-use std::path::{Path, PathBuf};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use smelt_core::search::SearchOptions;
 
 create_exception!(
     smelt,
@@ -20,6 +24,25 @@ create_exception!(
 
 fn err(e: smelt_core::Error) -> PyErr {
     SmeltError::new_err(e.to_string())
+}
+
+/// Runs `f` outside the GIL, turning smelt's errors and any panic into `SmeltError`.
+fn guarded<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> smelt_core::Result<T> + Send,
+) -> PyResult<T> {
+    py.detach(|| catch_unwind(AssertUnwindSafe(f)))
+        .map_err(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            SmeltError::new_err(format!(
+                "internal error in smelt (a bug; please report it): {what}"
+            ))
+        })?
+        .map_err(err)
 }
 
 /// A dict as JSON text, or a path.
@@ -48,57 +71,233 @@ fn dir_of(base_dir: Option<PathBuf>) -> PathBuf {
     base_dir.unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// cost(spec) -> dict: parameters, FLOPs per token, KV cache and sparsity of a model.
-///
-/// `spec` is a dict with the model file's structure ({"model": {...}, "workload": {...}})
-/// or a path to a model file. The result has the fields of `smelt cost --format json`.
-#[pyfunction]
-fn cost(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    let spec = match input(py, spec)? {
+fn spec(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<smelt_core::ModelSpec> {
+    let i = input(py, obj)?;
+    guarded(py, move || match i {
         Input::Json(text) => smelt_core::ModelSpec::from_json_str(&text),
         Input::Path(p) => smelt_core::ModelSpec::load(&p),
-    }
-    .map_err(err)?;
-    output(py, &smelt_core::cost(&spec).map_err(err)?)
+    })
 }
 
-/// match(budget, top=1, base_dir=None) -> dict: the looped configuration matching a budget.
+fn budget(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    base_dir: Option<PathBuf>,
+) -> PyResult<smelt_core::Budget> {
+    let i = input(py, obj)?;
+    guarded(py, move || match i {
+        Input::Json(text) => smelt_core::Budget::from_json_str(&text, &dir_of(base_dir)),
+        Input::Path(p) => smelt_core::Budget::load(&p),
+    })
+}
+
+/// cost(spec, against=None) -> dict: parameters, FLOPs per token, KV cache and sparsity.
+///
+/// `spec` is a dict with the model file's structure ({"model": {...}, "workload": {...}})
+/// or a path to a model file. The result has the fields of `smelt cost --format json`; with
+/// `against` (a Baseline, dict or path), those of `smelt cost --against`.
+#[pyfunction]
+#[pyo3(signature = (spec, against = None))]
+fn cost(
+    py: Python<'_>,
+    spec: &Bound<'_, PyAny>,
+    against: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let model = self::spec(py, spec)?;
+    match against {
+        None => output(py, &guarded(py, || smelt_core::cost(&model))?),
+        Some(b) => {
+            let base = self::spec(py, b)?;
+            output(py, &guarded(py, || smelt_core::compare(&base, &model))?)
+        }
+    }
+}
+
+/// match(budget, top=1, base_dir=None, force=False) -> dict: the looped configuration
+/// matching a budget.
 ///
 /// `budget` is a dict with the budget file's structure or a path to a budget file; relative
 /// Baseline paths in a dict are taken from `base_dir` (default: the working directory).
-/// The result has the fields of `smelt match --format json` (`looped` is the model dict,
-/// `residuals`, `ratios`, `sparsity`, `lattice`, ...).
+/// `top` (1 to 1000) keeps the best configurations; `force` searches a lattice over the size
+/// limit. The result has the fields of `smelt match --format json`.
 #[pyfunction(name = "match")]
-#[pyo3(signature = (budget, top = 1, base_dir = None))]
+#[pyo3(signature = (budget, top = 1, base_dir = None, force = false))]
 fn match_budget(
     py: Python<'_>,
     budget: &Bound<'_, PyAny>,
     top: usize,
     base_dir: Option<PathBuf>,
+    force: bool,
 ) -> PyResult<Py<PyAny>> {
-    let budget = match input(py, budget)? {
-        Input::Json(text) => smelt_core::Budget::from_json_str(&text, &dir_of(base_dir)),
-        Input::Path(p) => smelt_core::Budget::load(&p),
-    }
-    .map_err(err)?;
-    let report = py
-        .detach(|| smelt_core::match_budget(&budget, top.max(1)))
-        .map_err(err)?;
+    let b = self::budget(py, budget, base_dir)?;
+    let options = SearchOptions { top, force };
+    output(
+        py,
+        &guarded(py, || smelt_core::search::match_budget_with(&b, &options))?,
+    )
+}
+
+/// grid(grid, base_dir=None, force=False) -> dict: every cell of a grid matched, with the
+/// summary: the fields of `smelt grid --format json` (`cells`, `summary`).
+#[pyfunction]
+#[pyo3(signature = (grid, base_dir = None, force = false))]
+fn grid(
+    py: Python<'_>,
+    grid: &Bound<'_, PyAny>,
+    base_dir: Option<PathBuf>,
+    force: bool,
+) -> PyResult<Py<PyAny>> {
+    let i = input(py, grid)?;
+    let report = guarded(py, move || {
+        let g = match i {
+            Input::Json(text) => smelt_core::GridSpec::from_json_str(&text, &dir_of(base_dir)),
+            Input::Path(p) => smelt_core::GridSpec::load(&p),
+        }?;
+        let options = SearchOptions { top: 1, force };
+        smelt_core::search::match_grid_with(&g, &options, &smelt_core::progress::Silent)
+    })?;
     output(py, &report)
 }
 
-/// grid(grid, base_dir=None) -> dict: every cell of a grid matched, with the summary.
-///
-/// The result has the fields of `smelt grid --format json` (`cells`, `summary`).
+/// sweep(budget, knob, values, base_dir=None) -> dict: the budget re-matched for every value
+/// of one recipe knob ("span", "depth" or "repeats"); `values` a list of integers or a
+/// string such as "0..=12". The fields of `smelt sweep --format json`.
 #[pyfunction]
-#[pyo3(signature = (grid, base_dir = None))]
-fn grid(py: Python<'_>, grid: &Bound<'_, PyAny>, base_dir: Option<PathBuf>) -> PyResult<Py<PyAny>> {
-    let grid = match input(py, grid)? {
-        Input::Json(text) => smelt_core::GridSpec::from_json_str(&text, &dir_of(base_dir)),
-        Input::Path(p) => smelt_core::GridSpec::load(Path::new(&p)),
-    }
-    .map_err(err)?;
-    let report = py.detach(|| smelt_core::match_grid(&grid)).map_err(err)?;
+#[pyo3(signature = (budget, knob, values, base_dir = None))]
+fn sweep(
+    py: Python<'_>,
+    budget: &Bound<'_, PyAny>,
+    knob: &str,
+    values: &Bound<'_, PyAny>,
+    base_dir: Option<PathBuf>,
+) -> PyResult<Py<PyAny>> {
+    let b = self::budget(py, budget, base_dir)?;
+    let values: Result<Vec<u64>, String> = match values.extract::<String>() {
+        Ok(text) => Err(text),
+        Err(_) => Ok(values.extract::<Vec<u64>>()?),
+    };
+    let knob = knob.to_owned();
+    let report = guarded(py, move || {
+        let knob: smelt_core::search::Knob = knob.parse()?;
+        let values = match values {
+            Ok(v) => v,
+            Err(text) => smelt_core::search::parse_values("values", &text)?,
+        };
+        if values.len() > smelt_core::search::MAX_SWEEP_VALUES {
+            return Err(smelt_core::Error::invalid(
+                "values",
+                format!("at most {} values", smelt_core::search::MAX_SWEEP_VALUES),
+            ));
+        }
+        smelt_core::search::sweep(&b, knob, &values)
+    })?;
+    output(py, &report)
+}
+
+fn endpoints(path: PathBuf, group: Option<&str>) -> smelt_core::Result<smelt_core::fit::Groups> {
+    smelt_core::fit::data::load(path, group)
+}
+
+/// fit(endpoints, group=None, starts="standard") -> dict: a scaling-law surface per group of
+/// an endpoints CSV (a path): the fields of `smelt fit --format json` (`fits`).
+#[pyfunction]
+#[pyo3(signature = (endpoints, group = None, starts = "standard"))]
+fn fit(
+    py: Python<'_>,
+    endpoints: PathBuf,
+    group: Option<String>,
+    starts: &str,
+) -> PyResult<Py<PyAny>> {
+    let starts = starts.to_owned();
+    let fits = guarded(py, move || {
+        let starts: smelt_core::fit::Starts = starts.parse()?;
+        let groups = self::endpoints(endpoints, group.as_deref())?;
+        let mut fits = Vec::new();
+        for (name, points) in &groups {
+            let form = smelt_core::fit::form_of(points);
+            let mut opts = smelt_core::fit::FitOptions::standard(form);
+            opts.starts = starts.grid(form);
+            fits.push(smelt_core::fit::fit(name, points, &opts)?);
+        }
+        Ok(smelt_core::fit::Fits { fits })
+    })?;
+    output(py, &fits)
+}
+
+/// gain(endpoints, reference, target, group="arch", compute=[1e20, 1e21],
+/// sparsity=[0.85, 0.95, 0.97], bootstrap=0, seed=0, starts="standard") -> dict: the
+/// compute-efficiency gain table of `smelt gain --format json`.
+#[pyfunction]
+#[pyo3(signature = (endpoints, reference, target, group = "arch", compute = vec![1e20, 1e21],
+                    sparsity = vec![0.85, 0.95, 0.97], bootstrap = 0, seed = 0,
+                    starts = "standard"))]
+#[allow(clippy::too_many_arguments)]
+fn gain(
+    py: Python<'_>,
+    endpoints: PathBuf,
+    reference: String,
+    target: String,
+    group: &str,
+    compute: Vec<f64>,
+    sparsity: Vec<f64>,
+    bootstrap: usize,
+    seed: u64,
+    starts: &str,
+) -> PyResult<Py<PyAny>> {
+    let (group, starts) = (group.to_owned(), starts.to_owned());
+    let table = guarded(py, move || {
+        use smelt_core::fit::{self, BootstrapOptions, FitOptions, Form, Starts};
+        let groups = self::endpoints(endpoints, Some(&group))?;
+        let r = fit::data::group(&groups, &group, &reference)?;
+        let t = fit::data::group(&groups, &group, &target)?;
+        let mut opts = FitOptions::standard(Form::Surface);
+        opts.starts = starts.parse::<Starts>()?.grid(Form::Surface);
+        let boot = (bootstrap > 0).then_some(BootstrapOptions {
+            resamples: bootstrap,
+            seed,
+        });
+        fit::gain_table(
+            (&reference, r),
+            (&target, t),
+            &compute,
+            &sparsity,
+            &opts,
+            boot,
+        )
+    })?;
+    output(py, &table)
+}
+
+/// bench(model, against=None, backend="cpu", tokens=None, routing="balanced", repeats=3)
+/// -> dict: the GEMMs of one layer execution timed: the fields of
+/// `smelt bench --format json`. `model` and `against` are dicts or paths.
+#[pyfunction(name = "bench")]
+#[pyo3(signature = (model, against = None, backend = "cpu", tokens = None,
+                    routing = "balanced", repeats = 3))]
+fn bench_models(
+    py: Python<'_>,
+    model: &Bound<'_, PyAny>,
+    against: Option<&Bound<'_, PyAny>>,
+    backend: &str,
+    tokens: Option<u64>,
+    routing: &str,
+    repeats: usize,
+) -> PyResult<Py<PyAny>> {
+    let model = spec(py, model)?;
+    let base = against.map(|b| spec(py, b)).transpose()?;
+    let (backend, routing) = (backend.to_owned(), routing.to_owned());
+    let report = guarded(py, move || {
+        use smelt_core::bench::{Backend, BenchOptions};
+        let backend: Backend = backend.parse()?;
+        let opts = BenchOptions {
+            backend,
+            tokens: tokens.unwrap_or(backend.default_tokens()),
+            routing: routing.parse()?,
+            repeats,
+        };
+        let models: Vec<&smelt_core::ModelSpec> = base.iter().chain([&model]).collect();
+        smelt_core::bench::bench(&models, &opts)
+    })?;
     output(py, &report)
 }
 
@@ -109,13 +308,14 @@ fn grid(py: Python<'_>, grid: &Bound<'_, PyAny>, base_dir: Option<PathBuf>) -> P
 /// What the cost model cannot describe is refused with a SmeltError saying why.
 #[pyfunction]
 fn import_hf(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    let text = match input(py, config)? {
-        Input::Json(text) => text,
-        Input::Path(p) => std::fs::read_to_string(&p)
-            .map_err(|e| SmeltError::new_err(format!("{}: {e}", p.display())))?,
-    };
-    let spec = smelt_core::spec::hf::import(&text, smelt_core::ModelSpec::default_workload())
-        .map_err(err)?;
+    let i = input(py, config)?;
+    let spec = guarded(py, move || {
+        let text = match i {
+            Input::Json(text) => text,
+            Input::Path(p) => smelt_core::io::read_to_string(&p)?,
+        };
+        smelt_core::spec::hf::import(&text, smelt_core::ModelSpec::default_workload())
+    })?;
     output(py, &spec)
 }
 
@@ -125,6 +325,10 @@ fn smelt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cost, m)?)?;
     m.add_function(wrap_pyfunction!(match_budget, m)?)?;
     m.add_function(wrap_pyfunction!(grid, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(fit, m)?)?;
+    m.add_function(wrap_pyfunction!(gain, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_models, m)?)?;
     m.add_function(wrap_pyfunction!(import_hf, m)?)?;
     m.add("SmeltError", m.py().get_type::<SmeltError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

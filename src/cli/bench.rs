@@ -3,13 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::bail;
 use smelt::ModelSpec;
 use smelt::bench::{self, Backend, BenchOptions, Routing};
 use smelt::report::Format;
 
 use super::cost::load;
-use super::{emit_report, formats, load_budget, named};
+use super::{Reporter, emit_report, formats, load_budget, named};
 
 /// Execute the GEMMs of one training step of one layer and time them per component.
 ///
@@ -32,16 +31,16 @@ pub struct Args {
     #[arg(long, default_value = "cpu", value_parser = named::<Backend>())]
     backend: Backend,
     /// Tokens per batch, rounded to whole documents of the workload (default: 1024 on the
-    /// CPU, 16384 on CUDA).
-    #[arg(long)]
+    /// CPU, 16384 on CUDA; at most 1,048,576).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=bench::MAX_TOKENS))]
     tokens: Option<u64>,
     /// Token-to-expert assignment: `balanced`, or `skew=S` for shares proportional to
     /// 1/(rank+1)^S.
     #[arg(long, default_value = "balanced")]
     routing: Routing,
-    /// Timed runs per kernel shape (the median is kept).
-    #[arg(long, default_value_t = 3)]
-    repeats: usize,
+    /// Timed runs per kernel shape (the median is kept; 1 to 100).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    repeats: u64,
     /// Output format.
     #[arg(long, default_value = "table",
           value_parser = formats(&[Format::Table, Format::Json, Format::Markdown, Format::Toml]))]
@@ -49,19 +48,12 @@ pub struct Args {
 }
 
 /// Runs `smelt bench`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let tokens = args.tokens.unwrap_or(args.backend.default_tokens());
-    if tokens == 0 {
-        bail!("--tokens must be at least 1");
-    }
-    if args.repeats == 0 {
-        bail!("--repeats must be at least 1");
-    }
+pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
     let opts = BenchOptions {
         backend: args.backend,
-        tokens,
+        tokens: args.tokens.unwrap_or(args.backend.default_tokens()),
         routing: args.routing,
-        repeats: args.repeats,
+        repeats: args.repeats as usize,
     };
     let specs: Vec<ModelSpec> = match (&args.model, &args.against, &args.budget) {
         (Some(m), None, None) => vec![load(m)?],
@@ -70,9 +62,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let m = smelt::search::match_budget(&load_budget(b)?, 1)?;
             vec![m.baseline, m.looped]
         }
-        _ => bail!("give a model file (optionally with --against) or --budget"),
+        _ => anyhow::bail!("give a model file (optionally with --against) or --budget"),
     };
     let refs: Vec<&ModelSpec> = specs.iter().collect();
-    emit_report(&bench::bench(&refs, &opts)?, args.format)?;
+    emit_report(&bench::bench_with(&refs, &opts, progress)?, args.format)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use smelt::fit::{self, FitOptions, Fits, Scale, Starts};
 use smelt::report::Format;
 
-use super::{all_formats, emit_report, named};
+use super::{Reporter, all_formats, emit_report, named};
 
 /// Fit L(F,S,D) = E + A(1-S)^b / F^a + K / D^c to endpoints, one fit per group.
 ///
@@ -38,7 +38,7 @@ pub struct Args {
 }
 
 /// Runs `smelt fit`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
     let groups = fit::data::load(&args.endpoints, args.group.as_deref())
         .with_context(|| format!("endpoints '{}'", args.endpoints.display()))?;
     let mut fits = Vec::new();
@@ -50,7 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if args.mean {
             opts.scale = Scale::Mean;
         }
-        fits.push(fit::fit(name, points, &opts)?);
+        fits.push(fit::fit_with(name, points, &opts, progress)?);
     }
     emit_report(&Fits { fits }, args.format)?;
     Ok(ExitCode::SUCCESS)

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use smelt::fit::{self, BootstrapOptions, FitOptions, Starts};
 use smelt::report::Format;
 
-use super::{all_formats, emit, named, write_file};
+use super::{Reporter, all_formats, emit, named, write_file};
 
 /// Compute-efficiency gain of a target architecture over a reference.
 ///
@@ -35,14 +35,15 @@ pub struct Args {
     /// Sparsities, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "0.85,0.95,0.97")]
     sparsity: Vec<f64>,
-    /// Cell-bootstrap resamples (0: none).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    bootstrap: usize,
+    /// Cell-bootstrap resamples (0: none; at most 1,000,000).
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=fit::MAX_RESAMPLES as u64))]
+    bootstrap: u64,
     /// Bootstrap seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Start grid: `standard` (the replication's, 4,500 starts for Chinchilla's form and
-    /// 13,500 for the surface) or `small` (32 starts, for a quick look).
+    /// Start grid: `standard` (the replication's, 13,500 starts for the surface) or `small`
+    /// (32 starts, for a quick look).
     #[arg(long, default_value = "standard", value_parser = named::<Starts>())]
     starts: Starts,
     /// Output format.
@@ -54,7 +55,7 @@ pub struct Args {
 }
 
 /// Runs `smelt gain`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
     let groups = fit::data::load(&args.endpoints, Some(&args.group))
         .with_context(|| format!("endpoints '{}'", args.endpoints.display()))?;
     let get = |name: &str, flag: &str| {
@@ -70,20 +71,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut opts = FitOptions::standard(fit::Form::Surface);
     opts.starts = args.starts.grid(fit::Form::Surface);
     let boot = (args.bootstrap > 0).then_some(BootstrapOptions {
-        resamples: args.bootstrap,
+        resamples: args.bootstrap as usize,
         seed: args.seed,
     });
-    let table = fit::gain_table(
-        (&args.reference, r),
-        (&args.target, t),
-        &args.compute,
-        &args.sparsity,
-        &opts,
-        boot,
+    let (computes, sparsities) = (&args.compute, &args.sparsity);
+    let (reference, target) = ((&*args.reference, r), (&*args.target, t));
+    let table = fit::gain_table_with(
+        reference, target, computes, sparsities, &opts, boot, progress,
     )?;
     let text = smelt::report::render(&table, args.format)?;
     if let Some(path) = &args.plot {
-        write_file(path, &smelt::report::plot::frontiers(&table)?)?;
+        let svg = smelt::report::plot::frontiers(&table)?;
+        write_file(
+            path,
+            &svg,
+            "the frontiers",
+            std::slice::from_ref(&args.endpoints),
+        )?;
     }
     emit(&text)?;
     Ok(ExitCode::SUCCESS)

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use smelt::budget::GridSpec;
 use smelt::report::Format;
+use smelt::search::SearchOptions;
 
-use super::{all_formats, emit, tolerance_exit, write_file};
+use super::{Reporter, WorkloadArgs, all_formats, budget_inputs, emit, tolerance_exit, write_file};
 
 /// Match every cell of a grid (scales x sparsities) under one recipe and lattice.
 ///
@@ -24,17 +25,52 @@ pub struct Args {
     /// Also draw the three residuals per cell as an SVG heatmap into this file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Search lattices larger than the documented limit (README, "Budget files").
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    workload: WorkloadArgs,
 }
 
 /// Runs `smelt grid`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let grid = GridSpec::load(&args.grid)
+pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
+    let mut grid = GridSpec::load(&args.grid)
         .with_context(|| format!("grid file '{}'", args.grid.display()))?;
-    let r = smelt::search::match_grid(&grid)?;
+    if args.workload.is_set() {
+        for cell in &mut grid.cells {
+            let w = args.workload.apply(&cell.budget.baseline().workload)?;
+            cell.budget = cell.budget.with_workload(w)?;
+        }
+    }
+    let options = SearchOptions {
+        top: 1,
+        force: args.force,
+    };
+    let r = smelt::search::match_grid_with(&grid, &options, progress)?;
     let text = smelt::report::render(&r, args.format)?;
     if let Some(path) = &args.plot {
-        write_file(path, &smelt::report::plot::residual_heatmap(&r)?)?;
+        let inputs: Vec<PathBuf> = grid
+            .cells
+            .iter()
+            .flat_map(|c| budget_inputs(&args.grid, &c.budget))
+            .collect();
+        let svg = smelt::report::plot::residual_heatmap(&r)?;
+        write_file(path, &svg, "the residual heatmap", &inputs)?;
     }
     emit(&text)?;
-    Ok(tolerance_exit(r.summary.within_tolerance == r.cells.len()))
+    let broken: Vec<String> = r
+        .cells
+        .iter()
+        .filter(|c| !c.within_tolerance)
+        .map(|c| {
+            let kinds: Vec<&str> = c.broken.iter().map(|k| k.as_str()).collect();
+            format!(
+                "cell {} {} ({})",
+                c.scale,
+                c.sparsity_label,
+                kinds.join(", ")
+            )
+        })
+        .collect();
+    Ok(tolerance_exit(&broken))
 }

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use smelt::ModelSpec;
 use smelt::spec::hf;
-use smelt::{Attention, ModelSpec};
 
-use super::{emit, write_file};
+use super::{WorkloadArgs, emit, write_file};
 
 /// Convert a Hugging Face config.json (mixtral, qwen2_moe, qwen3_moe, olmoe) into a model file.
 ///
@@ -22,31 +22,24 @@ pub struct Args {
     /// Write the model file here instead of standard output.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Packed sequence length of the workload.
-    #[arg(long, default_value_t = 4096)]
-    context: u64,
-    /// Mean document length of the workload.
-    #[arg(long, default_value_t = 991)]
-    mean_doc_len: u64,
-    /// Count dense attention (every key of the document) instead of causal.
-    #[arg(long)]
-    dense: bool,
+    #[command(flatten)]
+    workload: WorkloadArgs,
 }
 
 /// Runs `smelt import`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let text = smelt::io::read_to_string(&args.config)?;
-    let mut workload = ModelSpec::default_workload();
-    workload.context = args.context;
-    workload.mean_doc_len = Some(args.mean_doc_len);
-    if args.dense {
-        workload.attention = Attention::Dense;
-    }
+    let workload = args.workload.apply(&ModelSpec::default_workload())?;
     let spec = hf::import(&text, workload)
         .with_context(|| format!("config '{}'", args.config.display()))?;
     let out = smelt::report::imported_model_file(&args.config.display().to_string(), &spec)?;
     match &args.output {
-        Some(path) => write_file(path, &out)?,
+        Some(path) => write_file(
+            path,
+            &out,
+            "the model file",
+            std::slice::from_ref(&args.config),
+        )?,
         None => emit(&out)?,
     }
     Ok(ExitCode::SUCCESS)

@@ -3,14 +3,14 @@
 //! sees clap types.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use clap::{Parser, Subcommand};
-use smelt::budget::Budget;
+use clap::{CommandFactory, Parser, Subcommand};
+use smelt::budget::{BaselineSource, Budget};
 use smelt::names::Named;
 use smelt::report::{Format, Report};
 
@@ -21,7 +21,12 @@ mod gain;
 mod grid;
 mod import;
 mod matching;
+mod progress;
 mod sweep;
+mod workload;
+
+pub use progress::Reporter;
+pub use workload::WorkloadArgs;
 
 /// Exit code for an error: bad input, unreadable file, infeasible lattice.
 pub const EXIT_ERROR: u8 = 1;
@@ -33,8 +38,9 @@ Exit codes:
   0  success
   1  error: a file could not be read, parsed or validated (the message names the field
      and the rule), a count overflowed, or no lattice point is feasible
-  2  usage error: bad command-line arguments
-  3  a match is outside the budget's [tolerance] (the best configuration is still printed)";
+  2  usage error: bad command-line arguments or flag values
+  3  a match is outside the budget's [tolerance] (the best configuration is still printed;
+     standard error says which budget broke which tolerance)";
 
 /// Compute-matched budgets for looped MoE Transformers.
 ///
@@ -45,6 +51,9 @@ Exit codes:
 #[derive(Debug, Parser)]
 #[command(name = "smelt", version, after_help = EXIT_CODES)]
 pub struct Cli {
+    /// No progress on standard error (results and errors are still written).
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -59,6 +68,11 @@ enum Command {
     Gain(gain::Args),
     Bench(bench::Args),
     Import(import::Args),
+    /// Print a shell completion script: `smelt completions bash > /etc/bash_completion.d/smelt`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// A value parser for a named library enum: `--help` lists its names.
@@ -94,23 +108,59 @@ pub fn load_budget(path: &Path) -> anyhow::Result<Budget> {
     Budget::load(path).with_context(|| format!("budget file '{}'", path.display()))
 }
 
-/// Writes `text` to `path` atomically, naming it in errors.
-pub fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
+/// The files a budget was read from: the budget file and its Baseline's.
+pub fn budget_inputs(path: &Path, budget: &Budget) -> Vec<PathBuf> {
+    let mut out = vec![path.to_path_buf()];
+    match budget.source() {
+        BaselineSource::File(p) | BaselineSource::HfConfig { path: p, .. } => out.push(p.clone()),
+        BaselineSource::Inline => {}
+    }
+    out
+}
+
+/// Writes `text` to `path` atomically, refusing a path that is one of the run's `inputs`,
+/// and says on standard error what it wrote.
+pub fn write_file(path: &Path, text: &str, what: &str, inputs: &[PathBuf]) -> anyhow::Result<()> {
+    let canonical = |p: &Path| -> Option<PathBuf> {
+        let dir = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+    };
+    let target = canonical(path);
+    for input in inputs {
+        if target.is_some() && canonical(input) == target {
+            bail!(
+                "refusing to write {what} to '{}': it is an input of this run",
+                path.display()
+            );
+        }
+    }
     smelt::io::write_atomic(path, text.as_bytes())
-        .with_context(|| format!("writing '{}'", path.display()))
+        .with_context(|| format!("writing '{}'", path.display()))?;
+    eprintln!("smelt: wrote {what} to '{}'", path.display());
+    Ok(())
 }
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let progress = Reporter::new(cli.quiet);
     match cli.command {
         Command::Cost(args) => cost::run(args),
-        Command::Match(args) => matching::run(args),
-        Command::Grid(args) => grid::run(args),
-        Command::Sweep(args) => sweep::run(args),
-        Command::Fit(args) => fit::run(args),
-        Command::Gain(args) => gain::run(args),
-        Command::Bench(args) => bench::run(args),
+        Command::Match(args) => matching::run(args, &progress),
+        Command::Grid(args) => grid::run(args, &progress),
+        Command::Sweep(args) => sweep::run(args, &progress),
+        Command::Fit(args) => fit::run(args, &progress),
+        Command::Gain(args) => gain::run(args, &progress),
+        Command::Bench(args) => bench::run(args, &progress),
         Command::Import(args) => import::run(args),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "smelt", &mut out);
+            emit(&String::from_utf8_lossy(&out))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -127,11 +177,32 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `SUCCESS`, or the tolerance exit code when `met` is false.
-pub fn tolerance_exit(met: bool) -> ExitCode {
-    if met {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_TOLERANCE)
+/// `SUCCESS`, or the tolerance exit code with each broken tolerance said on standard error.
+pub fn tolerance_exit(broken: &[String]) -> ExitCode {
+    if broken.is_empty() {
+        return ExitCode::SUCCESS;
     }
+    for b in broken {
+        eprintln!("smelt: tolerance not met: {b}");
+    }
+    ExitCode::from(EXIT_TOLERANCE)
+}
+
+/// The broken tolerances of a match, in words: `kv: |-2.50%| > 1.00%`.
+pub fn broken_words(
+    broken: &[smelt::BudgetKind],
+    residuals: &smelt::Residuals,
+    tolerance: &smelt::budget::Tolerance,
+) -> Vec<String> {
+    broken
+        .iter()
+        .map(|&k| {
+            format!(
+                "{}: |{}| > {:.2}%",
+                k.as_str(),
+                smelt::report::percent(*residuals.get(k)),
+                tolerance.get(k).unwrap_or(0.0) * 100.0
+            )
+        })
+        .collect()
 }

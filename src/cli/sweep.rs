@@ -3,47 +3,72 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::bail;
+use clap::builder::TypedValueParser;
 use smelt::report::Format;
-use smelt::search::{self, Knob};
+use smelt::search::{self, Knob, SearchOptions};
 
-use super::{all_formats, emit_report, load_budget, tolerance_exit};
+use super::{Reporter, all_formats, emit_report, load_budget, tolerance_exit};
+
+/// The values of a knob (a newtype, so that clap takes the list as one value).
+#[derive(Debug, Clone)]
+struct Values(Vec<u64>);
+
+/// A list of values and ranges, checked as the command line is parsed (a malformed one is
+/// a usage error).
+fn values() -> impl TypedValueParser<Value = Values> {
+    clap::builder::NonEmptyStringValueParser::new()
+        .try_map(|text| search::parse_values("values", &text).map(Values))
+}
 
 /// Vary one recipe knob (loop span, depth or repeats) and re-match every candidate.
 ///
-/// Values are a list and/or ranges: `0..=12`, `0..12`, `8,10,12,14,16`, `1,2..=4`.
+/// Values are a list and/or ranges: `0..=12`, `0..12`, `8,10,12,14,16`, `1,2..=4` (at most
+/// 1024 values).
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("knob").required(true).args(["span", "depth", "repeats"])))]
 pub struct Args {
     /// The budget file.
     budget: PathBuf,
     /// Looped layers (0: no loop), placed as the recipe says.
-    #[arg(long, value_name = "VALUES")]
-    span: Option<String>,
+    #[arg(long, value_name = "VALUES", value_parser = values())]
+    span: Option<Values>,
     /// Physical layers of the looped model (the recipe's span and placement apply).
-    #[arg(long, value_name = "VALUES")]
-    depth: Option<String>,
+    #[arg(long, value_name = "VALUES", value_parser = values())]
+    depth: Option<Values>,
     /// Executions of the looped block.
-    #[arg(long, value_name = "VALUES")]
-    repeats: Option<String>,
+    #[arg(long, value_name = "VALUES", value_parser = values())]
+    repeats: Option<Values>,
+    /// Search lattices larger than the documented limit (README, "Budget files").
+    #[arg(long)]
+    force: bool,
     /// Output format (one row per value; no summary rows).
     #[arg(long, default_value = "table", value_parser = all_formats())]
     format: Format,
 }
 
 /// Runs `smelt sweep`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
     let budget = load_budget(&args.budget)?;
-    let (knob, text) = match (&args.span, &args.depth, &args.repeats) {
-        (Some(t), None, None) => (Knob::Span, t),
-        (None, Some(t), None) => (Knob::Depth, t),
-        (None, None, Some(t)) => (Knob::Repeats, t),
-        _ => bail!("give exactly one of --span, --depth, --repeats"),
+    let (knob, values) = match (args.span, args.depth, args.repeats) {
+        (Some(Values(v)), None, None) => (Knob::Span, v),
+        (None, Some(Values(v)), None) => (Knob::Depth, v),
+        (None, None, Some(Values(v))) => (Knob::Repeats, v),
+        _ => anyhow::bail!("give exactly one of --span, --depth, --repeats"),
     };
-    let values = search::parse_values(&format!("--{}", knob.as_str()), text)?;
-    let r = search::sweep(&budget, knob, &values)?;
+    let options = SearchOptions {
+        top: 1,
+        force: args.force,
+    };
+    let r = search::sweep_with(&budget, knob, &values, &options, progress)?;
     emit_report(&r, args.format)?;
-    Ok(tolerance_exit(
-        r.rows.iter().all(|row| row.within_tolerance),
-    ))
+    let broken: Vec<String> = r
+        .rows
+        .iter()
+        .filter(|row| !row.within_tolerance)
+        .map(|row| {
+            let kinds: Vec<&str> = row.broken.iter().map(|k| k.as_str()).collect();
+            format!("{} = {} ({})", knob.as_str(), row.value, kinds.join(", "))
+        })
+        .collect();
+    Ok(tolerance_exit(&broken))
 }

@@ -12,6 +12,7 @@ use std::time::Instant;
 use super::{KernelTime, Measurement};
 use crate::bench::plan::{Kernel, Plan};
 use crate::error::Result;
+use crate::progress::Progress;
 use crate::rng::Lcg;
 
 /// One timed launch of `k` (after one warm-up launch), on freshly allocated random inputs
@@ -84,7 +85,11 @@ fn ceiling_kernel() -> Kernel {
 /// and then every kernel shape of every plan once, so that a drift in the machine's speed
 /// affects all models alike; each shape keeps its median. Returns the measurements and
 /// the ceiling in FLOP/s.
-pub fn measure(plans: &[&Plan], repeats: usize) -> Result<(Vec<Measurement>, f64)> {
+pub fn measure(
+    plans: &[&Plan],
+    repeats: usize,
+    progress: &dyn Progress,
+) -> Result<(Vec<Measurement>, f64)> {
     let mut seed = Lcg::new(0x5EED);
     let ceiling = ceiling_kernel();
     let mut ceiling_times = Vec::new();
@@ -92,14 +97,22 @@ pub fn measure(plans: &[&Plan], repeats: usize) -> Result<(Vec<Measurement>, f64
         .iter()
         .map(|p| vec![Vec::new(); p.kernels.len()])
         .collect();
+    let shapes: usize = plans.iter().map(|p| p.kernels.len()).sum();
+    progress.begin(
+        &format!("timing {shapes} kernel shapes and the ceiling, {repeats} rounds"),
+        (repeats.max(1) * (shapes + 1)) as u64,
+    );
     for _ in 0..repeats.max(1) {
         ceiling_times.push(time_once(&ceiling, &mut seed));
+        progress.advance(1);
         for (p, t) in plans.iter().zip(times.iter_mut()) {
             for (k, tk) in p.kernels.iter().zip(t.iter_mut()) {
                 tk.push(time_once(k, &mut seed));
+                progress.advance(1);
             }
         }
     }
+    progress.end();
     let device = format!(
         "CPU, 1 thread, f32 (matrixmultiply; {} cores available)",
         std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -19,6 +19,7 @@ pub use plan::{Component, Kernel, Pass, Plan, Routing};
 use crate::cost::{TRAINING_OVER_FORWARD, forward_flops};
 use crate::error::{Error, Result};
 use crate::names::named_enum;
+use crate::progress::{Progress, Silent};
 use crate::spec::{ModelSpec, Workload};
 use crate::units::Flops;
 
@@ -252,10 +253,33 @@ fn layer_bench(
     })
 }
 
+/// The largest batch a benchmark takes, in tokens.
+pub const MAX_TOKENS: u64 = 1 << 20;
+/// The most timed runs per kernel shape.
+pub const MAX_REPEATS: usize = 100;
+
 /// Benchmarks `models` (the Baseline first) on one backend.
 pub fn bench(models: &[&ModelSpec], opts: &BenchOptions) -> Result<BenchReport> {
-    if opts.tokens == 0 {
-        return Err(Error::invalid("tokens", "must be at least 1"));
+    bench_with(models, opts, &Silent)
+}
+
+/// [`bench`], reporting each kernel shape timed to `progress`.
+pub fn bench_with(
+    models: &[&ModelSpec],
+    opts: &BenchOptions,
+    progress: &dyn Progress,
+) -> Result<BenchReport> {
+    if !(1..=MAX_TOKENS).contains(&opts.tokens) {
+        return Err(Error::invalid(
+            "tokens",
+            format!("must be between 1 and {MAX_TOKENS} (got {})", opts.tokens),
+        ));
+    }
+    if !(1..=MAX_REPEATS).contains(&opts.repeats) {
+        return Err(Error::invalid(
+            "repeats",
+            format!("must be between 1 and {MAX_REPEATS} (got {})", opts.repeats),
+        ));
     }
     let prepared = models
         .iter()
@@ -263,8 +287,8 @@ pub fn bench(models: &[&ModelSpec], opts: &BenchOptions) -> Result<BenchReport> 
         .collect::<Result<Vec<_>>>()?;
     let plans: Vec<&Plan> = prepared.iter().map(|p| &p.plan).collect();
     let (measured, ceiling) = match opts.backend {
-        Backend::Cpu => cpu::measure(&plans, opts.repeats)?,
-        Backend::Cuda => cuda::measure(&plans, opts.repeats)?,
+        Backend::Cpu => cpu::measure(&plans, opts.repeats, progress)?,
+        Backend::Cuda => cuda::measure(&plans, opts.repeats, progress)?,
     };
     let device = measured
         .first()

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::spec::validate::check_name;
-use crate::spec::{MAX_COUNT, MAX_EXPERTS, MAX_WIDTH, ModelSpec, Workload};
+use crate::spec::{Counting, MAX_COUNT, MAX_EXPERTS, MAX_WIDTH, ModelSpec, Workload};
 
 /// The text format of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +91,10 @@ pub(crate) struct PlanFile {
     objective: ObjectiveFile,
     #[serde(default)]
     tolerance: ToleranceFile,
+    /// Overrides the Baseline's `[counting]` (e.g. the paper's convention for a
+    /// `config.json` Baseline, which counts the embedding and LM head).
+    #[serde(default)]
+    counting: Option<Counting>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,6 +119,9 @@ impl PlanFile {
         if let Some(w) = &self.workload {
             w.validate()?;
             baseline.workload = w.clone();
+        }
+        if let Some(c) = self.counting {
+            baseline.counting = c;
         }
         baseline.validate()?;
         let recipe = self.recipe.resolve()?;

@@ -57,7 +57,7 @@ pub use objective::{
 pub use recipe::{Placement, Recipe, Span};
 
 use crate::error::{Error, Result};
-use crate::spec::{Loop, ModelSpec};
+use crate::spec::{Loop, ModelSpec, Workload};
 use file::PlanFile;
 
 /// Where a budget's Baseline came from.
@@ -157,12 +157,19 @@ impl Budget {
 
     /// The same budget under another recipe (checked like [`Budget::new`]).
     pub fn with_recipe(&self, recipe: Recipe) -> Result<Self> {
-        let b = Budget::new(
-            self.baseline.clone(),
-            recipe,
-            self.lattice.clone(),
-            self.weights,
-        )?;
+        self.rebuilt(self.baseline.clone(), recipe)
+    }
+
+    /// The same budget with both models costed at `workload` (checked like
+    /// [`Budget::new`]), as a `[workload]` table in the file would.
+    pub fn with_workload(&self, workload: Workload) -> Result<Self> {
+        let mut baseline = self.baseline.clone();
+        baseline.workload = workload;
+        self.rebuilt(baseline, self.recipe)
+    }
+
+    fn rebuilt(&self, baseline: ModelSpec, recipe: Recipe) -> Result<Self> {
+        let b = Budget::new(baseline, recipe, self.lattice.clone(), self.weights)?;
         Ok(Self {
             name: self.name.clone(),
             source: self.source.clone(),

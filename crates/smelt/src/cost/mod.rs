@@ -62,246 +62,24 @@
 mod attention;
 mod compare;
 mod per_budget;
-
-use serde::Serialize;
+mod types;
 
 pub use attention::{MeanKeys, Shortcut};
 pub use compare::{Comparison, compare};
 pub use per_budget::{BudgetKind, PerBudget, Ratios, Residuals};
+pub use types::{
+    AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
+    KvReport, ParamBreakdown, ParamReport, Sparsity,
+};
 
 use crate::error::Result;
-use crate::spec::{Attention, AttentionBias, Counting, Model, ModelSpec, QkNorm, Workload};
+use crate::spec::{AttentionBias, Counting, Model, ModelSpec, QkNorm, Workload};
 use crate::units::{Bytes, Flops, KvElements, Params, product};
 
 /// FLOPs per multiply-add.
 pub const FLOPS_PER_MULTIPLY_ADD: u64 = 2;
 /// Training FLOPs over forward FLOPs (forward + a backward of twice the forward).
 pub const TRAINING_OVER_FORWARD: u64 = 3;
-
-/// Parameters by component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct ParamBreakdown {
-    /// Q, K, V, O projections.
-    pub attention: Params,
-    /// Routed experts (all of them, or the `top_k` a token uses for *active*).
-    pub experts: Params,
-    /// Router.
-    pub router: Params,
-    /// Shared experts (and their gate).
-    pub shared: Params,
-    /// Dense FFNs of the layers that have no MoE.
-    pub dense: Params,
-    /// RMSNorm weights (layer norms, final norm, q/k norms).
-    pub norms: Params,
-    /// Input embedding (0 unless counted).
-    pub embeddings: Params,
-    /// LM head (0 unless counted, and 0 when tied to counted embeddings).
-    pub lm_head: Params,
-}
-
-impl ParamBreakdown {
-    /// The checked sum of the components.
-    pub fn total(&self) -> Result<Params> {
-        Params::sum(&[
-            self.attention,
-            self.experts,
-            self.router,
-            self.shared,
-            self.dense,
-            self.norms,
-            self.embeddings,
-            self.lm_head,
-        ])
-    }
-}
-
-/// Forward FLOPs per token by component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct FlopBreakdown {
-    /// Q, K, V, O projection GEMMs.
-    pub projections: Flops,
-    /// `QKᵀ` and `PV` inside documents.
-    pub attention_core: Flops,
-    /// Router GEMM.
-    pub router: Flops,
-    /// The `top_k` routed experts.
-    pub experts: Flops,
-    /// Shared experts (and their gate).
-    pub shared: Flops,
-    /// Dense FFNs of the layers that have no MoE.
-    pub dense: Flops,
-    /// LM head (0 unless counted).
-    pub lm_head: Flops,
-}
-
-impl FlopBreakdown {
-    /// The checked exact sum of the components.
-    pub fn total(&self) -> Result<Flops> {
-        Flops::sum(&[
-            self.projections,
-            self.attention_core,
-            self.router,
-            self.experts,
-            self.shared,
-            self.dense,
-            self.lm_head,
-        ])
-    }
-}
-
-/// The three budgets a fair comparison matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Budgets {
-    /// Training FLOPs per token.
-    pub flops: Flops,
-    /// Total parameters (non-embedding unless `[counting]` says otherwise).
-    pub params: Params,
-    /// KV-cache elements per token.
-    pub kv: KvElements,
-}
-
-impl Budgets {
-    /// The three budgets as floats, for ratios.
-    pub fn to_f64(&self) -> PerBudget<f64> {
-        PerBudget {
-            flops: self.flops.as_f64(),
-            params: self.params.as_f64(),
-            kv: self.kv.as_f64(),
-        }
-    }
-
-    /// `self / baseline - 1`, budget by budget.
-    pub fn residuals_against(&self, baseline: &Budgets) -> Residuals {
-        Residuals::relative(self.to_f64(), baseline.to_f64())
-    }
-
-    /// Whether no budget exceeds `baseline`'s, compared exactly.
-    pub fn within(&self, baseline: &Budgets) -> bool {
-        self.flops <= baseline.flops && self.params <= baseline.params && self.kv <= baseline.kv
-    }
-}
-
-/// Parameters: total and active, with breakdowns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ParamReport {
-    /// All parameters counted.
-    pub total: Params,
-    /// Parameters one token touches.
-    pub active: Params,
-    /// `total` by component.
-    pub breakdown: ParamBreakdown,
-    /// `active` by component.
-    pub active_breakdown: ParamBreakdown,
-}
-
-/// FLOPs per token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct FlopReport {
-    /// Training FLOPs per token (`3 x forward`).
-    pub training: Flops,
-    /// Forward FLOPs per token.
-    pub forward: Flops,
-    /// `forward` by component.
-    pub forward_breakdown: FlopBreakdown,
-}
-
-/// KV cache per token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct KvReport {
-    /// Key plus value elements per token, over all layer executions.
-    pub elements: KvElements,
-    /// `elements * kv_dtype_bytes`.
-    pub bytes: Bytes,
-}
-
-/// The fully-activated control a sparsity is measured against.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ControlReport {
-    /// Where the control comes from.
-    pub of: String,
-    /// `F0`: its training FLOPs per token.
-    pub flops_training: Flops,
-    /// `N0`: its parameters.
-    pub params: Params,
-}
-
-/// Compute-equivalent sparsity (SMELT Eq. 1).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Sparsity {
-    /// `S = 1 - N_act_eq / N`.
-    pub s: f64,
-    /// `N_act_eq = (F / F0) * N0`.
-    pub n_act_eq: f64,
-    /// The control (`F0`, `N0`).
-    pub control: ControlReport,
-}
-
-/// The conventions a report was computed under, so that a number never travels without
-/// its definition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Conventions {
-    /// FLOPs per multiply-add (2).
-    pub flops_per_multiply_add: u64,
-    /// Training over forward FLOPs (3).
-    pub training_over_forward: u64,
-    /// Causal or dense attention inside documents.
-    pub attention: Attention,
-    /// `"mean_doc_len"` (the shortcut) or `"doc_lengths"` (exact histogram).
-    pub attention_keys_from: &'static str,
-    /// Whether embeddings are in the parameter count.
-    pub embeddings_counted: bool,
-    /// Whether the LM head is in the parameter and FLOP counts.
-    pub lm_head_counted: bool,
-    /// Bytes per KV element.
-    pub kv_dtype_bytes: u64,
-}
-
-/// Mean keys per query, and what the mean-length shortcut would have said.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AttentionReport {
-    /// `c̄`, the mean keys a query attends.
-    pub mean_keys_per_query: f64,
-    /// `c̄` as an exact fraction `"num/den"` (or an integer).
-    pub mean_keys_exact: String,
-    /// With a histogram: the cost at the mean document length, for comparison.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mean_length_shortcut: Option<Shortcut>,
-}
-
-/// The cost of one model: the JSON contract of `smelt cost --format json`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Cost {
-    /// The model's name, if it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// How everything below was counted.
-    pub conventions: Conventions,
-    /// Physical layers.
-    pub physical_layers: u64,
-    /// Layer executions per forward pass.
-    pub layer_executions: u64,
-    /// Parameters.
-    pub params: ParamReport,
-    /// FLOPs per token.
-    pub flops_per_token: FlopReport,
-    /// KV cache per token.
-    pub kv_cache_per_token: KvReport,
-    /// Attention keys per query.
-    pub attention: AttentionReport,
-    /// Compute-equivalent sparsity.
-    pub sparsity: Sparsity,
-}
-
-impl Cost {
-    /// The three budgets of this cost.
-    pub fn budgets(&self) -> Budgets {
-        Budgets {
-            flops: self.flops_per_token.training,
-            params: self.params.total,
-            kv: self.kv_cache_per_token.elements,
-        }
-    }
-}
 
 /// `(heads * head_dim, (heads + 2 * kv_heads) * head_dim)`, checked.
 fn widths(model: &Model) -> Result<(u64, u64)> {
@@ -562,6 +340,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             embeddings_counted: spec.counting.embeddings,
             lm_head_counted: spec.counting.lm_head,
             kv_dtype_bytes: spec.workload.kv_dtype_bytes,
+            workload: spec.workload.clone(),
         },
         physical_layers: spec.model.layers,
         layer_executions: executions(&spec.model)?,

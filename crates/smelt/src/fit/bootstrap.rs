@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::{Endpoint, Fit, FitOptions, ce_gain, finish, form_of, minimise_from, params_of};
 use crate::error::{Error, Result};
+use crate::progress::{Progress, Silent};
 use crate::rng::SplitMix64;
 
 /// Bootstrap settings.
@@ -116,7 +117,7 @@ fn refit(points: &[Endpoint], warm: &Fit, opts: &FitOptions) -> Option<Fit> {
         threads: None,
         ..opts.clone()
     };
-    let (best, tie) = minimise_from(points, &[params_of(&warm.surface)], &inner, form);
+    let (best, tie) = minimise_from(points, &[params_of(&warm.surface)], &inner, form, &Silent);
     best.f
         .is_finite()
         .then(|| finish(&warm.group, points, best, tie, 1, opts, form))
@@ -132,6 +133,30 @@ pub fn gain_table(
     opts: &FitOptions,
     boot: Option<BootstrapOptions>,
 ) -> Result<GainTable> {
+    gain_table_with(reference, target, computes, sparsities, opts, boot, &Silent)
+}
+
+/// The most bootstrap resamples a gain table takes.
+pub const MAX_RESAMPLES: usize = 1_000_000;
+
+/// [`gain_table`], reporting both fits' starts and each resample to `progress`.
+pub fn gain_table_with(
+    reference: (&str, &[Endpoint]),
+    target: (&str, &[Endpoint]),
+    computes: &[f64],
+    sparsities: &[f64],
+    opts: &FitOptions,
+    boot: Option<BootstrapOptions>,
+    progress: &dyn Progress,
+) -> Result<GainTable> {
+    if let Some(b) = boot
+        && b.resamples > MAX_RESAMPLES
+    {
+        return Err(Error::invalid(
+            "bootstrap",
+            format!("at most {MAX_RESAMPLES} resamples (got {})", b.resamples),
+        ));
+    }
     for &c in computes {
         if !(c.is_finite() && c > 0.0) {
             return Err(Error::invalid(
@@ -154,8 +179,8 @@ pub fn gain_table(
             "give at least one value of each",
         ));
     }
-    let ref_fit = super::fit(reference.0, reference.1, opts)?;
-    let tgt_fit = super::fit(target.0, target.1, opts)?;
+    let ref_fit = super::fit_with(reference.0, reference.1, opts, progress)?;
+    let tgt_fit = super::fit_with(target.0, target.1, opts, progress)?;
     let mut cells: Vec<String> = reference
         .1
         .iter()
@@ -206,9 +231,15 @@ pub fn gain_table(
                 .collect();
             Some((rs.gamma(), ts.gamma(), gains))
         };
+        progress.begin("bootstrap resamples", b.resamples as u64);
         samples = crate::par::with_threads(opts.threads, || {
-            crate::par::map_range(b.resamples, resample)
+            crate::par::map_range(b.resamples, |i| {
+                let r = resample(i);
+                progress.advance(1);
+                r
+            })
         });
+        progress.end();
     }
     let ok: Vec<&(f64, f64, Vec<f64>)> = samples.iter().flatten().collect();
     let (rs, ts) = (ref_fit.surface, tgt_fit.surface);

@@ -32,12 +32,15 @@ mod surface;
 
 use serde::Serialize;
 
-pub use bootstrap::{BootstrapOptions, GainRow, GainTable, Interval, gain_table};
+pub use bootstrap::{
+    BootstrapOptions, GainRow, GainTable, Interval, MAX_RESAMPLES, gain_table, gain_table_with,
+};
 pub use data::{Endpoint, Groups};
 pub use surface::{Surface, ce_gain, params_of};
 
 use crate::error::{Error, Result};
 use crate::names::named_enum;
+use crate::progress::{Progress, Silent};
 
 named_enum! {
     /// Which parameters are fitted.
@@ -340,6 +343,7 @@ pub(crate) fn minimise_from(
     starts: &[[f64; 6]],
     opts: &FitOptions,
     form: Form,
+    progress: &dyn Progress,
 ) -> (lbfgs::Minimum, usize) {
     let prepared = logs(points);
     let all: Vec<lbfgs::Minimum> = crate::par::with_threads(opts.threads, || {
@@ -347,7 +351,9 @@ pub(crate) fn minimise_from(
             let f = |p: &[f64], g: &mut [f64]| {
                 objective_logs(&prepared, p, g, opts.delta, opts.scale, form)
             };
-            lbfgs::minimize(f, x0, &opts.lbfgs)
+            let m = lbfgs::minimize(f, x0, &opts.lbfgs);
+            progress.advance(1);
+            m
         })
     });
     let best = all
@@ -412,6 +418,16 @@ fn identifiable(group: &str, points: &[Endpoint], form: Form) -> Result<()> {
 
 /// Fits a surface to `points` (module docs).
 pub fn fit(group: &str, points: &[Endpoint], opts: &FitOptions) -> Result<Fit> {
+    fit_with(group, points, opts, &Silent)
+}
+
+/// [`fit`], reporting each start run to `progress`.
+pub fn fit_with(
+    group: &str,
+    points: &[Endpoint],
+    opts: &FitOptions,
+    progress: &dyn Progress,
+) -> Result<Fit> {
     let form = form_of(points);
     let needed = match form {
         Form::Surface => 7,
@@ -451,7 +467,14 @@ pub fn fit(group: &str, points: &[Endpoint], opts: &FitOptions) -> Result<Fit> {
     if starts.is_empty() {
         return Err(Error::invalid("starts", "the start grid is empty"));
     }
-    let (best, tie) = minimise_from(points, &starts, opts, form);
+    let task = if group.is_empty() {
+        "fitting".to_owned()
+    } else {
+        format!("fitting {group}")
+    };
+    progress.begin(&task, starts.len() as u64);
+    let (best, tie) = minimise_from(points, &starts, opts, form, progress);
+    progress.end();
     Ok(finish(group, points, best, tie, starts.len(), opts, form))
 }
 

@@ -157,6 +157,7 @@ impl Report for Cost {
             self.conventions.attention.as_str(),
             self.conventions.attention_keys_from
         ));
+        doc.line(format!("workload: {}", self.conventions.workload.summary()));
         let mut t = Table::new(["quantity", "exact", "approx"])
             .right_from(1)
             .data();
@@ -182,6 +183,13 @@ impl Report for Comparison {
         let mut doc = Document::titled(format!(
             "{model_name} against {base_name} (sparsity of both against {base_name}'s control)"
         ));
+        doc.line(format!(
+            "workload: {}",
+            self.baseline.conventions.workload.summary()
+        ));
+        for note in &self.harmonised {
+            doc.line(format!("note: {note}"));
+        }
         let mut t = Table::new(["quantity", base_name, model_name, "model / baseline - 1"])
             .right_from(1)
             .data();

@@ -29,6 +29,7 @@ impl Report for MatchReport {
             group_digits(self.lattice.lattice_points),
             group_digits(u128::from(self.lattice.evaluated))
         ));
+        doc.line(format!("workload: {}", self.baseline.workload.summary()));
         let mut t = Table::new(["budget", base_name, "looped", "residual"])
             .right_from(1)
             .data();

@@ -44,6 +44,16 @@ impl Report for GridReport {
             self.cells.len(),
             self.summary.sparse_cells
         ));
+        let mut workloads: Vec<String> = self
+            .cells
+            .iter()
+            .map(|c| c.baseline.workload.summary())
+            .collect();
+        workloads.dedup();
+        doc.line(match workloads.as_slice() {
+            [one] => format!("workload: {one}"),
+            _ => "workloads: the cells' own (each cell's baseline.workload in the JSON)".to_owned(),
+        });
         let mut t = row_table(
             &["scale", "sparsity", "sparse", "S base", "S looped"],
             ["F ratio", "N ratio", "KV ratio", "max w|r|", "in tolerance"],
@@ -104,6 +114,7 @@ impl Report for SweepReport {
             self.name.as_deref().unwrap_or("budget"),
             self.baseline.name.as_deref().unwrap_or("the Baseline")
         ));
+        doc.line(format!("workload: {}", self.baseline.workload.summary()));
         let mut t = row_table(
             &[knob, "executions"],
             ["F ratio", "N ratio", "KV ratio", "S looped", "in tolerance"],

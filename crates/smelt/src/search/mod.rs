@@ -439,10 +439,11 @@ fn infeasible(budget: &Budget, points: u128) -> Error {
     }
 }
 
-/// The looped model file of a candidate: the Baseline's name, workload and counting.
+/// The looped model file of a candidate: named `<budget>-looped`, with the Baseline's workload
+/// and counting.
 pub fn model_spec(budget: &Budget, candidate: &Candidate) -> ModelSpec {
     ModelSpec {
-        name: Some(budget.name().unwrap_or("looped").to_owned()),
+        name: Some(format!("{}-looped", budget.name().unwrap_or("budget"))),
         model: candidate.model.clone(),
         workload: budget.baseline().workload.clone(),
         counting: budget.baseline().counting,

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{SearchOptions, SparsityPair, match_budget_with};
 use crate::budget::{Budget, Span};
-use crate::cost::{Ratios, Residuals};
+use crate::cost::{BudgetKind, Ratios, Residuals};
 use crate::error::{Error, Result};
 use crate::names::named_enum;
 use crate::progress::{Progress, Silent};
@@ -82,6 +82,8 @@ pub struct SweepRow {
     pub sparsity: SparsityPair,
     /// Whether the residuals are within the tolerances.
     pub within_tolerance: bool,
+    /// Budgets outside their tolerance.
+    pub broken: Vec<BudgetKind>,
 }
 
 /// The result of a sweep: `smelt sweep --format json`.
@@ -134,6 +136,7 @@ pub fn sweep_with(
             residuals: m.residuals,
             sparsity: m.sparsity,
             within_tolerance: m.within_tolerance,
+            broken: m.broken,
         });
     }
     progress.end();

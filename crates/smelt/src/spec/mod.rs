@@ -266,6 +266,57 @@ pub struct Workload {
     pub kv_dtype_bytes: u64,
 }
 
+impl Workload {
+    /// In words, for the line under a table's title: `context 4096, documents of 991 tokens
+    /// (mean), causal attention, 2-byte KV`.
+    pub fn summary(&self) -> String {
+        let docs = match (&self.mean_doc_len, &self.doc_lengths) {
+            (Some(t), _) => format!("documents of {t} tokens (mean)"),
+            (None, Some(h)) => format!("documents from a histogram of {} lengths", h.len()),
+            (None, None) => "no document lengths".to_owned(),
+        };
+        format!(
+            "context {}, {docs}, {} attention, {}-byte KV",
+            self.context,
+            self.attention.as_str(),
+            self.kv_dtype_bytes
+        )
+    }
+
+    /// Reads a document-length histogram from CSV with the header `length,count` (what
+    /// `--doc-lengths FILE` takes); `source` names it in errors.
+    pub fn histogram_from_csv(text: &str, source: &str) -> Result<Vec<[u64; 2]>> {
+        let mut reader = csv::ReaderBuilder::new()
+            .trim(csv::Trim::All)
+            .from_reader(text.as_bytes());
+        let headers = reader
+            .headers()
+            .map_err(|e| Error::parse(format!("{source}: {e}")))?
+            .clone();
+        if headers.iter().collect::<Vec<_>>() != ["length", "count"] {
+            return Err(Error::invalid(
+                format!("{source}: header"),
+                "must be `length,count`",
+            ));
+        }
+        let mut out = Vec::new();
+        for (i, record) in reader.records().enumerate() {
+            let record = record.map_err(|e| Error::parse(format!("{source}: {e}")))?;
+            let num = |c: usize| -> Result<u64> {
+                let raw = record.get(c).unwrap_or("");
+                raw.parse().map_err(|_| {
+                    Error::invalid(
+                        format!("{source}: row {}", i + 2),
+                        format!("'{raw}' is not a non-negative integer"),
+                    )
+                })
+            };
+            out.push([num(0)?, num(1)?]);
+        }
+        Ok(out)
+    }
+}
+
 /// What is counted in addition to the non-embedding defaults. Both default to `false`:
 /// the brief's `N` and `F` exclude embeddings and the LM head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 use crate::bench::Measurement;
 use crate::bench::plan::Plan;
 use crate::error::{Error, Result};
+use crate::progress::Progress;
 
 fn unavailable() -> Error {
     Error::Backend {
@@ -20,6 +21,10 @@ pub fn probe() -> Result<String> {
 }
 
 /// Always an error: no CUDA support in this build.
-pub fn measure(_plans: &[&Plan], _repeats: usize) -> Result<(Vec<Measurement>, f64)> {
+pub fn measure(
+    _plans: &[&Plan],
+    _repeats: usize,
+    _progress: &dyn Progress,
+) -> Result<(Vec<Measurement>, f64)> {
     Err(unavailable())
 }

@@ -11,6 +11,7 @@ use half::bf16;
 use crate::bench::plan::{Component, Kernel, Pass, Plan};
 use crate::bench::{KernelTime, Measurement};
 use crate::error::{Error, Result};
+use crate::progress::Progress;
 use crate::rng::Lcg;
 
 /// Bytes the rotating input buffers of one kernel shape span at least (about 2x the L2 of
@@ -202,7 +203,11 @@ pub fn probe() -> Result<String> {
 /// Runs `plans` on GPU 0, one after the other, after timing the ceiling (a 8192³ bf16
 /// GEMM). Launches of one shape are batched into one strided-batched call (documents x
 /// heads) when they fit in memory; otherwise one launch is timed and multiplied by the count.
-pub fn measure(plans: &[&Plan], repeats: usize) -> Result<(Vec<Measurement>, f64)> {
+pub fn measure(
+    plans: &[&Plan],
+    repeats: usize,
+    progress: &dyn Progress,
+) -> Result<(Vec<Measurement>, f64)> {
     let gpu = init()?;
     let mut seed = Lcg::new(0x5EED);
     let ceiling_kernel = Kernel {
@@ -217,6 +222,8 @@ pub fn measure(plans: &[&Plan], repeats: usize) -> Result<(Vec<Measurement>, f64
     let ceiling =
         ceiling_kernel.flops() as f64 / gpu.time(8192, 8192, 8192, 1, repeats, &mut seed)?;
     let mut out = Vec::with_capacity(plans.len());
+    let shapes: usize = plans.iter().map(|p| p.kernels.len()).sum();
+    progress.begin(&format!("timing {shapes} kernel shapes"), shapes as u64);
     for plan in plans {
         let mut kernels = Vec::with_capacity(plan.kernels.len());
         for k in &plan.kernels {
@@ -232,11 +239,13 @@ pub fn measure(plans: &[&Plan], repeats: usize) -> Result<(Vec<Measurement>, f64
                 kernel: *k,
                 seconds,
             });
+            progress.advance(1);
         }
         out.push(Measurement {
             device: format!("{} (GPU 0), bf16 cuBLAS, fp32 accumulation", gpu.name),
             kernels,
         });
     }
+    progress.end();
     Ok((out, ceiling))
 }

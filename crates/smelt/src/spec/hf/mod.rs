@@ -147,6 +147,10 @@ struct Common {
     vocab_size: u64,
     #[serde(default)]
     tie_word_embeddings: bool,
+    /// Not used for costing (the workload's context is); written on export as the context
+    /// the model was matched at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_position_embeddings: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     smelt_loop_first_layer: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,7 +172,8 @@ struct Parts {
 }
 
 impl Common {
-    fn of(m: &Model, family: Family) -> Self {
+    fn of(spec: &ModelSpec, family: Family) -> Self {
+        let m = &spec.model;
         let l = m.looping.as_ref();
         Self {
             model_type: family.as_str().to_owned(),
@@ -181,6 +186,7 @@ impl Common {
             num_experts_per_tok: m.moe.top_k,
             vocab_size: m.vocab,
             tie_word_embeddings: m.tie_embeddings,
+            max_position_embeddings: Some(spec.workload.context),
             smelt_loop_first_layer: l.map(|l| l.first),
             smelt_loop_span: l.map(|l| l.span),
             smelt_loop_repeats: l.map(|l| l.repeats),
@@ -514,7 +520,14 @@ fn object(value: impl Serialize) -> Result<Map<String, Value>> {
 pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
     spec.validate()?;
     let m = &spec.model;
-    let mut out = object(Common::of(m, family))?;
+    if m.vocab == 0 {
+        return Err(Error::invalid(
+            "model.vocab",
+            "is 0: the config would say vocab_size = 0 and a launcher could not build the \
+             model; give the vocabulary (smelt match --vocab N)",
+        ));
+    }
+    let mut out = object(Common::of(spec, family))?;
     out.extend(match family {
         Family::Mixtral => object(mixtral::Config::of(m)?)?,
         Family::Qwen2Moe => object(qwen::Qwen2Moe::of(m)?)?,
@@ -530,7 +543,9 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
 /// [`export`], carrying over every other key of the Baseline's own `config.json` (RoPE base,
 /// norm epsilon, activation, token ids, dtype, router options, ...) when it is of the same
 /// family, so the looped model differs from its Baseline only where the match says. The
-/// keys the family reads ([`Family::keys`]) always come from the matched model.
+/// keys the family reads ([`Family::keys`]) always come from the matched model, except
+/// `max_position_embeddings`, which keeps the Baseline's value when that is larger than the
+/// context the match was costed at.
 pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result<Value> {
     let mut out = export(spec, family)?;
     let same_family = baseline.get("model_type").and_then(Value::as_str) == Some(family.as_str());
@@ -541,6 +556,15 @@ pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result
             if !read.contains(&k.as_str()) && !map.contains_key(k) {
                 map.insert(k.clone(), v.clone());
             }
+        }
+        // Keep the Baseline's position capacity when it exceeds the matched context.
+        let key = "max_position_embeddings";
+        if let (Some(b), Some(c)) = (
+            base.get(key).and_then(Value::as_u64),
+            map.get(key).and_then(Value::as_u64),
+        ) && b > c
+        {
+            map.insert(key.to_owned(), Value::from(b));
         }
     }
     Ok(out)

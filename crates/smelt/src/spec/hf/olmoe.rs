@@ -24,7 +24,18 @@ pub(super) struct Config {
 }
 
 impl Config {
-    pub(super) fn parts(&self, _: &Common) -> Result<Parts> {
+    pub(super) fn parts(&self, c: &Common) -> Result<Parts> {
+        let q = c.num_attention_heads.saturating_mul(c.head_dim()?);
+        if q != c.hidden_size {
+            return Err(crate::Error::invalid(
+                "config.json: head_dim",
+                format!(
+                    "olmoe sizes its q norm from hidden_size ({}), so num_attention_heads x \
+                     head_dim must equal it (got {q}); Transformers cannot build this config",
+                    c.hidden_size
+                ),
+            ));
+        }
         Ok(Parts {
             experts: self.num_experts,
             expert_ffn: self.intermediate_size,
@@ -37,6 +48,19 @@ impl Config {
 
     pub(super) fn of(m: &Model) -> Result<Self> {
         SUPPORT.check(m, Family::Olmoe)?;
+        let q = m.heads * m.head_dim;
+        if q != m.hidden {
+            return Err(crate::Error::invalid(
+                "family",
+                format!(
+                    "olmoe: its q norm is sized from hidden_size and older Transformers derive \
+                     head_dim = hidden_size / num_attention_heads, so it needs heads x head_dim \
+                     = hidden_size (here {} x {} = {q}, hidden {}); search only such shapes \
+                     with heads = {{ tied = true }} in the budget's [lattice]",
+                    m.heads, m.head_dim, m.hidden
+                ),
+            ));
+        }
         Ok(Self {
             num_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,

@@ -1,0 +1,60 @@
+//! The workload flags of `cost`, `match`, `grid` and `import`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use smelt::{Attention, Workload};
+
+/// The workload both models are costed at: by default the file's own `[workload]` (a
+/// budget's `[workload]` table, else its Baseline's), or for a config.json 4096-token
+/// sequences of 991-token documents, causal (`max_position_embeddings` is not used). Each
+/// flag given replaces that part.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkloadArgs {
+    /// Packed sequence length, tokens.
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    context: Option<u64>,
+    /// Mean document length, tokens.
+    #[arg(long, value_name = "TOKENS", conflicts_with = "doc_lengths",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    mean_doc_len: Option<u64>,
+    /// A document-length histogram, costed exactly: a CSV file with the header
+    /// `length,count`.
+    #[arg(long, value_name = "FILE")]
+    doc_lengths: Option<PathBuf>,
+    /// Count dense attention (every key of the document) instead of causal.
+    #[arg(long)]
+    dense: bool,
+}
+
+impl WorkloadArgs {
+    /// `base` with the flags given applied, validated.
+    pub fn apply(&self, base: &Workload) -> anyhow::Result<Workload> {
+        let mut w = base.clone();
+        if let Some(c) = self.context {
+            w.context = c;
+        }
+        if let Some(t) = self.mean_doc_len {
+            (w.mean_doc_len, w.doc_lengths) = (Some(t), None);
+        }
+        if let Some(path) = &self.doc_lengths {
+            let text = smelt::io::read_to_string(path)?;
+            let source = path.display().to_string();
+            let hist = Workload::histogram_from_csv(&text, &source)?;
+            (w.mean_doc_len, w.doc_lengths) = (None, Some(hist));
+        }
+        if self.dense {
+            w.attention = Attention::Dense;
+        }
+        w.validate().context("the workload given by the flags")?;
+        Ok(w)
+    }
+
+    /// Whether any flag is given.
+    pub fn is_set(&self) -> bool {
+        self.context.is_some()
+            || self.mean_doc_len.is_some()
+            || self.doc_lengths.is_some()
+            || self.dense
+    }
+}
