@@ -3,6 +3,7 @@
 
 mod common;
 
+mod bad_inputs;
 mod bench;
 mod cli;
 mod cli_fit;
@@ -10,6 +11,8 @@ mod cli_match;
 mod figures;
 mod fit;
 mod hf;
+mod launcher;
+mod parsers;
 mod plot;
 mod readme;
 mod reference;

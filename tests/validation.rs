@@ -387,8 +387,8 @@ const BUDGET_RULES: &[Case] = &[
     (
         "baseline = \"@BUDGETS@/base-200m-s95.toml\"\n[recipe]",
         INLINE_BAD,
-        "model.kv_heads",
-        &["must divide"],
+        "baseline",
+        &["inline Baseline: model.kv_heads: must divide"],
     ),
 ];
 

@@ -104,3 +104,35 @@ def test_import_qwen15_moe_with_its_shared_expert_gate_and_biases():
     assert c["params"]["total"] == 14_315_784_192
     assert round(c["params"]["active"] / 1e9, 1) == 2.7
     assert c["params"]["breakdown"]["dense"] == 0
+
+
+def test_sweep_fit_gain_and_bench_are_functions_too():
+    s = smelt.sweep(BUDGETS / "match-200m-s95.toml", "repeats", "1..=3")
+    assert [r["layer_executions"] for r in s["rows"]] == [12, 18, 24]
+    assert smelt.sweep(BUDGETS / "match-200m-s95.toml", "span", [0, 6])["rows"][0]["value"] == 0
+    f = smelt.fit(ROOT / "tests" / "data" / "chinchilla" / "endpoints.csv", starts="small")
+    assert f["fits"][0]["form"] == "chinchilla"
+    small = dict(BASE, model={**BASE["model"], "hidden": 64, "head_dim": 8, "moe": {"experts": 16, "top_k": 2, "expert_ffn": 32}})
+    b = smelt.bench(small, against=small, tokens=200, repeats=1)
+    assert b["models"][0]["flops_exact"] and b["time_ratio"] > 0
+    with pytest.raises(smelt.SmeltError, match="backend"):
+        smelt.bench(small, backend="tpu")
+
+
+def test_limits_and_bad_calls_raise_smelt_error_never_crash():
+    budget = BUDGETS / "match-200m-s95.toml"
+    with pytest.raises(smelt.SmeltError, match="top: must be between 1 and 1000"):
+        smelt.match(budget, top=0)
+    with pytest.raises(smelt.SmeltError, match="top: must be between 1 and 1000"):
+        smelt.match(budget, top=10**12)
+    huge = {"baseline": BASE, "lattice": {"head_dim": {"min": 1, "max": 2**62, "step": 1}}}
+    with pytest.raises(smelt.SmeltError, match="lattice.head_dim.max"):
+        smelt.match(huge)
+    with pytest.raises(smelt.SmeltError, match="must be a table"):
+        smelt.cost({**BASE, "model": [12, 1280]})
+    with pytest.raises(smelt.SmeltError, match="expected an object"):
+        smelt.import_hf([1, 2, 3])
+    with pytest.raises(smelt.SmeltError, match="knob"):
+        smelt.sweep(budget, "width", [1])
+    with pytest.raises(smelt.SmeltError, match="at most 1024 values"):
+        smelt.sweep(budget, "span", list(range(2000)))

@@ -626,7 +626,8 @@ pub(crate) fn baseline_from(
             let spec: ModelSpec = toml::Value::Table(t.clone())
                 .try_into()
                 .map_err(|e| Error::invalid(field, e.to_string()))?;
-            spec.validate()?;
+            spec.validate()
+                .map_err(|e| Error::invalid(field, format!("inline Baseline: {e}")))?;
             Ok((spec, BaselineSource::Inline))
         }
         other => Err(Error::invalid(

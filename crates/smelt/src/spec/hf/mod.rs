@@ -593,6 +593,7 @@ fn qwen_dense_layers(
             ));
         }
     }
+    let only: std::collections::BTreeSet<u64> = only.iter().copied().collect();
     let dense: Vec<u64> = (0..layers)
         .filter(|i| only.contains(i) || (i + 1) % step != 0)
         .map(|i| i + 1)
