@@ -113,24 +113,26 @@ fn cost(
     }
 }
 
-/// match(budget, top=1, base_dir=None, force=False) -> dict: the looped configuration
-/// matching a budget.
+/// match(budget, top=1, base_dir=None, force=False, advise=False) -> dict: the looped
+/// configuration matching a budget.
 ///
 /// `budget` is a dict with the budget file's structure or a path to a budget file; relative
 /// Baseline paths in a dict are taken from `base_dir` (default: the working directory).
 /// `top` (1 to 1000) keeps the best configurations; `force` searches a lattice over the size
-/// limit. The result has the fields of `smelt match --format json`.
+/// limit; `advise` explains the floor and re-solves refinements (`floor`, `advice`). The
+/// result has the fields of `smelt match --format json`.
 #[pyfunction(name = "match")]
-#[pyo3(signature = (budget, top = 1, base_dir = None, force = false))]
+#[pyo3(signature = (budget, top = 1, base_dir = None, force = false, advise = false))]
 fn match_budget(
     py: Python<'_>,
     budget: &Bound<'_, PyAny>,
     top: usize,
     base_dir: Option<PathBuf>,
     force: bool,
+    advise: bool,
 ) -> PyResult<Py<PyAny>> {
     let b = self::budget(py, budget, base_dir)?;
-    let options = SearchOptions { top, force };
+    let options = SearchOptions { top, force, advise };
     output(
         py,
         &guarded(py, || smelt_core::search::match_budget_with(&b, &options))?,
@@ -153,7 +155,10 @@ fn grid(
             Input::Json(text) => smelt_core::GridSpec::from_json_str(&text, &dir_of(base_dir)),
             Input::Path(p) => smelt_core::GridSpec::load(&p),
         }?;
-        let options = SearchOptions { top: 1, force };
+        let options = SearchOptions {
+            force,
+            ..SearchOptions::default()
+        };
         smelt_core::search::match_grid_with(&g, &options, &smelt_core::progress::Silent)
     })?;
     output(py, &report)

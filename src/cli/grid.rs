@@ -43,8 +43,8 @@ pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
         }
     }
     let options = SearchOptions {
-        top: 1,
         force: args.force,
+        ..SearchOptions::default()
     };
     let r = smelt::search::match_grid_with(&grid, &options, progress)?;
     let text = smelt::report::render(&r, args.format)?;

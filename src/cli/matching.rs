@@ -61,6 +61,10 @@ pub struct Args {
     /// Search a lattice larger than the documented limit (README, "Budget files").
     #[arg(long)]
     force: bool,
+    /// Say which budget binds and why, and re-solve single-knob refinements of the lattice
+    /// (done anyway when a tolerance is broken).
+    #[arg(long)]
+    advise: bool,
     #[command(flatten)]
     workload: WorkloadArgs,
 }
@@ -94,6 +98,7 @@ pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
     let options = SearchOptions {
         top: args.top as usize,
         force: args.force,
+        advise: args.advise,
     };
     let start = Instant::now();
     let m = search::match_budget_with(&budget, &options)?;

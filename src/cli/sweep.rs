@@ -56,8 +56,8 @@ pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
         _ => anyhow::bail!("give exactly one of --span, --depth, --repeats"),
     };
     let options = SearchOptions {
-        top: 1,
         force: args.force,
+        ..SearchOptions::default()
     };
     let r = search::sweep_with(&budget, knob, &values, &options, progress)?;
     emit_report(&r, args.format)?;

@@ -61,6 +61,12 @@ pub enum Error {
         /// The solver's message.
         message: String,
     },
+    /// A check smelt makes on itself failed: a bug, reported rather than hidden.
+    #[error("internal error (a bug in smelt; please report it): {message}")]
+    Internal {
+        /// What failed.
+        message: String,
+    },
     /// A picture could not be drawn.
     #[error("plot: {message}")]
     Plot {

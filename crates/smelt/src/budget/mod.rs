@@ -168,6 +168,13 @@ impl Budget {
         self.rebuilt(baseline, self.recipe)
     }
 
+    /// The same budget on another lattice (checked like [`Budget::new`]).
+    pub fn with_lattice(&self, lattice: Lattice) -> Result<Self> {
+        let mut b = self.rebuilt(self.baseline.clone(), self.recipe)?;
+        b.lattice = lattice;
+        Ok(b)
+    }
+
     fn rebuilt(&self, baseline: ModelSpec, recipe: Recipe) -> Result<Self> {
         let b = Budget::new(baseline, recipe, self.lattice.clone(), self.weights)?;
         Ok(Self {

@@ -106,6 +106,31 @@ impl Report for MatchReport {
                 }
             ));
         }
+        if let Some(f) = &self.floor {
+            doc.line(format!("floor: {} binds: {}", f.budget.as_str(), f.why));
+        }
+        if !self.advice.is_empty() {
+            let mut a = Table::new(["refinement", "change", "F", "N", "KV", "in tolerance"]);
+            for r in &self.advice {
+                let pct = |k: crate::cost::BudgetKind| match &r.residuals {
+                    Some(res) => Field::percent(*res.get(k)),
+                    None => Field::blank(),
+                };
+                a.rows.push(vec![
+                    Field::text(&r.knob),
+                    Field::text(&r.change),
+                    pct(crate::cost::BudgetKind::Flops),
+                    pct(crate::cost::BudgetKind::Params),
+                    pct(crate::cost::BudgetKind::Kv),
+                    Field::text(match (&r.not_tried, r.within_tolerance) {
+                        (Some(why), _) => format!("not tried: {why}"),
+                        (None, true) => "yes".to_owned(),
+                        (None, false) => "no".to_owned(),
+                    }),
+                ]);
+            }
+            doc.table(a);
+        }
         if !self.ranked.is_empty() {
             let header =
                 ["rank"]

@@ -22,44 +22,59 @@
 //!
 //! # Why the result is the optimum of the lattice
 //!
-//! The solver enumerates every lattice point except most expert counts, and skips those
-//! with a proof that they cannot win:
+//! The solver considers every lattice point except those it can prove cannot win:
 //!
-//! 1. **Order.** Attention shapes `(head_dim, kv_heads, heads)` are generated once and
-//!    sorted by their weighted KV residual (KV depends on the shape alone). The loops run
-//!    over `hidden`, then `expert_ffn`, then shapes in that order, then expert counts.
-//! 2. **KV bound.** Every candidate's largest weighted residual is at least its
-//!    `w_KV|r_KV|`. Once that bound is strictly above the worst score still kept (the best
-//!    one, or the N-th best for `--top N`), this shape and every later one are skipped for
-//!    this `hidden`: none can enter the kept set.
-//! 3. **Closed form in the expert count.** For fixed `hidden`, `expert_ffn` and shape, the
-//!    FLOPs and parameters are affine in the expert count `E` (only the router and the
-//!    expert weights depend on it, both linearly), with positive slopes; the KV cache does
-//!    not depend on `E`. The solver reads the two affine maps off the cost model at the
-//!    first two lattice values of `E`. Between consecutive *breakpoints* — the zeros of
-//!    `r_F` and `r_N` and every point where two of `w_F|r_F|`, `w_N|r_N|`, `w_KV|r_KV|`
-//!    cross — each component of the sorted score is an affine function of `E`, and the
-//!    component holding `|r_N|` is strictly monotone. The lexicographic minimum over the
-//!    lattice points of such an interval is therefore attained at one of its two end
-//!    points, and no interior point ties with it. So it suffices to evaluate the lattice
-//!    points next to each breakpoint and the two ends of the range; each is then costed
-//!    exactly by the cost model. Inside an interval the order is monotone, so the `N` best
-//!    points of an interval are the `N` nearest one of its ends: for `--top N` the solver
-//!    takes `N + 1` lattice points on each side of every breakpoint and range end (one more
-//!    than needed, to be safe from floating-point rounding in locating a breakpoint). In conservative mode the admissible
-//!    `E` form a prefix of the range ending next to a zero of `r_F` or `r_N`, which is a
-//!    breakpoint, so the same candidates suffice.
+//! 1. **Exact coefficients.** At each hidden size the three budgets are exact affine
+//!    functions of the expert width, the query and key widths, the head width and the
+//!    expert count, with one product term (expert width × count): [`affine`] reads the
+//!    integer coefficients off the cost model and checks them at a further point. A
+//!    candidate is then *scored* from them in a few integer operations instead of being
+//!    costed by the cost model.
+//! 2. **Order.** The KV cache depends on the key width `kv_heads·head_dim` alone. Attention
+//!    shapes are generated lazily, `(kv_heads, head_dim)` pairs in nondecreasing weighted KV
+//!    residual ([`shapes`]), and for each pair every hidden size, every query-head count the
+//!    q-width window admits there, and every expert width.
+//! 3. **Bounds.** Every candidate's largest weighted residual is at least its
+//!    `w_KV|r_KV|`: once a pair's is above the worst score still kept (the best, or the
+//!    N-th best for `--top N`), it and every later pair are skipped, for every hidden size
+//!    at once. For a shape and expert width, the FLOPs and parameters over the whole range
+//!    of expert counts lie in an interval known exactly; if the nearest end of either is
+//!    already too far from the Baseline's, the shape is skipped at that width.
+//! 4. **Closed form in the expert count.** For fixed hidden size, expert width and shape,
+//!    FLOPs and parameters are affine in the expert count `E` with positive slopes; the KV
+//!    cache does not depend on it. Between consecutive *breakpoints* — the zeros of `r_F`
+//!    and `r_N` and every point where two of `w_F|r_F|`, `w_N|r_N|`, `w_KV|r_KV|` cross —
+//!    each component of the sorted score is affine in `E`, and the component holding
+//!    `|r_N|` is strictly monotone, so the lexicographic minimum over the lattice points of
+//!    an interval is at one of its two ends and no interior point ties with it. It
+//!    suffices to score the lattice points next to each breakpoint and the range's ends;
+//!    the `N` best of an interval are the `N` nearest one of its ends, so for `--top N` the
+//!    solver takes `N + 1` points each side (one more than needed, against rounding in
+//!    locating a breakpoint). In conservative mode the admissible `E` form a prefix of the
+//!    range ending next to a zero of `r_F` or `r_N`, a breakpoint, so the same points
+//!    suffice.
+//! 5. **Exact finalists.** Scores from the coefficients can differ from the cost model's
+//!    in the last bits, so the solver keeps, besides the `N` best, every candidate within
+//!    [`kept::MARGIN`] of the N-th, costs each of them exactly with the cost model, and
+//!    ranks them on exact scores. Pruning only discards candidates more than the margin
+//!    worse than one already kept.
+//!
+//! Hidden sizes are searched in parallel (rayon's work-stealing pool) with a shared bound;
+//! the answer does not depend on the order in which they finish, since only strictly
+//! dominated candidates are pruned and the finalists are ranked by a total order.
 //!
 //! The tests check this against brute force over every lattice point and against an
 //! independent mixed-integer formulation solved by `good_lp` ([`milp`]).
 
+pub mod advice;
+pub(crate) mod affine;
 mod candidate;
 mod grid;
+mod kept;
 pub mod milp;
 mod report;
+pub(crate) mod shapes;
 mod sweep;
-
-use std::cmp::Ordering;
 
 pub use candidate::{Candidate, Point, looped_model, rank_key};
 pub use grid::{GridCell, GridReport, GridSummary, match_grid, match_grid_with};
@@ -70,18 +85,23 @@ pub use sweep::{Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, parse_values, swe
 
 use serde::Serialize;
 
-use crate::budget::{Budget, HeadsRule, Mode, score};
+use crate::budget::{Budget, Mode, score};
 use crate::cost::{Budgets, MeanKeys, budgets_with};
 use crate::error::{Error, Result};
-use crate::spec::{Loop, Model, ModelSpec};
+use crate::spec::{Loop, ModelSpec};
+use affine::{AtHidden, flops_scaled};
+use kept::{Entry, Kept, MARGIN};
+use shapes::{KvPairs, count_at, heads_at};
 
 /// How big the search was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct SearchStats {
     /// Points of the declared lattice (every combination allowed by the shape limits).
     pub lattice_points: u128,
-    /// Points costed exactly by the cost model.
+    /// Models costed exactly by the cost model (coefficients and finalists).
     pub evaluated: u64,
+    /// Candidates scored from the exact coefficients.
+    pub scored: u64,
 }
 
 /// The result of a search.
@@ -104,229 +124,6 @@ impl Solution {
     }
 }
 
-/// An attention shape and its KV cache.
-#[derive(Debug, Clone, Copy)]
-struct Shape {
-    head_dim: u64,
-    kv_heads: u64,
-    heads: u64,
-    kv_score: f64,
-    kv_ok: bool,
-}
-
-/// The fixed context of one search.
-struct Search<'a> {
-    budget: &'a Budget,
-    base: Budgets,
-    keys: MeanKeys,
-    looping: Option<Loop>,
-    top: usize,
-    kept: Vec<Candidate>,
-    evaluated: u64,
-}
-
-impl Search<'_> {
-    fn model(&self, hidden: u64, ffn: u64, shape: &Shape, experts: u64) -> Model {
-        looped_model(
-            self.budget,
-            self.looping.as_ref(),
-            Point {
-                hidden,
-                expert_ffn: ffn,
-                heads: shape.heads,
-                kv_heads: shape.kv_heads,
-                head_dim: shape.head_dim,
-                experts,
-            },
-        )
-    }
-
-    fn budgets(&mut self, model: &Model) -> Result<Budgets> {
-        self.evaluated += 1;
-        budgets_with(model, self.keys, &self.budget.baseline().counting)
-    }
-
-    fn admissible(&self, b: &Budgets) -> bool {
-        match self.budget.mode() {
-            Mode::TwoSided => true,
-            Mode::Conservative => b.within(&self.base),
-        }
-    }
-
-    /// The worst score still kept, once `top` candidates are kept.
-    fn bar(&self) -> Option<f64> {
-        (self.kept.len() >= self.top).then(|| self.kept[self.kept.len() - 1].score[0])
-    }
-
-    fn offer(&mut self, model: Model, budgets: Budgets) {
-        if !self.admissible(&budgets) {
-            return;
-        }
-        let base = &self.budget.baseline().model;
-        let residuals = budgets.residuals_against(&self.base);
-        let c = Candidate {
-            score: score(&residuals, self.budget.weights()),
-            model,
-            budgets,
-            residuals,
-        };
-        if self.kept.len() >= self.top
-            && c.cmp_rank(&self.kept[self.kept.len() - 1], base) != Ordering::Less
-        {
-            return;
-        }
-        let at = self
-            .kept
-            .partition_point(|k| k.cmp_rank(&c, base) == Ordering::Less);
-        self.kept.insert(at, c);
-        self.kept.truncate(self.top);
-    }
-
-    /// Lattice indices of `E` worth evaluating (module docs, step 3).
-    fn expert_candidates(&mut self, hidden: u64, ffn: u64, shape: &Shape) -> Result<Vec<u64>> {
-        let e = self.budget.lattice().experts;
-        let n = e.len();
-        let top_k = self.budget.baseline().model.moe.top_k;
-        // Indices below top_k cannot route.
-        let first = if e.min >= top_k {
-            0
-        } else {
-            (top_k - e.min).div_ceil(e.step)
-        };
-        if first >= n {
-            return Ok(Vec::new());
-        }
-        let last = n - 1;
-        // Within one interval the order is monotone, so the `top` best of it are the `top`
-        // lattice points nearest one of its ends: take `top + 1` on each side of each end.
-        let radius = self.top as i64 + 1;
-        let mut idx: Vec<u64> = (0..=radius as u64)
-            .flat_map(|d| {
-                [
-                    first.saturating_add(d).min(last),
-                    last.saturating_sub(d).max(first),
-                ]
-            })
-            .collect();
-        if first < last {
-            let b0 = self.budgets(&self.model(hidden, ffn, shape, e.at(first)))?;
-            let b1 = self.budgets(&self.model(hidden, ffn, shape, e.at(first + 1)))?;
-            let (fb, nb) = (self.base.flops.as_f64(), self.base.params.as_f64());
-            // r(i) = a + b*(i - first), per lattice index.
-            let (af, bf) = (
-                b0.flops.as_f64() / fb - 1.0,
-                (b1.flops.as_f64() - b0.flops.as_f64()) / fb,
-            );
-            let (an, bn) = (
-                b0.params.as_f64() / nb - 1.0,
-                (b1.params.as_f64() - b0.params.as_f64()) / nb,
-            );
-            let w = *self.budget.weights();
-            let c = shape.kv_score;
-            let mut points = vec![-af / bf, -an / bn];
-            for s in [1.0, -1.0] {
-                // w_F(af + bf x) = s w_N(an + bn x)
-                points
-                    .push((s * w.params * an - w.flops * af) / (w.flops * bf - s * w.params * bn));
-                // w_F(af + bf x) = s c ; w_N(an + bn x) = s c
-                points.push((s * c / w.flops - af) / bf);
-                points.push((s * c / w.params - an) / bn);
-            }
-            for p in points {
-                if !p.is_finite() {
-                    continue;
-                }
-                let base = p.floor();
-                for d in -radius..=radius {
-                    let x = base + d as f64;
-                    if x >= 0.0 && x <= (last - first) as f64 {
-                        idx.push(first + x as u64);
-                    }
-                }
-            }
-        }
-        idx.sort_unstable();
-        idx.dedup();
-        Ok(idx)
-    }
-
-    fn run(&mut self, shapes: &[Shape]) -> Result<u128> {
-        let lattice = self.budget.lattice();
-        let mut points: u128 = 0;
-        let e = lattice.experts;
-        let top_k = self.budget.baseline().model.moe.top_k;
-        let routable = e.values().filter(|&v| v >= top_k).count() as u128;
-        for hidden in lattice.hidden.values() {
-            let allowed: Vec<Shape> = shapes
-                .iter()
-                .filter(|s| lattice.admits_attention(hidden, s.heads, s.head_dim))
-                .copied()
-                .collect();
-            let ffns = lattice.expert_ffn.values(hidden);
-            points += allowed.len() as u128 * ffns.len() as u128 * routable;
-            for &ffn in &ffns {
-                for shape in &allowed {
-                    if !shape.kv_ok {
-                        continue;
-                    }
-                    if let Some(bar) = self.bar()
-                        && shape.kv_score > bar
-                    {
-                        break;
-                    }
-                    for i in self.expert_candidates(hidden, ffn, shape)? {
-                        let model = self.model(hidden, ffn, shape, e.at(i));
-                        let b = self.budgets(&model)?;
-                        self.offer(model, b);
-                    }
-                }
-            }
-        }
-        Ok(points)
-    }
-}
-
-/// Every attention shape of the lattice (before the per-`hidden` limits), sorted by their
-/// weighted KV residual, then by the tie-break order.
-fn shapes(budget: &Budget, looping: Option<&Loop>, base: &Budgets) -> Result<Vec<Shape>> {
-    let l = budget.lattice();
-    let max_heads = match l.heads {
-        HeadsRule::Tied => u64::MAX,
-        HeadsRule::Free { max, .. } => max,
-    };
-    let executions = budget.layers() + looping.map_or(0, |lp| lp.extra_executions());
-    let mut out = Vec::new();
-    for &head_dim in &l.head_dim {
-        for kv_heads in l.kv_heads.values() {
-            let kv =
-                crate::units::product(&[2, kv_heads, head_dim, executions], "kv_cache.elements")?;
-            let kv_residual = kv as f64 / base.kv.as_f64() - 1.0;
-            for g in l.gqa.0..=l.gqa.1 {
-                let heads = kv_heads.saturating_mul(g);
-                if heads > max_heads || heads > crate::spec::MAX_COUNT {
-                    break;
-                }
-                out.push(Shape {
-                    head_dim,
-                    kv_heads,
-                    heads,
-                    kv_score: budget.weights().kv * kv_residual.abs(),
-                    kv_ok: budget.mode() == Mode::TwoSided || kv <= base.kv.0,
-                });
-            }
-        }
-    }
-    out.sort_by(|a, b| {
-        a.kv_score
-            .total_cmp(&b.kv_score)
-            .then(b.head_dim.cmp(&a.head_dim))
-            .then(a.kv_heads.cmp(&b.kv_heads))
-            .then(a.heads.cmp(&b.heads))
-    });
-    // Order inside equal KV scores does not matter for correctness: pruning is strict.
-    Ok(out)
-}
-
 /// The most configurations a search lists (`--top`).
 pub const MAX_TOP: usize = 1000;
 
@@ -337,6 +134,9 @@ pub struct SearchOptions {
     pub top: usize,
     /// Search a lattice above [`crate::budget::MAX_COMBINATIONS`] anyway.
     pub force: bool,
+    /// Explain the floor and try refinements ([`advice`]) even when every tolerance is
+    /// met (they are always given when one is broken).
+    pub advise: bool,
 }
 
 impl Default for SearchOptions {
@@ -344,6 +144,7 @@ impl Default for SearchOptions {
         Self {
             top: 1,
             force: false,
+            advise: false,
         }
     }
 }
@@ -386,38 +187,271 @@ pub fn solve(budget: &Budget, top: usize) -> Result<Solution> {
     solve_with(budget, &SearchOptions::top(top))
 }
 
+/// Hidden sizes per part of a parallel search.
+const HIDDEN_RUN: usize = 64;
+
+/// The fixed context of one search.
+struct Search<'a> {
+    budget: &'a Budget,
+    keys: MeanKeys,
+    looping: Option<Loop>,
+    /// The Baseline's FLOPs (times the query count), parameters and KV elements.
+    base: [i128; 3],
+    top: usize,
+    /// The lattice indices of the expert counts that can route `top_k`: `first..=last`.
+    experts: (u64, u64),
+    margin: f64,
+}
+
+/// What one part of the search (a run of hidden sizes) found.
+struct Part {
+    kept: Kept,
+    points: u128,
+    evaluated: u64,
+    scored: u64,
+}
+
+impl Search<'_> {
+    fn residuals(&self, v: [i128; 3]) -> crate::Residuals {
+        let r = |i: usize| v[i] as f64 / self.base[i] as f64 - 1.0;
+        crate::Residuals {
+            flops: r(0),
+            params: r(1),
+            kv: r(2),
+        }
+    }
+
+    fn admissible(&self, v: [i128; 3]) -> bool {
+        self.budget.mode() == Mode::TwoSided || v.iter().zip(&self.base).all(|(a, b)| a <= b)
+    }
+
+    /// The bound a candidate's first score component must not exceed: the worst kept in
+    /// this part, plus the margin. (Parts do not share bounds, so that what is scored, and
+    /// reported, does not depend on which part finishes first.)
+    fn bar(&self, kept: &Kept) -> f64 {
+        kept.bar().map_or(f64::INFINITY, |b| b[0]) + self.margin
+    }
+
+    /// The distance of `[lo, hi]` from the Baseline's value `base`, relative, weighted.
+    fn gap(lo: i128, hi: i128, base: i128, weight: f64) -> f64 {
+        let d = if base < lo {
+            lo - base
+        } else if base > hi {
+            base - hi
+        } else {
+            0
+        };
+        weight * d as f64 / base as f64
+    }
+
+    /// Lattice indices of `E` worth scoring (module docs, step 4), given the FLOPs and
+    /// parameters at the first routable index and their slopes per index, and the weighted
+    /// KV residual.
+    fn expert_candidates(&self, f0: i128, fs: i128, n0: i128, ns: i128, kv_score: f64) -> Vec<u64> {
+        let (first, last) = self.experts;
+        let radius = self.top as i64 + 1;
+        let mut idx: Vec<u64> = (0..=radius as u64)
+            .flat_map(|d| {
+                [
+                    first.saturating_add(d).min(last),
+                    last.saturating_sub(d).max(first),
+                ]
+            })
+            .collect();
+        if first < last {
+            let (fb, nb) = (self.base[0] as f64, self.base[1] as f64);
+            // r(x) = a + b·x, x the index counted from `first`.
+            let (af, bf) = (f0 as f64 / fb - 1.0, fs as f64 / fb);
+            let (an, bn) = (n0 as f64 / nb - 1.0, ns as f64 / nb);
+            let w = *self.budget.weights();
+            let c = kv_score;
+            let mut points = vec![-af / bf, -an / bn];
+            for s in [1.0, -1.0] {
+                points
+                    .push((s * w.params * an - w.flops * af) / (w.flops * bf - s * w.params * bn));
+                points.push((s * c / w.flops - af) / bf);
+                points.push((s * c / w.params - an) / bn);
+            }
+            for p in points.into_iter().filter(|p| p.is_finite()) {
+                let base = p.floor();
+                for d in -radius..=radius {
+                    let x = base + d as f64;
+                    if x >= 0.0 && x <= (last - first) as f64 {
+                        idx.push(first + x as u64);
+                    }
+                }
+            }
+        }
+        idx.sort_unstable();
+        idx.dedup();
+        idx
+    }
+
+    /// Searches the hidden sizes `hiddens`.
+    fn part(&self, hiddens: &[u64]) -> Result<Part> {
+        let budget = self.budget;
+        let lattice = budget.lattice();
+        let base_model = &budget.baseline().model;
+        let mut part = Part {
+            kept: Kept::new(self.top, self.margin, base_model.clone()),
+            points: 0,
+            evaluated: 0,
+            scored: 0,
+        };
+        let (first, last) = self.experts;
+        let routable = u128::from(last + 1 - first);
+        let mut at = Vec::with_capacity(hiddens.len());
+        for &h in hiddens {
+            at.push(AtHidden::new(budget, self.looping.as_ref(), self.keys, h)?);
+            part.evaluated += 8;
+            let ffns = lattice.expert_ffn.values(h).len() as u128;
+            part.points += count_at(lattice, h) * ffns * routable;
+        }
+        let w = *budget.weights();
+        let e = lattice.experts;
+        let (e_first, e_last) = (e.at(first), e.at(last));
+        let step = i128::from(e.step);
+        let executions = budget.layers() + self.looping.as_ref().map_or(0, Loop::extra_executions);
+        let conservative = budget.mode() == Mode::Conservative;
+        for pair in KvPairs::new(lattice, executions, self.base[2] as u64, w.kv) {
+            if pair.kv_score > self.bar(&part.kept) {
+                break;
+            }
+            let (kv_heads, d) = (pair.kv_heads, pair.head_dim);
+            let kv = kv_heads * d;
+            for a in &at {
+                for heads in heads_at(lattice, a.hidden, kv_heads, d) {
+                    let q = heads * d;
+                    let kvv = a.kv.in_experts(0, q, kv, d).0;
+                    if conservative && kvv > self.base[2] {
+                        break;
+                    }
+                    for f in lattice.expert_ffn.values(a.hidden) {
+                        let (fa, fs) = a.flops.in_experts(f, q, kv, d);
+                        let (na, ns) = a.params.in_experts(f, q, kv, d);
+                        let bar = self.bar(&part.kept);
+                        let lb = Self::gap(
+                            fa + fs * e_first as i128,
+                            fa + fs * e_last as i128,
+                            self.base[0],
+                            w.flops,
+                        )
+                        .max(Self::gap(
+                            na + ns * e_first as i128,
+                            na + ns * e_last as i128,
+                            self.base[1],
+                            w.params,
+                        ));
+                        if lb > bar {
+                            continue;
+                        }
+                        let (f0, n0) = (fa + fs * e_first as i128, na + ns * e_first as i128);
+                        for i in self.expert_candidates(f0, fs * step, n0, ns * step, pair.kv_score)
+                        {
+                            let experts = e.at(i);
+                            let v = [fa + fs * experts as i128, na + ns * experts as i128, kvv];
+                            part.scored += 1;
+                            if !self.admissible(v) {
+                                continue;
+                            }
+                            let s = score(&self.residuals(v), &w);
+                            if !part.kept.admits(&s) {
+                                continue;
+                            }
+                            let point = Point {
+                                hidden: a.hidden,
+                                expert_ffn: f,
+                                heads,
+                                kv_heads,
+                                head_dim: d,
+                                experts,
+                            };
+                            let model = looped_model(budget, self.looping.as_ref(), point);
+                            part.kept.offer(Entry { score: s, model });
+                        }
+                    }
+                }
+            }
+        }
+        Ok(part)
+    }
+}
+
 /// [`solve`] with options.
 pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> {
     options.check(budget)?;
-    let top = options.top;
     let baseline = budget.baseline();
-    // The budget is valid (Budget::new): the weights the closed form in the expert count
-    // (module docs, step 3) needs are positive.
     let keys = MeanKeys::of(&baseline.workload)?;
     let base = budgets_with(&baseline.model, keys, &baseline.counting)?;
-    let looping = budget.looping().cloned();
-    let shapes = shapes(budget, looping.as_ref(), &base)?;
-    let mut search = Search {
-        budget,
-        base,
-        keys,
-        looping: looping.clone(),
-        top,
-        kept: Vec::with_capacity(top + 1),
-        evaluated: 0,
+    let lattice = budget.lattice();
+    let top_k = baseline.model.moe.top_k;
+    let e = lattice.experts;
+    let first = if e.min >= top_k {
+        0
+    } else {
+        (top_k - e.min).div_ceil(e.step)
     };
-    let lattice_points = search.run(&shapes)?;
-    if search.kept.is_empty() {
-        return Err(infeasible(budget, lattice_points));
+    let hiddens: Vec<u64> = lattice.hidden.values().collect();
+    let weights = budget.weights();
+    let search = Search {
+        budget,
+        keys,
+        looping: budget.looping().cloned(),
+        base: [
+            flops_scaled(base.flops, keys)?,
+            i128::from(base.params.0),
+            i128::from(base.kv.0),
+        ],
+        top: options.top,
+        experts: (first, e.len().saturating_sub(1)),
+        margin: MARGIN * weights.flops.max(weights.params).max(weights.kv).max(1.0),
+    };
+    if first >= e.len() {
+        return Err(infeasible(budget, 0));
+    }
+    // Runs of hidden sizes of a fixed length (not one per thread: the output must not depend
+    // on the number of threads), searched in parallel by rayon's work-stealing pool.
+    let runs: Vec<&[u64]> = hiddens.chunks(HIDDEN_RUN).collect();
+    let parts = crate::par::map(&runs, |r| search.part(r));
+    let mut kept = Kept::new(options.top, search.margin, baseline.model.clone());
+    let mut stats = SearchStats {
+        lattice_points: 0,
+        evaluated: 0,
+        scored: 0,
+    };
+    for part in parts {
+        let part = part?;
+        stats.lattice_points += part.points;
+        stats.evaluated += part.evaluated;
+        stats.scored += part.scored;
+        kept.merge(part.kept);
+    }
+    // The finalists, costed exactly and ranked on exact scores.
+    let mut ranked = Vec::new();
+    for entry in kept.into_entries() {
+        stats.evaluated += 1;
+        let budgets = budgets_with(&entry.model, keys, &baseline.counting)?;
+        if budget.mode() == Mode::Conservative && !budgets.within(&base) {
+            continue;
+        }
+        let residuals = budgets.residuals_against(&base);
+        ranked.push(Candidate {
+            score: score(&residuals, weights),
+            model: entry.model,
+            budgets,
+            residuals,
+        });
+    }
+    ranked.sort_by(|a, b| a.cmp_rank(b, &baseline.model));
+    ranked.truncate(options.top);
+    if ranked.is_empty() {
+        return Err(infeasible(budget, stats.lattice_points));
     }
     Ok(Solution {
         baseline: base,
-        looping,
-        ranked: search.kept,
-        stats: SearchStats {
-            lattice_points,
-            evaluated: search.evaluated,
-        },
+        looping: budget.looping().cloned(),
+        ranked,
+        stats,
     })
 }
 

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::advice::{Floor, Refinement, advise};
 use super::{Candidate, SearchOptions, SearchStats, model_spec, solve_with};
 use crate::budget::{Budget, Mode, Tolerance, broken, serialize_tolerance};
 use crate::cost::{BudgetKind, Budgets, Ratios, Residuals, cost, cost_against};
@@ -73,6 +74,12 @@ pub struct MatchReport {
     /// The best configurations in order, the optimum first (only with `--top N`, N > 1).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ranked: Vec<Alternative>,
+    /// The budget that binds and why (with `--advise`, or when a tolerance is broken).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Floor>,
+    /// Lattice refinements, each re-solved exactly (with the floor).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub advice: Vec<Refinement>,
 }
 
 fn report(
@@ -120,6 +127,8 @@ fn report(
         } else {
             Vec::new()
         },
+        floor: None,
+        advice: Vec::new(),
     })
 }
 
@@ -131,5 +140,10 @@ pub fn match_budget(budget: &Budget, top: usize) -> Result<MatchReport> {
 /// [`match_budget`] with options.
 pub fn match_budget_with(budget: &Budget, options: &SearchOptions) -> Result<MatchReport> {
     let sol = solve_with(budget, options)?;
-    report(budget, sol.best(), &sol.ranked, sol.stats, sol.baseline)
+    let mut r = report(budget, sol.best(), &sol.ranked, sol.stats, sol.baseline)?;
+    if options.advise || !r.within_tolerance {
+        let (floor, advice) = advise(budget, sol.best())?;
+        (r.floor, r.advice) = (Some(floor), advice);
+    }
+    Ok(r)
 }

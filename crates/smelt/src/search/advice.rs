@@ -1,0 +1,304 @@
+//! Why a match stops where it does, and what would move it: the budget that binds, the
+//! lattice step that sets its floor, and single-knob refinements of the lattice, each
+//! re-solved exactly (`smelt match --advise`, and whenever a tolerance is broken).
+//!
+//! A refinement halves one knob's step, frees the expert width from its tie to the hidden
+//! size, or widens the q-width window or the GQA and key-head ranges; one whose search
+//! would exceed [`crate::budget::MAX_COMBINATIONS`] is listed as not tried. They are listed
+//! those meeting the tolerance first, then by score.
+
+use serde::Serialize;
+
+use super::{Candidate, SearchOptions, solve_with};
+use crate::budget::{Budget, FfnRule, Lattice, Steps, Tolerance, broken};
+use crate::cost::{BudgetKind, MeanKeys, Residuals, budgets_with};
+use crate::error::Result;
+use crate::spec::Model;
+
+/// The budget that binds at the optimum and the lattice step behind it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Floor {
+    /// The budget with the largest weighted residual.
+    pub budget: BudgetKind,
+    /// The lattice knob whose step sets it.
+    pub knob: String,
+    /// How much one step of that knob moves the budget, relative, near the optimum.
+    pub step_moves: f64,
+    /// In words.
+    pub why: String,
+}
+
+/// One lattice refinement and what it achieves, re-solved exactly.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Refinement {
+    /// The lattice knob changed.
+    pub knob: String,
+    /// The change, in words.
+    pub change: String,
+    /// The optimum's residuals on the refined lattice (absent when not tried).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub residuals: Option<Residuals>,
+    /// Its weighted residuals, largest first (absent when not tried).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<[f64; 3]>,
+    /// Whether it meets every tolerance.
+    pub within_tolerance: bool,
+    /// Why it was not tried, if it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_tried: Option<String>,
+}
+
+fn halve(s: Steps) -> Option<Steps> {
+    (s.step > 1).then_some(Steps {
+        step: s.step / 2,
+        ..s
+    })
+}
+
+/// The refinements of `lattice` to try: `(knob, change, lattice)`.
+fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)> {
+    let mut out = Vec::new();
+    let mut push = |knob: &str, change: String, l: Lattice| out.push((knob.to_owned(), change, l));
+    if let Some(h) = halve(lattice.hidden) {
+        let change = format!("step {} -> {}", lattice.hidden.step, h.step);
+        push(
+            "lattice.hidden",
+            change,
+            Lattice {
+                hidden: h,
+                ..lattice.clone()
+            },
+        );
+    }
+    if let Some(e) = halve(lattice.experts) {
+        let change = format!("step {} -> {}", lattice.experts.step, e.step);
+        push(
+            "lattice.experts",
+            change,
+            Lattice {
+                experts: e,
+                ..lattice.clone()
+            },
+        );
+    }
+    match lattice.expert_ffn {
+        FfnRule::Tied { multiple, .. } => {
+            let max = base
+                .moe
+                .expert_ffn
+                .saturating_mul(2)
+                .min(crate::spec::MAX_WIDTH);
+            let free = Steps {
+                min: multiple,
+                max: max.max(multiple),
+                step: multiple,
+            };
+            let change = format!("free, {}..={} in steps of {multiple}", free.min, free.max);
+            push(
+                "lattice.expert_ffn",
+                change,
+                Lattice {
+                    expert_ffn: FfnRule::Free(free),
+                    ..lattice.clone()
+                },
+            );
+        }
+        FfnRule::Free(s) => {
+            if let Some(h) = halve(s) {
+                let change = format!("step {} -> {}", s.step, h.step);
+                push(
+                    "lattice.expert_ffn",
+                    change,
+                    Lattice {
+                        expert_ffn: FfnRule::Free(h),
+                        ..lattice.clone()
+                    },
+                );
+            }
+        }
+    }
+    let d = &lattice.head_dim;
+    let mut finer: Vec<u64> = d
+        .windows(2)
+        .filter(|w| w[1] - w[0] > 1)
+        .map(|w| (w[0] + w[1]) / 2)
+        .collect();
+    if !finer.is_empty() {
+        finer.extend(d);
+        finer.sort_unstable();
+        finer.dedup();
+        let change = format!(
+            "{} -> {} head widths (midpoints added)",
+            d.len(),
+            finer.len()
+        );
+        push(
+            "lattice.head_dim",
+            change,
+            Lattice {
+                head_dim: finer,
+                ..lattice.clone()
+            },
+        );
+    }
+    let (qmin, qmax) = lattice.q_width;
+    let round = |x: f64| (x * 1e4).round() / 1e4;
+    let wider = (round(qmin * 0.8), round(qmax * 1.25));
+    let change = format!("{qmin}..{qmax} -> {}..{}", wider.0, wider.1);
+    push(
+        "lattice.q_width",
+        change,
+        Lattice {
+            q_width: wider,
+            ..lattice.clone()
+        },
+    );
+    let (gmin, gmax) = lattice.gqa;
+    let kv = lattice.kv_heads;
+    let (g2, kv2) = (
+        gmax.saturating_mul(2).min(crate::spec::MAX_COUNT),
+        kv.max.saturating_mul(2).min(crate::spec::MAX_COUNT),
+    );
+    if g2 > gmax || kv2 > kv.max {
+        let change = format!("gqa max {gmax} -> {g2}, kv_heads max {} -> {kv2}", kv.max);
+        let wider = Lattice {
+            gqa: (gmin, g2),
+            kv_heads: Steps { max: kv2, ..kv },
+            ..lattice.clone()
+        };
+        push("lattice.gqa", change, wider);
+    }
+    out
+}
+
+/// Where the optimum's largest residual comes from.
+fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
+    let w = budget.weights();
+    let r = best.residuals;
+    let kinds = [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv];
+    let binding = kinds
+        .into_iter()
+        .max_by(|a, b| (w.get(*a) * r.get(*a).abs()).total_cmp(&(w.get(*b) * r.get(*b).abs())))
+        .unwrap_or(BudgetKind::Kv);
+    let lattice = budget.lattice();
+    let baseline = budget.baseline();
+    let keys = MeanKeys::of(&baseline.workload)?;
+    let m = &best.model;
+    // The budgets one step away along the knob that moves the binding budget most directly.
+    let stepped = |knob: &str| -> Result<Option<f64>> {
+        let mut next = m.clone();
+        match knob {
+            "lattice.experts" => next.moe.experts += lattice.experts.step,
+            "lattice.hidden" => next.hidden += lattice.hidden.step,
+            _ => return Ok(None),
+        }
+        let (a, b) = (
+            budgets_with(m, keys, &baseline.counting)?,
+            budgets_with(&next, keys, &baseline.counting)?,
+        );
+        let base = budgets_with(&baseline.model, keys, &baseline.counting)?;
+        let (a, b, base) = (a.to_f64(), b.to_f64(), base.to_f64());
+        Ok(Some((b.get(binding) - a.get(binding)) / base.get(binding)))
+    };
+    let (knob, step_moves, why) = match binding {
+        BudgetKind::Kv => {
+            let kv = m.kv_heads * m.head_dim;
+            let moves = 1.0 / kv as f64;
+            (
+                "lattice.head_dim".to_owned(),
+                moves
+                    * (lattice
+                        .head_dim
+                        .windows(2)
+                        .map(|p| p[1] - p[0])
+                        .min()
+                        .unwrap_or(1) as f64)
+                    * m.kv_heads as f64,
+                format!(
+                    "the KV cache depends on the key width kv_heads x head_dim alone; the \
+                     lattice's nearest to the Baseline's is {} x {} = {kv}, {:+.2}% off",
+                    m.kv_heads,
+                    m.head_dim,
+                    100.0 * r.kv
+                ),
+            )
+        }
+        BudgetKind::Params => {
+            let moves = stepped("lattice.experts")?.unwrap_or(0.0);
+            (
+                "lattice.experts".to_owned(),
+                moves,
+                format!(
+                    "one step of lattice.experts ({}) moves the parameters by {:.2}% at this \
+                     width (hidden {}, expert_ffn {}), so no point lands nearer than about half that",
+                    lattice.experts.step,
+                    100.0 * moves,
+                    m.hidden,
+                    m.moe.expert_ffn
+                ),
+            )
+        }
+        BudgetKind::Flops => {
+            let moves = stepped("lattice.hidden")?.unwrap_or(0.0);
+            (
+                "lattice.hidden".to_owned(),
+                moves,
+                format!(
+                    "one step of lattice.hidden ({}) moves the FLOPs by {:.2}% here, and the \
+                     expert count that restores the parameters fixes the rest",
+                    lattice.hidden.step,
+                    100.0 * moves
+                ),
+            )
+        }
+    };
+    Ok(Floor {
+        budget: binding,
+        knob,
+        step_moves,
+        why,
+    })
+}
+
+/// The floor of `best` on `budget`'s lattice and the refinements that move it.
+pub fn advise(budget: &Budget, best: &Candidate) -> Result<(Floor, Vec<Refinement>)> {
+    let floor = floor(budget, best)?;
+    let tolerance: &Tolerance = budget.tolerance();
+    let mut out = Vec::new();
+    for (knob, change, lattice) in refinements(budget.lattice(), &budget.baseline().model) {
+        let refined = budget.with_lattice(lattice)?;
+        let options = SearchOptions::top(1);
+        let tried = match options.check(&refined) {
+            Err(e) => Err(e.to_string()),
+            Ok(()) => solve_with(&refined, &options).map_err(|e| e.to_string()),
+        };
+        out.push(match tried {
+            Ok(sol) => {
+                let b = sol.best();
+                Refinement {
+                    knob,
+                    change,
+                    residuals: Some(b.residuals),
+                    score: Some(b.score),
+                    within_tolerance: broken(tolerance, &b.residuals).is_empty(),
+                    not_tried: None,
+                }
+            }
+            Err(why) => Refinement {
+                knob,
+                change,
+                residuals: None,
+                score: None,
+                within_tolerance: false,
+                not_tried: Some(why),
+            },
+        });
+    }
+    out.sort_by(|a, b| {
+        b.within_tolerance.cmp(&a.within_tolerance).then_with(|| {
+            let s = |r: &Refinement| r.score.map_or(f64::INFINITY, |s| s[0]);
+            s(a).total_cmp(&s(b))
+        })
+    });
+    Ok((floor, out))
+}

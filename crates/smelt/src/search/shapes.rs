@@ -1,0 +1,178 @@
+//! Attention shapes, generated lazily: `(kv_heads, head_dim)` pairs in nondecreasing KV
+//! score, and for each pair and hidden size the query-head counts the lattice admits.
+//!
+//! The KV cache depends on the key width `kv_heads·head_dim` alone, so the best pairs are
+//! those whose width is nearest the Baseline's per-execution width `t`. For each `kv_heads`
+//! the head widths nearest `t / kv_heads` are found by binary search in the (sorted) head
+//! widths, and a heap merges the streams walking away from them in both directions: the
+//! pairs come out in nondecreasing score, and memory is one heap entry per `kv_heads` value
+//! and direction, whatever the head-width range. The query heads of a pair at a hidden size
+//! are a range of GQA ratios (from the q-width window), filtered by the lattice's own rule.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use crate::budget::{HeadsRule, Lattice};
+use crate::spec::MAX_COUNT;
+
+/// A `(kv_heads, head_dim)` pair with its weighted KV residual.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct KvPair {
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    /// `w_KV · |KV / KV_base - 1|`.
+    pub kv_score: f64,
+}
+
+/// A heap entry: a cursor into the head widths for one `kv_heads`, walking one way.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Cursor {
+    score: f64,
+    kv_heads: u64,
+    index: usize,
+    up: bool,
+}
+
+impl Eq for Cursor {}
+
+impl Ord for Cursor {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then(self.kv_heads.cmp(&other.kv_heads))
+            .then(self.index.cmp(&other.index))
+            .then(self.up.cmp(&other.up))
+    }
+}
+
+impl PartialOrd for Cursor {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The pairs in nondecreasing KV score.
+pub(crate) struct KvPairs<'a> {
+    head_dims: &'a [u64],
+    /// KV elements per unit of key width (`2 × executions`).
+    per_width: u64,
+    base_kv: f64,
+    weight: f64,
+    heap: BinaryHeap<Reverse<Cursor>>,
+}
+
+impl<'a> KvPairs<'a> {
+    /// The stream for `lattice`, with `executions` layer executions, against a Baseline
+    /// KV of `base_kv` elements weighted by `weight`.
+    pub fn new(lattice: &'a Lattice, executions: u64, base_kv: u64, weight: f64) -> Self {
+        let per_width = 2 * executions;
+        let mut s = Self {
+            head_dims: &lattice.head_dim,
+            per_width,
+            base_kv: base_kv as f64,
+            weight,
+            heap: BinaryHeap::new(),
+        };
+        let target = base_kv as f64 / per_width as f64;
+        for kv_heads in lattice.kv_heads.values() {
+            let ideal = target / kv_heads as f64;
+            let i = s.head_dims.partition_point(|&d| (d as f64) < ideal);
+            if i > 0 {
+                s.push(kv_heads, i - 1, false);
+            }
+            if i < s.head_dims.len() {
+                s.push(kv_heads, i, true);
+            }
+        }
+        s
+    }
+
+    /// As the solver scores a candidate: the exact KV count as a float, over the Baseline's.
+    fn score(&self, kv_heads: u64, head_dim: u64) -> f64 {
+        let kv = u128::from(self.per_width) * u128::from(kv_heads) * u128::from(head_dim);
+        self.weight * (kv as f64 / self.base_kv - 1.0).abs()
+    }
+
+    fn push(&mut self, kv_heads: u64, index: usize, up: bool) {
+        let score = self.score(kv_heads, self.head_dims[index]);
+        self.heap.push(Reverse(Cursor {
+            score,
+            kv_heads,
+            index,
+            up,
+        }));
+    }
+}
+
+impl Iterator for KvPairs<'_> {
+    type Item = KvPair;
+
+    fn next(&mut self) -> Option<KvPair> {
+        let Reverse(c) = self.heap.pop()?;
+        match (c.up, c.index) {
+            (true, i) if i + 1 < self.head_dims.len() => self.push(c.kv_heads, i + 1, true),
+            (false, i) if i > 0 => self.push(c.kv_heads, i - 1, false),
+            _ => {}
+        }
+        Some(KvPair {
+            kv_heads: c.kv_heads,
+            head_dim: self.head_dims[c.index],
+            kv_score: c.score,
+        })
+    }
+}
+
+/// The query-head counts `heads = kv_heads · g` the lattice admits with `kv_heads` heads of
+/// width `head_dim` at hidden size `hidden`, in increasing order.
+pub(crate) fn heads_at(
+    lattice: &Lattice,
+    hidden: u64,
+    kv_heads: u64,
+    head_dim: u64,
+) -> impl Iterator<Item = u64> + '_ {
+    let (gmin, gmax) = lattice.gqa;
+    let width = (kv_heads * head_dim) as f64;
+    // The q-width window, widened by one step each side; the lattice's rule decides.
+    let (lo, hi) = match lattice.heads {
+        HeadsRule::Tied => {
+            let g = hidden / (kv_heads * head_dim);
+            (g, g)
+        }
+        HeadsRule::Free { .. } => {
+            let lo = (lattice.q_width.0 * hidden as f64 / width).floor() as u64;
+            let hi = (lattice.q_width.1 * hidden as f64 / width).ceil() as u64;
+            (lo.saturating_sub(1), hi.saturating_add(1))
+        }
+    };
+    let max_g = MAX_COUNT / kv_heads;
+    (lo.max(gmin).max(1)..=hi.min(gmax).min(max_g))
+        .map(move |g| kv_heads * g)
+        .filter(move |&heads| lattice.admits_attention(hidden, heads, head_dim))
+}
+
+/// The number of attention shapes the lattice admits at `hidden`, without building them:
+/// for each `kv_heads`, only the head widths whose GQA range can meet the q-width window.
+pub(crate) fn count_at(lattice: &Lattice, hidden: u64) -> u128 {
+    let (gmin, gmax) = lattice.gqa;
+    let mut n: u128 = 0;
+    for kv_heads in lattice.kv_heads.values() {
+        let (d_lo, d_hi) = match lattice.heads {
+            HeadsRule::Tied => (1, hidden),
+            HeadsRule::Free { .. } => {
+                let lo = lattice.q_width.0 * hidden as f64 / (kv_heads * gmax.max(1)) as f64;
+                let hi = lattice.q_width.1 * hidden as f64 / (kv_heads * gmin.max(1)) as f64;
+                (
+                    (lo.floor() as u64).saturating_sub(1),
+                    (hi.ceil() as u64).saturating_add(1),
+                )
+            }
+        };
+        let ds = &lattice.head_dim;
+        let start = ds.partition_point(|&d| d < d_lo);
+        let end = ds.partition_point(|&d| d <= d_hi);
+        for &d in &ds[start..end] {
+            n += heads_at(lattice, hidden, kv_heads, d).count() as u128;
+        }
+    }
+    n
+}
