@@ -44,35 +44,43 @@ proptest! {
         dense in any::<bool>(),
         skew in prop_oneof![Just(None), (0.0f64..3.0).prop_map(Some)],
         repeats in 1u64..=3,
+        (dense_mask, dense_ffn) in (0u64..64, 1u64..=48),
     ) {
         let top_k = 1 + ((experts - 1) as f64 * k_frac) as u64;
         let attention = if dense { Attention::Dense } else { Attention::Causal };
         let looping = (layers >= 2).then_some((1, layers - 1, repeats));
-        let s = spec([layers, hidden, kv, g, d, experts, top_k, ffn], looping, shared, attention);
+        let mut s = spec([layers, hidden, kv, g, d, experts, top_k, ffn], looping, shared, attention);
+        // Any subset of the layers dense-FFN, looped or not.
+        let dense_layers: Vec<u64> = (1..=layers).filter(|i| dense_mask >> (i - 1) & 1 == 1).collect();
+        if !dense_layers.is_empty() {
+            s.model.dense = Some(smelt::Dense { layers: dense_layers, ffn: dense_ffn });
+        }
         let routing = skew.map_or(Routing::Balanced, Routing::Skewed);
         let p = plan::plan(&s.model, &docs, attention, routing).unwrap();
         let t: u64 = docs.iter().sum();
         prop_assert_eq!(p.tokens, t);
+        let x = s.model.executions();
+        prop_assert_eq!(p.executions, x);
         let analytic = bench::analytic_per_execution(&s, &docs).unwrap();
-        let planned = smelt::Flops::ratio(p.flops(), u128::from(t)).unwrap();
+        let planned = smelt::Flops::ratio(p.flops(), u128::from(t) * u128::from(x)).unwrap();
         prop_assert_eq!(analytic, planned);
-        // Per component, against the forward breakdown x 3 / executions.
+        // Per component over the whole stack, against the forward breakdown x 3.
         let mut w = s.workload.clone();
         w.mean_doc_len = None;
         let mut hist = std::collections::BTreeMap::new();
         for &l in &docs { *hist.entry(l).or_insert(0u64) += 1; }
         w.doc_lengths = Some(hist.into_iter().map(|(l, c)| [l, c]).collect());
         let b = smelt::cost::forward_flops(&s.model, &w, &s.counting).unwrap();
-        let x = s.model.executions();
         for (c, f) in [
             (Component::Projections, b.projections),
             (Component::AttentionCore, b.attention_core),
             (Component::Router, b.router),
             (Component::Experts, b.experts),
             (Component::Shared, b.shared),
+            (Component::Dense, b.dense),
         ] {
             let want = f.checked_mul(3 * t).unwrap();
-            let got = smelt::Flops::ratio(p.component_flops(c) * u128::from(x), 1).unwrap();
+            let got = smelt::Flops::ratio(p.component_flops(c), 1).unwrap();
             prop_assert_eq!(got, want, "{:?}", c);
         }
         // Routing places every assignment, no expert above the token count.
@@ -107,17 +115,17 @@ fn cpu_backend_executes_the_plan_and_reports_ratios() {
         Attention::Causal,
     );
     let opts = BenchOptions {
-        backend: Backend::Cpu,
         tokens: 300,
-        routing: Routing::Balanced,
         repeats: 1,
+        ..BenchOptions::new(Backend::Cpu)
     };
     let r = bench::bench(&[&base, &looped], &opts).unwrap();
     assert_eq!(r.models.len(), 2);
     for m in &r.models {
         assert!(m.flops_exact, "{}", m.name);
         assert_eq!(m.tokens, 300);
-        let plan_total = m.plan_flops_per_token * m.tokens as f64;
+        // The whole stack ran: per token and layer execution x tokens x executions.
+        let plan_total = m.plan_flops_per_token * m.tokens as f64 * m.layer_executions as f64;
         assert!((m.executed_flops as f64 / plan_total - 1.0).abs() < 1e-12);
         assert!(m.seconds_per_layer_execution > 0.0);
         let shares: f64 = m.components.iter().map(|c| c.time_share).sum();
@@ -137,10 +145,9 @@ fn cpu_backend_executes_the_plan_and_reports_ratios() {
 fn cuda_backend_runs_where_a_gpu_is() {
     let s = plain([2, 64, 1, 2, 16, 8, 2, 32]);
     let opts = BenchOptions {
-        backend: Backend::Cuda,
         tokens: 200,
-        routing: Routing::Balanced,
         repeats: 1,
+        ..BenchOptions::new(Backend::Cuda)
     };
     match bench::cuda::probe() {
         Ok(device) => {
@@ -222,21 +229,188 @@ fn cli_bench_errors() {
     assert_eq!(code, Some(2));
 }
 
-/// A model with dense-FFN layers is refused by the planner, with the field and the reason.
+/// A model with dense-FFN layers, looped and not, is planned layer by layer: the dense
+/// layers' FFN GEMMs run once per dense execution, the MoE layers' once per MoE execution,
+/// and the CPU backend executes exactly the planned FLOPs.
 #[test]
-fn dense_layers_are_refused_not_mis_planned() {
+fn dense_layers_are_planned_per_execution() {
     let mut s = spec(
-        [2, 64, 1, 2, 16, 8, 2, 32],
-        None,
+        [4, 64, 1, 2, 16, 8, 2, 32],
+        Some((2, 2, 3)),
         (1, 16, true),
         Attention::Causal,
     );
+    // Layer 1 outside the loop, layer 3 inside it: 1 + 3 dense executions of 8.
     s.model.dense = Some(smelt::Dense {
-        layers: vec![1],
+        layers: vec![1, 3],
         ffn: 64,
     });
-    let e = plan::plan(&s.model, &[8], Attention::Causal, Routing::Balanced)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("model.dense") && e.contains("dense-FFN"), "{e}");
+    assert_eq!(s.model.executions(), 8);
+    assert_eq!(s.model.dense_executions(), 4);
+    let p = plan::plan(&s.model, &[8, 8], Attention::Causal, Routing::Balanced).unwrap();
+    // Forward, backward-data and backward-weight of up, gate and down: 3 x 3 x 2·t·ffn·h.
+    let dense_want = 4 * 3 * 3 * 2 * 16 * 64 * 64;
+    assert_eq!(p.component_flops(Component::Dense), dense_want);
+    // Routing is planned only for the 4 MoE executions.
+    assert_eq!(
+        p.component_flops(Component::Router),
+        4 * 3 * 2 * 16 * 8 * 64
+    );
+    let opts = BenchOptions {
+        tokens: 16,
+        repeats: 1,
+        ..BenchOptions::new(Backend::Cpu)
+    };
+    s.workload.mean_doc_len = Some(8);
+    let r = bench::bench(&[&s], &opts).unwrap();
+    let m = &r.models[0];
+    assert!(m.flops_exact);
+    assert_eq!(m.executed_flops, p.flops());
+    assert!(m.components.iter().any(|c| c.component == Component::Dense));
+}
+
+/// A run that cannot finish inside its time budget is refused before it starts, naming the
+/// budget; a non-positive budget is refused as a bad value.
+#[test]
+fn time_budget_refuses_a_run_that_cannot_fit() {
+    let s = plain([2, 64, 1, 2, 16, 8, 2, 32]);
+    let opts = BenchOptions {
+        tokens: 200,
+        repeats: 1,
+        max_seconds: 1e-6,
+        ..BenchOptions::new(Backend::Cpu)
+    };
+    let e = bench::bench(&[&s], &opts).unwrap_err().to_string();
+    assert!(
+        e.contains("max_seconds") || e.contains("--max-seconds"),
+        "{e}"
+    );
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let opts = BenchOptions {
+            max_seconds: bad,
+            ..opts
+        };
+        let e = bench::bench(&[&s], &opts).unwrap_err().to_string();
+        assert!(e.contains("max_seconds"), "{bad}: {e}");
+    }
+    let opts = BenchOptions {
+        peak: Some(0.0),
+        ..BenchOptions::new(Backend::Cpu)
+    };
+    let e = bench::bench(&[&s], &opts).unwrap_err().to_string();
+    assert!(e.contains("peak"), "{e}");
+}
+
+/// `grid --bench cpu` on a two-cell grid: every cell gets a measured time ratio, the summary
+/// their largest and mean, the table a `T ratio` column and the device.
+#[test]
+fn cli_grid_bench_adds_a_time_ratio_per_cell() {
+    let grid = common::temp_file(
+        "toml",
+        r#"name = "two"
+template = "@BUDGETS@/base-{scale}-{sparsity}.toml"
+scales = ["100m"]
+sparsities = ["s0", "s85"]
+[recipe]
+span = "half"
+repeats = 2
+[lattice]
+hidden = { step = 32 }
+experts = { step = 8 }
+head_dim = { step = 8, min = 32, max = 128 }
+kv_heads = { min = 1, max = 4 }
+"#,
+    );
+    let grid = &grid.display().to_string();
+    let timing = [
+        "--bench",
+        "cpu",
+        "--mean-doc-len",
+        "64",
+        "--tokens",
+        "128",
+        "--repeats",
+        "1",
+        "-q",
+    ];
+    let v = common::run_json(&[&["grid", grid, "--format", "json"], &timing[..]].concat());
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    let mut ratios = Vec::new();
+    for c in cells {
+        let t = &c["time"];
+        assert_eq!(t["backend"], "cpu");
+        assert_eq!(t["tokens"], 128);
+        let (b, l) = (
+            t["baseline_seconds_per_token"].as_f64().unwrap(),
+            t["looped_seconds_per_token"].as_f64().unwrap(),
+        );
+        assert!(b > 0.0 && l > 0.0);
+        let r = t["ratio"].as_f64().unwrap();
+        assert!((r - l / b).abs() < 1e-12 * r);
+        ratios.push(r);
+    }
+    let s = &v["summary"]["time_ratio"];
+    let max = ratios.iter().fold(0.0f64, |m, &r| m.max(r));
+    assert_eq!(s["max_ratio"].as_f64().unwrap(), max);
+    assert!((s["mean_ratio"].as_f64().unwrap() - (ratios[0] + ratios[1]) / 2.0).abs() < 1e-12);
+    let (code, out, err) = run(&[&["grid", grid], &timing[..]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("T ratio") && out.contains("on CPU"), "{out}");
+    assert!(out.contains("largest time ratio"), "{out}");
+    // Without --bench, nothing is timed and no column appears.
+    let (code, out, _) = run(&["grid", grid, "--mean-doc-len", "64", "-q"]);
+    assert_eq!(code, Some(0));
+    assert!(!out.contains("T ratio"), "{out}");
+    let v = common::run_json(&["grid", grid, "--format", "json", "-q"]);
+    assert!(v["cells"][0].get("time").is_none() && v["summary"].get("time_ratio").is_none());
+}
+
+/// `match --bench cpu` adds the measured ratio to the report; `--max-seconds` too small
+/// refuses before timing, naming the flag; `--peak` is reported with its share.
+#[test]
+fn cli_match_bench_and_the_timing_flags() {
+    let budget = common::budget("match-200m-s95.toml");
+    let timing = [
+        "--mean-doc-len",
+        "64",
+        "--tokens",
+        "128",
+        "--repeats",
+        "1",
+        "-q",
+    ];
+    let args = [&["match", &budget, "--bench", "cpu"], &timing[..]].concat();
+    let v = common::run_json(&[&args[..], &["--format", "json"]].concat());
+    let t = &v["time"];
+    assert_eq!(t["backend"], "cpu");
+    assert!(t["ratio"].as_f64().unwrap() > 0.0, "{v}");
+    let (code, out, err) = run(&args);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("measured time per token: looped / Baseline = "),
+        "{out}"
+    );
+
+    let (code, _, err) = run(&[&args[..], &["--max-seconds", "0.000001"]].concat());
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--max-seconds"), "{err}");
+    let (code, _, err) = run(&[&args[..], &["--max-seconds", "soon"]].concat());
+    assert_eq!(code, Some(2), "{err}");
+
+    let model = common::budget("base-100m-s85.toml");
+    let v = common::run_json(
+        &[
+            &["bench", &model, "--peak", "2", "--format", "json"],
+            &timing[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(v["peak_flops_per_second"].as_f64(), Some(2e12));
+    assert_eq!(v["peak_source"], "--peak");
+    let ceiling = v["ceiling_flops_per_second"].as_f64().unwrap();
+    assert!((v["ceiling_of_peak"].as_f64().unwrap() - ceiling / 2e12).abs() < 1e-12);
+    let (code, _, err) = run(&[&["bench", &model, "--peak", "0"], &timing[..]].concat());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("peak"), "{err}");
 }

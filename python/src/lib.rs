@@ -273,12 +273,15 @@ fn gain(
     output(py, &table)
 }
 
-/// bench(model, against=None, backend="cpu", tokens=None, routing="balanced", repeats=3)
-/// -> dict: the GEMMs of one layer execution timed: the fields of
-/// `smelt bench --format json`. `model` and `against` are dicts or paths.
+/// bench(model, against=None, backend="cpu", tokens=None, routing="balanced", repeats=3,
+///       max_seconds=600.0, peak=None)
+/// -> dict: the GEMMs of one training step of the layer stack timed: the fields of
+/// `smelt bench --format json`. `model` and `against` are dicts or paths; `peak` is the
+/// device's dense peak in FLOP/s.
 #[pyfunction(name = "bench")]
 #[pyo3(signature = (model, against = None, backend = "cpu", tokens = None,
-                    routing = "balanced", repeats = 3))]
+                    routing = "balanced", repeats = 3, max_seconds = 600.0, peak = None))]
+#[allow(clippy::too_many_arguments)]
 fn bench_models(
     py: Python<'_>,
     model: &Bound<'_, PyAny>,
@@ -287,6 +290,8 @@ fn bench_models(
     tokens: Option<u64>,
     routing: &str,
     repeats: usize,
+    max_seconds: f64,
+    peak: Option<f64>,
 ) -> PyResult<Py<PyAny>> {
     let model = spec(py, model)?;
     let base = against.map(|b| spec(py, b)).transpose()?;
@@ -295,10 +300,12 @@ fn bench_models(
         use smelt_core::bench::{Backend, BenchOptions};
         let backend: Backend = backend.parse()?;
         let opts = BenchOptions {
-            backend,
             tokens: tokens.unwrap_or(backend.default_tokens()),
             routing: routing.parse()?,
             repeats,
+            max_seconds,
+            peak,
+            ..BenchOptions::new(backend)
         };
         let models: Vec<&smelt_core::ModelSpec> = base.iter().chain([&model]).collect();
         smelt_core::bench::bench(&models, &opts)

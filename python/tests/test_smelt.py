@@ -117,6 +117,12 @@ def test_sweep_fit_gain_and_bench_are_functions_too():
     assert b["models"][0]["flops_exact"] and b["time_ratio"] > 0
     with pytest.raises(smelt.SmeltError, match="backend"):
         smelt.bench(small, backend="tpu")
+    p = smelt.bench(small, tokens=200, repeats=1, peak=1e12)
+    assert p["peak_flops_per_second"] == 1e12 and p["ceiling_of_peak"] > 0
+    with pytest.raises(smelt.SmeltError, match="max_seconds"):
+        smelt.bench(small, max_seconds=0.0)
+    with pytest.raises(smelt.SmeltError, match="max-seconds"):
+        smelt.bench(small, tokens=200, max_seconds=1e-6)
 
 
 def test_limits_and_bad_calls_raise_smelt_error_never_crash():

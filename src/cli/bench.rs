@@ -1,4 +1,4 @@
-//! `smelt bench`: the GEMMs of one layer execution, executed and timed.
+//! `smelt bench`: the GEMMs of one training step of a layer stack, executed and timed.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,14 +8,53 @@ use smelt::bench::{self, Backend, BenchOptions, Routing};
 use smelt::report::Format;
 
 use super::cost::load;
-use super::{Reporter, emit_report, formats, load_budget, named};
+use super::{Reporter, WorkloadArgs, emit_report, formats, load_budget, named};
 
-/// Execute the GEMMs of one training step of one layer and time them per component.
+/// How kernels are timed: shared by `bench`, and by `match` and `grid` with `--bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TimingArgs {
+    /// Tokens per batch, rounded to whole documents of the workload (default: 1024 on the
+    /// CPU, 16384 on CUDA; at most 1,048,576).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=bench::MAX_TOKENS))]
+    tokens: Option<u64>,
+    /// Token-to-expert assignment: `balanced`, or `skew=S` for shares proportional to
+    /// 1/(rank+1)^S.
+    #[arg(long, default_value = "balanced")]
+    routing: Routing,
+    /// Timed rounds per kernel shape (the median is kept; 1 to 100).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    repeats: u64,
+    /// The longest one benchmark may take (under `grid --bench`, each cell's): a plan
+    /// estimated to need more is refused before it starts, and one that overruns stops with
+    /// an error.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
+    max_seconds: f64,
+    /// The device's dense peak in TFLOP/s (default: a GPU's datasheet bf16 peak when the
+    /// card is a known one).
+    #[arg(long, value_name = "TFLOPS")]
+    peak: Option<f64>,
+}
+
+impl TimingArgs {
+    /// The options on `backend`.
+    pub fn options(&self, backend: Backend) -> BenchOptions {
+        BenchOptions {
+            tokens: self.tokens.unwrap_or(backend.default_tokens()),
+            routing: self.routing,
+            repeats: self.repeats as usize,
+            max_seconds: self.max_seconds,
+            peak: self.peak.map(|t| t * 1e12),
+            ..BenchOptions::new(backend)
+        }
+    }
+}
+
+/// Execute the GEMMs of one training step of a model's layers and time them per component.
 ///
 /// Checks that the executed arithmetic equals the cost model's count exactly, and shows
 /// what FLOPs hide: with --against (or --budget) the measured time ratio of the two models
 /// next to their FLOP ratio. The CPU backend runs f32 on one thread; the CUDA backend
-/// (build with --features cuda) runs bf16 cuBLAS.
+/// (build with --features cuda) runs bf16 cuBLAS. Progress goes to standard error.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("input").required(true).args(["model", "budget"])))]
 pub struct Args {
@@ -30,17 +69,10 @@ pub struct Args {
     /// Where the kernels run: cpu (f32, one thread) or cuda (bf16 cuBLAS on GPU 0).
     #[arg(long, default_value = "cpu", value_parser = named::<Backend>())]
     backend: Backend,
-    /// Tokens per batch, rounded to whole documents of the workload (default: 1024 on the
-    /// CPU, 16384 on CUDA; at most 1,048,576).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=bench::MAX_TOKENS))]
-    tokens: Option<u64>,
-    /// Token-to-expert assignment: `balanced`, or `skew=S` for shares proportional to
-    /// 1/(rank+1)^S.
-    #[arg(long, default_value = "balanced")]
-    routing: Routing,
-    /// Timed runs per kernel shape (the median is kept; 1 to 100).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
-    repeats: u64,
+    #[command(flatten)]
+    timing: TimingArgs,
+    #[command(flatten)]
+    workload: WorkloadArgs,
     /// Output format.
     #[arg(long, default_value = "table",
           value_parser = formats(&[Format::Table, Format::Json, Format::Markdown, Format::Toml]))]
@@ -49,17 +81,24 @@ pub struct Args {
 
 /// Runs `smelt bench`.
 pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
-    let opts = BenchOptions {
-        backend: args.backend,
-        tokens: args.tokens.unwrap_or(args.backend.default_tokens()),
-        routing: args.routing,
-        repeats: args.repeats as usize,
+    let opts = args.timing.options(args.backend);
+    let w = &args.workload;
+    let load = |path: &PathBuf| -> anyhow::Result<ModelSpec> {
+        let mut spec = load(path)?;
+        if w.is_set() {
+            spec.workload = w.apply(&spec.workload)?;
+        }
+        Ok(spec)
     };
     let specs: Vec<ModelSpec> = match (&args.model, &args.against, &args.budget) {
         (Some(m), None, None) => vec![load(m)?],
         (Some(m), Some(b), None) => vec![load(b)?, load(m)?],
         (None, None, Some(b)) => {
-            let m = smelt::search::match_budget(&load_budget(b)?, 1)?;
+            let mut budget = load_budget(b)?;
+            if w.is_set() {
+                budget = budget.with_workload(w.apply(&budget.baseline().workload)?)?;
+            }
+            let m = smelt::search::match_budget(&budget, 1)?;
             vec![m.baseline, m.looped]
         }
         _ => anyhow::bail!("give a model file (optionally with --against) or --budget"),

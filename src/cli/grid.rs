@@ -8,7 +8,11 @@ use smelt::budget::GridSpec;
 use smelt::report::Format;
 use smelt::search::SearchOptions;
 
-use super::{Reporter, WorkloadArgs, all_formats, budget_inputs, emit, tolerance_exit, write_file};
+use super::bench::TimingArgs;
+use super::{
+    Reporter, WorkloadArgs, all_formats, budget_inputs, emit, named, tolerance_exit, write_file,
+};
+use smelt::bench::Backend;
 
 /// Match every cell of a grid (scales x sparsities) under one recipe and lattice.
 ///
@@ -30,6 +34,12 @@ pub struct Args {
     force: bool,
     #[command(flatten)]
     workload: WorkloadArgs,
+    /// Also benchmark every cell's Baseline and match on this backend (cpu or cuda) and add
+    /// the measured time ratio (the `T ratio` column; `time` in the JSON).
+    #[arg(long, value_name = "BACKEND", value_parser = named::<Backend>())]
+    bench: Option<Backend>,
+    #[command(flatten)]
+    timing: TimingArgs,
 }
 
 /// Runs `smelt grid`.
@@ -46,7 +56,10 @@ pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
         force: args.force,
         ..SearchOptions::default()
     };
-    let r = smelt::search::match_grid_with(&grid, &options, progress)?;
+    let mut r = smelt::search::match_grid_with(&grid, &options, progress)?;
+    if let Some(backend) = args.bench {
+        smelt::search::time_cells(&mut r, &args.timing.options(backend), progress)?;
+    }
     let text = smelt::report::render(&r, args.format)?;
     if let Some(path) = &args.plot {
         let inputs: Vec<PathBuf> = grid

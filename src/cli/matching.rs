@@ -5,10 +5,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::bail;
+use smelt::bench::Backend;
 use smelt::budget::Budget;
 use smelt::report::{self, Format};
 use smelt::search::{self, MatchReport, SearchOptions};
 use smelt::spec::hf::{self, Family};
+
+use super::bench::TimingArgs;
 
 use super::{
     Reporter, WorkloadArgs, broken_words, budget_inputs, emit, load_budget, named, tolerance_exit,
@@ -67,6 +70,12 @@ pub struct Args {
     advise: bool,
     #[command(flatten)]
     workload: WorkloadArgs,
+    /// Also benchmark the Baseline and the match on this backend (cpu or cuda) and report
+    /// the measured time ratio.
+    #[arg(long, value_name = "BACKEND", value_parser = named::<Backend>())]
+    bench: Option<Backend>,
+    #[command(flatten)]
+    timing: TimingArgs,
 }
 
 /// The matched model as a config.json of the asked (or the model's own) family.
@@ -101,8 +110,17 @@ pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
         advise: args.advise,
     };
     let start = Instant::now();
-    let m = search::match_budget_with(&budget, &options)?;
+    let mut m = search::match_budget_with(&budget, &options)?;
     let elapsed = start.elapsed();
+    if let Some(backend) = args.bench {
+        let opts = args.timing.options(backend);
+        m.time = Some(smelt::bench::time_ratio(
+            &m.baseline,
+            &m.looped,
+            &opts,
+            progress,
+        )?);
+    }
     let model_file = || -> anyhow::Result<String> {
         Ok(match args.format {
             MatchFormat::Hf => hf_config(&budget, &m, &args)?,

@@ -1,4 +1,4 @@
-//! The one parallel map: rayon's work-stealing pool, results in input order, so output
+//! The parallel maps: rayon's work-stealing pool, results in input order, so output
 //! never depends on the number of threads.
 
 use rayon::prelude::*;
@@ -11,6 +11,17 @@ pub(crate) fn map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync + Se
 /// `f` over `0..n` on the current pool, in order.
 pub(crate) fn map_range<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
     (0..n).into_par_iter().map(f).collect()
+}
+
+/// `f(index, chunk)` over the `chunk`-long chunks of `data`, in parallel.
+pub(crate) fn for_chunks<T: Send>(
+    data: &mut [T],
+    chunk: usize,
+    f: impl Fn(usize, &mut [T]) + Sync + Send,
+) {
+    data.par_chunks_mut(chunk.max(1))
+        .enumerate()
+        .for_each(|(i, c)| f(i, c));
 }
 
 /// Runs `f` on a pool of `threads` threads (the global pool when `threads` is `None` or the

@@ -1,66 +1,118 @@
 //! The CPU backend: f32 GEMMs with `matrixmultiply` (pure Rust, runtime-detected AVX/FMA
-//! kernels, no BLAS to install, already in our dependency tree through `good_lp`), one
-//! thread.
+//! kernels, no BLAS to install), one thread.
 //!
-//! Each distinct kernel shape is run on random inputs (never zeros), once to warm up and
-//! then timed, in each of `repeats` rounds that interleave the models benchmarked together;
-//! its median time is multiplied by its launch count. Inputs rotate through enough buffer
-//! sets to span 32 MiB, so that a small shape is not timed out of a warm cache only.
+//! Inputs come from one pool of random values (never zero), filled once per run and at
+//! least [`POOL_MIN_FLOATS`] long (larger than the caches), from which each launch takes its
+//! operands at rotating offsets; outputs go to one scratch buffer. Each distinct kernel
+//! shape is run once to warm up and once timed in each of `repeats` rounds, the rounds
+//! interleaving the ceiling (a 1024³ GEMM) and every model, so that a drift in the
+//! machine's speed hits them alike; a shape's median is multiplied by its launch count.
 
 use std::time::Instant;
 
-use super::{KernelTime, Measurement};
-use crate::bench::plan::{Kernel, Plan};
-use crate::error::Result;
+use super::{Deadline, KernelTime, Measurement};
+use crate::bench::plan::{Component, Kernel, Pass, Plan};
+use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::rng::Lcg;
 
-/// One timed launch of `k` (after one warm-up launch), on freshly allocated random inputs
-/// rotated across 32 MiB of buffer sets.
-fn time_once(k: &Kernel, rng: &mut Lcg) -> f64 {
+/// The pool's least length in floats (64 MiB).
+pub const POOL_MIN_FLOATS: usize = 16 << 20;
+/// The most floats one launch's operands may take (4 GiB).
+pub const MAX_LAUNCH_FLOATS: usize = 1 << 30;
+
+/// The pool, the scratch output and the rotation.
+struct Buffers {
+    pool: Vec<f32>,
+    out: Vec<f32>,
+    call: usize,
+}
+
+fn floats(k: &Kernel) -> (usize, usize, usize) {
+    let b = k.batch as usize;
     let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
-    let batch = k.batch as usize;
-    let set_bytes = 4 * batch * (m * kk + kk * n + m * n);
-    let sets = (32usize << 20).div_ceil(set_bytes.max(1)).clamp(1, 8);
-    let mut buffers: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = (0..sets)
-        .map(|_| {
-            (
-                (0..batch * m * kk).map(|_| rng.nonzero_unit()).collect(),
-                (0..batch * kk * n).map(|_| rng.nonzero_unit()).collect(),
-                vec![0.0; batch * m * n],
-            )
+    (b * m * kk, b * kk * n, b * m * n)
+}
+
+impl Buffers {
+    fn new(kernels: &[Kernel]) -> Result<Self> {
+        let (mut ab, mut c) = (0usize, 0usize);
+        for k in kernels {
+            let (a, b, cc) = floats(k);
+            if a + b + cc > MAX_LAUNCH_FLOATS {
+                return Err(Error::invalid(
+                    "tokens",
+                    format!(
+                        "one {}x{}x{} launch (x{}) needs {:.1} GiB, over the CPU backend's \
+                         limit of {} GiB; use fewer --tokens",
+                        k.m,
+                        k.n,
+                        k.k,
+                        k.batch,
+                        (a + b + cc) as f64 * 4.0 / f64::from(1 << 30),
+                        (MAX_LAUNCH_FLOATS * 4) >> 30
+                    ),
+                ));
+            }
+            ab = ab.max(a + b);
+            c = c.max(cc);
+        }
+        let mut rng = Lcg::new(0x5EED);
+        let len = POOL_MIN_FLOATS.max(2 * ab);
+        Ok(Self {
+            pool: (0..len).map(|_| rng.nonzero_unit()).collect(),
+            out: vec![0.0; c],
+            call: 0,
         })
-        .collect();
-    let mut run = |i: usize| {
-        let (a, b, c) = &mut buffers[i % sets];
-        for j in 0..batch {
-            // SAFETY: the slices hold batch * m*k, k*n and m*n elements, row-major with the
-            // strides given, so every index `matrixmultiply` touches is in bounds.
+    }
+
+    /// One launch of `k` on operands at the next offsets.
+    fn launch(&mut self, k: &Kernel) {
+        let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
+        let (a_len, b_len, _) = floats(k);
+        let room = self.pool.len() - a_len - b_len;
+        let a0 = (self.call.wrapping_mul(a_len + b_len + 64)) % (room + 1);
+        let b0 = a0 + a_len;
+        self.call += 1;
+        let (a, b, c) = (
+            self.pool.as_ptr(),
+            self.pool.as_ptr(),
+            self.out.as_mut_ptr(),
+        );
+        for j in 0..k.batch as usize {
+            // SAFETY: A spans `a0 .. a0 + batch·m·k` and B `b0 .. b0 + batch·k·n` of the pool
+            // (`b0 + b_len <= pool.len()` by the choice of `room`), C `0 .. batch·m·n` of the
+            // output (sized for the largest kernel); each GEMM `j` reads and writes inside its
+            // own row-major block with the strides given.
             unsafe {
                 matrixmultiply::sgemm(
                     m,
                     kk,
                     n,
                     1.0,
-                    a.as_ptr().add(j * m * kk),
+                    a.add(a0 + j * m * kk),
                     kk as isize,
                     1,
-                    b.as_ptr().add(j * kk * n),
+                    b.add(b0 + j * kk * n),
                     n as isize,
                     1,
                     0.0,
-                    c.as_mut_ptr().add(j * m * n),
+                    c.add(j * m * n),
                     n as isize,
                     1,
                 );
             }
         }
-        std::hint::black_box(&c[0]);
-    };
-    run(0);
-    let t = Instant::now();
-    run(sets - 1 + usize::from(sets == 1));
-    t.elapsed().as_secs_f64()
+        std::hint::black_box(&self.out[0]);
+    }
+
+    /// One warm-up launch, then one timed.
+    fn time(&mut self, k: &Kernel) -> f64 {
+        self.launch(k);
+        let t = Instant::now();
+        self.launch(k);
+        t.elapsed().as_secs_f64()
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -71,8 +123,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// The ceiling kernel: a 1024³ GEMM.
 fn ceiling_kernel() -> Kernel {
     Kernel {
-        component: crate::bench::plan::Component::Projections,
-        pass: crate::bench::plan::Pass::Forward,
+        component: Component::Projections,
+        pass: Pass::Forward,
         m: 1024,
         n: 1024,
         k: 1024,
@@ -81,33 +133,59 @@ fn ceiling_kernel() -> Kernel {
     }
 }
 
-/// Runs `plans` on the CPU, interleaved: each of `repeats` rounds times the ceiling GEMM
-/// and then every kernel shape of every plan once, so that a drift in the machine's speed
-/// affects all models alike; each shape keeps its median. Returns the measurements and
-/// the ceiling in FLOP/s.
+/// Runs `plans` on the CPU, interleaved (module docs), within the `deadline`. Returns the
+/// measurements, the ceiling's FLOP/s in each round and the device.
 pub fn measure(
     plans: &[&Plan],
     repeats: usize,
+    deadline: &Deadline,
     progress: &dyn Progress,
-) -> Result<(Vec<Measurement>, f64)> {
-    let mut seed = Lcg::new(0x5EED);
+) -> Result<(Vec<Measurement>, Vec<f64>, String)> {
     let ceiling = ceiling_kernel();
-    let mut ceiling_times = Vec::new();
+    let all: Vec<Kernel> = plans
+        .iter()
+        .flat_map(|p| p.kernels.iter().copied())
+        .chain([ceiling])
+        .collect();
+    let mut buffers = Buffers::new(&all)?;
+    let repeats = repeats.max(1);
+    let shapes: usize = plans.iter().map(|p| p.kernels.len()).sum();
+    // The first ceiling round gives the rate that estimates the whole run.
+    let first = buffers.time(&ceiling);
+    let rate = ceiling.flops() as f64 / first;
+    let per_round: f64 = plans
+        .iter()
+        .flat_map(|p| &p.kernels)
+        .map(|k| 2.0 * (k.flops() as f64 / k.count as f64 / (0.25 * rate) + 5e-6))
+        .sum();
+    deadline.refuse_over(
+        repeats as f64 * (per_round + 2.0 * first),
+        &format!("{shapes} kernel shapes"),
+    )?;
+    progress.begin(
+        &format!(
+            "timing {shapes} kernel shapes and the ceiling, {}",
+            super::rounds(repeats)
+        ),
+        (repeats * (shapes + 1)) as u64,
+    );
+    let mut ceiling_rates = Vec::with_capacity(repeats);
     let mut times: Vec<Vec<Vec<f64>>> = plans
         .iter()
-        .map(|p| vec![Vec::new(); p.kernels.len()])
+        .map(|p| vec![Vec::with_capacity(repeats); p.kernels.len()])
         .collect();
-    let shapes: usize = plans.iter().map(|p| p.kernels.len()).sum();
-    progress.begin(
-        &format!("timing {shapes} kernel shapes and the ceiling, {repeats} rounds"),
-        (repeats.max(1) * (shapes + 1)) as u64,
-    );
-    for _ in 0..repeats.max(1) {
-        ceiling_times.push(time_once(&ceiling, &mut seed));
+    for round in 0..repeats {
+        let t = if round == 0 {
+            first
+        } else {
+            buffers.time(&ceiling)
+        };
+        ceiling_rates.push(ceiling.flops() as f64 / t);
         progress.advance(1);
-        for (p, t) in plans.iter().zip(times.iter_mut()) {
-            for (k, tk) in p.kernels.iter().zip(t.iter_mut()) {
-                tk.push(time_once(k, &mut seed));
+        for (p, tp) in plans.iter().zip(times.iter_mut()) {
+            for (k, tk) in p.kernels.iter().zip(tp.iter_mut()) {
+                deadline.check(&format!("timing a {}x{}x{} GEMM", k.m, k.n, k.k))?;
+                tk.push(buffers.time(k));
                 progress.advance(1);
             }
         }
@@ -120,18 +198,30 @@ pub fn measure(
     let measurements = plans
         .iter()
         .zip(times)
-        .map(|(p, t)| Measurement {
-            device: device.clone(),
-            kernels: p
-                .kernels
-                .iter()
-                .zip(t)
-                .map(|(k, tk)| KernelTime {
-                    kernel: *k,
-                    seconds: median(tk) * k.count as f64,
+        .map(|(p, t)| {
+            let rounds = (0..repeats)
+                .map(|r| {
+                    p.kernels
+                        .iter()
+                        .zip(&t)
+                        .map(|(k, tk)| tk[r] * k.count as f64)
+                        .sum()
                 })
-                .collect(),
+                .collect();
+            Measurement {
+                device: device.clone(),
+                kernels: p
+                    .kernels
+                    .iter()
+                    .zip(t)
+                    .map(|(k, tk)| KernelTime {
+                        kernel: *k,
+                        seconds: median(tk) * k.count as f64,
+                    })
+                    .collect(),
+                rounds,
+            }
         })
         .collect();
-    Ok((measurements, ceiling.flops() as f64 / median(ceiling_times)))
+    Ok((measurements, ceiling_rates, device))
 }

@@ -1,20 +1,37 @@
-//! Kernel microbenchmark: turns a model into the GEMMs one training step of one layer
-//! execution issues ([`plan`]), checks that their arithmetic equals the cost model's count
-//! exactly, runs them on a backend ([`cpu`] everywhere, [`cuda`] behind the `cuda` feature)
-//! and reports what each component costs in time, which arithmetic FLOPs hide: more experts
+//! Kernel microbenchmark: turns a model into the GEMMs one training step of its layer stack
+//! issues ([`plan`]), checks that their arithmetic equals the cost model's count exactly,
+//! runs them on a backend ([`cpu`] everywhere, [`cuda`] behind the `cuda` feature) and
+//! reports what each component costs in time, which arithmetic FLOPs hide: more experts
 //! mean smaller GEMMs, and the loop re-executes layers serially.
 //!
-//! Every layer of a model has the same shapes, so one layer execution is benchmarked and
-//! the per-token time of the model is `executions x time / tokens`. The embedding and LM
-//! head are outside the layers and not benchmarked.
+//! Each distinct kernel shape of the stack is timed once and weighted by how often the stack
+//! runs it (a model with dense and MoE layers has two kinds of layer; a looped layer counts
+//! once per visit). Per-layer-execution figures are averages over the stack's executions —
+//! exactly one layer's when all layers are alike — and the per-token time of the model is
+//! the stack's time over the tokens. The embedding and LM head are outside the layers and
+//! not benchmarked.
+//!
+//! The ceiling is a large square GEMM timed in every round (1024³ f32 on the CPU, 8192³
+//! bf16 on a GPU); the best round counts, and the report gives the spread of the rounds, so
+//! that a noisy machine shows as noise. A run has a time budget
+//! ([`BenchOptions::max_seconds`]): after the first ceiling round the whole run is
+//! estimated, and one that would not finish within the budget is refused before it starts;
+//! one that overruns the budget anyway stops with an error rather than hang.
 
 pub mod cpu;
 pub mod cuda;
+mod peak;
 pub mod plan;
+pub mod pool;
+mod types;
 
-use serde::Serialize;
+use std::time::Instant;
 
+pub use peak::peak_of;
 pub use plan::{Component, Kernel, Pass, Plan, Routing};
+pub use types::{
+    BenchOptions, BenchReport, ComponentReport, KernelTime, LayerBench, Measurement, TimeRatio,
+};
 
 use crate::cost::{TRAINING_OVER_FORWARD, forward_flops};
 use crate::error::{Error, Result};
@@ -43,109 +60,97 @@ impl Backend {
     }
 }
 
-/// Benchmark settings.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct BenchOptions {
-    /// Backend.
-    pub backend: Backend,
-    /// Tokens per batch (rounded to whole documents).
-    pub tokens: u64,
-    /// Expert assignment.
-    pub routing: Routing,
-    /// Timed runs per kernel shape (the median is kept).
-    pub repeats: usize,
+/// The largest batch a benchmark takes, in tokens.
+pub const MAX_TOKENS: u64 = 1 << 20;
+/// The most timed runs per kernel shape.
+pub const MAX_REPEATS: usize = 100;
+
+/// A run's time budget.
+pub struct Deadline {
+    start: Instant,
+    limit: f64,
+    backend: &'static str,
 }
 
-/// A kernel shape and its total time (median launch time x launches).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct KernelTime {
-    /// The kernel.
-    pub kernel: Kernel,
-    /// Seconds for all its launches.
-    pub seconds: f64,
+impl Deadline {
+    /// A budget of `limit` seconds from now.
+    pub fn new(limit: f64, backend: &'static str) -> Self {
+        Self {
+            start: Instant::now(),
+            limit,
+            backend,
+        }
+    }
+
+    /// Seconds since the start.
+    pub fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// An error if the run is past its budget.
+    pub fn check(&self, doing: &str) -> Result<()> {
+        if self.elapsed() > self.limit {
+            return Err(Error::Backend {
+                backend: self.backend,
+                message: format!(
+                    "stopped after {}, past the run's limit of {} (--max-seconds), \
+                     while {doing}; use fewer --tokens or --repeats, or a larger limit",
+                    seconds(self.elapsed()),
+                    seconds(self.limit)
+                )
+                .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a run estimated at `estimate` more seconds than the budget leaves.
+    pub fn refuse_over(&self, estimate: f64, what: &str) -> Result<()> {
+        if self.elapsed() + estimate > self.limit {
+            return Err(Error::Backend {
+                backend: self.backend,
+                message: format!(
+                    "timing {what} would take about {}, over the limit of {} \
+                     (--max-seconds); use fewer --tokens or --repeats, or a larger limit",
+                    seconds(estimate),
+                    seconds(self.limit)
+                )
+                .into(),
+            });
+        }
+        Ok(())
+    }
 }
 
-/// What a backend measured for a plan.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Measurement {
-    /// The device, in words.
-    pub device: String,
-    /// Per kernel shape.
-    pub kernels: Vec<KernelTime>,
+/// "1 round", "3 rounds".
+pub(crate) fn rounds(n: usize) -> String {
+    if n == 1 {
+        "1 round".to_owned()
+    } else {
+        format!("{n} rounds")
+    }
 }
 
-/// One component's share of a layer execution.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct ComponentReport {
-    /// Component.
-    pub component: Component,
-    /// FLOPs in the batch (training step, one layer execution).
-    pub flops: u128,
-    /// Seconds.
-    pub seconds: f64,
-    /// Achieved FLOP/s.
-    pub flops_per_second: f64,
-    /// Achieved rate over the backend's ceiling.
-    pub of_ceiling: f64,
-    /// Share of the layer execution's time.
-    pub time_share: f64,
-    /// Share of its FLOPs.
-    pub flop_share: f64,
+/// Seconds in words, to three significant figures.
+fn seconds(s: f64) -> String {
+    if s >= 100.0 {
+        format!("{s:.0} s")
+    } else {
+        let digits = (2 - s.abs().log10().floor() as i32).clamp(0, 9) as usize;
+        format!("{s:.digits$} s")
+    }
 }
 
-/// One model's layer benchmark.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LayerBench {
-    /// The model's name.
-    pub name: String,
-    /// Layer executions per forward pass.
-    pub layer_executions: u64,
-    /// Tokens in the batch.
-    pub tokens: u64,
-    /// Documents in the batch.
-    pub documents: usize,
-    /// Distinct kernel shapes.
-    pub kernel_shapes: usize,
-    /// Kernel launches.
-    pub launches: u64,
-    /// Training FLOPs per token of one layer execution from the cost model, at the
-    /// benchmarked documents.
-    pub analytic_flops_per_token: f64,
-    /// Σ 2·m·n·k over the plan, per token.
-    pub plan_flops_per_token: f64,
-    /// Whether the two agree exactly (compared as exact fractions).
-    pub flops_exact: bool,
-    /// Σ 2·m·n·k over the kernels the backend timed, times their launch counts.
-    pub executed_flops: u128,
-    /// Per component.
-    pub components: Vec<ComponentReport>,
-    /// Seconds for one layer execution of the batch.
-    pub seconds_per_layer_execution: f64,
-    /// Seconds per token for all layer executions of the model.
-    pub seconds_per_token: f64,
-    /// Training FLOPs per token for all layer executions.
-    pub flops_per_token: f64,
-}
-
-/// A benchmark of one model, or of a model against its Baseline: `smelt bench --format json`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BenchReport {
-    /// Backend.
-    pub backend: Backend,
-    /// Device.
-    pub device: String,
-    /// FLOP/s of the backend's ceiling GEMM.
-    pub ceiling_flops_per_second: f64,
-    /// Settings.
-    pub options: BenchOptions,
-    /// The models: the Baseline first when there are two.
-    pub models: Vec<LayerBench>,
-    /// Measured seconds per token, second model over first.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub time_ratio: Option<f64>,
-    /// Training FLOPs per token, second model over first.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub flop_ratio: Option<f64>,
+/// `max / min - 1` of positive values (0 for fewer than two).
+fn spread(values: &[f64]) -> f64 {
+    let (lo, hi) = values.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &v| {
+        (lo.min(v), hi.max(v))
+    });
+    if values.len() < 2 || lo <= 0.0 {
+        0.0
+    } else {
+        hi / lo - 1.0
+    }
 }
 
 fn histogram(docs: &[u64]) -> Vec<[u64; 2]> {
@@ -156,7 +161,8 @@ fn histogram(docs: &[u64]) -> Vec<[u64; 2]> {
     m.into_iter().map(|(l, c)| [l, c]).collect()
 }
 
-/// Training FLOPs per token of one layer execution of `spec` on exactly `docs`.
+/// Training FLOPs per token of one layer execution (an average over the stack) of `spec` on
+/// exactly `docs`.
 pub fn analytic_per_execution(spec: &ModelSpec, docs: &[u64]) -> Result<Flops> {
     let workload = Workload {
         mean_doc_len: None,
@@ -170,6 +176,7 @@ pub fn analytic_per_execution(spec: &ModelSpec, docs: &[u64]) -> Result<Flops> {
         b.router,
         b.experts,
         b.shared,
+        b.dense,
     ])?;
     let per_exec = layers.checked_mul(TRAINING_OVER_FORWARD)?;
     Flops::ratio(
@@ -209,7 +216,9 @@ fn layer_bench(
     ceiling: f64,
 ) -> Result<LayerBench> {
     let p = &prep.plan;
-    let planned = Flops::ratio(p.flops(), u128::from(p.tokens))?;
+    let x = p.executions;
+    let per_token = |flops: u128| Flops::ratio(flops, u128::from(p.tokens) * u128::from(x));
+    let planned = per_token(p.flops())?;
     let executed: u128 = m.kernels.iter().map(|k| k.kernel.flops()).sum();
     let total_time: f64 = m.kernels.iter().map(|k| k.seconds).sum();
     let total_flops = p.flops();
@@ -223,40 +232,38 @@ fn layer_bench(
                 .filter(|k| k.kernel.component == c)
                 .map(|k| k.seconds)
                 .sum();
-            (flops > 0).then(|| ComponentReport {
-                component: c,
-                flops,
-                seconds,
-                flops_per_second: flops as f64 / seconds,
-                of_ceiling: flops as f64 / seconds / ceiling,
-                time_share: seconds / total_time,
-                flop_share: flops as f64 / total_flops as f64,
+            (flops > 0).then(|| {
+                Ok(ComponentReport {
+                    component: c,
+                    flops: Flops::ratio(flops, u128::from(x))?,
+                    seconds: seconds / x as f64,
+                    flops_per_second: flops as f64 / seconds,
+                    of_ceiling: flops as f64 / seconds / ceiling,
+                    time_share: seconds / total_time,
+                    flop_share: flops as f64 / total_flops as f64,
+                })
             })
         })
-        .collect();
-    let x = spec.model.executions();
+        .collect::<Result<Vec<_>>>()?;
+    let launches: u64 = p.kernels.iter().map(|k| k.count).sum();
     Ok(LayerBench {
         name: spec.name.clone().unwrap_or_else(|| "model".to_owned()),
         layer_executions: x,
         tokens: p.tokens,
         documents: prep.docs.len(),
         kernel_shapes: p.kernels.len(),
-        launches: p.kernels.iter().map(|k| k.count).sum(),
+        launches: (launches as f64 / x as f64).round() as u64,
         analytic_flops_per_token: prep.analytic.as_f64(),
         plan_flops_per_token: planned.as_f64(),
         flops_exact: prep.analytic == planned,
         executed_flops: executed,
         components,
-        seconds_per_layer_execution: total_time,
-        seconds_per_token: total_time * x as f64 / p.tokens as f64,
+        seconds_per_layer_execution: total_time / x as f64,
+        seconds_per_token: total_time / p.tokens as f64,
         flops_per_token: planned.as_f64() * x as f64,
+        rounds_spread: spread(&m.rounds),
     })
 }
-
-/// The largest batch a benchmark takes, in tokens.
-pub const MAX_TOKENS: u64 = 1 << 20;
-/// The most timed runs per kernel shape.
-pub const MAX_REPEATS: usize = 100;
 
 /// Benchmarks `models` (the Baseline first) on one backend.
 pub fn bench(models: &[&ModelSpec], opts: &BenchOptions) -> Result<BenchReport> {
@@ -281,19 +288,31 @@ pub fn bench_with(
             format!("must be between 1 and {MAX_REPEATS} (got {})", opts.repeats),
         ));
     }
+    if !(opts.max_seconds.is_finite() && opts.max_seconds > 0.0) {
+        return Err(Error::invalid(
+            "max_seconds",
+            "must be a positive number of seconds",
+        ));
+    }
+    if let Some(p) = opts.peak
+        && !(p.is_finite() && p > 0.0)
+    {
+        return Err(Error::invalid(
+            "peak",
+            "must be a positive number of FLOP/s",
+        ));
+    }
     let prepared = models
         .iter()
         .map(|s| prepare(s, opts))
         .collect::<Result<Vec<_>>>()?;
     let plans: Vec<&Plan> = prepared.iter().map(|p| &p.plan).collect();
-    let (measured, ceiling) = match opts.backend {
-        Backend::Cpu => cpu::measure(&plans, opts.repeats, progress)?,
-        Backend::Cuda => cuda::measure(&plans, opts.repeats, progress)?,
+    let deadline = Deadline::new(opts.max_seconds, opts.backend.as_str());
+    let (measured, ceiling_rounds, device) = match opts.backend {
+        Backend::Cpu => cpu::measure(&plans, opts.repeats, &deadline, progress)?,
+        Backend::Cuda => cuda::measure(&plans, opts.repeats, &deadline, progress)?,
     };
-    let device = measured
-        .first()
-        .map(|m| m.device.clone())
-        .unwrap_or_default();
+    let ceiling = ceiling_rounds.iter().fold(0.0f64, |m, &r| m.max(r));
     let out = models
         .iter()
         .zip(&prepared)
@@ -301,13 +320,43 @@ pub fn bench_with(
         .map(|((s, p), m)| layer_bench(s, p, m, ceiling))
         .collect::<Result<Vec<_>>>()?;
     let ratio = |f: fn(&LayerBench) -> f64| (out.len() == 2).then(|| f(&out[1]) / f(&out[0]));
+    let (peak, source) = match (opts.peak, peak_of(&device)) {
+        (Some(p), _) => (Some(p), Some("--peak".to_owned())),
+        (None, Some((p, s))) if opts.backend == Backend::Cuda => (Some(p), Some(s.to_owned())),
+        _ => (None, None),
+    };
     Ok(BenchReport {
         backend: opts.backend,
         device,
         ceiling_flops_per_second: ceiling,
+        ceiling_spread: spread(&ceiling_rounds),
+        ceiling_rounds,
+        peak_flops_per_second: peak,
+        peak_source: source,
+        ceiling_of_peak: peak.map(|p| ceiling / p),
         options: *opts,
         time_ratio: ratio(|b| b.seconds_per_token),
         flop_ratio: ratio(|b| b.flops_per_token),
         models: out,
+    })
+}
+
+/// The measured time ratio of `looped` to `baseline` (`smelt match --bench`, a grid's
+/// `--bench`).
+pub fn time_ratio(
+    baseline: &ModelSpec,
+    looped: &ModelSpec,
+    opts: &BenchOptions,
+    progress: &dyn Progress,
+) -> Result<TimeRatio> {
+    let r = bench_with(&[baseline, looped], opts, progress)?;
+    let (b, l) = (r.models[0].seconds_per_token, r.models[1].seconds_per_token);
+    Ok(TimeRatio {
+        ratio: l / b,
+        backend: r.backend,
+        device: r.device,
+        tokens: r.models[0].tokens,
+        baseline_seconds_per_token: b,
+        looped_seconds_per_token: l,
     })
 }

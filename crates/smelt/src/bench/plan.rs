@@ -1,5 +1,6 @@
-//! The kernel plan of one layer execution: every GEMM one training step issues, with its
-//! shape, so that its arithmetic can be checked against the cost model and timed.
+//! The kernel plan of a model's layer stack: every GEMM one training step of its layers
+//! issues, with its shape and how many times the stack issues it, so that its arithmetic
+//! can be checked against the cost model and timed.
 //!
 //! For `T` tokens packed from documents, a layer of hidden size `H`, `heads` query heads
 //! and `kv_heads` key/value heads of width `d`, `E` experts of width `f` (`k` active) and
@@ -18,10 +19,14 @@
 //! * routed experts: for expert `e` with `t_e` tokens assigned, `t_e x f x H` (gate),
 //!   `t_e x f x H` (up), `t_e x H x f` (down); `Σ t_e = T·k` ([`Routing`]);
 //! * shared experts: the same with all `T` tokens and width `f_s`, and, when gated, the gate
-//!   `T x 1 x H`.
+//!   `T x 1 x H`;
+//! * in a dense layer (`[model.dense]`), the dense SwiGLU instead of the router and the
+//!   experts: `T x f_d x H` (gate, up) and `T x H x f_d` (down).
 //!
-//! A plan is of one MoE layer execution: a model with dense-FFN layers
-//! (`[model.dense]`) is refused, since its layers are not all alike.
+//! The stack has one kind of layer, or two (MoE and dense): each kind is planned once and
+//! its launch counts multiplied by its executions per forward pass (a looped layer counts
+//! once per visit), so that each distinct kernel shape is timed once and weighted by how
+//! often the stack runs it.
 //!
 //! Backward: every forward GEMM `C = A·B` (`m x n x k`) has a data-gradient GEMM
 //! `dA = dC·Bᵀ` (`m x k x n`) and a weight-gradient GEMM `dB = Aᵀ·dC` (`k x n x m`) (for the
@@ -51,16 +56,19 @@ pub enum Component {
     Experts,
     /// Shared experts.
     Shared,
+    /// Dense FFNs of the layers without MoE.
+    Dense,
 }
 
 impl Component {
     /// All components, in report order.
-    pub const ALL: [Component; 5] = [
+    pub const ALL: [Component; 6] = [
         Component::Projections,
         Component::AttentionCore,
         Component::Router,
         Component::Experts,
         Component::Shared,
+        Component::Dense,
     ];
 
     /// Display name.
@@ -71,6 +79,7 @@ impl Component {
             Component::Router => "router",
             Component::Experts => "experts",
             Component::Shared => "shared experts",
+            Component::Dense => "dense FFN",
         }
     }
 }
@@ -195,14 +204,16 @@ pub fn assign(tokens: u64, experts: u64, top_k: u64, routing: Routing) -> Result
     }
 }
 
-/// The kernels of one training step of one layer execution.
+/// The kernels of one training step of the whole layer stack.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
     /// Tokens in the batch.
     pub tokens: u64,
     /// Document lengths, packed.
     pub documents: Vec<u64>,
-    /// Distinct kernels with their launch counts, sorted.
+    /// Layer executions per forward pass.
+    pub executions: u64,
+    /// Distinct kernels with their launch counts over the stack, sorted.
     pub kernels: Vec<Kernel>,
 }
 
@@ -265,7 +276,67 @@ impl Builder {
     }
 }
 
-/// The plan of one layer execution of `model` on `documents`, with `routing`.
+impl Builder {
+    /// The attention part of a layer, `times` over.
+    fn attention(&mut self, model: &Model, documents: &[u64], attention: Attention, t: u64) {
+        let (h, d) = (model.hidden, model.head_dim);
+        let (q, kv) = (model.heads * d, model.kv_heads * d);
+        self.gemm(Component::Projections, t, q, h, 1, 1);
+        self.gemm(Component::Projections, t, kv, h, 1, 2);
+        self.gemm(Component::Projections, t, h, q, 1, 1);
+        for &len in documents {
+            match attention {
+                Attention::Dense => {
+                    self.gemm(Component::AttentionCore, len, len, d, model.heads, 1);
+                    self.gemm(Component::AttentionCore, len, d, len, model.heads, 1);
+                }
+                Attention::Causal => self.triangle(len, d, model.heads),
+            }
+        }
+    }
+
+    /// The MoE part of a layer.
+    fn moe(&mut self, model: &Model, t: u64, routing: Routing) -> Result<()> {
+        let (h, moe) = (model.hidden, &model.moe);
+        self.gemm(Component::Router, t, moe.experts, h, 1, 1);
+        let mut by_size = std::collections::BTreeMap::new();
+        for te in assign(t, moe.experts, moe.top_k, routing)? {
+            *by_size.entry(te).or_insert(0u64) += 1;
+        }
+        for (te, experts) in by_size {
+            self.gemm(Component::Experts, te, moe.expert_ffn, h, 1, 2 * experts);
+            self.gemm(Component::Experts, te, h, moe.expert_ffn, 1, experts);
+        }
+        if moe.shared_experts > 0 {
+            let (s, fs) = (moe.shared_experts, moe.shared_ffn);
+            self.gemm(Component::Shared, t, fs, h, 1, 2 * s);
+            self.gemm(Component::Shared, t, h, fs, 1, s);
+            if moe.shared_gate {
+                self.gemm(Component::Shared, t, 1, h, 1, 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernels, each launch count multiplied by `times`.
+    fn times(self, times: u64) -> Vec<Kernel> {
+        self.kernels
+            .into_iter()
+            .map(|((component, pass, m, n, k, batch), count)| Kernel {
+                component,
+                pass,
+                m,
+                n,
+                k,
+                batch,
+                count: count * times,
+            })
+            .collect()
+    }
+}
+
+/// The plan of the layer stack of `model` on `documents`, with `routing`: each kind of
+/// layer planned once, its launches counted once per execution.
 pub fn plan(
     model: &Model,
     documents: &[u64],
@@ -273,13 +344,6 @@ pub fn plan(
     routing: Routing,
 ) -> Result<Plan> {
     model.validate()?;
-    if model.dense.is_some() {
-        return Err(Error::invalid(
-            "model.dense",
-            "smelt bench times one MoE layer execution and scales it by the executions; \
-             a model with dense-FFN layers has two kinds of layer, which it does not plan yet",
-        ));
-    }
     if documents.is_empty() || documents.contains(&0) {
         return Err(Error::invalid(
             "documents",
@@ -287,72 +351,37 @@ pub fn plan(
         ));
     }
     let t: u64 = documents.iter().sum();
-    let (h, d) = (model.hidden, model.head_dim);
-    let (q, kv) = (model.heads * d, model.kv_heads * d);
-    let moe = &model.moe;
-    let mut b = Builder {
+    let executions = model.executions();
+    let dense = model.dense_executions();
+    let mut all = std::collections::BTreeMap::new();
+    let new = || Builder {
         kernels: Default::default(),
     };
-    b.gemm(Component::Projections, t, q, h, 1, 1);
-    b.gemm(Component::Projections, t, kv, h, 1, 2);
-    b.gemm(Component::Projections, t, h, q, 1, 1);
-    for &len in documents {
-        match attention {
-            Attention::Dense => {
-                b.gemm(Component::AttentionCore, len, len, d, model.heads, 1);
-                b.gemm(Component::AttentionCore, len, d, len, model.heads, 1);
-            }
-            Attention::Causal => b.triangle(len, d, model.heads),
+    if executions > dense {
+        let mut b = new();
+        b.attention(model, documents, attention, t);
+        b.moe(model, t, routing)?;
+        for k in b.times(executions - dense) {
+            *all.entry(Kernel { count: 0, ..k }).or_insert(0u64) += k.count;
         }
     }
-    b.gemm(Component::Router, t, moe.experts, h, 1, 1);
-    let per_expert = assign(t, moe.experts, moe.top_k, routing)?;
-    let mut by_size = std::collections::BTreeMap::new();
-    for te in per_expert {
-        *by_size.entry(te).or_insert(0u64) += 1;
-    }
-    for (te, experts) in by_size {
-        b.gemm(Component::Experts, te, moe.expert_ffn, h, 1, 2 * experts);
-        b.gemm(Component::Experts, te, h, moe.expert_ffn, 1, experts);
-    }
-    if moe.shared_experts > 0 {
-        b.gemm(
-            Component::Shared,
-            t,
-            moe.shared_ffn,
-            h,
-            1,
-            2 * moe.shared_experts,
-        );
-        b.gemm(
-            Component::Shared,
-            t,
-            h,
-            moe.shared_ffn,
-            1,
-            moe.shared_experts,
-        );
-        if moe.shared_gate {
-            b.gemm(Component::Shared, t, 1, h, 1, 1);
+    if let Some(d) = model.dense.as_ref().filter(|_| dense > 0) {
+        let mut b = new();
+        b.attention(model, documents, attention, t);
+        b.gemm(Component::Dense, t, d.ffn, model.hidden, 1, 2);
+        b.gemm(Component::Dense, t, model.hidden, d.ffn, 1, 1);
+        for k in b.times(dense) {
+            *all.entry(Kernel { count: 0, ..k }).or_insert(0u64) += k.count;
         }
     }
-    let kernels = b
-        .kernels
-        .into_iter()
-        .map(|((component, pass, m, n, k, batch), count)| Kernel {
-            component,
-            pass,
-            m,
-            n,
-            k,
-            batch,
-            count,
-        })
-        .collect();
     Ok(Plan {
         tokens: t,
         documents: documents.to_vec(),
-        kernels,
+        executions,
+        kernels: all
+            .into_iter()
+            .map(|(k, count)| Kernel { count, ..k })
+            .collect(),
     })
 }
 

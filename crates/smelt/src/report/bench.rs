@@ -41,8 +41,20 @@ impl Report for BenchReport {
         };
         let mut doc = Document::titled(format!("{backend} backend: {}", self.device));
         doc.line(format!(
-            "ceiling (large square GEMM): {}",
-            rate(self.ceiling_flops_per_second)
+            "ceiling (large square GEMM): {}, the best of {} (rounds spread {:.1}%){}",
+            rate(self.ceiling_flops_per_second),
+            crate::bench::rounds(self.ceiling_rounds.len()),
+            100.0 * self.ceiling_spread,
+            match (
+                self.peak_flops_per_second,
+                &self.peak_source,
+                self.ceiling_of_peak
+            ) {
+                (Some(p), Some(src), Some(share)) => {
+                    format!("; {:.1}% of the {} peak ({src})", 100.0 * share, rate(p))
+                }
+                _ => String::new(),
+            }
         ));
         for m in &self.models {
             doc.line("");
@@ -73,7 +85,7 @@ impl Report for BenchReport {
             for c in &m.components {
                 t.rows.push(vec![
                     Field::text(c.component.as_str()),
-                    Field::shown(short(c.flops as f64), c.flops),
+                    Field::shown(short(c.flops.as_f64()), c.flops.as_f64()),
                     Field::shown(seconds(c.seconds), c.seconds),
                     Field::shown(rate(c.flops_per_second), c.flops_per_second),
                     pct(c.of_ceiling),
@@ -81,11 +93,11 @@ impl Report for BenchReport {
                     pct(c.flop_share),
                 ]);
             }
-            let total: u128 = m.components.iter().map(|c| c.flops).sum();
-            let achieved = total as f64 / m.seconds_per_layer_execution;
+            let total: f64 = m.components.iter().map(|c| c.flops.as_f64()).sum();
+            let achieved = total / m.seconds_per_layer_execution;
             t.rows.push(vec![
                 Field::text("layer execution"),
-                Field::shown(short(total as f64), total),
+                Field::shown(short(total), total),
                 Field::shown(
                     seconds(m.seconds_per_layer_execution),
                     m.seconds_per_layer_execution,
@@ -97,10 +109,11 @@ impl Report for BenchReport {
             ]);
             doc.table(t);
             doc.line(format!(
-                "per token, all {} layer executions: {} and {} training FLOPs",
+                "per token, all {} layer executions: {} and {} training FLOPs (rounds spread {:.1}%)",
                 m.layer_executions,
                 seconds(m.seconds_per_token),
-                short(m.flops_per_token)
+                short(m.flops_per_token),
+                100.0 * m.rounds_spread
             ));
         }
         if let (Some(tr), Some(fr)) = (self.time_ratio, self.flop_ratio) {

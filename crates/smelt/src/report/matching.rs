@@ -106,6 +106,13 @@ impl Report for MatchReport {
                 }
             ));
         }
+        if let Some(t) = &self.time {
+            doc.line(format!(
+                "measured time per token: looped / Baseline = {:.3} (FLOP ratio {:.3}), \
+                 batch of {} tokens on {}",
+                t.ratio, self.ratios.flops, t.tokens, t.device
+            ));
+        }
         if let Some(f) = &self.floor {
             doc.line(format!("floor: {} binds: {}", f.budget.as_str(), f.why));
         }

@@ -58,6 +58,16 @@ impl Report for GridReport {
             &["scale", "sparsity", "sparse", "S base", "S looped"],
             ["F ratio", "N ratio", "KV ratio", "max w|r|", "in tolerance"],
         );
+        let timed = self.cells.iter().any(|c| c.time.is_some());
+        if timed {
+            t.header.push("T ratio".to_owned());
+        }
+        if let Some(tr) = &self.summary.time_ratio {
+            doc.line(format!(
+                "T ratio: measured looped / Baseline time per token of the layer stack, on {}",
+                tr.device
+            ));
+        }
         for c in &self.cells {
             let mut r = vec![
                 Field::text(&c.scale),
@@ -75,6 +85,13 @@ impl Report for GridReport {
                 let broken: Vec<&str> = c.broken.iter().map(|k| k.as_str()).collect();
                 format!("no: {}", broken.join(", "))
             }));
+            if timed {
+                r.push(
+                    c.time
+                        .as_ref()
+                        .map_or(Field::text("-"), |t| Field::ratio(t.ratio)),
+                );
+            }
             t.rows.push(r);
         }
         let s = &self.summary;
@@ -83,6 +100,9 @@ impl Report for GridReport {
             r.extend((0..4 + SHAPE_COLUMNS.len()).map(|_| Field::blank()));
             r.extend(values);
             r.extend([Field::blank(), Field::blank()]);
+            if timed {
+                r.push(Field::blank());
+            }
             r
         };
         t.summary = vec![
@@ -101,6 +121,18 @@ impl Report for GridReport {
                     .into_array(),
             ),
         ];
+        if let Some(tr) = &s.time_ratio {
+            for (label, v) in [
+                ("largest time ratio", tr.max_ratio),
+                ("mean time ratio", tr.mean_ratio),
+            ] {
+                let mut r = row(label, [Field::blank(), Field::blank(), Field::blank()]);
+                if let Some(last) = r.last_mut() {
+                    *last = Field::ratio(v);
+                }
+                t.summary.push(r);
+            }
+        }
         doc.table(t);
         doc
     }

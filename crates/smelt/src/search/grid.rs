@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::{MatchReport, SearchOptions, SearchStats, SparsityPair, match_budget_with};
+use crate::bench::{BenchOptions, TimeRatio, time_ratio};
 use crate::budget::{GridSpec, Mode};
 use crate::cost::{BudgetKind, PerBudget, Ratios, Residuals};
 use crate::error::Result;
@@ -36,6 +37,22 @@ pub struct GridCell {
     pub broken: Vec<BudgetKind>,
     /// Search size.
     pub lattice: SearchStats,
+    /// The measured time ratio of the looped model to the Baseline (`--bench`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<TimeRatio>,
+}
+
+/// The measured time ratios over the cells (`--bench`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimeSummary {
+    /// Where the cells were measured.
+    pub backend: crate::bench::Backend,
+    /// The device, in words.
+    pub device: String,
+    /// The largest looped / Baseline time ratio.
+    pub max_ratio: f64,
+    /// The mean looped / Baseline time ratio.
+    pub mean_ratio: f64,
 }
 
 /// Summary rows of a grid.
@@ -51,6 +68,9 @@ pub struct GridSummary {
     pub looped_gets_more: PerBudget<usize>,
     /// Cells within tolerance.
     pub within_tolerance: usize,
+    /// The measured time ratios (`--bench`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_ratio: Option<TimeSummary>,
 }
 
 /// The result of matching a grid: `smelt grid --format json`.
@@ -91,8 +111,46 @@ impl GridSummary {
             mean_residual,
             looped_gets_more,
             within_tolerance: cells.iter().filter(|c| c.within_tolerance).count(),
+            time_ratio: None,
         }
     }
+}
+
+/// Benchmarks the Baseline and the match of every cell of `report` on `opts`' backend
+/// (one cell after the other: they share the machine), adding each cell's measured time
+/// ratio and their largest and mean to the summary.
+pub fn time_cells(
+    report: &mut GridReport,
+    opts: &BenchOptions,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let n = report.cells.len();
+    for (i, cell) in report.cells.iter_mut().enumerate() {
+        progress.note(&format!(
+            "benchmarking cell {}/{n} ({} {})",
+            i + 1,
+            cell.scale,
+            cell.sparsity_label
+        ));
+        cell.time = Some(time_ratio(&cell.baseline, &cell.looped, opts, progress)?);
+    }
+    let ratios: Vec<f64> = report
+        .cells
+        .iter()
+        .filter_map(|c| c.time.as_ref().map(|t| t.ratio))
+        .collect();
+    let device = report
+        .cells
+        .iter()
+        .find_map(|c| c.time.as_ref().map(|t| t.device.clone()))
+        .unwrap_or_default();
+    report.summary.time_ratio = (!ratios.is_empty()).then(|| TimeSummary {
+        backend: opts.backend,
+        device,
+        max_ratio: ratios.iter().fold(0.0f64, |m, &r| m.max(r)),
+        mean_ratio: ratios.iter().sum::<f64>() / ratios.len() as f64,
+    });
+    Ok(())
 }
 
 /// Matches every cell of `grid`, in parallel (the output does not depend on the number of
@@ -133,6 +191,7 @@ pub fn match_grid_with(
             within_tolerance: m.within_tolerance,
             broken: m.broken,
             lattice: m.lattice,
+            time: None,
         });
     }
     let summary = GridSummary::of(&cells);

@@ -77,7 +77,9 @@ pub(crate) mod shapes;
 mod sweep;
 
 pub use candidate::{Candidate, Point, looped_model, rank_key};
-pub use grid::{GridCell, GridReport, GridSummary, match_grid, match_grid_with};
+pub use grid::{
+    GridCell, GridReport, GridSummary, TimeSummary, match_grid, match_grid_with, time_cells,
+};
 pub use report::{
     Alternative, BudgetPair, MatchReport, SparsityPair, match_budget, match_budget_with,
 };

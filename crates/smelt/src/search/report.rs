@@ -80,6 +80,9 @@ pub struct MatchReport {
     /// Lattice refinements, each re-solved exactly (with the floor).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub advice: Vec<Refinement>,
+    /// The measured time ratio of the looped model to the Baseline (`--bench`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<crate::bench::TimeRatio>,
 }
 
 fn report(
@@ -129,6 +132,7 @@ fn report(
         },
         floor: None,
         advice: Vec::new(),
+        time: None,
     })
 }
 

@@ -1,7 +1,7 @@
 //! Built without the `cuda` feature: every call says how to get the backend.
 
-use crate::bench::Measurement;
 use crate::bench::plan::Plan;
+use crate::bench::{Deadline, Measurement};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 
@@ -24,7 +24,8 @@ pub fn probe() -> Result<String> {
 pub fn measure(
     _plans: &[&Plan],
     _repeats: usize,
+    _deadline: &Deadline,
     _progress: &dyn Progress,
-) -> Result<(Vec<Measurement>, f64)> {
+) -> Result<(Vec<Measurement>, Vec<f64>, String)> {
     Err(unavailable())
 }

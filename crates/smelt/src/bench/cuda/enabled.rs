@@ -1,4 +1,16 @@
 //! The CUDA backend proper (feature `cuda`): cuBLAS bf16 GEMMs through cudarc.
+//!
+//! Inputs: one device pool of random bf16 values (never zero), filled once per run from the
+//! host, laid out by [`crate::bench::pool`]; every kernel shape takes its operands as views
+//! into it at rotating offsets, and writes one shared output buffer. Identical launches of a
+//! shape are batched into `cublasGemmStridedBatchedEx` calls (documents × heads in the
+//! attention core; the experts that received the same number of tokens — all of them, with
+//! balanced routing — in the routed experts; the layers of the stack). With skewed routing
+//! the experts take one call per distinct token count: `cublasGemmGroupedBatchedEx` would
+//! run them as one launch, as a grouped-GEMM trainer does, but is not used yet (it has not
+//! been run on a GPU in this project's tests). Each call is timed with CUDA events over a
+//! run of at least [`MIN_RUN_SECONDS`], median of the rounds; the rounds interleave the
+//! ceiling (an 8192³ GEMM) and every shape; every call is checked.
 
 use std::sync::Arc;
 
@@ -9,20 +21,17 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use half::bf16;
 
 use crate::bench::plan::{Component, Kernel, Pass, Plan};
-use crate::bench::{KernelTime, Measurement};
+use crate::bench::pool::{Layout, Slot, layout};
+use crate::bench::{Deadline, KernelTime, Measurement};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use crate::rng::Lcg;
 
-/// Bytes the rotating input buffers of one kernel shape span at least (about 2x the L2 of
-/// an H100/H200).
-const ROTATION_BYTES: usize = 128 << 20;
-/// Most bytes the buffers of one kernel shape may take.
-const MAX_BUFFER_BYTES: usize = 8 << 30;
-/// Warm-up launches per shape.
-const WARMUP: usize = 3;
-/// A timed run lasts at least this long (launches are repeated within it).
+/// Warm-up calls per shape in the first round.
+const WARMUP: usize = 2;
+/// A timed run lasts at least this long (calls are repeated within it).
 const MIN_RUN_SECONDS: f64 = 2e-3;
+/// The ceiling's edge.
+const CEILING: u64 = 8192;
 
 fn fail(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Backend {
@@ -68,184 +77,236 @@ fn init() -> Result<Gpu> {
     })
 }
 
-fn random(len: usize, rng: &mut Lcg) -> Vec<bf16> {
-    (0..len)
-        .map(|_| bf16::from_f32(rng.nonzero_unit()))
-        .collect()
-}
-
-struct Buffers {
-    a: CudaSlice<bf16>,
-    b: CudaSlice<bf16>,
-    c: CudaSlice<bf16>,
-}
-
-impl Gpu {
-    /// Times one launch of `batch` GEMMs of `m x n x k` (median seconds per launch).
-    fn time(
-        &self,
-        m: usize,
-        n: usize,
-        k: usize,
-        batch: usize,
-        repeats: usize,
-        seed: &mut Lcg,
-    ) -> Result<f64> {
-        let elems = batch * (m * k + k * n + m * n);
-        let set_bytes = 2 * elems;
-        if set_bytes > MAX_BUFFER_BYTES {
-            return Err(fail(
-                "kernel too large",
-                format!("{batch} x {m}x{n}x{k} needs {set_bytes} bytes; use fewer --tokens"),
-            ));
-        }
-        let sets = ROTATION_BYTES
-            .div_ceil(set_bytes.max(1))
-            .clamp(1, (MAX_BUFFER_BYTES / set_bytes.max(1)).clamp(1, 64));
-        let mut bufs = Vec::with_capacity(sets);
-        for _ in 0..sets {
-            let a = self
-                .stream
-                .clone_htod(&random(batch * m * k, seed))
-                .map_err(|e| fail("copying inputs", e))?;
-            let b = self
-                .stream
-                .clone_htod(&random(batch * k * n, seed))
-                .map_err(|e| fail("copying inputs", e))?;
-            let c = self
-                .stream
-                .alloc_zeros::<bf16>(batch * m * n)
-                .map_err(|e| fail("allocating outputs", e))?;
-            bufs.push(Buffers { a, b, c });
-        }
-        let cfg = GemmConfig {
-            transa: cublasOperation_t::CUBLAS_OP_N,
-            transb: cublasOperation_t::CUBLAS_OP_N,
-            m: m as i32,
-            n: n as i32,
-            k: k as i32,
-            alpha: bf16::ONE,
-            lda: m as i32,
-            ldb: k as i32,
-            beta: bf16::ZERO,
-            ldc: m as i32,
-        };
-        let launch = |bufs: &mut Vec<Buffers>, i: usize| -> Result<()> {
-            let set = &mut bufs[i % sets];
-            // SAFETY: the buffers hold batch * (m*k, k*n, m*n) elements, column-major with
-            // the leading dimensions and strides given, so cuBLAS stays in bounds.
-            let r = unsafe {
-                if batch == 1 {
-                    self.blas.gemm(cfg, &set.a, &set.b, &mut set.c)
-                } else {
-                    self.blas.gemm_strided_batched(
-                        StridedBatchedConfig {
-                            gemm: cfg,
-                            batch_size: batch as i32,
-                            stride_a: (m * k) as i64,
-                            stride_b: (k * n) as i64,
-                            stride_c: (m * n) as i64,
-                        },
-                        &set.a,
-                        &set.b,
-                        &mut set.c,
-                    )
-                }
-            };
-            r.map_err(|e| fail(&format!("cuBLAS GEMM {batch} x {m}x{n}x{k}"), e))
-        };
-        let timed = |bufs: &mut Vec<Buffers>, launches: usize, offset: usize| -> Result<f64> {
-            let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-            let start = self
-                .ctx
-                .new_event(flags)
-                .map_err(|e| fail("creating an event", e))?;
-            let end = self
-                .ctx
-                .new_event(flags)
-                .map_err(|e| fail("creating an event", e))?;
-            start
-                .record(&self.stream)
-                .map_err(|e| fail("recording an event", e))?;
-            for i in 0..launches {
-                launch(bufs, offset + i)?;
-            }
-            end.record(&self.stream)
-                .map_err(|e| fail("recording an event", e))?;
-            let ms = start
-                .elapsed_ms(&end)
-                .map_err(|e| fail("reading an event", e))?;
-            Ok(f64::from(ms) * 1e-3 / launches as f64)
-        };
-        for i in 0..WARMUP {
-            launch(&mut bufs, i)?;
-        }
-        let estimate = timed(&mut bufs, sets.max(1), 0)?;
-        let launches = ((MIN_RUN_SECONDS / estimate.max(1e-9)).ceil() as usize).clamp(1, 10_000);
-        let mut times = Vec::with_capacity(repeats);
-        for r in 0..repeats.max(1) {
-            times.push(timed(&mut bufs, launches, r * launches)?);
-        }
-        self.stream
-            .synchronize()
-            .map_err(|e| fail("synchronising", e))?;
-        times.sort_by(f64::total_cmp);
-        Ok(times[times.len() / 2])
-    }
-}
-
 /// The name of GPU 0 when the driver, cuBLAS and a device are there; otherwise the error
 /// saying which is missing.
 pub fn probe() -> Result<String> {
     init().map(|gpu| gpu.name)
 }
 
-/// Runs `plans` on GPU 0, one after the other, after timing the ceiling (a 8192³ bf16
-/// GEMM). Launches of one shape are batched into one strided-batched call (documents x
-/// heads) when they fit in memory; otherwise one launch is timed and multiplied by the count.
+/// A run: the GPU, its pool and output buffer, and the count of calls made (for the
+/// rotation).
+struct Run {
+    gpu: Gpu,
+    pool: CudaSlice<bf16>,
+    out: CudaSlice<bf16>,
+    layout_pool: usize,
+    calls: u64,
+}
+
+impl Run {
+    fn new(gpu: Gpu, layout: &Layout) -> Result<Self> {
+        // The pool is filled once, on the host (in parallel), and copied once.
+        let host: Vec<bf16> = crate::bench::pool::fill(layout.pool)
+            .into_iter()
+            .map(bf16::from_bits)
+            .collect();
+        let pool = gpu
+            .stream
+            .clone_htod(&host)
+            .map_err(|e| fail("copying the input pool to the GPU", e))?;
+        let out = gpu
+            .stream
+            .alloc_zeros::<bf16>(layout.out.max(1))
+            .map_err(|e| fail("allocating the output buffer", e))?;
+        Ok(Self {
+            gpu,
+            pool,
+            out,
+            layout_pool: layout.pool,
+            calls: 0,
+        })
+    }
+
+    /// One strided-batched call of `slot`'s `group` launches, on the next operands.
+    fn call(&mut self, slot: &Slot) -> Result<()> {
+        let k = &slot.kernel;
+        let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
+        let (a0, b0) = slot.offsets(self.calls, self.layout_pool);
+        self.calls += 1;
+        let cfg = GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_N,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: m as i32,
+            n: n as i32,
+            k: kk as i32,
+            alpha: bf16::ONE,
+            lda: m as i32,
+            ldb: kk as i32,
+            beta: bf16::ZERO,
+            ldc: m as i32,
+        };
+        let a = self.pool.slice(a0..a0 + slot.a);
+        let b = self.pool.slice(b0..b0 + slot.b);
+        let mut c = self.out.slice_mut(0..slot.c);
+        let batch = slot.calls_batch();
+        // SAFETY: the views hold batch × m·k, k·n and m·n elements (the layout sized them),
+        // column-major with the leading dimensions and strides given, so cuBLAS stays inside
+        // them; the pool and output outlive the call, which is on the views' stream.
+        let r = unsafe {
+            if batch == 1 {
+                self.gpu.blas.gemm(cfg, &a, &b, &mut c)
+            } else {
+                let cfg = StridedBatchedConfig {
+                    gemm: cfg,
+                    batch_size: batch as i32,
+                    stride_a: (m * kk) as i64,
+                    stride_b: (kk * n) as i64,
+                    stride_c: (m * n) as i64,
+                };
+                self.gpu.blas.gemm_strided_batched(cfg, &a, &b, &mut c)
+            }
+        };
+        r.map_err(|e| fail(&format!("cuBLAS GEMM {batch} x {m}x{n}x{kk}"), e))
+    }
+
+    /// Seconds per call over a run of `calls` calls, by CUDA events.
+    fn timed(&mut self, slot: &Slot, calls: usize) -> Result<f64> {
+        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let ctx = self.gpu.ctx.clone();
+        let event = || {
+            ctx.new_event(flags)
+                .map_err(|e| fail("creating an event", e))
+        };
+        let (start, end) = (event()?, event()?);
+        start
+            .record(&self.gpu.stream)
+            .map_err(|e| fail("recording an event", e))?;
+        for _ in 0..calls {
+            self.call(slot)?;
+        }
+        end.record(&self.gpu.stream)
+            .map_err(|e| fail("recording an event", e))?;
+        let ms = start
+            .elapsed_ms(&end)
+            .map_err(|e| fail("reading an event", e))?;
+        Ok(f64::from(ms) * 1e-3 / calls as f64)
+    }
+
+    /// Seconds per launch of `slot` (calls repeated to fill [`MIN_RUN_SECONDS`]).
+    fn per_launch(&mut self, slot: &Slot, warm: bool) -> Result<f64> {
+        if !warm {
+            for _ in 0..WARMUP {
+                self.call(slot)?;
+            }
+        }
+        let estimate = self.timed(slot, 1)?;
+        let calls = ((MIN_RUN_SECONDS / estimate.max(1e-9)).ceil() as usize).clamp(1, 10_000);
+        Ok(self.timed(slot, calls)? / slot.group as f64)
+    }
+}
+
+/// Runs `plans` on GPU 0 (module docs), within the `deadline`. Returns the measurements,
+/// the ceiling's FLOP/s in each round and the device.
 pub fn measure(
     plans: &[&Plan],
     repeats: usize,
+    deadline: &Deadline,
     progress: &dyn Progress,
-) -> Result<(Vec<Measurement>, f64)> {
+) -> Result<(Vec<Measurement>, Vec<f64>, String)> {
+    let layout = layout(plans, CEILING)?;
     let gpu = init()?;
-    let mut seed = Lcg::new(0x5EED);
+    let device = format!("{} (GPU 0), bf16 cuBLAS, fp32 accumulation", gpu.name);
+    let mut run = Run::new(gpu, &layout)?;
     let ceiling_kernel = Kernel {
         component: Component::Projections,
         pass: Pass::Forward,
-        m: 8192,
-        n: 8192,
-        k: 8192,
+        m: CEILING,
+        n: CEILING,
+        k: CEILING,
         batch: 1,
         count: 1,
     };
-    let ceiling =
-        ceiling_kernel.flops() as f64 / gpu.time(8192, 8192, 8192, 1, repeats, &mut seed)?;
-    let mut out = Vec::with_capacity(plans.len());
-    let shapes: usize = plans.iter().map(|p| p.kernels.len()).sum();
-    progress.begin(&format!("timing {shapes} kernel shapes"), shapes as u64);
-    for plan in plans {
-        let mut kernels = Vec::with_capacity(plan.kernels.len());
-        for k in &plan.kernels {
-            let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
-            let batched = (k.batch * k.count) as usize;
-            let fits = 2 * batched * (m * kk + kk * n + m * n) <= MAX_BUFFER_BYTES / 4;
-            let seconds = if fits {
-                gpu.time(m, n, kk, batched, repeats, &mut seed)?
-            } else {
-                gpu.time(m, n, kk, k.batch as usize, repeats, &mut seed)? * k.count as f64
-            };
-            kernels.push(KernelTime {
-                kernel: *k,
-                seconds,
-            });
-            progress.advance(1);
+    let c = (CEILING * CEILING) as usize;
+    let ceiling = Slot {
+        kernel: ceiling_kernel,
+        group: 1,
+        a: c,
+        b: c,
+        c,
+    };
+    let repeats = repeats.max(1);
+    let first = run.per_launch(&ceiling, false)?;
+    let rate = ceiling_kernel.flops() as f64 / first;
+    let shapes: usize = layout.slots.iter().map(Vec::len).sum();
+    // Each shape: warm-up, a probe and a run of at least MIN_RUN_SECONDS per round.
+    let estimate: f64 = layout
+        .slots
+        .iter()
+        .flatten()
+        .map(|s| {
+            let call = s.kernel.flops() as f64 / s.kernel.count as f64 * s.group as f64
+                / (0.25 * rate)
+                + 10e-6;
+            (WARMUP + 1) as f64 * call + repeats as f64 * (call + MIN_RUN_SECONDS.max(call))
+        })
+        .sum();
+    deadline.refuse_over(estimate, &format!("{shapes} kernel shapes"))?;
+    progress.begin(
+        &format!(
+            "timing {shapes} kernel shapes and the ceiling, {}",
+            crate::bench::rounds(repeats)
+        ),
+        (repeats * (shapes + 1)) as u64,
+    );
+    let mut ceiling_rates = Vec::with_capacity(repeats);
+    let mut times: Vec<Vec<Vec<f64>>> = layout
+        .slots
+        .iter()
+        .map(|s| vec![Vec::with_capacity(repeats); s.len()])
+        .collect();
+    for round in 0..repeats {
+        let t = if round == 0 {
+            first
+        } else {
+            run.per_launch(&ceiling, true)?
+        };
+        ceiling_rates.push(ceiling_kernel.flops() as f64 / t);
+        progress.advance(1);
+        for (slots, tp) in layout.slots.iter().zip(times.iter_mut()) {
+            for (slot, tk) in slots.iter().zip(tp.iter_mut()) {
+                let k = &slot.kernel;
+                deadline.check(&format!("timing a {}x{}x{} GEMM", k.m, k.n, k.k))?;
+                tk.push(run.per_launch(slot, round > 0)?);
+                progress.advance(1);
+            }
         }
-        out.push(Measurement {
-            device: format!("{} (GPU 0), bf16 cuBLAS, fp32 accumulation", gpu.name),
-            kernels,
-        });
     }
+    run.gpu
+        .stream
+        .synchronize()
+        .map_err(|e| fail("synchronising", e))?;
     progress.end();
-    Ok((out, ceiling))
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let measurements = plans
+        .iter()
+        .zip(times)
+        .map(|(p, t)| {
+            let rounds = (0..repeats)
+                .map(|r| {
+                    p.kernels
+                        .iter()
+                        .zip(&t)
+                        .map(|(k, tk)| tk[r] * k.count as f64)
+                        .sum()
+                })
+                .collect();
+            Measurement {
+                device: device.clone(),
+                kernels: p
+                    .kernels
+                    .iter()
+                    .zip(t)
+                    .map(|(k, tk)| KernelTime {
+                        kernel: *k,
+                        seconds: median(tk) * k.count as f64,
+                    })
+                    .collect(),
+                rounds,
+            }
+        })
+        .collect();
+    Ok((measurements, ceiling_rates, device))
 }
