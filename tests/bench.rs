@@ -45,6 +45,8 @@ proptest! {
         skew in prop_oneof![Just(None), (0.0f64..3.0).prop_map(Some)],
         repeats in 1u64..=3,
         (dense_mask, dense_ffn) in (0u64..64, 1u64..=48),
+        mla in proptest::option::of((0u64..=16, 1u64..=16, 0u64..=8, 0u64..=8, 1u64..=8)),
+        window in proptest::option::of((any::<bool>(), 1u64..=80, 0u64..64)),
     ) {
         let top_k = 1 + ((experts - 1) as f64 * k_frac) as u64;
         let attention = if dense { Attention::Dense } else { Attention::Causal };
@@ -55,6 +57,11 @@ proptest! {
         if !dense_layers.is_empty() {
             s.model.dense = Some(smelt::Dense { layers: dense_layers, ffn: dense_ffn });
         }
+        // Multi-head latent attention, and windowed layers (sliding or chunked).
+        if let Some(a) = mla {
+            common::with_mla(&mut s.model, common::mla(a));
+        }
+        s.model.window = window.and_then(|w| common::window(layers, w));
         let routing = skew.map_or(Routing::Balanced, Routing::Skewed);
         let p = plan::plan(&s.model, &docs, attention, routing).unwrap();
         let t: u64 = docs.iter().sum();

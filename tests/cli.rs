@@ -175,9 +175,20 @@ fn readme_model_file_example_parses() {
     let readme =
         std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let section = &readme[readme.find("## Model files").unwrap()..];
-    let start = section.find("```toml\n").unwrap() + "```toml\n".len();
-    let text = &section[start..start + section[start..].find("```").unwrap()];
-    let spec = smelt::ModelSpec::from_toml_str(text).unwrap();
+    let section = &section[..section[3..].find("\n## ").unwrap()];
+    let blocks: Vec<&str> = section
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| &b[..b.find("```").unwrap()])
+        .collect();
+    assert_eq!(blocks.len(), 2);
+    let spec = smelt::ModelSpec::from_toml_str(blocks[0]).unwrap();
     assert_eq!(spec.model.dense.as_ref().unwrap().layers, vec![1]);
+    assert!(spec.model.window.is_some());
     assert!(smelt::cost(&spec).is_ok());
+    let mla = smelt::ModelSpec::from_toml_str(blocks[1]).unwrap();
+    assert_eq!(mla.model.mla.as_ref().unwrap().kv_lora_rank, 256);
+    let c = smelt::cost(&mla).unwrap();
+    assert_eq!(c.kv_cache_per_token.elements.0, 12 * (256 + 32));
+    assert!(c.params.breakdown.mtp.0 > 0);
 }

@@ -180,9 +180,38 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         &mixtral.replace("\"sliding_window\": null", "\"sliding_window\": 4096"),
         &["sliding_window", "refuses"],
     );
+    let v3 = config_text("deepseek-v3.json");
     refused(
-        r#"{"model_type": "deepseek_v3", "kv_lora_rank": 512, "hidden_size": 7168}"#,
-        &["kv_lora_rank", "MLA"],
+        &v3.replace(
+            "\"kv_lora_rank\": 512,",
+            "\"kv_lora_rank\": 512, \"index_topk\": 2048,",
+        ),
+        &["index_topk", "sparse attention indexer", "refuses"],
+    );
+    refused(
+        &v3.replace("\"attention_bias\": false", "\"attention_bias\": true"),
+        &["attention_bias", "latent projections"],
+    );
+    for (family, why) in [
+        ("qwen3_next", "recurrent state"),
+        ("nemotron_h", "Mamba"),
+        ("minimax_m2", "not read yet"),
+        ("llama4_text", "not read yet"),
+        ("phimoe", "not read yet"),
+    ] {
+        refused(
+            &format!(r#"{{"model_type": "{family}", "hidden_size": 7168}}"#),
+            &[family, why, "refuses"],
+        );
+    }
+    let oss = config_text("gpt-oss-20b.json");
+    refused(
+        &oss.replacen("\"full_attention\"", "\"linear_attention\"", 1),
+        &["layer_types[1]", "linear_attention"],
+    );
+    refused(
+        &oss.replacen("\"full_attention\",", "", 1),
+        &["layer_types", "each of the 24 layers; got 23"],
     );
     let qwen15 = config_text("qwen1.5-moe-a2.7b.json");
     refused(

@@ -11,6 +11,7 @@ mod cli_match;
 mod figures;
 mod fit;
 mod hf;
+mod hf_families;
 mod launcher;
 mod parsers;
 mod plot;

@@ -8,7 +8,9 @@ use smelt::budget::{
     Budget, FfnRule, HeadsRule, Lattice, Mode, Placement, Recipe, Span, Steps, Weights,
 };
 use smelt::search::{self, Candidate};
-use smelt::{Attention, AttentionBias, Dense, Model, ModelSpec, Moe, Residuals};
+use smelt::{
+    Attention, AttentionBias, Counting, Dense, KvCount, Mla, Model, ModelSpec, Moe, Residuals,
+};
 
 use crate::common;
 
@@ -27,76 +29,93 @@ fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
     let m0 = &b.baseline().model;
     let mut all = Vec::new();
     for hidden in l.hidden.values() {
-        for ffn in l.expert_ffn.values(hidden) {
-            for &d in &l.head_dim {
-                for kv in l.kv_heads.values() {
-                    for g in l.gqa.0..=l.gqa.1 {
-                        let heads = kv * g;
-                        let q = (heads * d) as f64 / hidden as f64;
-                        let fits = match l.heads {
-                            HeadsRule::Tied => heads * d == hidden,
-                            HeadsRule::Free { min, max } => {
-                                (min..=max).contains(&heads)
-                                    && q >= l.q_width.0 - 1e-12
-                                    && q <= l.q_width.1 + 1e-12
-                            }
-                        };
-                        if !fits {
-                            continue;
+        // Every attention shape `(heads, kv_heads, head_dim, kv_lora_rank)` at this size.
+        let mut shapes = Vec::new();
+        if let (Some(ranks), HeadsRule::Free { min, max }) = (l.kv_lora_rank, l.heads) {
+            for heads in min..=max {
+                for r in ranks.values() {
+                    shapes.push((heads, heads, l.head_dim[0], r));
+                }
+            }
+        }
+        for &d in &l.head_dim {
+            for kv in l.kv_heads.values() {
+                for g in l.gqa.0..=l.gqa.1 {
+                    let heads = kv * g;
+                    let q = (heads * d) as f64 / hidden as f64;
+                    let fits = match l.heads {
+                        HeadsRule::Tied => heads * d == hidden,
+                        HeadsRule::Free { min, max } => {
+                            (min..=max).contains(&heads)
+                                && q >= l.q_width.0 - 1e-12
+                                && q <= l.q_width.1 + 1e-12
                         }
-                        for experts in l.experts.values().filter(|&e| e >= m0.moe.top_k) {
-                            let mut spec = b.baseline().clone();
-                            spec.model = Model {
-                                layers: b.layers(),
-                                hidden,
-                                heads,
-                                kv_heads: kv,
-                                head_dim: d,
-                                moe: Moe {
-                                    experts,
-                                    expert_ffn: ffn,
-                                    shared_ffn: l.expert_ffn.shared_width(
-                                        m0.moe.shared_ffn,
-                                        m0.hidden,
-                                        hidden,
-                                    ),
-                                    ..m0.moe.clone()
-                                },
-                                dense: m0.dense.as_ref().map(|dl| Dense {
-                                    layers: dl.layers.clone(),
-                                    ffn: l.expert_ffn.shared_width(dl.ffn, m0.hidden, hidden),
-                                }),
-                                looping: looping.clone(),
-                                ..m0.clone()
-                            };
-                            let got = smelt::budgets(&spec).unwrap();
-                            if b.mode() == Mode::Conservative
-                                && !(got.flops <= base.flops
-                                    && got.params <= base.params
-                                    && got.kv <= base.kv)
-                            {
-                                continue;
-                            }
-                            let r: Residuals = got.residuals_against(&base);
-                            let w = *b.weights();
-                            let mut s = [
-                                w.flops * r.flops.abs(),
-                                w.params * r.params.abs(),
-                                w.kv * r.kv.abs(),
-                            ];
-                            s.sort_by(|a, b| b.total_cmp(a));
-                            all.push((spec.model, s, r));
-                        }
+                    };
+                    if fits && l.kv_lora_rank.is_none() {
+                        shapes.push((heads, kv, d, 0));
                     }
+                }
+            }
+        }
+        for ffn in l.expert_ffn.values(hidden) {
+            for &(heads, kv, d, rank) in &shapes {
+                for experts in l.experts.values().filter(|&e| e >= m0.moe.top_k) {
+                    let mut spec = b.baseline().clone();
+                    spec.model = Model {
+                        layers: b.layers(),
+                        hidden,
+                        heads,
+                        kv_heads: kv,
+                        head_dim: d,
+                        mla: m0.mla.as_ref().map(|a| Mla {
+                            kv_lora_rank: rank,
+                            ..a.clone()
+                        }),
+                        moe: Moe {
+                            experts,
+                            expert_ffn: ffn,
+                            shared_ffn: l.expert_ffn.shared_width(
+                                m0.moe.shared_ffn,
+                                m0.hidden,
+                                hidden,
+                            ),
+                            ..m0.moe.clone()
+                        },
+                        dense: m0.dense.as_ref().map(|dl| Dense {
+                            layers: dl.layers.clone(),
+                            ffn: l.expert_ffn.shared_width(dl.ffn, m0.hidden, hidden),
+                        }),
+                        looping: looping.clone(),
+                        ..m0.clone()
+                    };
+                    let got = smelt::budgets(&spec).unwrap();
+                    if b.mode() == Mode::Conservative
+                        && !(got.flops <= base.flops
+                            && got.params <= base.params
+                            && got.kv <= base.kv)
+                    {
+                        continue;
+                    }
+                    let r: Residuals = got.residuals_against(&base);
+                    let w = *b.weights();
+                    let mut s = [
+                        w.flops * r.flops.abs(),
+                        w.params * r.params.abs(),
+                        w.kv * r.kv.abs(),
+                    ];
+                    s.sort_by(|a, b| b.total_cmp(a));
+                    all.push((spec.model, s, r));
                 }
             }
         }
     }
     let b0 = &b.baseline().model;
+    let rank = |m: &Model| m.mla.as_ref().map_or(0, |a| a.kv_lora_rank);
     let key = |m: &Model| {
         let d = |x: u64, y: u64| x.abs_diff(y);
         (
             (
+                d(rank(m), rank(b0)),
                 d(m.head_dim, b0.head_dim),
                 d(m.kv_heads, b0.kv_heads),
                 d(m.heads, b0.heads),
@@ -111,6 +130,7 @@ fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
                 std::cmp::Reverse(m.hidden),
                 m.moe.experts,
                 m.moe.expert_ffn,
+                rank(m),
             ),
         )
     };
@@ -166,7 +186,19 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
         ],
         prop_oneof![Just(None), (1u64..64, 1u64..=32).prop_map(Some)],
     );
-    (base, lattice, extras).prop_map(
+    // Issue 14's architectures: sinks, router and expert biases, windowed layers, counted
+    // MTP modules, a KV budget at the context; and MLA (query rank, latent rank, nope,
+    // rope, value widths; the lattice's ranks: min, step, count; most heads).
+    let newer = (
+        (any::<bool>(), any::<bool>(), any::<bool>()),
+        proptest::option::of((any::<bool>(), 1u64..=40, 1u64..64)),
+        (0u64..=1, any::<bool>(), any::<bool>()),
+        proptest::option::of((
+            (0u64..=8, 1u64..=8, 0u64..=4, 0u64..=4, 1u64..=4),
+            (1u64..=4, 1u64..=4, 1u64..=4, 1u64..=6),
+        )),
+    );
+    (base, lattice, extras, newer).prop_map(
         |(
             ((layers, h8, kv, g, d4), (top_k, e_mult, ffn, doc, dense), hmul),
             (
@@ -180,6 +212,7 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                 wkv,
             ),
             (bias, shared, dense_layers),
+            ((sinks, router_bias, expert_bias), window, (mtp_layers, mtp, at_context), mla),
         )| {
             let hidden = h8 * 8;
             let experts = top_k * e_mult + (hmul % 3);
@@ -210,6 +243,33 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                         ffn,
                     });
                 }
+            }
+            baseline.model.attention_sinks = sinks;
+            baseline.model.moe.router_bias = router_bias;
+            baseline.model.moe.expert_bias = expert_bias;
+            baseline.model.window = window.and_then(|w| common::window(layers, w));
+            baseline.model.mtp_layers = mtp_layers;
+            baseline.counting = Counting {
+                mtp,
+                kv: if at_context {
+                    KvCount::AtContext
+                } else {
+                    KvCount::PerToken
+                },
+                ..baseline.counting
+            };
+            let mut mla_lattice = None;
+            if let Some((shape, (rmin, rstep, rcount, hmax))) = mla {
+                common::with_mla(&mut baseline.model, common::mla(shape));
+                mla_lattice = Some((
+                    baseline.model.head_dim,
+                    Steps {
+                        min: rmin,
+                        max: rmin + rstep * (rcount - 1),
+                        step: rstep,
+                    },
+                    hmax,
+                ));
             }
             let hmin = (hidden / 2).max(1) + hshift;
             let recipe = Recipe {
@@ -243,6 +303,23 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                 },
                 gqa: (1, gqamax),
                 q_width: (0.5, 2.0),
+                kv_lora_rank: None,
+            };
+            let lattice = match mla_lattice {
+                None => lattice,
+                Some((qk, ranks, hmax)) => Lattice {
+                    head_dim: vec![qk],
+                    heads: HeadsRule::Free { min: 1, max: hmax },
+                    kv_heads: Steps {
+                        min: 1,
+                        max: 1,
+                        step: 1,
+                    },
+                    gqa: (1, 1),
+                    q_width: (0.0, f64::INFINITY),
+                    kv_lora_rank: Some(ranks),
+                    ..lattice
+                },
             };
             let weights = Weights {
                 flops: 1.0,

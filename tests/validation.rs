@@ -232,6 +232,68 @@ const MODEL_RULES: &[Case] = &[
         &["absurdly large"],
     ),
     ("mean_doc_len = 991\n", "", "workload", &["mean_doc_len"]),
+    // Multi-head latent attention.
+    (
+        "head_dim = 80",
+        "head_dim = 80\n[model.mla]\nkv_lora_rank = 64\nqk_nope_head_dim = 32\nqk_rope_head_dim = 16\nv_head_dim = 32",
+        "model.head_dim",
+        &["qk_nope_head_dim + qk_rope_head_dim = 48"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 48\n[model.mla]\nkv_lora_rank = 64\nqk_nope_head_dim = 32\nqk_rope_head_dim = 16\nv_head_dim = 32",
+        "model.kv_heads",
+        &["must equal model.heads (16)"],
+    ),
+    (
+        "kv_heads = 2\nhead_dim = 80",
+        "kv_heads = 16\nhead_dim = 48\nattention_bias = \"qkv\"\n[model.mla]\nkv_lora_rank = 64\nqk_nope_head_dim = 32\nqk_rope_head_dim = 16\nv_head_dim = 32",
+        "model.attention_bias",
+        &["[model.mla]"],
+    ),
+    (
+        "kv_heads = 2\nhead_dim = 80",
+        "kv_heads = 16\nhead_dim = 48\n[model.mla]\nkv_lora_rank = 0\nqk_nope_head_dim = 32\nqk_rope_head_dim = 16\nv_head_dim = 32",
+        "model.mla.kv_lora_rank",
+        &["at least 1"],
+    ),
+    // Windowed layers, MTP modules, the KV budget.
+    (
+        "head_dim = 80",
+        "head_dim = 80\n[model.window]\nkind = \"sliding\"\nsize = 0\nlayers = [1]",
+        "model.window.size",
+        &["at least 1"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\n[model.window]\nkind = \"sliding\"\nsize = 128\nlayers = [2, 13]",
+        "model.window.layers[1]",
+        &["between 1 and model.layers (12)"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\n[model.window]\nkind = \"sliding\"\nsize = 128\nlayers = []",
+        "model.window.layers",
+        &["omit [model.window]"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\n[model.window]\nkind = \"tumbling\"\nsize = 128\nlayers = [1]",
+        "kind",
+        &["tumbling"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\nmtp_layers = 99999999",
+        "model.mtp_layers",
+        &["at most"],
+    ),
+    (
+        "mean_doc_len = 991",
+        "mean_doc_len = 991\n[counting]\nkv = \"sometimes\"",
+        "kv",
+        &["sometimes"],
+    ),
     (
         "mean_doc_len = 991",
         "mean_doc_len = 991\ndoc_lengths = [[10, 1]]",
@@ -322,6 +384,12 @@ const BUDGET_RULES: &[Case] = &[
         "[lattice]\nheads = { tied = true, min = 2 }",
         "lattice.heads",
         &[],
+    ),
+    (
+        "[lattice]",
+        "[lattice]\nkv_lora_rank = { step = 32 }",
+        "lattice.kv_lora_rank",
+        &["no [model.mla]"],
     ),
     (
         "q_width = { min = 0.75,",
@@ -432,4 +500,48 @@ fn grid_rules() {
     for (text, case) in &cases {
         check(grid(text), case);
     }
+}
+
+/// The rules of budgets whose Baseline is an MLA or a windowed model (the configs of
+/// tests/data/hf): an MLA lattice takes heads and latent ranks only; the looped model keeps
+/// the Baseline's windowed layers.
+#[test]
+fn mla_and_window_budget_rules() {
+    let hf = format!("{}/tests/data/hf", env!("CARGO_MANIFEST_DIR"));
+    let parse = |baseline: &str, extra: &str| {
+        let text = format!("baseline = \"{hf}/{baseline}\"\n{extra}");
+        Budget::from_toml_str(&text, Path::new("."))
+    };
+    let cases: [(&str, &str, Case); 4] = [
+        (
+            "deepseek-v3.json",
+            "[lattice]\nhead_dim = { step = 8 }",
+            ("", "head_dim", "lattice.head_dim", &["MLA Baseline"]),
+        ),
+        (
+            "deepseek-v3.json",
+            "[lattice]\ngqa = { max = 8 }",
+            ("", "gqa", "lattice.gqa", &["kv_heads = heads"]),
+        ),
+        (
+            "deepseek-v3.json",
+            "[lattice]\nkv_lora_rank = { step = 0 }",
+            ("", "step 0", "lattice.kv_lora_rank.step", &["at least 1"]),
+        ),
+        (
+            "gpt-oss-120b.json",
+            "[recipe]\nlayers = 30\nspan = 4\nrepeats = 2",
+            ("", "depth 30", "recipe.layers", &["windowed layer 35"]),
+        ),
+    ];
+    for (baseline, extra, case) in &cases {
+        check(parse(baseline, extra), case);
+    }
+    let ok = parse(
+        "deepseek-v3.json",
+        "[lattice]\nkv_lora_rank = { step = 64, max = 1024 }\nheads = { min = 64, max = 192 }",
+    )
+    .unwrap();
+    let ranks = ok.lattice().kv_lora_rank.unwrap();
+    assert_eq!((ranks.min, ranks.max, ranks.step), (32, 1024, 64));
 }

@@ -142,3 +142,13 @@ def test_limits_and_bad_calls_raise_smelt_error_never_crash():
         smelt.sweep(budget, "width", [1])
     with pytest.raises(smelt.SmeltError, match="at most 1024 values"):
         smelt.sweep(budget, "span", list(range(2000)))
+
+
+def test_the_families_of_issue_14():
+    oss = smelt.cost(ROOT / "tests" / "data" / "hf" / "gpt-oss-20b.json")
+    assert oss["params"]["total"] == 20_914_757_184
+    assert oss["attention"]["windowed"]["size"] == 128
+    m = smelt.match(BUDGETS / "match-deepseek-v3.toml")
+    assert m["within_tolerance"]
+    assert all(abs(r) <= 0.03 for r in m["residuals"].values())
+    assert m["looped"]["model"]["mla"]["qk_rope_head_dim"] == 64

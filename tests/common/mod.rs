@@ -113,6 +113,9 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             tie_embeddings: false,
             qk_norm: Default::default(),
             attention_bias: AttentionBias::None,
+            attention_sinks: false,
+            mla: None,
+            window: None,
             moe: Moe {
                 experts,
                 top_k,
@@ -120,9 +123,12 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
                 shared_experts: 0,
                 shared_ffn: 0,
                 shared_gate: false,
+                router_bias: false,
+                expert_bias: false,
             },
             dense: None,
             looping: None,
+            mtp_layers: 0,
         },
         workload: Workload {
             context: 4096,
@@ -142,5 +148,42 @@ pub fn looped(first: u64, span: u64, repeats: u64) -> Option<Loop> {
         span,
         repeats,
         residual_scale: None,
+    })
+}
+
+/// Multi-head latent attention from `(q_lora_rank, kv_lora_rank, nope, rope, v)`, with at
+/// least one query/key width per head (a zero `nope` is raised to 1 when `rope` is 0).
+pub fn mla((q_lora_rank, kv_lora_rank, nope, rope, v): (u64, u64, u64, u64, u64)) -> smelt::Mla {
+    smelt::Mla {
+        q_lora_rank,
+        kv_lora_rank,
+        qk_nope_head_dim: nope.max(1 - rope.min(1)),
+        qk_rope_head_dim: rope,
+        v_head_dim: v,
+    }
+}
+
+/// `m` with multi-head latent attention: `kv_heads = heads`, the head width MLA's, no
+/// attention biases.
+pub fn with_mla(m: &mut Model, a: smelt::Mla) {
+    m.kv_heads = m.heads;
+    m.head_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    m.attention_bias = AttentionBias::None;
+    m.mla = Some(a);
+}
+
+/// Windowed layers of a `layers`-layer model from `(chunked, size, bit mask)`; none when the
+/// mask picks no layer.
+pub fn window(layers: u64, (chunked, size, mask): (bool, u64, u64)) -> Option<smelt::Window> {
+    let listed: Vec<u64> = (1..=layers).filter(|l| mask >> (l - 1) & 1 == 1).collect();
+    let kind = if chunked {
+        smelt::WindowKind::Chunked
+    } else {
+        smelt::WindowKind::Sliding
+    };
+    (!listed.is_empty()).then_some(smelt::Window {
+        kind,
+        size,
+        layers: listed,
     })
 }

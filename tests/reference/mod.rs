@@ -1,20 +1,25 @@
 //! An executable reference: a tiny forward pass of exactly the architecture the cost model
-//! describes (real matmuls, RMSNorm, q/k norms, attention biases, GQA, document-masked
-//! causal or dense attention, top-k routing to SwiGLU experts, shared experts with or
-//! without a sigmoid gate, dense-FFN layers, the loop executed as configured, an LM head),
-//! which *counts* every multiply-add it performs, every parameter it allocates and every
-//! KV-cache element it stores. Property tests check the analytic counts against it, exactly.
+//! describes (real matmuls, RMSNorm, q/k norms, attention biases and sinks, GQA or
+//! multi-head latent attention, document-masked causal or dense attention with sliding or
+//! chunked windows on chosen layers, top-k routing (with a router bias) to SwiGLU experts
+//! (with biases), shared experts with or without a sigmoid gate, dense-FFN layers, the
+//! loop executed as configured, an LM head, multi-token-prediction modules), which
+//! *counts* every multiply-add it performs, every parameter it allocates and every KV-cache
+//! element it stores. Property tests check the analytic counts against it, exactly.
 //!
 //! The reference does not call the library's counting code: it only reads the spec's fields.
 
 mod forward;
+mod layer;
 
 use proptest::prelude::*;
 use smelt::{
-    Attention, AttentionBias, Counting, Dense, Loop, Model, ModelSpec, Moe, QkNorm, Workload,
+    Attention, AttentionBias, Counting, Dense, KvCount, Loop, Model, ModelSpec, Moe, QkNorm,
+    WindowKind, Workload,
 };
 
-use forward::{Reference, Rng};
+use forward::Reference;
+use layer::Rng;
 
 /// The documents the reference runs for a workload: the histogram itself, or `repeat`
 /// documents of the mean length.
@@ -70,11 +75,21 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
         any::<bool>(),                              // shared gate (when shared experts)
         proptest::option::of((0u64..16, 1u64..=3)), // dense layers (bit mask), dense ffn
     );
-    (shape, extras, qwen).prop_map(
+    // The architectures of issue 14: sinks, router and expert biases, windowed layers
+    // (kind, size, bit mask), MLA (query rank, latent rank, nope, rope, value widths), MTP
+    // modules (count, counted), and the KV budget at the context.
+    let newer = (
+        (any::<bool>(), any::<bool>(), any::<bool>()),
+        proptest::option::of((any::<bool>(), 1u64..=4, 1u64..16)),
+        proptest::option::of((0u64..=2, 1u64..=3, 0u64..=2, 0u64..=2, 1u64..=3)),
+        (0u64..=2, any::<bool>(), any::<bool>()),
+    );
+    (shape, extras, qwen, newer).prop_map(
         |(
             (layers, hidden, kv_heads, group, head_dim, experts, ffn, shared, qk_norm),
             (top_k, looping, attention, (mean, hist), (emb, lm, tie, vocab), repeat),
             (attention_bias, gate, dense),
+            ((sinks, router_bias, expert_bias), window, mla, (mtp_layers, mtp, at_context)),
         )| {
             let dense = dense.and_then(|(mask, ffn)| {
                 let layers: Vec<u64> = (1..=layers)
@@ -82,6 +97,7 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     .collect();
                 (!layers.is_empty()).then_some(Dense { layers, ffn })
             });
+            let window = window.and_then(|w| crate::common::window(layers, w));
             let looping = looping.map(|(first, span, repeats)| {
                 let first = first.index(layers as usize) as u64 + 1;
                 let span = span.index((layers - first + 1) as usize) as u64 + 1;
@@ -92,18 +108,32 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     residual_scale: None,
                 }
             });
+            let heads = kv_heads * group;
+            let mla = mla.map(crate::common::mla);
+            let (kv_heads, head_dim, qk_norm, attention_bias) = match &mla {
+                Some(a) => (
+                    heads,
+                    a.qk_nope_head_dim + a.qk_rope_head_dim,
+                    QkNorm::None,
+                    AttentionBias::None,
+                ),
+                None => (kv_heads, head_dim, qk_norm, attention_bias),
+            };
             let spec = ModelSpec {
                 name: None,
                 model: Model {
                     layers,
                     hidden,
-                    heads: kv_heads * group,
+                    heads,
                     kv_heads,
                     head_dim,
                     vocab,
                     tie_embeddings: tie,
                     qk_norm,
                     attention_bias,
+                    attention_sinks: sinks,
+                    mla,
+                    window,
                     moe: Moe {
                         experts,
                         top_k: top_k.index(experts as usize) as u64 + 1,
@@ -111,9 +141,12 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                         shared_experts: shared.0,
                         shared_ffn: shared.1,
                         shared_gate: gate && shared.0 > 0,
+                        router_bias,
+                        expert_bias,
                     },
                     dense,
                     looping,
+                    mtp_layers,
                 },
                 workload: Workload {
                     context: 8,
@@ -125,6 +158,12 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                 counting: Counting {
                     embeddings: emb,
                     lm_head: lm,
+                    mtp,
+                    kv: if at_context {
+                        KvCount::AtContext
+                    } else {
+                        KvCount::PerToken
+                    },
                 },
             };
             (spec, repeat)
@@ -166,10 +205,26 @@ proptest! {
         prop_assert_eq!(total(b.shared, t), 2 * m.shared);
         prop_assert_eq!(total(b.dense, t), 2 * m.dense);
         prop_assert_eq!(total(b.lm_head, t), 2 * m.lm_head);
+        prop_assert_eq!(total(b.mtp, t), 2 * m.mtp);
         prop_assert_eq!(total(cost.flops_per_token.forward, t), 2 * m.total());
         prop_assert_eq!(total(cost.flops_per_token.training, t), 3 * 2 * m.total());
 
         prop_assert_eq!(cost.kv_cache_per_token.elements.0 * t, counted.kv_elements);
+        // Held at the context: every full execution's entries for the whole context, a
+        // windowed one's for at most its window.
+        let ctx = spec.workload.context;
+        let held: u64 = counted
+            .executions
+            .iter()
+            .map(|&(per_token, window)| per_token * window.map_or(ctx, |w| w.min(ctx)))
+            .sum();
+        prop_assert_eq!(cost.kv_cache_per_token.at_context.elements.0, held);
+        let budgets = smelt::budgets(&spec).unwrap();
+        let want_kv = match spec.counting.kv {
+            KvCount::PerToken => cost.kv_cache_per_token.elements,
+            KvCount::AtContext => cost.kv_cache_per_token.at_context.elements,
+        };
+        prop_assert_eq!(budgets.kv, want_kv);
         prop_assert_eq!(cost.kv_cache_per_token.bytes.0, 2 * cost.kv_cache_per_token.elements.0);
         prop_assert_eq!(cost.layer_executions, reference.schedule().len() as u64);
     }
@@ -210,13 +265,14 @@ proptest! {
         prop_assert_eq!(d.kv, c.kv);
     }
 
-    /// The histogram's exact c̄ is never below the mean-length shortcut (convexity), and
-    /// equals it when all documents have one length.
+    /// The histogram's exact c̄ is never below the mean-length shortcut (convexity, which
+    /// chunked windows do not have), and equals it when all documents have one length.
     #[test]
     fn histogram_is_at_least_the_shortcut((spec, _) in arb_spec()) {
+        let chunked = spec.model.window.as_ref().is_some_and(|w| w.kind == WindowKind::Chunked);
         let cost = smelt::cost(&spec).unwrap();
         if let Some(s) = &cost.attention.mean_length_shortcut {
-            prop_assert!(s.relative_to_exact <= 1e-12);
+            prop_assert!(chunked || s.relative_to_exact <= 1e-12);
             let hist = spec.workload.doc_lengths.as_ref().unwrap();
             if hist.iter().all(|&[l, _]| l == hist[0][0]) {
                 prop_assert!(s.relative_to_exact.abs() < 1e-12);

@@ -1,5 +1,5 @@
 //! Enums with names: a family, a format, a backend, a start grid. Strings are for people;
-//! each such enum is declared once with [`named_enum!`], which lists its values
+//! each such enum is declared once with `named_enum!`, which lists its values
 //! ([`Named::ALL`]) and parses and prints them by name.
 
 use crate::error::{Error, Result};

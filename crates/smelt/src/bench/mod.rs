@@ -270,7 +270,7 @@ pub fn bench(models: &[&ModelSpec], opts: &BenchOptions) -> Result<BenchReport> 
     bench_with(models, opts, &Silent)
 }
 
-/// [`bench`], reporting each kernel shape timed to `progress`.
+/// [`bench()`], reporting each kernel shape timed to `progress`.
 pub fn bench_with(
     models: &[&ModelSpec],
     opts: &BenchOptions,

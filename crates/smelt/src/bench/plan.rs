@@ -23,10 +23,21 @@
 //! * in a dense layer (`[model.dense]`), the dense SwiGLU instead of the router and the
 //!   experts: `T x f_d x H` (gate, up) and `T x H x f_d` (down).
 //!
-//! The stack has one kind of layer, or two (MoE and dense): each kind is planned once and
-//! its launch counts multiplied by its executions per forward pass (a looped layer counts
-//! once per visit), so that each distinct kernel shape is timed once and weighted by how
-//! often the stack runs it.
+//! With multi-head latent attention (`[model.mla]`, ranks `r_q`, `r_kv`, per-head widths
+//! `d_nope`, `d_rope`, `d_v`) the projections are `T x r_q x H` and `T x heads·(d_nope +
+//! d_rope) x r_q` (or one `T x heads·(d_nope + d_rope) x H`), `T x (r_kv + d_rope) x H`,
+//! `T x heads·(d_nope + d_v) x r_kv` and `T x H x heads·d_v`; the core's `QKᵀ` has width
+//! `d_nope + d_rope` and `PV` width `d_v`. A windowed layer (`[model.window]`) runs only the
+//! pairs its window keeps: a chunked layer one causal triangle per chunk; a sliding one, per
+//! block of `W` queries, the triangle of its own keys and the triangle of the previous
+//! block's last `W - 1` keys (a last partial block of `r` queries: its triangle, an
+//! `r x (W - r)` block and a triangle of `r - 1`), exactly `min(t, W)` keys for query `t`.
+//!
+//! The stack has up to four kinds of layer (MoE or dense, full or windowed): each kind is
+//! planned once and its launch counts multiplied by its executions per forward pass (a
+//! looped layer counts once per visit), so that each distinct kernel shape is timed once
+//! and weighted by how often the stack runs it. The MTP modules, the embedding and the LM
+//! head are outside the layer stack and not planned.
 //!
 //! Backward: every forward GEMM `C = A·B` (`m x n x k`) has a data-gradient GEMM
 //! `dA = dC·Bᵀ` (`m x k x n`) and a weight-gradient GEMM `dB = Aᵀ·dC` (`k x n x m`) (for the
@@ -37,7 +48,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::spec::{Attention, Model};
+use crate::spec::{Attention, Model, WindowKind};
 
 /// Causal triangles of at most this many rows run one GEMM per query row.
 pub const TRIANGLE_ROWS: u64 = 32;
@@ -255,43 +266,107 @@ impl Builder {
         }
     }
 
-    /// Exact causal attention over a triangle of `rows` queries (see module docs).
-    fn triangle(&mut self, rows: u64, d: u64, heads: u64) {
+    /// Exact causal attention over a triangle of `rows` queries (see module docs), query
+    /// and key width `dk`, value width `dv`.
+    fn triangle(&mut self, rows: u64, (dk, dv): (u64, u64), heads: u64) {
         if rows == 0 {
             return;
         }
         if rows <= TRIANGLE_ROWS {
             for i in 1..=rows {
-                self.gemm(Component::AttentionCore, 1, i, d, heads, 1); // QKᵀ
-                self.gemm(Component::AttentionCore, 1, d, i, heads, 1); // PV
+                self.gemm(Component::AttentionCore, 1, i, dk, heads, 1); // QKᵀ
+                self.gemm(Component::AttentionCore, 1, dv, i, heads, 1); // PV
             }
             return;
         }
         let first = rows / 2;
         let second = rows - first;
-        self.triangle(first, d, heads);
-        self.gemm(Component::AttentionCore, second, first, d, heads, 1);
-        self.gemm(Component::AttentionCore, second, d, first, heads, 1);
-        self.triangle(second, d, heads);
+        self.triangle(first, (dk, dv), heads);
+        self.block(second, first, (dk, dv), heads);
+        self.triangle(second, (dk, dv), heads);
+    }
+
+    /// A full block of `rows` queries against `keys` keys.
+    fn block(&mut self, rows: u64, keys: u64, (dk, dv): (u64, u64), heads: u64) {
+        self.gemm(Component::AttentionCore, rows, keys, dk, heads, 1);
+        self.gemm(Component::AttentionCore, rows, dv, keys, heads, 1);
+    }
+
+    /// The attention core of one document of `len` tokens (module docs).
+    fn document(
+        &mut self,
+        len: u64,
+        widths: (u64, u64),
+        heads: u64,
+        attention: Attention,
+        window: Option<(WindowKind, u64)>,
+    ) {
+        match (attention, window) {
+            (Attention::Dense, _) => self.block(len, len, widths, heads),
+            (Attention::Causal, None) => self.triangle(len, widths, heads),
+            (Attention::Causal, Some((WindowKind::Chunked, c))) => {
+                for _ in 0..len / c {
+                    self.triangle(c, widths, heads);
+                }
+                self.triangle(len % c, widths, heads);
+            }
+            (Attention::Causal, Some((WindowKind::Sliding, w))) => {
+                self.triangle(len.min(w), widths, heads);
+                let rest = len.saturating_sub(w);
+                for _ in 0..rest / w {
+                    self.triangle(w, widths, heads);
+                    self.triangle(w - 1, widths, heads);
+                }
+                let r = rest % w;
+                if r > 0 {
+                    self.triangle(r, widths, heads);
+                    self.block(r, w - r, widths, heads);
+                    self.triangle(r - 1, widths, heads);
+                }
+            }
+        }
     }
 }
 
 impl Builder {
-    /// The attention part of a layer, `times` over.
-    fn attention(&mut self, model: &Model, documents: &[u64], attention: Attention, t: u64) {
-        let (h, d) = (model.hidden, model.head_dim);
-        let (q, kv) = (model.heads * d, model.kv_heads * d);
-        self.gemm(Component::Projections, t, q, h, 1, 1);
-        self.gemm(Component::Projections, t, kv, h, 1, 2);
-        self.gemm(Component::Projections, t, h, q, 1, 1);
-        for &len in documents {
-            match attention {
-                Attention::Dense => {
-                    self.gemm(Component::AttentionCore, len, len, d, model.heads, 1);
-                    self.gemm(Component::AttentionCore, len, d, len, model.heads, 1);
-                }
-                Attention::Causal => self.triangle(len, d, model.heads),
+    /// The attention part of a layer.
+    fn attention(
+        &mut self,
+        model: &Model,
+        documents: &[u64],
+        attention: Attention,
+        window: Option<(WindowKind, u64)>,
+        t: u64,
+    ) {
+        let h = model.hidden;
+        let p = Component::Projections;
+        let widths = match &model.mla {
+            None => {
+                let d = model.head_dim;
+                let (q, kv) = (model.heads * d, model.kv_heads * d);
+                self.gemm(p, t, q, h, 1, 1);
+                self.gemm(p, t, kv, h, 1, 2);
+                self.gemm(p, t, h, q, 1, 1);
+                (d, d)
             }
+            Some(a) => {
+                let qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+                let heads = model.heads;
+                if a.q_lora_rank > 0 {
+                    self.gemm(p, t, a.q_lora_rank, h, 1, 1);
+                    self.gemm(p, t, heads * qk, a.q_lora_rank, 1, 1);
+                } else {
+                    self.gemm(p, t, heads * qk, h, 1, 1);
+                }
+                self.gemm(p, t, a.kv_lora_rank + a.qk_rope_head_dim, h, 1, 1);
+                let up = heads * (a.qk_nope_head_dim + a.v_head_dim);
+                self.gemm(p, t, up, a.kv_lora_rank, 1, 1);
+                self.gemm(p, t, h, heads * a.v_head_dim, 1, 1);
+                (qk, a.v_head_dim)
+            }
+        };
+        for &len in documents {
+            self.document(len, widths, model.heads, attention, window);
         }
     }
 
@@ -352,25 +427,35 @@ pub fn plan(
     }
     let t: u64 = documents.iter().sum();
     let executions = model.executions();
-    let dense = model.dense_executions();
-    let mut all = std::collections::BTreeMap::new();
-    let new = || Builder {
-        kernels: Default::default(),
-    };
-    if executions > dense {
-        let mut b = new();
-        b.attention(model, documents, attention, t);
-        b.moe(model, t, routing)?;
-        for k in b.times(executions - dense) {
-            *all.entry(Kernel { count: 0, ..k }).or_insert(0u64) += k.count;
-        }
+    // Executions of each kind of layer: (dense FFN, windowed attention).
+    let mut kinds = std::collections::BTreeMap::new();
+    for layer in model.execution_order() {
+        let one_based = layer + 1;
+        let dense = model
+            .dense
+            .as_ref()
+            .is_some_and(|d| d.layers.contains(&one_based));
+        let windowed = model
+            .window
+            .as_ref()
+            .is_some_and(|w| w.layers.contains(&one_based));
+        *kinds.entry((dense, windowed)).or_insert(0u64) += 1;
     }
-    if let Some(d) = model.dense.as_ref().filter(|_| dense > 0) {
-        let mut b = new();
-        b.attention(model, documents, attention, t);
-        b.gemm(Component::Dense, t, d.ffn, model.hidden, 1, 2);
-        b.gemm(Component::Dense, t, model.hidden, d.ffn, 1, 1);
-        for k in b.times(dense) {
+    let window = model.window.as_ref().map(|w| (w.kind, w.size));
+    let mut all = std::collections::BTreeMap::new();
+    for ((dense, windowed), times) in kinds {
+        let mut b = Builder {
+            kernels: Default::default(),
+        };
+        b.attention(model, documents, attention, window.filter(|_| windowed), t);
+        match model.dense.as_ref().filter(|_| dense) {
+            Some(d) => {
+                b.gemm(Component::Dense, t, d.ffn, model.hidden, 1, 2);
+                b.gemm(Component::Dense, t, model.hidden, d.ffn, 1, 1);
+            }
+            None => b.moe(model, t, routing)?,
+        }
+        for k in b.times(times) {
             *all.entry(Kernel { count: 0, ..k }).or_insert(0u64) += k.count;
         }
     }

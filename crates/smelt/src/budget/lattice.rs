@@ -148,8 +148,12 @@ pub struct Lattice {
     pub kv_heads: Steps,
     /// GQA ratio `heads / kv_heads` bounds (inclusive).
     pub gqa: (u64, u64),
-    /// Bounds (inclusive) on `heads * head_dim / hidden`.
+    /// Bounds (inclusive) on `heads * head_dim / hidden` (not applied with MLA).
     pub q_width: (f64, f64),
+    /// With an MLA Baseline, the key/value latent ranks: the KV knob. The per-head widths
+    /// stay the Baseline's (`head_dim` is their query/key width) and `kv_heads = heads`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_lora_rank: Option<Steps>,
 }
 
 /// The most combinations of hidden size, expert width and attention shape
@@ -181,6 +185,11 @@ impl Lattice {
                 u128::from(hi.saturating_sub(lo) + u64::from(hi >= lo))
             })
             .sum();
+        if let Some(ranks) = self.kv_lora_rank {
+            // MLA: every heads count with every latent rank.
+            let heads = u128::from(hmax.saturating_sub(hmin) + 1);
+            return u128::from(self.hidden.len()) * ffn * u128::from(ranks.len()) * heads;
+        }
         let per_hidden = match self.heads {
             // One heads count per head width; kv_heads must divide it.
             HeadsRule::Tied => u128::from(self.kv_heads.len()),
@@ -195,6 +204,9 @@ impl Lattice {
         let q = heads.saturating_mul(head_dim);
         match self.heads {
             HeadsRule::Tied => q == hidden,
+            HeadsRule::Free { min, max } if self.kv_lora_rank.is_some() => {
+                (min..=max).contains(&heads)
+            }
             HeadsRule::Free { min, max } => {
                 let ratio = q as f64 / hidden as f64;
                 (min..=max).contains(&heads)

@@ -43,6 +43,7 @@
 pub(crate) mod file;
 mod grid;
 mod lattice;
+mod lattice_file;
 mod objective;
 mod recipe;
 
@@ -105,18 +106,26 @@ impl Budget {
         validate_weights(&weights)?;
         let layers = recipe.layers(baseline.model.layers);
         let looping = recipe.resolve(layers)?;
-        if let Some(d) = &baseline.model.dense
-            && let Some(&last) = d.layers.last()
-            && last > layers
-        {
-            return Err(Error::invalid(
-                "recipe.layers",
-                format!(
-                    "the Baseline's dense layer {last} does not exist in a looped model of {layers} layers; \
-                     the looped model keeps the Baseline's dense layers at their positions"
-                ),
-            ));
+        // The looped model keeps the Baseline's layer pattern at its positions.
+        let m = &baseline.model;
+        for (kind, list) in [
+            ("dense", m.dense.as_ref().map(|d| &d.layers)),
+            ("windowed", m.window.as_ref().map(|w| &w.layers)),
+        ] {
+            if let Some(&last) = list.and_then(|l| l.last())
+                && last > layers
+            {
+                return Err(Error::invalid(
+                    "recipe.layers",
+                    format!(
+                        "the Baseline's {kind} layer {last} does not exist in a looped model of \
+                         {layers} layers; the looped model keeps the Baseline's {kind} layers at \
+                         their positions"
+                    ),
+                ));
+            }
         }
+        check_mla_lattice(&baseline, &lattice)?;
         Ok(Self {
             name: None,
             baseline,
@@ -269,5 +278,34 @@ impl Budget {
         })?;
         let (baseline, source) = file::baseline_from(value, dir, "baseline")?;
         f.budget(f.name.clone(), baseline, source)
+    }
+}
+
+/// An MLA Baseline is searched on an MLA lattice (latent ranks, its own head width, free
+/// heads) and a GQA Baseline on a GQA one.
+fn check_mla_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()> {
+    match (&baseline.model.mla, lattice.kv_lora_rank) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(Error::invalid(
+            "lattice.kv_lora_rank",
+            "is the KV knob of an MLA Baseline; this Baseline has no [model.mla]",
+        )),
+        (Some(_), None) => Err(Error::invalid(
+            "lattice.kv_lora_rank",
+            "missing: an MLA Baseline's KV knob is its latent rank",
+        )),
+        (Some(_), Some(_)) => {
+            let qk = baseline.model.head_dim;
+            if lattice.head_dim != [qk] || !matches!(lattice.heads, HeadsRule::Free { .. }) {
+                return Err(Error::invalid(
+                    "lattice",
+                    format!(
+                        "an MLA Baseline keeps its head width ({qk}) and takes heads in a \
+                         min..max range"
+                    ),
+                ));
+            }
+            Ok(())
+        }
     }
 }

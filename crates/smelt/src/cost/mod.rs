@@ -19,14 +19,14 @@
 //!
 //! **Parameters** (non-embedding, per physical layer unless stated):
 //! * attention: Q, K, V, O projections: `H*(heads + 2*kv_heads)*d + heads*d*H`, plus biases
-//!   when configured ([`AttentionBias`]: `(heads + 2*kv_heads)*d` for Q, K, V, plus `H` for O);
+//!   when configured ([`crate::spec::AttentionBias`]: `(heads + 2*kv_heads)*d` for Q, K, V, plus `H` for O);
 //! * experts: `E * 3*H*f` (gate, up, down) per MoE layer;
 //! * router: `H * E` (linear, no bias) per MoE layer;
 //! * shared: `s * 3*H*f_s` per MoE layer, plus `H` for the sigmoid gate if configured;
 //! * dense: `3*H*f_d` per dense layer;
 //! * norms: `2*H` per layer (pre-attention and pre-FFN RMSNorm) plus `H` for the final norm,
-//!   plus q/k norms if configured (`2*d` per layer for [`QkNorm::PerHead`],
-//!   `(heads + kv_heads)*d` for [`QkNorm::Full`]);
+//!   plus q/k norms if configured (`2*d` per layer for [`crate::spec::QkNorm::PerHead`],
+//!   `(heads + kv_heads)*d` for [`crate::spec::QkNorm::Full`]);
 //! * embeddings `vocab*H` and LM head `vocab*H` only when `[counting]` asks (a tied LM head
 //!   is not counted twice).
 //!
@@ -51,6 +51,12 @@
 //! looped layer keeps its own keys and values); bytes are elements times
 //! `workload.kv_dtype_bytes`.
 //!
+//! **Beyond GQA** (see the README's conventions): multi-head latent attention replaces the
+//! projections by the latent and up-projections and caches `kv_lora_rank + qk_rope_head_dim`
+//! per execution; windowed layers attend fewer keys ([`MeanKeys::windowed`]) and hold at
+//! most their window at the context ([`KvAtContext`]); sinks, router and expert biases are
+//! parameters without counted FLOPs; MTP modules count only with `[counting] mtp`.
+//!
 //! **Compute-equivalent sparsity** (SMELT, Eq. 1): with `F0, N0` the training FLOPs and
 //! parameters of the fully-activated control (same shapes, not looped, `E = k`, see
 //! [`ModelSpec::control`]), `N_act_eq = (F / F0) * N0` and `S = 1 - N_act_eq / N`. A looped
@@ -61,19 +67,20 @@
 
 mod attention;
 mod compare;
+mod layer;
 mod per_budget;
 mod types;
 
-pub use attention::{MeanKeys, Shortcut};
+pub use attention::{Keys, MeanKeys, Shortcut};
 pub use compare::{Comparison, compare};
 pub use per_budget::{BudgetKind, PerBudget, Ratios, Residuals};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
-    KvReport, ParamBreakdown, ParamReport, Sparsity,
+    KvAtContext, KvReport, ParamBreakdown, ParamReport, Sparsity, WindowedKeys,
 };
 
 use crate::error::Result;
-use crate::spec::{AttentionBias, Counting, Model, ModelSpec, QkNorm, Workload};
+use crate::spec::{Counting, KvCount, Model, ModelSpec, Workload};
 use crate::units::{Bytes, Flops, KvElements, Params, product};
 
 /// FLOPs per multiply-add.
@@ -81,41 +88,12 @@ pub const FLOPS_PER_MULTIPLY_ADD: u64 = 2;
 /// Training FLOPs over forward FLOPs (forward + a backward of twice the forward).
 pub const TRAINING_OVER_FORWARD: u64 = 3;
 
-/// `(heads * head_dim, (heads + 2 * kv_heads) * head_dim)`, checked.
-fn widths(model: &Model) -> Result<(u64, u64)> {
-    let q = product(&[model.heads, model.head_dim], "the query width")?;
-    let kv = product(&[2, model.kv_heads, model.head_dim], "the key/value width")?;
-    Ok((q, crate::units::add(q, kv, "the q/k/v width")?))
-}
-
 /// Layer executions, checked.
 fn executions(model: &Model) -> Result<u64> {
     let extra = model.looping.as_ref().map_or(Ok(0), |l| {
         product(&[l.repeats.saturating_sub(1), l.span], "layer executions")
     })?;
     crate::units::add(model.layers, extra, "layer executions")
-}
-
-fn qk_norm_params(model: &Model) -> Result<u64> {
-    Ok(match model.qk_norm {
-        QkNorm::None => 0,
-        QkNorm::PerHead => product(&[2, model.head_dim], "params.norms")?,
-        QkNorm::Full => product(
-            &[
-                crate::units::add(model.heads, model.kv_heads, "params.norms")?,
-                model.head_dim,
-            ],
-            "params.norms",
-        )?,
-    })
-}
-
-fn bias_params(model: &Model, qkv_width: u64) -> Result<u64> {
-    Ok(match model.attention_bias {
-        AttentionBias::None => 0,
-        AttentionBias::Qkv => qkv_width,
-        AttentionBias::All => crate::units::add(qkv_width, model.hidden, "params.attention")?,
-    })
 }
 
 /// `(MoE, dense)` physical layers.
@@ -131,74 +109,92 @@ fn execution_split(model: &Model) -> Result<(u64, u64)> {
     Ok((x - dense, dense))
 }
 
-/// Parameters of one MoE layer's shared experts and gate.
-fn shared_params_per_layer(model: &Model) -> Result<u64> {
-    let moe = &model.moe;
-    let experts = product(
-        &[3, model.hidden, moe.shared_ffn, moe.shared_experts],
-        "params.shared",
-    )?;
-    let gate = if moe.shared_gate { model.hidden } else { 0 };
-    crate::units::add(experts, gate, "params.shared")
+/// `(full, windowed)` layer executions.
+fn attention_split(model: &Model) -> Result<(u64, u64)> {
+    let x = executions(model)?;
+    let windowed = model.window.as_ref().map_or(0, |w| {
+        model
+            .execution_order()
+            .iter()
+            .filter(|&&l| w.layers.contains(&(l + 1)))
+            .count() as u64
+    });
+    Ok((x - windowed, windowed))
 }
 
-/// Parameters of `model`: `(total, active)` breakdowns.
-pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, ParamBreakdown)> {
-    let (h, l, moe) = (model.hidden, model.layers, &model.moe);
-    let (moe_layers, dense_layers) = layer_split(model);
-    let (q_width, qkv_width) = widths(model)?;
-    let bias = bias_params(model, qkv_width)?;
-    let per_layer_attention = product(&[h, qkv_width], "params.attention")?
-        .checked_add(product(&[q_width, h], "params.attention")?)
-        .and_then(|p| p.checked_add(bias))
-        .ok_or(crate::Error::Overflow {
-            what: "params.attention",
-        })?;
-    let attention = Params(per_layer_attention).checked_mul(l)?;
-    let expert = product(&[3, h, moe.expert_ffn], "params.experts")?;
-    let experts = Params(product(
-        &[expert, moe.experts, moe_layers],
-        "params.experts",
-    )?);
-    let active_experts = Params(product(&[expert, moe.top_k, moe_layers], "params.experts")?);
-    let router = Params(product(&[h, moe.experts, moe_layers], "params.router")?);
-    let shared = Params(product(
-        &[shared_params_per_layer(model)?, moe_layers],
-        "params.shared",
-    )?);
-    let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
-    let dense = Params(product(&[3, h, dense_ffn, dense_layers], "params.dense")?);
-    let per_layer_norms = product(&[2, h], "params.norms")?
-        .checked_add(qk_norm_params(model)?)
-        .ok_or(crate::Error::Overflow {
-            what: "params.norms",
-        })?;
-    let norms = Params(per_layer_norms)
-        .checked_mul(l)?
-        .checked_add(Params(h))?;
-    let vocab_matrix = Params(product(&[model.vocab, h], "params.embeddings")?);
+/// The embedding and LM-head matrices counted: `(embeddings, lm_head)`.
+fn vocab_matrices(model: &Model, counting: &Counting) -> Result<(Params, Params)> {
+    let matrix = Params(product(&[model.vocab, model.hidden], "params.embeddings")?);
     let embeddings = if counting.embeddings {
-        vocab_matrix
+        matrix
     } else {
         Params::ZERO
     };
     let lm_head = if counting.lm_head && !(model.tie_embeddings && counting.embeddings) {
-        vocab_matrix
+        matrix
     } else {
         Params::ZERO
     };
-    let total = ParamBreakdown {
-        attention,
-        experts,
-        router,
-        shared,
-        dense,
-        norms,
+    Ok((embeddings, lm_head))
+}
+
+/// Parameters of the multi-token-prediction modules when counted: `(total, active)`.
+fn mtp_params(model: &Model, counting: &Counting) -> Result<(Params, Params)> {
+    if !counting.mtp || model.mtp_layers == 0 {
+        return Ok((Params::ZERO, Params::ZERO));
+    }
+    let h = model.hidden;
+    let (a, f) = (layer::attention(model)?, layer::moe(model)?);
+    let (embeddings, lm_head) = vocab_matrices(model, counting)?;
+    // The block (attention, MoE, two norms), the projection of [norm(h); norm(embedding)]
+    // (2H x H), three norms (enorm, hnorm, the head's norm) and the module's own embedding
+    // and head, as the checkpoint stores them.
+    let common = Params::sum(&[
+        Params(a.params),
+        Params(a.norms),
+        Params(product(&[5, h], "params.mtp")?),
+        Params(product(&[2, h, h], "params.mtp")?),
+        Params(f.router),
+        Params(f.shared),
         embeddings,
         lm_head,
+    ])?;
+    let total = common.checked_add(Params(f.experts))?;
+    let active = common.checked_add(Params(f.active_experts))?;
+    Ok((
+        total.checked_mul(model.mtp_layers)?,
+        active.checked_mul(model.mtp_layers)?,
+    ))
+}
+
+/// Parameters of `model`: `(total, active)` breakdowns.
+pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, ParamBreakdown)> {
+    let (h, l) = (model.hidden, model.layers);
+    let (moe_layers, dense_layers) = layer_split(model);
+    let a = layer::attention(model)?;
+    let f = layer::moe(model)?;
+    let per_moe_layer = |x: u64| Params(x).checked_mul(moe_layers);
+    let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
+    let per_layer_norms =
+        crate::units::add(product(&[2, h], "params.norms")?, a.norms, "params.norms")?;
+    let (embeddings, lm_head) = vocab_matrices(model, counting)?;
+    let (mtp, active_mtp) = mtp_params(model, counting)?;
+    let total = ParamBreakdown {
+        attention: Params(a.params).checked_mul(l)?,
+        experts: per_moe_layer(f.experts)?,
+        router: per_moe_layer(f.router)?,
+        shared: per_moe_layer(f.shared)?,
+        dense: Params(product(&[3, h, dense_ffn, dense_layers], "params.dense")?),
+        norms: Params(per_layer_norms)
+            .checked_mul(l)?
+            .checked_add(Params(h))?,
+        embeddings,
+        lm_head,
+        mtp,
     };
     let active = ParamBreakdown {
-        experts: active_experts,
+        experts: per_moe_layer(f.active_experts)?,
+        mtp: active_mtp,
         ..total
     };
     Ok((total, active))
@@ -210,96 +206,148 @@ pub fn forward_flops(
     workload: &Workload,
     counting: &Counting,
 ) -> Result<FlopBreakdown> {
-    forward_flops_with(model, MeanKeys::of(workload)?, counting)
+    forward_flops_with(model, &Keys::of(workload, model)?, counting)
 }
 
 /// [`forward_flops`] with the workload's keys per query already computed (for search).
 pub fn forward_flops_with(
     model: &Model,
-    keys: MeanKeys,
+    keys: &Keys,
     counting: &Counting,
 ) -> Result<FlopBreakdown> {
-    let (h, moe) = (model.hidden, &model.moe);
-    let x = executions(model)?;
+    keys.check(model)?;
+    let h = model.hidden;
     let (x_moe, x_dense) = execution_split(model)?;
-    let (q_width, qkv_width) = widths(model)?;
-    let projections = Flops::from_int(product(&[2, h, qkv_width], "flops.projections")?)
-        .checked_add(Flops::from_int(product(
-            &[2, q_width, h],
-            "flops.projections",
-        )?))?
-        .checked_mul(x)?;
-    let attention_core = keys.attention_flops(q_width)?.checked_mul(x)?;
-    let router = Flops::from_int(product(&[2, h, moe.experts, x_moe], "flops.router")?);
-    let experts = Flops::from_int(product(
-        &[moe.top_k, 2, 3, h, moe.expert_ffn, x_moe],
-        "flops.experts",
-    )?);
-    let shared_experts = product(
-        &[moe.shared_experts, 2, 3, h, moe.shared_ffn],
-        "flops.shared",
-    )?;
-    let gate = if moe.shared_gate {
-        product(&[2, h], "flops.shared")?
-    } else {
-        0
+    let (x_full, x_windowed) = attention_split(model)?;
+    let a = layer::attention(model)?;
+    let f = layer::moe(model)?;
+    let flops = |macs: u64, times: u64, what| {
+        Ok::<_, crate::Error>(Flops::from_int(product(&[2, macs, times], what)?))
     };
-    let shared = Flops::from_int(product(
-        &[
-            crate::units::add(shared_experts, gate, "flops.shared")?,
-            x_moe,
-        ],
-        "flops.shared",
-    )?);
+    let core = keys.full.attention_flops(a.core_width)?;
+    let mut attention_core = core.checked_mul(x_full)?;
+    if let Some((_, _, w)) = keys.windowed {
+        attention_core = attention_core
+            .checked_add(w.attention_flops(a.core_width)?.checked_mul(x_windowed)?)?;
+    }
     let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
-    let dense = Flops::from_int(product(&[2, 3, h, dense_ffn, x_dense], "flops.dense")?);
+    let lm_head_macs = product(&[h, model.vocab], "flops.lm_head")?;
     let lm_head = if counting.lm_head {
-        Flops::from_int(product(&[2, h, model.vocab], "flops.lm_head")?)
+        flops(lm_head_macs, 1, "flops.lm_head")?
+    } else {
+        Flops::ZERO
+    };
+    let mtp = if counting.mtp && model.mtp_layers > 0 {
+        // Per module: the projection of [norm(h); norm(embedding)], one MoE layer with full
+        // attention, and the head when it is counted.
+        let macs = [a.macs, f.router_macs, f.expert_macs, f.shared_macs]
+            .into_iter()
+            .try_fold(product(&[2, h, h], "flops.mtp")?, |s, m| {
+                crate::units::add(s, m, "flops.mtp")
+            })?;
+        let head = if counting.lm_head { lm_head_macs } else { 0 };
+        flops(
+            crate::units::add(macs, head, "flops.mtp")?,
+            model.mtp_layers,
+            "flops.mtp",
+        )?
+        .checked_add(core.checked_mul(model.mtp_layers)?)?
     } else {
         Flops::ZERO
     };
     Ok(FlopBreakdown {
-        projections,
+        projections: flops(a.macs, executions(model)?, "flops.projections")?,
         attention_core,
-        router,
-        experts,
-        shared,
-        dense,
+        router: flops(f.router_macs, x_moe, "flops.router")?,
+        experts: flops(f.expert_macs, x_moe, "flops.experts")?,
+        shared: flops(f.shared_macs, x_moe, "flops.shared")?,
+        dense: flops(
+            product(&[3, h, dense_ffn], "flops.dense")?,
+            x_dense,
+            "flops.dense",
+        )?,
         lm_head,
+        mtp,
     })
 }
 
-/// KV-cache elements per token: `2 * kv_heads * head_dim` per layer execution.
+/// KV-cache elements per token: the attention block's per execution, over all executions.
 fn kv_elements(model: &Model) -> Result<KvElements> {
     Ok(KvElements(product(
-        &[2, model.kv_heads, model.head_dim, executions(model)?],
+        &[layer::attention(model)?.kv, executions(model)?],
         "kv_cache.elements",
     )?))
 }
 
-/// KV cache per token of `model` on `workload`.
-pub fn kv_cache(model: &Model, workload: &Workload) -> Result<KvReport> {
+/// KV-cache elements one sequence of `context` tokens holds at its end: `context` entries
+/// per full layer execution, at most the window per windowed one.
+fn kv_at_context(model: &Model, context: u64) -> Result<KvElements> {
+    let per = layer::attention(model)?.kv;
+    let (full, windowed) = attention_split(model)?;
+    let held = model.window.as_ref().map_or(0, |w| w.size.min(context));
+    let full = product(&[per, full, context], "kv_cache.at_context")?;
+    let windowed = product(&[per, windowed, held], "kv_cache.at_context")?;
+    Ok(KvElements(crate::units::add(
+        full,
+        windowed,
+        "kv_cache.at_context",
+    )?))
+}
+
+/// KV cache of `model` on `workload`: per token, and held by one sequence at the context.
+pub fn kv_cache(model: &Model, workload: &Workload, counting: &Counting) -> Result<KvReport> {
+    let bytes = |e: KvElements| {
+        Ok::<_, crate::Error>(Bytes(product(
+            &[e.0, workload.kv_dtype_bytes],
+            "kv_cache.bytes",
+        )?))
+    };
     let elements = kv_elements(model)?;
-    let bytes = Bytes(product(
-        &[elements.0, workload.kv_dtype_bytes],
-        "kv_cache.bytes",
-    )?);
-    Ok(KvReport { elements, bytes })
+    let at_context = kv_at_context(model, workload.context)?;
+    Ok(KvReport {
+        elements,
+        bytes: bytes(elements)?,
+        at_context: KvAtContext {
+            context: workload.context,
+            elements: at_context,
+            bytes: bytes(at_context)?,
+        },
+        budget: counting.kv,
+    })
+}
+
+/// The KV budget `counting` asks for.
+fn kv_budget(model: &Model, context: u64, counting: &Counting) -> Result<KvElements> {
+    match counting.kv {
+        KvCount::PerToken => kv_elements(model),
+        KvCount::AtContext => kv_at_context(model, context),
+    }
 }
 
 /// The three budgets of a validated spec, without the report around them.
 pub fn budgets(spec: &ModelSpec) -> Result<Budgets> {
-    budgets_with(&spec.model, MeanKeys::of(&spec.workload)?, &spec.counting)
+    budgets_with(
+        &spec.model,
+        &Keys::of(&spec.workload, &spec.model)?,
+        spec.workload.context,
+        &spec.counting,
+    )
 }
 
-/// [`budgets`] of a model with the workload's keys per query already computed (for search).
-pub fn budgets_with(model: &Model, keys: MeanKeys, counting: &Counting) -> Result<Budgets> {
+/// [`budgets`] of a model with the workload's keys per query already computed (for
+/// search); `context` is the workload's, for a KV budget counted at the context.
+pub fn budgets_with(
+    model: &Model,
+    keys: &Keys,
+    context: u64,
+    counting: &Counting,
+) -> Result<Budgets> {
     let (total, _) = params(model, counting)?;
     let forward = forward_flops_with(model, keys, counting)?.total()?;
     Ok(Budgets {
         flops: forward.checked_mul(TRAINING_OVER_FORWARD)?,
         params: total.total()?,
-        kv: kv_elements(model)?,
+        kv: kv_budget(model, context, counting)?,
     })
 }
 
@@ -323,7 +371,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
     let control_budgets = budgets(&control)?;
     let n_act_eq =
         training.as_f64() / control_budgets.flops.as_f64() * control_budgets.params.as_f64();
-    let keys = MeanKeys::of(&spec.workload)?;
+    let keys = Keys::of(&spec.workload, &spec.model)?;
     let shortcut = keys.shortcut(spec, training)?;
 
     Ok(Cost {
@@ -340,6 +388,8 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             embeddings_counted: spec.counting.embeddings,
             lm_head_counted: spec.counting.lm_head,
             kv_dtype_bytes: spec.workload.kv_dtype_bytes,
+            mtp_counted: spec.counting.mtp,
+            kv_budget: spec.counting.kv,
             workload: spec.workload.clone(),
         },
         physical_layers: spec.model.layers,
@@ -355,10 +405,16 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             forward,
             forward_breakdown,
         },
-        kv_cache_per_token: kv_cache(&spec.model, &spec.workload)?,
+        kv_cache_per_token: kv_cache(&spec.model, &spec.workload, &spec.counting)?,
         attention: AttentionReport {
-            mean_keys_per_query: keys.as_f64(),
-            mean_keys_exact: keys.to_string(),
+            mean_keys_per_query: keys.full.as_f64(),
+            mean_keys_exact: keys.full.to_string(),
+            windowed: keys.windowed.map(|(kind, size, w)| WindowedKeys {
+                kind,
+                size,
+                mean_keys_per_query: w.as_f64(),
+                mean_keys_exact: w.to_string(),
+            }),
             mean_length_shortcut: shortcut,
         },
         sparsity: Sparsity {

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::{PerBudget, Residuals, Shortcut};
 use crate::error::Result;
-use crate::spec::{Attention, Workload};
+use crate::spec::{Attention, KvCount, WindowKind, Workload};
 use crate::units::{Bytes, Flops, KvElements, Params};
 
 /// Parameters by component.
@@ -26,6 +26,8 @@ pub struct ParamBreakdown {
     pub embeddings: Params,
     /// LM head (0 unless counted, and 0 when tied to counted embeddings).
     pub lm_head: Params,
+    /// Multi-token-prediction modules (0 unless `[counting] mtp`).
+    pub mtp: Params,
 }
 
 impl ParamBreakdown {
@@ -40,6 +42,7 @@ impl ParamBreakdown {
             self.norms,
             self.embeddings,
             self.lm_head,
+            self.mtp,
         ])
     }
 }
@@ -61,6 +64,8 @@ pub struct FlopBreakdown {
     pub dense: Flops,
     /// LM head (0 unless counted).
     pub lm_head: Flops,
+    /// Multi-token-prediction modules (0 unless `[counting] mtp`).
+    pub mtp: Flops,
 }
 
 impl FlopBreakdown {
@@ -74,6 +79,7 @@ impl FlopBreakdown {
             self.shared,
             self.dense,
             self.lm_head,
+            self.mtp,
         ])
     }
 }
@@ -85,7 +91,7 @@ pub struct Budgets {
     pub flops: Flops,
     /// Total parameters (non-embedding unless `[counting]` says otherwise).
     pub params: Params,
-    /// KV-cache elements per token.
+    /// KV-cache elements: per token, or held at the context (`[counting] kv`).
     pub kv: KvElements,
 }
 
@@ -134,10 +140,27 @@ pub struct FlopReport {
     pub forward_breakdown: FlopBreakdown,
 }
 
-/// KV cache per token.
+/// KV cache per token, and per sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct KvReport {
-    /// Key plus value elements per token, over all layer executions.
+    /// Key plus value elements per token, over all layer executions (MLA: the latent and
+    /// the RoPE key).
+    pub elements: KvElements,
+    /// `elements * kv_dtype_bytes`.
+    pub bytes: Bytes,
+    /// What one sequence of the workload's context holds at its end.
+    pub at_context: KvAtContext,
+    /// Which of the two the KV budget is (`[counting] kv`).
+    pub budget: KvCount,
+}
+
+/// The KV cache one sequence holds at the end of the workload's context: `context` entries
+/// per full layer execution, `min(window, context)` per windowed one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct KvAtContext {
+    /// The context, tokens.
+    pub context: u64,
+    /// Elements held.
     pub elements: KvElements,
     /// `elements * kv_dtype_bytes`.
     pub bytes: Bytes,
@@ -183,6 +206,10 @@ pub struct Conventions {
     pub lm_head_counted: bool,
     /// Bytes per KV element.
     pub kv_dtype_bytes: u64,
+    /// Whether the multi-token-prediction modules are in the parameter and FLOP counts.
+    pub mtp_counted: bool,
+    /// What the KV budget counts: `per_token` or `at_context`.
+    pub kv_budget: KvCount,
     /// The workload everything per token was evaluated at.
     pub workload: Workload,
 }
@@ -194,9 +221,25 @@ pub struct AttentionReport {
     pub mean_keys_per_query: f64,
     /// `c̄` as an exact fraction `"num/den"` (or an integer).
     pub mean_keys_exact: String,
+    /// The windowed layers' `c̄`, when the model has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windowed: Option<WindowedKeys>,
     /// With a histogram: the cost at the mean document length, for comparison.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_length_shortcut: Option<Shortcut>,
+}
+
+/// The mean keys a query of a windowed layer attends.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowedKeys {
+    /// Sliding or chunked.
+    pub kind: WindowKind,
+    /// Window (chunk) length.
+    pub size: u64,
+    /// `c̄` of the windowed layers.
+    pub mean_keys_per_query: f64,
+    /// As an exact fraction.
+    pub mean_keys_exact: String,
 }
 
 /// The cost of one model: the JSON contract of `smelt cost --format json`.
@@ -229,7 +272,10 @@ impl Cost {
         Budgets {
             flops: self.flops_per_token.training,
             params: self.params.total,
-            kv: self.kv_cache_per_token.elements,
+            kv: match self.kv_cache_per_token.budget {
+                KvCount::PerToken => self.kv_cache_per_token.elements,
+                KvCount::AtContext => self.kv_cache_per_token.at_context.elements,
+            },
         }
     }
 }

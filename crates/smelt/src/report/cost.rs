@@ -2,6 +2,7 @@
 
 use super::{Document, Field, Report, Table, group_digits, percent, short};
 use crate::cost::{Comparison, Cost};
+use crate::spec::KvCount;
 use crate::units::Flops;
 
 /// FLOPs with digit groups, and three decimals when not whole.
@@ -27,9 +28,27 @@ struct Row {
     approx: String,
 }
 
-/// The rows of one cost. `all` keeps rows that are zero (so two costs line up); `dense`
-/// shows the dense-FFN rows.
-fn rows(c: &Cost, all: bool, dense: bool) -> Vec<Row> {
+/// Rows only some models have: dense FFNs, MTP modules, windowed layers.
+#[derive(Clone, Copy)]
+struct Extras {
+    dense: bool,
+    mtp: bool,
+    windowed: bool,
+}
+
+impl Extras {
+    fn of(costs: &[&Cost]) -> Self {
+        Self {
+            dense: costs.iter().any(|c| c.params.breakdown.dense.0 > 0),
+            mtp: costs.iter().any(|c| c.params.breakdown.mtp.0 > 0),
+            windowed: costs.iter().any(|c| c.attention.windowed.is_some()),
+        }
+    }
+}
+
+/// The rows of one cost. `all` keeps rows that are zero (so two costs line up); `extras`
+/// says which of the rows only some models have to show.
+fn rows(c: &Cost, all: bool, extras: Extras) -> Vec<Row> {
     let mut r = Vec::new();
     let mut push = |label: &'static str, exact: Field, approx: String| {
         r.push(Row {
@@ -57,8 +76,9 @@ fn rows(c: &Cost, all: bool, dense: bool) -> Vec<Row> {
         ("  norms", b.norms, false),
         ("  embeddings", b.embeddings, true),
         ("  lm_head", b.lm_head, true),
+        ("  MTP modules", b.mtp, true),
     ] {
-        if label == "  dense FFN" && !dense {
+        if (label == "  dense FFN" && !extras.dense) || (label == "  MTP modules" && !extras.mtp) {
             continue;
         }
         if all || v.0 > 0 || !optional {
@@ -86,11 +106,13 @@ fn rows(c: &Cost, all: bool, dense: bool) -> Vec<Row> {
         ("  shared", fb.shared),
         ("  dense FFN", fb.dense),
         ("  lm_head", fb.lm_head),
+        ("  MTP modules", fb.mtp),
     ] {
-        if label == "  dense FFN" && !dense {
+        if (label == "  dense FFN" && !extras.dense) || (label == "  MTP modules" && !extras.mtp) {
             continue;
         }
-        if all || v != Flops::ZERO || label != "  lm_head" {
+        let optional = matches!(label, "  lm_head" | "  MTP modules");
+        if all || v != Flops::ZERO || !optional {
             push(label, fl(v), short(v.as_f64()));
         }
     }
@@ -101,6 +123,22 @@ fn rows(c: &Cost, all: bool, dense: bool) -> Vec<Row> {
         String::new(),
     );
     push("KV cache/token (bytes)", count(kv.bytes.0), String::new());
+    let at = &kv.at_context;
+    let marker = if kv.budget == KvCount::AtContext {
+        ", the KV budget"
+    } else {
+        ""
+    };
+    push(
+        "KV held at context (elements)",
+        count(at.elements.0),
+        format!("context {}{marker}", at.context),
+    );
+    push(
+        "KV held at context (bytes)",
+        count(at.bytes.0),
+        String::new(),
+    );
     push(
         "mean keys per query",
         Field::shown(
@@ -109,6 +147,15 @@ fn rows(c: &Cost, all: bool, dense: bool) -> Vec<Row> {
         ),
         format!("{:.3}", c.attention.mean_keys_per_query),
     );
+    if let Some(w) = &c.attention.windowed {
+        push(
+            "  in windowed layers",
+            Field::shown(w.mean_keys_exact.clone(), w.mean_keys_per_query),
+            format!("{} {}", w.kind.as_str(), w.size),
+        );
+    } else if all && extras.windowed {
+        push("  in windowed layers", Field::text("-"), String::new());
+    }
     match &c.attention.mean_length_shortcut {
         Some(s) => push(
             "  shortcut at mean doc length",
@@ -161,8 +208,7 @@ impl Report for Cost {
         let mut t = Table::new(["quantity", "exact", "approx"])
             .right_from(1)
             .data();
-        let dense = self.params.breakdown.dense.0 > 0;
-        for row in rows(self, false, dense) {
+        for row in rows(self, false, Extras::of(&[self])) {
             t.rows.push(vec![
                 Field::text(row.label),
                 row.exact,
@@ -176,8 +222,7 @@ impl Report for Cost {
 
 impl Report for Comparison {
     fn document(&self) -> Document {
-        let dense =
-            self.baseline.params.breakdown.dense.0 > 0 || self.model.params.breakdown.dense.0 > 0;
+        let extras = Extras::of(&[&self.baseline, &self.model]);
         let base_name = self.baseline.name.as_deref().unwrap_or("baseline");
         let model_name = self.model.name.as_deref().unwrap_or("model");
         let mut doc = Document::titled(format!(
@@ -194,13 +239,17 @@ impl Report for Comparison {
             .right_from(1)
             .data();
         let r = &self.residuals;
-        let base = rows(&self.baseline, true, dense);
-        let model = rows(&self.model, true, dense);
+        let kv_row = match self.baseline.kv_cache_per_token.budget {
+            KvCount::PerToken => "KV cache/token (elements)",
+            KvCount::AtContext => "KV held at context (elements)",
+        };
+        let base = rows(&self.baseline, true, extras);
+        let model = rows(&self.model, true, extras);
         for (b, m) in base.into_iter().zip(model) {
             let residual = match b.label {
                 "params total" => Field::percent(r.params),
                 "FLOPs/token training" => Field::percent(r.flops),
-                "KV cache/token (elements)" => Field::percent(r.kv),
+                l if l == kv_row => Field::percent(r.kv),
                 _ => Field::blank(),
             };
             t.rows

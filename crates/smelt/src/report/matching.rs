@@ -80,6 +80,25 @@ impl Report for MatchReport {
         ] {
             s.push_texts([label.to_owned(), a.to_string(), b.to_string()]);
         }
+        if bm.mla.is_some() || lm.mla.is_some() {
+            let rank = |m: &crate::spec::Model| {
+                m.mla
+                    .as_ref()
+                    .map_or("-".to_owned(), |a| a.kv_lora_rank.to_string())
+            };
+            s.push_texts(["kv_lora_rank".to_owned(), rank(bm), rank(lm)]);
+        }
+        for (label, text) in [
+            (
+                "dense layers",
+                dense_text as fn(&crate::spec::Model) -> Option<String>,
+            ),
+            ("windowed layers", window_text),
+        ] {
+            if let (Some(a), Some(b)) = (text(bm), text(lm)) {
+                s.push_texts([label.to_owned(), a, b]);
+            }
+        }
         s.push_texts(["loop".to_owned(), loop_text(bm), loop_text(lm)]);
         doc.table(s);
 
@@ -202,4 +221,33 @@ pub fn model_file(m: &MatchReport) -> Result<String> {
         percent(r.kv),
     );
     commented_model_file(&comment, &m.looped)
+}
+
+/// The dense layers in words, when a model has any.
+fn dense_text(m: &crate::spec::Model) -> Option<String> {
+    m.dense
+        .as_ref()
+        .map(|d| format!("{} (ffn {})", layer_list(&d.layers), d.ffn))
+}
+
+/// The windowed layers in words, when a model has any.
+fn window_text(m: &crate::spec::Model) -> Option<String> {
+    m.window
+        .as_ref()
+        .map(|w| format!("{} ({} {})", layer_list(&w.layers), w.kind.as_str(), w.size))
+}
+
+/// 1-based layers, runs of consecutive ones (or every other one) shortened.
+fn layer_list(layers: &[u64]) -> String {
+    let every_other = layers.len() > 2 && layers.windows(2).all(|p| p[1] == p[0] + 2);
+    let consecutive = layers.len() > 2 && layers.windows(2).all(|p| p[1] == p[0] + 1);
+    match (layers.first(), layers.last()) {
+        (Some(a), Some(b)) if consecutive => format!("{a}-{b}"),
+        (Some(a), Some(b)) if every_other => format!("{a}, {}, ..., {b}", a + 2),
+        _ => layers
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{Candidate, SearchOptions, solve_with};
 use crate::budget::{Budget, FfnRule, Lattice, Steps, Tolerance, broken};
-use crate::cost::{BudgetKind, MeanKeys, Residuals, budgets_with};
+use crate::cost::{BudgetKind, Keys, Residuals, budgets_with};
 use crate::error::Result;
 use crate::spec::Model;
 
@@ -117,6 +117,18 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
             }
         }
     }
+    if let Some(r) = lattice.kv_lora_rank {
+        // MLA: the latent rank is the only attention knob with a step.
+        if let Some(h) = halve(r) {
+            let change = format!("step {} -> {}", r.step, h.step);
+            let l = Lattice {
+                kv_lora_rank: Some(h),
+                ..lattice.clone()
+            };
+            push("lattice.kv_lora_rank", change, l);
+        }
+        return out;
+    }
     let d = &lattice.head_dim;
     let mut finer: Vec<u64> = d
         .windows(2)
@@ -182,7 +194,8 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
         .unwrap_or(BudgetKind::Kv);
     let lattice = budget.lattice();
     let baseline = budget.baseline();
-    let keys = MeanKeys::of(&baseline.workload)?;
+    let keys = Keys::of(&baseline.workload, &baseline.model)?;
+    let context = baseline.workload.context;
     let m = &best.model;
     // The budgets one step away along the knob that moves the binding budget most directly.
     let stepped = |knob: &str| -> Result<Option<f64>> {
@@ -193,14 +206,28 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
             _ => return Ok(None),
         }
         let (a, b) = (
-            budgets_with(m, keys, &baseline.counting)?,
-            budgets_with(&next, keys, &baseline.counting)?,
+            budgets_with(m, &keys, context, &baseline.counting)?,
+            budgets_with(&next, &keys, context, &baseline.counting)?,
         );
-        let base = budgets_with(&baseline.model, keys, &baseline.counting)?;
+        let base = budgets_with(&baseline.model, &keys, context, &baseline.counting)?;
         let (a, b, base) = (a.to_f64(), b.to_f64(), base.to_f64());
         Ok(Some((b.get(binding) - a.get(binding)) / base.get(binding)))
     };
     let (knob, step_moves, why) = match binding {
+        BudgetKind::Kv if m.mla.is_some() => {
+            let rank = m.mla.as_ref().map_or(0, |a| a.kv_lora_rank);
+            let step = lattice.kv_lora_rank.map_or(1, |r| r.step);
+            (
+                "lattice.kv_lora_rank".to_owned(),
+                step as f64 / rank.max(1) as f64,
+                format!(
+                    "the KV cache of MLA depends on the latent rank alone (kv_lora_rank + \
+                     qk_rope_head_dim per layer execution); the lattice's nearest to the \
+                     Baseline's is a rank of {rank}, {:+.2}% off",
+                    100.0 * r.kv
+                ),
+            )
+        }
         BudgetKind::Kv => {
             let kv = m.kv_heads * m.head_dim;
             let moves = 1.0 / kv as f64;

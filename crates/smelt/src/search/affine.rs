@@ -5,23 +5,28 @@
 //! fixed, their widths tied to `H`), the cost model's training FLOPs (times the workload's
 //! query count `Q`, which makes them whole), parameters and KV elements are each
 //!
-//! `c1 + cf·f + cq·q + ckv·kv + cd·d + ce·E + cfe·f·E`
+//! `c1 + cf·f + cq·q + ckv·kv + cd·d + ch·heads + ce·E + cfe·f·E`
 //!
 //! in the expert width `f`, the query width `q = heads·head_dim`, the key width
-//! `kv = kv_heads·head_dim`, the head width `d` (per-head q/k norms), and the expert count
-//! `E` (the experts' weights are the one product term). The seven coefficients are exact
-//! integers, read off seven cost-model evaluations that change one knob at a time, and
-//! checked at an eighth point that changes all of them: a cost model that ever stopped
-//! being of this form would be reported as an error, not searched on.
+//! `kv = kv_heads·head_dim`, the head width `d` (per-head q/k norms), the number of query
+//! heads (attention sinks) and the expert count `E` (the experts' weights are the one
+//! product term). The coefficients are exact integers, read off seven cost-model
+//! evaluations (eight with sinks), and checked at one more point that changes every knob: a cost model that
+//! ever stopped being of this form would be reported as an error, not searched on.
+//!
+//! With an MLA Baseline the per-head widths are fixed and the attention knobs are the
+//! heads and the key/value latent rank `r`; the budgets are then of the same form with
+//! `q = heads`, `kv = r` and `d = heads·r` (the up-projection of the latent to every head's
+//! keys and values is the one product term), read off and checked the same way.
 
 use crate::budget::Budget;
-use crate::cost::{MeanKeys, budgets_with};
+use crate::cost::{Keys, budgets_with};
 use crate::error::{Error, Result};
 use crate::spec::{Counting, Loop};
 
 use super::{Point, looped_model};
 
-/// `c1 + cf·f + cq·q + ckv·kv + cd·d + ce·E + cfe·f·E`.
+/// `c1 + cf·f + cq·q + ckv·kv + cd·d + ch·heads + ce·E + cfe·f·E`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Linear {
     c1: i128,
@@ -29,6 +34,7 @@ pub(crate) struct Linear {
     cq: i128,
     ckv: i128,
     cd: i128,
+    ch: i128,
     ce: i128,
     cfe: i128,
 }
@@ -40,6 +46,8 @@ pub(crate) struct Knobs {
     pub q: u64,
     pub kv: u64,
     pub d: u64,
+    /// Query heads (GQA; with MLA `q` is the heads and this is 0).
+    pub h: u64,
     pub e: u64,
 }
 
@@ -52,15 +60,30 @@ impl Linear {
             + self.cq * k.q as i128
             + self.ckv * k.kv as i128
             + self.cd * k.d as i128
+            + self.ch * k.h as i128
             + self.ce * e
             + self.cfe * f * e
     }
 
-    /// The part that does not depend on `E`, and the slope in `E`, at expert width `f` and
-    /// shape `(q, kv, d)`: the value is `intercept + slope·E`.
-    pub fn in_experts(&self, f: u64, q: u64, kv: u64, d: u64) -> (i128, i128) {
-        let k = Knobs { f, q, kv, d, e: 0 };
-        (self.at(k), self.ce + self.cfe * f as i128)
+    /// The KV count as `(per unit of key width (GQA) or latent rank (MLA), offset)`: an
+    /// error if it depends on anything else, as the shape stream assumes.
+    pub fn kv_form(&self, mla: bool) -> Result<(i128, i128)> {
+        let others = [self.cf, self.cq, self.cd, self.ch, self.ce, self.cfe];
+        if others.iter().any(|&c| c != 0) || (!mla && self.c1 != 0) {
+            return Err(Error::Internal {
+                message: format!("a KV count that is not linear in the key width: {self:?}"),
+            });
+        }
+        Ok((self.ckv, self.c1))
+    }
+
+    /// The part that does not depend on `E`, and the slope in `E`, at the expert width and
+    /// shape of `k` (its `e` ignored): the value is `intercept + slope·E`.
+    pub fn in_experts(&self, k: Knobs) -> (i128, i128) {
+        (
+            self.at(Knobs { e: 0, ..k }),
+            self.ce + self.cfe * k.f as i128,
+        )
     }
 }
 
@@ -74,35 +97,62 @@ pub(crate) struct AtHidden {
     pub kv: Linear,
 }
 
-/// One cost-model evaluation: `[flops × Q, params, kv]`.
-fn exact(
-    budget: &Budget,
-    looping: Option<&Loop>,
-    keys: MeanKeys,
-    counting: &Counting,
-    hidden: u64,
-    (f, heads, kv_heads, d, e): (u64, u64, u64, u64, u64),
-) -> Result<[i128; 3]> {
-    let point = Point {
-        hidden,
-        expert_ffn: f,
-        heads,
-        kv_heads,
-        head_dim: d,
-        experts: e,
-    };
-    let b = budgets_with(&looped_model(budget, looping, point), keys, counting)?;
-    Ok([
-        flops_scaled(b.flops, keys)?,
-        i128::from(b.params.0),
-        i128::from(b.kv.0),
-    ])
+/// The search's fixed context for cost-model evaluations.
+#[derive(Clone, Copy)]
+pub(crate) struct Eval<'a> {
+    pub budget: &'a Budget,
+    pub looping: Option<&'a Loop>,
+    pub keys: &'a Keys,
+    pub counting: &'a Counting,
 }
 
-/// `flops × Q` as an integer (`Q` = the workload's query count, which every FLOP count's
+impl Eval<'_> {
+    /// `[flops × Q, params, kv]` of the model at `point`.
+    pub fn at(&self, point: Point) -> Result<[i128; 3]> {
+        let model = looped_model(self.budget, self.looping, point);
+        let context = self.budget.baseline().workload.context;
+        let b = budgets_with(&model, self.keys, context, self.counting)?;
+        Ok([
+            flops_scaled(b.flops, self.keys)?,
+            i128::from(b.params.0),
+            i128::from(b.kv.0),
+        ])
+    }
+
+    /// The model with knobs `(f, heads, kv_heads, head_dim, E)` (GQA), or `(f, heads, -,
+    /// kv_lora_rank, E)` (MLA: `kv_heads = heads`, the Baseline's head width).
+    pub fn point(
+        &self,
+        hidden: u64,
+        (f, heads, kv_heads, d, e): (u64, u64, u64, u64, u64),
+    ) -> Point {
+        match &self.budget.baseline().model.mla {
+            None => Point {
+                hidden,
+                expert_ffn: f,
+                heads,
+                kv_heads,
+                head_dim: d,
+                experts: e,
+                kv_lora_rank: 0,
+            },
+            Some(m) => Point {
+                hidden,
+                expert_ffn: f,
+                heads,
+                kv_heads: heads,
+                head_dim: m.qk_nope_head_dim + m.qk_rope_head_dim,
+                experts: e,
+                kv_lora_rank: d,
+            },
+        }
+    }
+}
+
+/// `flops × Q` as an integer (`Q` = the keys' common denominator, which every FLOP count's
 /// denominator divides).
-pub(crate) fn flops_scaled(f: crate::units::Flops, keys: MeanKeys) -> Result<i128> {
-    let q = keys.queries;
+pub(crate) fn flops_scaled(f: crate::units::Flops, keys: &Keys) -> Result<i128> {
+    let q = keys.denominator();
     if !q.is_multiple_of(f.denom()) {
         return Err(Error::Internal {
             message: format!("a FLOP count {f} whose denominator does not divide {q}"),
@@ -117,39 +167,76 @@ pub(crate) fn flops_scaled(f: crate::units::Flops, keys: MeanKeys) -> Result<i12
 }
 
 impl AtHidden {
-    /// Reads the coefficients off the cost model at `hidden` (eight evaluations).
-    pub fn new(
-        budget: &Budget,
-        looping: Option<&Loop>,
-        keys: MeanKeys,
-        hidden: u64,
-    ) -> Result<Self> {
-        let counting = budget.baseline().counting;
-        let (f0, e0) = (1u64, budget.baseline().model.moe.top_k);
-        let v = |p| exact(budget, looping, keys, &counting, hidden, p);
-        // (f, heads, kv_heads, head_dim, E): one knob changed at a time.
+    /// Cost-model evaluations per hidden size, besides the one [`AtHidden::heads_term`]
+    /// adds.
+    pub const EVALUATIONS: u64 = 8;
+
+    /// Whether a term counts query heads apart from the query width (GQA with sinks).
+    pub fn heads_term(budget: &Budget) -> bool {
+        let m = &budget.baseline().model;
+        m.mla.is_none() && m.attention_sinks
+    }
+
+    /// Reads the coefficients off the cost model at `hidden` (eight evaluations, nine with
+    /// attention sinks).
+    pub fn new(eval: &Eval, hidden: u64) -> Result<Self> {
+        let (f0, e0) = (1u64, eval.budget.baseline().model.moe.top_k);
+        let mla = eval.budget.baseline().model.mla.is_some();
+        let v = |p| eval.at(eval.point(hidden, p));
+        // (f, heads, kv_heads, head_dim or rank, E): one knob changed at a time.
         let p0 = v((f0, 1, 1, 1, e0))?;
         let pf = v((f0 + 1, 1, 1, 1, e0))?;
         let pe = v((f0, 1, 1, 1, e0 + 1))?;
         let pfe = v((f0 + 1, 1, 1, 1, e0 + 1))?;
-        let pq = v((f0, 2, 1, 1, e0))?; // q 1 -> 2
-        let pkv = v((f0, 2, 2, 1, e0))?; // kv 1 -> 2
-        let pd = v((f0, 1, 1, 2, e0))?; // d 1 -> 2 (q = kv = 2)
+        // GQA: q 1 -> 2; kv 1 -> 2; d 1 -> 2 (q = kv = 2). MLA: heads 1 -> 2 (q and d move
+        // by 1); rank 1 -> 2 (kv and d by 1); both (q, kv by 1, d by 3).
+        let pq = v((f0, 2, 1, 1, e0))?;
+        let pkv = if mla {
+            v((f0, 1, 1, 2, e0))?
+        } else {
+            v((f0, 2, 2, 1, e0))?
+        };
+        let pd = if mla {
+            v((f0, 2, 1, 2, e0))?
+        } else {
+            v((f0, 1, 1, 2, e0))?
+        };
+        // GQA with sinks (parameters per query head): heads 2, width 2 (q 1 -> 4, kv and d
+        // 1 -> 2), to separate q from heads. Without sinks no term counts heads (the check
+        // below would say so if one did).
+        let ph = if Self::heads_term(eval.budget) {
+            Some(v((f0, 2, 1, 2, e0))?)
+        } else {
+            None
+        };
         let solve = |i: usize| {
             let cfe = pfe[i] - pf[i] - pe[i] + p0[i];
             let (f0, e0) = (f0 as i128, e0 as i128);
             let cf = pf[i] - p0[i] - cfe * e0;
             let ce = pe[i] - p0[i] - cfe * f0;
-            let cq = pq[i] - p0[i];
-            let ckv = pkv[i] - pq[i];
-            let cd = pd[i] - pkv[i];
-            let c1 = p0[i] - cf * f0 - cq - ckv - cd - ce * e0 - cfe * f0 * e0;
+            let (cq, ckv, cd, ch) = if mla {
+                let (a, b, c) = (pq[i] - p0[i], pkv[i] - p0[i], pd[i] - p0[i]);
+                let cd = c - a - b;
+                (a - cd, b - cd, cd, 0)
+            } else if let Some(ph) = ph {
+                // pq - p0 = cq + ch; pd - p0 = cq + ckv + cd; ph - p0 = 3cq + ckv + cd + ch.
+                let (a, dd, x) = (pq[i] - p0[i], pd[i] - p0[i], ph[i] - p0[i]);
+                let cq = x - dd - a;
+                let ckv = pkv[i] - pq[i];
+                (cq, ckv, dd - cq - ckv, a - cq)
+            } else {
+                let cq = pq[i] - p0[i];
+                let ckv = pkv[i] - pq[i];
+                (cq, ckv, pd[i] - pkv[i], 0)
+            };
+            let c1 = p0[i] - cf * f0 - cq - ckv - cd - ch - ce * e0 - cfe * f0 * e0;
             Linear {
                 c1,
                 cf,
                 cq,
                 ckv,
                 cd,
+                ch,
                 ce,
                 cfe,
             }
@@ -161,15 +248,9 @@ impl AtHidden {
             kv: solve(2),
         };
         // The check: every knob changed at once.
-        let (f, heads, kv_heads, d, e) = (f0 + 3, 4, 2, 3, e0 + 5);
+        let (f, heads, kv_heads, d, e) = (f0 + 3, 4, if mla { 1 } else { 2 }, 3, e0 + 5);
         let want = v((f, heads, kv_heads, d, e))?;
-        let k = Knobs {
-            f,
-            q: heads * d,
-            kv: kv_heads * d,
-            d,
-            e,
-        };
+        let k = Knobs::of(mla, f, heads, kv_heads, d, e);
         let got = [at.flops.at(k), at.params.at(k), at.kv.at(k)];
         if got != want {
             return Err(Error::Internal {
@@ -183,24 +264,76 @@ impl AtHidden {
     }
 }
 
+impl Knobs {
+    /// The knobs of a shape: GQA `(heads·d, kv_heads·d, d, heads)`; MLA (`d` the latent
+    /// rank) `(heads, d, heads·d, 0)`.
+    pub fn of(mla: bool, f: u64, heads: u64, kv_heads: u64, d: u64, e: u64) -> Self {
+        if mla {
+            Knobs {
+                f,
+                q: heads,
+                kv: d,
+                d: heads * d,
+                h: 0,
+                e,
+            }
+        } else {
+            Knobs {
+                f,
+                q: heads * d,
+                kv: kv_heads * d,
+                d,
+                h: heads,
+                e,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     /// A Baseline with every feature whose widths are tied to the hidden size: q/k norms,
-    /// biases, a gated shared expert, dense layers, a loop.
-    fn budget(qk: &str, bias: &str) -> Budget {
+    /// biases, a gated shared expert, dense layers, a loop; with `extras`, windowed layers,
+    /// sinks, router and expert biases, counted MTP modules and a KV budget at the context;
+    /// with `mla`, multi-head latent attention instead of GQA.
+    fn budget(qk: &str, bias: &str, extras: bool, mla: bool) -> Budget {
+        let attention = if mla {
+            "heads = 6\nkv_heads = 6\nhead_dim = 24\n\
+             [baseline.model.mla]\nq_lora_rank = 40\nkv_lora_rank = 32\n\
+             qk_nope_head_dim = 16\nqk_rope_head_dim = 8\nv_head_dim = 12\n"
+                .to_owned()
+        } else {
+            format!(
+                "heads = 6\nkv_heads = 2\nhead_dim = 16\nqk_norm = \"{qk}\"\n\
+                 attention_bias = \"{bias}\"\n"
+            )
+        };
+        let extras = if extras {
+            "[baseline.model.window]\nkind = \"sliding\"\nsize = 50\nlayers = [2, 3, 6]\n\
+             [baseline.counting]\nmtp = true\nkv = \"at_context\"\nlm_head = true\n"
+        } else {
+            ""
+        };
+        let sinks = if extras.is_empty() {
+            ""
+        } else {
+            "attention_sinks = true\nmtp_layers = 2\nvocab = 100\n"
+        };
+        let biases = if extras.is_empty() {
+            ""
+        } else {
+            "router_bias = true\nexpert_bias = true\n"
+        };
         let text = format!(
             r#"
             [baseline.model]
             layers = 6
             hidden = 96
-            heads = 6
-            kv_heads = 2
-            head_dim = 16
-            qk_norm = "{qk}"
-            attention_bias = "{bias}"
+            {sinks}
+            {attention_first}
             [baseline.model.moe]
             experts = 12
             top_k = 2
@@ -208,15 +341,22 @@ mod tests {
             shared_experts = 1
             shared_ffn = 48
             shared_gate = true
+            {biases}
             [baseline.model.dense]
             layers = [1, 5]
             ffn = 200
+            {mla_table}
+            {extras}
             [baseline.workload]
             context = 512
             doc_lengths = [[37, 3], [100, 2]]
             [lattice]
             hidden = {{ step = 8, min = 48, max = 192 }}
-            "#
+            "#,
+            attention_first = attention.split("[baseline.model.mla]").next().unwrap_or(""),
+            mla_table = attention
+                .split_once("[baseline.model.mla]")
+                .map_or(String::new(), |(_, t)| format!("[baseline.model.mla]{t}")),
         );
         Budget::from_toml_str(&text, std::path::Path::new(".")).unwrap()
     }
@@ -227,15 +367,18 @@ mod tests {
         fn coefficients_predict_the_cost_model(
             norm in 0usize..3,
             bias in 0usize..3,
+            (extras, mla) in (any::<bool>(), any::<bool>()),
             hidden in 1u64..300,
             (f, heads_per_kv, kv_heads, d, e) in (1u64..500, 1u64..8, 1u64..6, 1u64..64, 2u64..400),
         ) {
-            let b = budget(["none", "per_head", "full"][norm], ["none", "qkv", "all"][bias]);
-            let keys = MeanKeys::of(&b.baseline().workload).unwrap();
-            let at = AtHidden::new(&b, b.looping(), keys, hidden).unwrap();
+            let b = budget(["none", "per_head", "full"][norm], ["none", "qkv", "all"][bias], extras, mla);
+            let base = b.baseline();
+            let keys = Keys::of(&base.workload, &base.model).unwrap();
+            let eval = Eval { budget: &b, looping: b.looping(), keys: &keys, counting: &base.counting };
+            let at = AtHidden::new(&eval, hidden).unwrap();
             let heads = heads_per_kv * kv_heads;
-            let want = exact(&b, b.looping(), keys, &b.baseline().counting, hidden, (f, heads, kv_heads, d, e)).unwrap();
-            let k = Knobs { f, q: heads * d, kv: kv_heads * d, d, e };
+            let want = eval.at(eval.point(hidden, (f, heads, kv_heads, d, e))).unwrap();
+            let k = Knobs::of(mla, f, heads, kv_heads, d, e);
             prop_assert_eq!([at.flops.at(k), at.params.at(k), at.kv.at(k)], want);
         }
     }

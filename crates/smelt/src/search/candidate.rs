@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::budget::Budget;
 use crate::cost::{Budgets, Residuals};
-use crate::spec::{Dense, Loop, Model, Moe};
+use crate::spec::{Dense, Loop, Mla, Model, Moe};
 
 /// The knobs of one lattice point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,11 +23,14 @@ pub struct Point {
     pub head_dim: u64,
     /// Routed experts.
     pub experts: u64,
+    /// The key/value latent rank of an MLA model (0 otherwise).
+    pub kv_lora_rank: u64,
 }
 
 /// The looped model at one lattice point: the knobs given here, everything else (`top_k`,
-/// shared experts and their gate, dense layers, vocabulary, q/k norm, attention biases)
-/// from the Baseline, shared-expert and dense FFN widths scaled as
+/// shared experts and their gate, dense layers, windowed layers, MLA's per-head widths and
+/// query rank, vocabulary, q/k norm, attention biases and sinks, router and expert biases,
+/// MTP modules) from the Baseline, shared-expert and dense FFN widths scaled as
 /// [`crate::budget::FfnRule::shared_width`] says.
 pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Model {
     let base = &budget.baseline().model;
@@ -42,6 +45,13 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
         tie_embeddings: base.tie_embeddings,
         qk_norm: base.qk_norm,
         attention_bias: base.attention_bias,
+        attention_sinks: base.attention_sinks,
+        mla: base.mla.as_ref().map(|m| Mla {
+            kv_lora_rank: point.kv_lora_rank,
+            ..m.clone()
+        }),
+        window: base.window.clone(),
+        mtp_layers: base.mtp_layers,
         dense: base.dense.as_ref().map(|d| Dense {
             layers: d.layers.clone(),
             ffn: rule.shared_width(d.ffn, base.hidden, point.hidden),
@@ -53,6 +63,8 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
             shared_experts: base.moe.shared_experts,
             shared_ffn: rule.shared_width(base.moe.shared_ffn, base.hidden, point.hidden),
             shared_gate: base.moe.shared_gate,
+            router_bias: base.moe.router_bias,
+            expert_bias: base.moe.expert_bias,
         },
         looping: looping.cloned(),
     }
@@ -87,11 +99,14 @@ impl Candidate {
 
 /// The tie-break key of `m` (module docs): distance to the Baseline `b` knob by knob, then
 /// larger `head_dim`, fewer `kv_heads`, fewer `heads`, larger `hidden`, fewer `experts`,
-/// smaller `expert_ffn`.
+/// smaller `expert_ffn` (with MLA, the latent rank's distance comes first, then the
+/// smaller rank last).
 pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
     use std::cmp::Reverse;
+    let rank = |m: &Model| m.mla.as_ref().map_or(0, |a| a.kv_lora_rank);
     (
         (
+            rank(m).abs_diff(rank(b)),
             m.head_dim.abs_diff(b.head_dim),
             m.kv_heads.abs_diff(b.kv_heads),
             m.heads.abs_diff(b.heads),
@@ -106,6 +121,7 @@ pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
             Reverse(m.hidden),
             m.moe.experts,
             m.moe.expert_ffn,
+            rank(m),
         ),
     )
 }

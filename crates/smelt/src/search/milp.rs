@@ -21,8 +21,8 @@ use good_lp::{
 };
 
 use super::{Point, looped_model};
-use crate::budget::{Budget, Mode};
-use crate::cost::{MeanKeys, budgets_with};
+use crate::budget::{Budget, HeadsRule, Mode};
+use crate::cost::{Keys, budgets_with};
 use crate::error::{Error, Result};
 use crate::spec::Model;
 
@@ -51,8 +51,9 @@ fn infeasible(budget: &Budget, reason: &str) -> Error {
 /// Solves the MILP for `budget`. Meant for small lattices (tests, benchmarks).
 pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
     let baseline = budget.baseline();
-    let keys = MeanKeys::of(&baseline.workload)?;
-    let base = budgets_with(&baseline.model, keys, &baseline.counting)?;
+    let keys = Keys::of(&baseline.workload, &baseline.model)?;
+    let context = baseline.workload.context;
+    let base = budgets_with(&baseline.model, &keys, context, &baseline.counting)?;
     let looping = budget.looping();
     let l = budget.lattice();
     let top_k = baseline.model.moe.top_k;
@@ -82,44 +83,61 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
     }
     let mut pairs = Vec::new();
     let (fb, nb, kb) = (base.flops.as_f64(), base.params.as_f64(), base.kv.as_f64());
-    for hidden in l.hidden.values() {
-        for ffn in l.expert_ffn.values(hidden) {
-            for head_dim in l.head_dim.iter().copied() {
-                for kv_heads in l.kv_heads.values() {
-                    for g in l.gqa.0..=l.gqa.1 {
-                        let heads = kv_heads * g;
-                        if !l.admits_attention(hidden, heads, head_dim) {
-                            continue;
-                        }
-                        let model = looped_model(
-                            budget,
-                            looping,
-                            Point {
-                                hidden,
-                                expert_ffn: ffn,
-                                heads,
-                                kv_heads,
-                                head_dim,
-                                experts: e.at(first),
-                            },
-                        );
-                        let b0 = budgets_with(&model, keys, &baseline.counting)?;
-                        let mut next = model.clone();
-                        next.moe.experts = e.at((first + 1).min(last));
-                        let b1 = budgets_with(&next, keys, &baseline.counting)?;
-                        // r(e) = a + b * e, with e the lattice index.
-                        let bf = (b1.flops.as_f64() - b0.flops.as_f64()) / fb;
-                        let bn = (b1.params.as_f64() - b0.params.as_f64()) / nb;
-                        pairs.push(Pair {
-                            af: b0.flops.as_f64() / fb - 1.0 - bf * first as f64,
-                            bf,
-                            an: b0.params.as_f64() / nb - 1.0 - bn * first as f64,
-                            bn,
-                            kv: b0.kv.as_f64() / kb - 1.0,
-                            model,
-                        });
+    // The attention shapes `(heads, kv_heads, head_dim, kv_lora_rank)` of the lattice,
+    // enumerated directly from its ranges.
+    let shapes_at = |hidden: u64| -> Vec<(u64, u64, u64, u64)> {
+        let mut out = Vec::new();
+        if let (Some(ranks), HeadsRule::Free { min, max }) = (l.kv_lora_rank, l.heads) {
+            for heads in min..=max {
+                for r in ranks.values() {
+                    out.push((heads, heads, l.head_dim[0], r));
+                }
+            }
+            return out;
+        }
+        for head_dim in l.head_dim.iter().copied() {
+            for kv_heads in l.kv_heads.values() {
+                for g in l.gqa.0..=l.gqa.1 {
+                    let heads = kv_heads * g;
+                    if l.admits_attention(hidden, heads, head_dim) {
+                        out.push((heads, kv_heads, head_dim, 0));
                     }
                 }
+            }
+        }
+        out
+    };
+    for hidden in l.hidden.values() {
+        for ffn in l.expert_ffn.values(hidden) {
+            for (heads, kv_heads, head_dim, kv_lora_rank) in shapes_at(hidden) {
+                let model = looped_model(
+                    budget,
+                    looping,
+                    Point {
+                        hidden,
+                        expert_ffn: ffn,
+                        heads,
+                        kv_heads,
+                        head_dim,
+                        experts: e.at(first),
+                        kv_lora_rank,
+                    },
+                );
+                let b0 = budgets_with(&model, &keys, context, &baseline.counting)?;
+                let mut next = model.clone();
+                next.moe.experts = e.at((first + 1).min(last));
+                let b1 = budgets_with(&next, &keys, context, &baseline.counting)?;
+                // r(e) = a + b * e, with e the lattice index.
+                let bf = (b1.flops.as_f64() - b0.flops.as_f64()) / fb;
+                let bn = (b1.params.as_f64() - b0.params.as_f64()) / nb;
+                pairs.push(Pair {
+                    af: b0.flops.as_f64() / fb - 1.0 - bf * first as f64,
+                    bf,
+                    an: b0.params.as_f64() / nb - 1.0 - bn * first as f64,
+                    bn,
+                    kv: b0.kv.as_f64() / kb - 1.0,
+                    model,
+                });
             }
         }
     }

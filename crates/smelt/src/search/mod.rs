@@ -26,13 +26,13 @@
 //!
 //! 1. **Exact coefficients.** At each hidden size the three budgets are exact affine
 //!    functions of the expert width, the query and key widths, the head width and the
-//!    expert count, with one product term (expert width × count): [`affine`] reads the
+//!    expert count, with one product term (expert width × count): `affine` reads the
 //!    integer coefficients off the cost model and checks them at a further point. A
 //!    candidate is then *scored* from them in a few integer operations instead of being
 //!    costed by the cost model.
 //! 2. **Order.** The KV cache depends on the key width `kv_heads·head_dim` alone. Attention
 //!    shapes are generated lazily, `(kv_heads, head_dim)` pairs in nondecreasing weighted KV
-//!    residual ([`shapes`]), and for each pair every hidden size, every query-head count the
+//!    residual (`shapes`), and for each pair every hidden size, every query-head count the
 //!    q-width window admits there, and every expert width.
 //! 3. **Bounds.** Every candidate's largest weighted residual is at least its
 //!    `w_KV|r_KV|`: once a pair's is above the worst score still kept (the best, or the
@@ -55,7 +55,7 @@
 //!    suffice.
 //! 5. **Exact finalists.** Scores from the coefficients can differ from the cost model's
 //!    in the last bits, so the solver keeps, besides the `N` best, every candidate within
-//!    [`kept::MARGIN`] of the N-th, costs each of them exactly with the cost model, and
+//!    `kept::MARGIN` of the N-th, costs each of them exactly with the cost model, and
 //!    ranks them on exact scores. Pruning only discards candidates more than the margin
 //!    worse than one already kept.
 //!
@@ -88,12 +88,12 @@ pub use sweep::{Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, parse_values, swe
 use serde::Serialize;
 
 use crate::budget::{Budget, Mode, score};
-use crate::cost::{Budgets, MeanKeys, budgets_with};
+use crate::cost::{Budgets, Keys, budgets_with};
 use crate::error::{Error, Result};
 use crate::spec::{Loop, ModelSpec};
-use affine::{AtHidden, flops_scaled};
+use affine::{AtHidden, Eval, Knobs, flops_scaled};
 use kept::{Entry, Kept, MARGIN};
-use shapes::{KvPairs, count_at, heads_at};
+use shapes::{KvPairs, count_at, heads_at, mla_heads};
 
 /// How big the search was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -195,7 +195,7 @@ const HIDDEN_RUN: usize = 64;
 /// The fixed context of one search.
 struct Search<'a> {
     budget: &'a Budget,
-    keys: MeanKeys,
+    keys: Keys,
     looping: Option<Loop>,
     /// The Baseline's FLOPs (times the query count), parameters and KV elements.
     base: [i128; 3],
@@ -302,35 +302,63 @@ impl Search<'_> {
         };
         let (first, last) = self.experts;
         let routable = u128::from(last + 1 - first);
+        let eval = Eval {
+            budget,
+            looping: self.looping.as_ref(),
+            keys: &self.keys,
+            counting: &budget.baseline().counting,
+        };
         let mut at = Vec::with_capacity(hiddens.len());
         for &h in hiddens {
-            at.push(AtHidden::new(budget, self.looping.as_ref(), self.keys, h)?);
-            part.evaluated += 8;
+            at.push(AtHidden::new(&eval, h)?);
+            part.evaluated += AtHidden::EVALUATIONS + u64::from(AtHidden::heads_term(budget));
             let ffns = lattice.expert_ffn.values(h).len() as u128;
             part.points += count_at(lattice, h) * ffns * routable;
         }
+        let Some(first_at) = at.first() else {
+            return Ok(part);
+        };
         let w = *budget.weights();
         let e = lattice.experts;
         let (e_first, e_last) = (e.at(first), e.at(last));
         let step = i128::from(e.step);
-        let executions = budget.layers() + self.looping.as_ref().map_or(0, Loop::extra_executions);
         let conservative = budget.mode() == Mode::Conservative;
-        for pair in KvPairs::new(lattice, executions, self.base[2] as u64, w.kv) {
+        let ranks: Vec<u64>;
+        let mla = lattice.kv_lora_rank.is_some();
+        let form = first_at.kv.kv_form(mla)?;
+        let pairs = match lattice.kv_lora_rank {
+            Some(r) => {
+                ranks = r.values().collect();
+                KvPairs::new(&ranks, [1].into_iter(), form, self.base[2] as u64, w.kv)
+            }
+            None => KvPairs::new(
+                &lattice.head_dim,
+                lattice.kv_heads.values(),
+                form,
+                self.base[2] as u64,
+                w.kv,
+            ),
+        };
+        for pair in pairs {
             if pair.kv_score > self.bar(&part.kept) {
                 break;
             }
             let (kv_heads, d) = (pair.kv_heads, pair.head_dim);
-            let kv = kv_heads * d;
             for a in &at {
-                for heads in heads_at(lattice, a.hidden, kv_heads, d) {
-                    let q = heads * d;
-                    let kvv = a.kv.in_experts(0, q, kv, d).0;
+                let heads: Box<dyn Iterator<Item = u64>> = if mla {
+                    Box::new(mla_heads(lattice))
+                } else {
+                    Box::new(heads_at(lattice, a.hidden, kv_heads, d))
+                };
+                for heads in heads {
+                    let k = Knobs::of(mla, 0, heads, kv_heads, d, 0);
+                    let kvv = a.kv.in_experts(k).0;
                     if conservative && kvv > self.base[2] {
                         break;
                     }
                     for f in lattice.expert_ffn.values(a.hidden) {
-                        let (fa, fs) = a.flops.in_experts(f, q, kv, d);
-                        let (na, ns) = a.params.in_experts(f, q, kv, d);
+                        let (fa, fs) = a.flops.in_experts(Knobs { f, ..k });
+                        let (na, ns) = a.params.in_experts(Knobs { f, ..k });
                         let bar = self.bar(&part.kept);
                         let lb = Self::gap(
                             fa + fs * e_first as i128,
@@ -360,14 +388,7 @@ impl Search<'_> {
                             if !part.kept.admits(&s) {
                                 continue;
                             }
-                            let point = Point {
-                                hidden: a.hidden,
-                                expert_ffn: f,
-                                heads,
-                                kv_heads,
-                                head_dim: d,
-                                experts,
-                            };
+                            let point = eval.point(a.hidden, (f, heads, kv_heads, d, experts));
                             let model = looped_model(budget, self.looping.as_ref(), point);
                             part.kept.offer(Entry { score: s, model });
                         }
@@ -383,8 +404,9 @@ impl Search<'_> {
 pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> {
     options.check(budget)?;
     let baseline = budget.baseline();
-    let keys = MeanKeys::of(&baseline.workload)?;
-    let base = budgets_with(&baseline.model, keys, &baseline.counting)?;
+    let keys = Keys::of(&baseline.workload, &baseline.model)?;
+    let context = baseline.workload.context;
+    let base = budgets_with(&baseline.model, &keys, context, &baseline.counting)?;
     let lattice = budget.lattice();
     let top_k = baseline.model.moe.top_k;
     let e = lattice.experts;
@@ -395,15 +417,12 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
     };
     let hiddens: Vec<u64> = lattice.hidden.values().collect();
     let weights = budget.weights();
+    let base_flops = flops_scaled(base.flops, &keys)?;
     let search = Search {
         budget,
         keys,
         looping: budget.looping().cloned(),
-        base: [
-            flops_scaled(base.flops, keys)?,
-            i128::from(base.params.0),
-            i128::from(base.kv.0),
-        ],
+        base: [base_flops, i128::from(base.params.0), i128::from(base.kv.0)],
         top: options.top,
         experts: (first, e.len().saturating_sub(1)),
         margin: MARGIN * weights.flops.max(weights.params).max(weights.kv).max(1.0),
@@ -432,7 +451,7 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
     let mut ranked = Vec::new();
     for entry in kept.into_entries() {
         stats.evaluated += 1;
-        let budgets = budgets_with(&entry.model, keys, &baseline.counting)?;
+        let budgets = budgets_with(&entry.model, &search.keys, context, &baseline.counting)?;
         if budget.mode() == Mode::Conservative && !budgets.within(&base) {
             continue;
         }

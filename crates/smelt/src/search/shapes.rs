@@ -54,27 +54,36 @@ impl PartialOrd for Cursor {
 /// The pairs in nondecreasing KV score.
 pub(crate) struct KvPairs<'a> {
     head_dims: &'a [u64],
-    /// KV elements per unit of key width (`2 × executions`).
-    per_width: u64,
+    /// KV elements per unit of key width, and the part that does not depend on it.
+    per_width: f64,
+    offset: f64,
     base_kv: f64,
     weight: f64,
     heap: BinaryHeap<Reverse<Cursor>>,
 }
 
 impl<'a> KvPairs<'a> {
-    /// The stream for `lattice`, with `executions` layer executions, against a Baseline
-    /// KV of `base_kv` elements weighted by `weight`.
-    pub fn new(lattice: &'a Lattice, executions: u64, base_kv: u64, weight: f64) -> Self {
-        let per_width = 2 * executions;
+    /// The stream over `widths` (sorted) times `multipliers`, where a shape's KV is
+    /// `offset + per_width × multiplier × width`, against a Baseline KV of `base_kv`
+    /// elements weighted by `weight`. GQA: the head widths times the `kv_heads` counts, no
+    /// offset; MLA: the latent ranks times 1, the RoPE key the offset.
+    pub fn new(
+        widths: &'a [u64],
+        multipliers: impl Iterator<Item = u64>,
+        (per_width, offset): (i128, i128),
+        base_kv: u64,
+        weight: f64,
+    ) -> Self {
         let mut s = Self {
-            head_dims: &lattice.head_dim,
-            per_width,
+            head_dims: widths,
+            per_width: per_width as f64,
+            offset: offset as f64,
             base_kv: base_kv as f64,
             weight,
             heap: BinaryHeap::new(),
         };
-        let target = base_kv as f64 / per_width as f64;
-        for kv_heads in lattice.kv_heads.values() {
+        let target = (s.base_kv - s.offset) / s.per_width;
+        for kv_heads in multipliers {
             let ideal = target / kv_heads as f64;
             let i = s.head_dims.partition_point(|&d| (d as f64) < ideal);
             if i > 0 {
@@ -89,8 +98,9 @@ impl<'a> KvPairs<'a> {
 
     /// As the solver scores a candidate: the exact KV count as a float, over the Baseline's.
     fn score(&self, kv_heads: u64, head_dim: u64) -> f64 {
-        let kv = u128::from(self.per_width) * u128::from(kv_heads) * u128::from(head_dim);
-        self.weight * (kv as f64 / self.base_kv - 1.0).abs()
+        let width = u128::from(kv_heads) * u128::from(head_dim);
+        let kv = self.offset + self.per_width * width as f64;
+        self.weight * (kv / self.base_kv - 1.0).abs()
     }
 
     fn push(&mut self, kv_heads: u64, index: usize, up: bool) {
@@ -119,6 +129,16 @@ impl Iterator for KvPairs<'_> {
             head_dim: self.head_dims[c.index],
             kv_score: c.score,
         })
+    }
+}
+
+/// The query-head counts of an MLA lattice (any in the heads range), in increasing order.
+pub(crate) fn mla_heads(lattice: &Lattice) -> std::ops::RangeInclusive<u64> {
+    match lattice.heads {
+        HeadsRule::Free { min, max } => min..=max,
+        // Refused for MLA when the lattice is read; an empty range if it ever got here.
+        #[allow(clippy::reversed_empty_ranges)]
+        HeadsRule::Tied => 1..=0,
     }
 }
 
@@ -153,6 +173,9 @@ pub(crate) fn heads_at(
 /// The number of attention shapes the lattice admits at `hidden`, without building them:
 /// for each `kv_heads`, only the head widths whose GQA range can meet the q-width window.
 pub(crate) fn count_at(lattice: &Lattice, hidden: u64) -> u128 {
+    if let Some(ranks) = lattice.kv_lora_rank {
+        return mla_heads(lattice).count() as u128 * u128::from(ranks.len());
+    }
     let (gmin, gmax) = lattice.gqa;
     let mut n: u128 = 0;
     for kv_heads in lattice.kv_heads.values() {

@@ -35,6 +35,9 @@
 
 pub mod hf;
 pub(crate) mod validate;
+mod workload;
+
+pub use workload::{Attention, Counting, KvCount, Workload};
 
 use std::path::Path;
 
@@ -102,6 +105,16 @@ pub struct Model {
     /// FLOPs).
     #[serde(default, skip_serializing_if = "AttentionBias::is_none")]
     pub attention_bias: AttentionBias,
+    /// One learned logit per head added to every softmax (gpt-oss's attention sinks):
+    /// `heads` parameters per layer, no counted FLOPs (the softmax is not counted).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attention_sinks: bool,
+    /// Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2) instead of GQA projections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<Mla>,
+    /// Layers whose queries attend a bounded window of keys (none when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Window>,
     /// The Mixture-of-Experts FFN of every layer not listed in `dense`.
     pub moe: Moe,
     /// Layers whose FFN is one dense SwiGLU instead of the MoE (none when absent).
@@ -110,6 +123,58 @@ pub struct Model {
     /// The looped block, if any.
     #[serde(rename = "loop", default, skip_serializing_if = "Option::is_none")]
     pub looping: Option<Loop>,
+    /// Multi-token-prediction modules (DeepSeek-V3's `num_nextn_predict_layers`): counted
+    /// only when `[counting] mtp = true`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mtp_layers: u64,
+}
+
+/// Multi-head latent attention (DeepSeek-V2): queries, keys and values are projected up
+/// from low-rank latents, and only the key/value latent and one shared RoPE key are cached.
+///
+/// With `[model.mla]`, `model.kv_heads` equals `model.heads` and `model.head_dim` is the
+/// query/key width of a head, `qk_nope_head_dim + qk_rope_head_dim`; `attention_bias` and
+/// `qk_norm` stay off (the latents' own RMSNorms are counted here).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mla {
+    /// Rank of the query latent (`q_a_proj`, then `q_b_proj`); 0 for a plain query
+    /// projection (DeepSeek-V2-Lite).
+    #[serde(default)]
+    pub q_lora_rank: u64,
+    /// Rank of the key/value latent: what the KV cache holds per token and layer
+    /// execution, besides the RoPE key.
+    pub kv_lora_rank: u64,
+    /// Per-head query/key width without RoPE.
+    pub qk_nope_head_dim: u64,
+    /// Per-head query/key width with RoPE (the key part is one, shared by the heads).
+    pub qk_rope_head_dim: u64,
+    /// Per-head value width.
+    pub v_head_dim: u64,
+}
+
+named_enum! {
+    /// How a windowed layer bounds the keys a query attends.
+    pub enum WindowKind: "window kind" {
+        /// The last `size` keys of the document, the query's own included (Mistral,
+        /// gpt-oss, Gemma).
+        Sliding = "sliding",
+        /// The keys of the query's own `size`-token chunk of the document, up to itself
+        /// (Llama-4's chunked attention; chunks start at the document's first token).
+        Chunked = "chunked",
+    }
+}
+
+/// Layers with windowed attention; the others attend every earlier key of the document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Window {
+    /// Sliding or chunked.
+    pub kind: WindowKind,
+    /// Window (or chunk) length in tokens.
+    pub size: u64,
+    /// 1-based indices of the windowed layers, strictly increasing.
+    pub layers: Vec<u64>,
 }
 
 /// The MoE FFN: routed SwiGLU experts, `top_k` active, plus optional shared experts.
@@ -132,6 +197,14 @@ pub struct Moe {
     /// linear per layer, `hidden` parameters and `2 * hidden` FLOPs per token.
     #[serde(default, skip_serializing_if = "is_false")]
     pub shared_gate: bool,
+    /// A bias per routed expert on the router (gpt-oss's router bias, DeepSeek-V3's
+    /// `e_score_correction_bias`): `experts` parameters per MoE layer, no counted FLOPs.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub router_bias: bool,
+    /// Biases in the routed experts (gpt-oss): `2 * expert_ffn + hidden` parameters per
+    /// expert (gate and up, down), no counted FLOPs.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub expert_bias: bool,
 }
 
 /// Layers whose FFN is a dense SwiGLU of width `ffn` (3 matrices of `hidden x ffn`), with no
@@ -225,139 +298,6 @@ impl AttentionBias {
             AttentionBias::None
         }
     }
-}
-
-named_enum! {
-    /// How many keys a query attends inside its document.
-    #[derive(Default)]
-    pub enum Attention: "attention" {
-        /// Causal: the `t`-th token of a document attends `t` keys (mean `(T+1)/2`).
-        #[default]
-        Causal = "causal",
-        /// Dense: every token attends all `T` keys of its document (what most FLOP
-        /// counters, e.g. PyTorch's `FlopCounterMode`, count for a masked attention).
-        Dense = "dense",
-    }
-}
-
-/// The sequences a model is costed on: packed `context`-token sequences of documents, with
-/// a document (segment) mask, so attention stays inside each document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Workload {
-    /// Packed sequence length in tokens; no document may be longer.
-    pub context: u64,
-    /// Mean document length in tokens (the paper's shortcut). Exactly one of this and
-    /// `doc_lengths` must be given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mean_doc_len: Option<u64>,
-    /// A document-length histogram, `[[length, count], ...]`: costed exactly.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "pairs"
-    )]
-    pub doc_lengths: Option<Vec<[u64; 2]>>,
-    /// Causal or dense attention inside a document.
-    #[serde(default)]
-    pub attention: Attention,
-    /// Bytes per KV-cache element (2 for bf16).
-    #[serde(default = "default_kv_bytes")]
-    pub kv_dtype_bytes: u64,
-}
-
-impl Workload {
-    /// In words, for the line under a table's title: `context 4096, documents of 991 tokens
-    /// (mean), causal attention, 2-byte KV`.
-    pub fn summary(&self) -> String {
-        let docs = match (&self.mean_doc_len, &self.doc_lengths) {
-            (Some(t), _) => format!("documents of {t} tokens (mean)"),
-            (None, Some(h)) => format!("documents from a histogram of {} lengths", h.len()),
-            (None, None) => "no document lengths".to_owned(),
-        };
-        format!(
-            "context {}, {docs}, {} attention, {}-byte KV",
-            self.context,
-            self.attention.as_str(),
-            self.kv_dtype_bytes
-        )
-    }
-
-    /// Reads a document-length histogram from CSV with the header `length,count` (what
-    /// `--doc-lengths FILE` takes); `source` names it in errors.
-    pub fn histogram_from_csv(text: &str, source: &str) -> Result<Vec<[u64; 2]>> {
-        let mut reader = csv::ReaderBuilder::new()
-            .trim(csv::Trim::All)
-            .from_reader(text.as_bytes());
-        let headers = reader
-            .headers()
-            .map_err(|e| Error::parse(format!("{source}: {e}")))?
-            .clone();
-        if headers.iter().collect::<Vec<_>>() != ["length", "count"] {
-            return Err(Error::invalid(
-                format!("{source}: header"),
-                "must be `length,count`",
-            ));
-        }
-        let mut out = Vec::new();
-        for (i, record) in reader.records().enumerate() {
-            let record = record.map_err(|e| Error::parse(format!("{source}: {e}")))?;
-            let num = |c: usize| -> Result<u64> {
-                let raw = record.get(c).unwrap_or("");
-                raw.parse().map_err(|_| {
-                    Error::invalid(
-                        format!("{source}: row {}", i + 2),
-                        format!("'{raw}' is not a non-negative integer"),
-                    )
-                })
-            };
-            out.push([num(0)?, num(1)?]);
-        }
-        Ok(out)
-    }
-}
-
-/// What is counted in addition to the non-embedding defaults. Both default to `false`:
-/// the brief's `N` and `F` exclude embeddings and the LM head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Counting {
-    /// Count the input embedding (`vocab * hidden` parameters; a lookup costs no FLOPs).
-    #[serde(default)]
-    pub embeddings: bool,
-    /// Count the LM head (`vocab * hidden` parameters, `2 * hidden * vocab` forward FLOPs
-    /// per token, once per token, not per layer execution).
-    #[serde(default)]
-    pub lm_head: bool,
-}
-
-impl Counting {
-    fn is_default(&self) -> bool {
-        *self == Counting::default()
-    }
-}
-
-/// `[[length, count], ...]`, each pair exactly two non-negative integers (an extra element
-/// is an error, never dropped).
-fn pairs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<[u64; 2]>>, D::Error> {
-    use serde::de::Error as _;
-    let raw: Vec<Vec<u64>> = Vec::deserialize(d)?;
-    raw.into_iter()
-        .enumerate()
-        .map(|(i, p)| {
-            <[u64; 2]>::try_from(p.as_slice()).map_err(|_| {
-                D::Error::custom(format!(
-                    "doc_lengths[{i}] must be a [length, count] pair; got {} numbers",
-                    p.len()
-                ))
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Some)
-}
-
-fn default_kv_bytes() -> u64 {
-    2
 }
 
 fn is_zero(v: &u64) -> bool {

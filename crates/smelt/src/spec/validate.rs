@@ -2,10 +2,10 @@
 //! rule. Every size is bounded (the `MAX_*` constants) so that no count can silently wrap
 //! and no loop runs over an absurd range.
 
+use super::{AttentionBias, Mla, Model, ModelSpec, QkNorm, Workload};
 use super::{
     MAX_CONTEXT, MAX_COUNT, MAX_EXPERTS, MAX_HISTOGRAM_TOKENS, MAX_REPEATS, MAX_VOCAB, MAX_WIDTH,
 };
-use super::{Model, ModelSpec, Workload};
 use crate::error::{Error, Result};
 
 /// `Ok` when `ok`, else the field and the rule `rule()` describes.
@@ -93,33 +93,16 @@ impl Model {
         }
         if let Some(d) = &self.dense {
             positive("model.dense.ffn", d.ffn, MAX_WIDTH)?;
-            if d.layers.is_empty() {
-                return Err(Error::invalid(
-                    "model.dense.layers",
-                    "must list at least one 1-based layer (omit [model.dense] for none)",
-                ));
-            }
-            for (i, &layer) in d.layers.iter().enumerate() {
-                if layer == 0 || layer > self.layers {
-                    return Err(Error::invalid(
-                        format!("model.dense.layers[{i}]"),
-                        format!(
-                            "must be a 1-based layer between 1 and model.layers ({}); got {layer}",
-                            self.layers
-                        ),
-                    ));
-                }
-                if i > 0 && layer <= d.layers[i - 1] {
-                    return Err(Error::invalid(
-                        format!("model.dense.layers[{i}]"),
-                        format!(
-                            "must be strictly increasing; {layer} follows {}",
-                            d.layers[i - 1]
-                        ),
-                    ));
-                }
-            }
+            layer_list("model.dense.layers", &d.layers, self.layers)?;
         }
+        if let Some(w) = &self.window {
+            positive("model.window.size", w.size, MAX_CONTEXT)?;
+            layer_list("model.window.layers", &w.layers, self.layers)?;
+        }
+        if let Some(mla) = &self.mla {
+            self.validate_mla(mla)?;
+        }
+        at_most("model.mtp_layers", self.mtp_layers, MAX_COUNT)?;
         if let Some(l) = &self.looping {
             positive("model.loop.first", l.first, MAX_COUNT)?;
             positive("model.loop.span", l.span, MAX_COUNT)?;
@@ -144,6 +127,84 @@ impl Model {
             }
         }
         Ok(())
+    }
+}
+
+/// A list of 1-based layers: not empty, strictly increasing, each a layer of the model.
+fn layer_list(field: &str, list: &[u64], layers: u64) -> Result<()> {
+    if list.is_empty() {
+        let table = field.trim_end_matches(".layers");
+        return Err(Error::invalid(
+            field,
+            format!("must list at least one 1-based layer (omit [{table}] for none)"),
+        ));
+    }
+    for (i, &layer) in list.iter().enumerate() {
+        if layer == 0 || layer > layers {
+            return Err(Error::invalid(
+                format!("{field}[{i}]"),
+                format!(
+                    "must be a 1-based layer between 1 and model.layers ({layers}); got {layer}"
+                ),
+            ));
+        }
+        if i > 0 && layer <= list[i - 1] {
+            return Err(Error::invalid(
+                format!("{field}[{i}]"),
+                format!(
+                    "must be strictly increasing; {layer} follows {}",
+                    list[i - 1]
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Model {
+    fn validate_mla(&self, mla: &Mla) -> Result<()> {
+        at_most("model.mla.q_lora_rank", mla.q_lora_rank, MAX_WIDTH)?;
+        positive("model.mla.kv_lora_rank", mla.kv_lora_rank, MAX_WIDTH)?;
+        at_most(
+            "model.mla.qk_nope_head_dim",
+            mla.qk_nope_head_dim,
+            MAX_WIDTH,
+        )?;
+        at_most(
+            "model.mla.qk_rope_head_dim",
+            mla.qk_rope_head_dim,
+            MAX_WIDTH,
+        )?;
+        positive("model.mla.v_head_dim", mla.v_head_dim, MAX_WIDTH)?;
+        let qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
+        ensure(self.head_dim == qk, "model.head_dim", || {
+            format!(
+                "with [model.mla], must be the query/key width of a head, \
+                 qk_nope_head_dim + qk_rope_head_dim = {qk}; got {}",
+                self.head_dim
+            )
+        })?;
+        ensure(self.kv_heads == self.heads, "model.kv_heads", || {
+            format!(
+                "with [model.mla], must equal model.heads ({}): every head has its own keys \
+                 and values, up-projected from the latent; got {}",
+                self.heads, self.kv_heads
+            )
+        })?;
+        ensure(
+            self.attention_bias == AttentionBias::None,
+            "model.attention_bias",
+            || {
+                "must be \"none\" with [model.mla] (DeepSeek's latent projections have no \
+             biases; smelt does not model them)"
+                    .to_owned()
+            },
+        )?;
+        ensure(self.qk_norm == QkNorm::None, "model.qk_norm", || {
+            "must be \"none\" with [model.mla] (its latents have their own RMSNorms, \
+             counted with it)"
+                .to_owned()
+        })
     }
 }
 

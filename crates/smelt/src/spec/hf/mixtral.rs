@@ -3,11 +3,19 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Common, Family, Parts, Support};
+use super::support::{Shared, Support};
+use super::{Common, Family, Parts};
 use crate::error::Result;
 use crate::spec::{AttentionBias, Model, QkNorm};
 
-const SUPPORT: Support = Support::new(QkNorm::None, &[AttentionBias::None], false, false);
+const SUPPORT: Support = Support {
+    qk_norm: &[QkNorm::None],
+    biases: &[AttentionBias::None],
+    shared: Shared::No,
+    dense: false,
+    features: &[],
+    required: &[],
+};
 
 /// The keys `mixtral` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -24,10 +32,7 @@ impl Config {
         Ok(Parts {
             experts: self.num_local_experts,
             expert_ffn: self.intermediate_size,
-            qk_norm: SUPPORT.qk_norm,
-            attention_bias: AttentionBias::None,
-            shared: None,
-            dense: None,
+            ..Parts::default()
         })
     }
 

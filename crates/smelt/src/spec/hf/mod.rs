@@ -26,17 +26,23 @@
 //! [`export`] writes a (matched, looped) spec back in a family's style — exactly the keys
 //! that family reads — with the loop in clearly named extra keys that [`import`] reads back.
 
+mod deepseek;
+mod gpt_oss;
 mod mixtral;
 mod olmoe;
 mod qwen;
+mod support;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{AttentionBias, Counting, Dense, Loop, Model, ModelSpec, Moe, QkNorm, Workload};
+use super::{
+    AttentionBias, Counting, Dense, Loop, Mla, Model, ModelSpec, Moe, QkNorm, Window, Workload,
+};
 use crate::error::{Error, Result};
 use crate::names::{Named, named_enum};
+use support::{in_config_words, refuse_unmodelled, refuse_windows};
 
 named_enum! {
     /// A Hugging Face model family (`model_type`) smelt reads and writes.
@@ -49,6 +55,16 @@ named_enum! {
         Qwen3Moe = "qwen3_moe",
         /// OLMoE (AllenAI).
         Olmoe = "olmoe",
+        /// DeepSeek-V2 (MLA, DeepSeek MoE).
+        DeepseekV2 = "deepseek_v2",
+        /// DeepSeek-V3 (MLA, DeepSeek MoE with a router bias, MTP).
+        DeepseekV3 = "deepseek_v3",
+        /// Kimi-K2 (Moonshot AI; DeepSeek-V3's code).
+        KimiK2 = "kimi_k2",
+        /// GLM-4.5 (Z.ai; GQA with DeepSeek-style MoE).
+        Glm4Moe = "glm4_moe",
+        /// gpt-oss (OpenAI; alternating sliding and full attention, sinks, biases).
+        GptOss = "gpt_oss",
     }
 }
 
@@ -60,6 +76,10 @@ impl Family {
             Family::Qwen2Moe => "Qwen2MoeForCausalLM",
             Family::Qwen3Moe => "Qwen3MoeForCausalLM",
             Family::Olmoe => "OlmoeForCausalLM",
+            Family::DeepseekV2 => "DeepseekV2ForCausalLM",
+            Family::DeepseekV3 | Family::KimiK2 => "DeepseekV3ForCausalLM",
+            Family::Glm4Moe => "Glm4MoeForCausalLM",
+            Family::GptOss => "GptOssForCausalLM",
         }
     }
 
@@ -72,6 +92,17 @@ impl Family {
             Family::Qwen2Moe => field_names::<qwen::Qwen2Moe>(),
             Family::Qwen3Moe => field_names::<qwen::Qwen3Moe>(),
             Family::Olmoe => field_names::<olmoe::Config>(),
+            Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 => {
+                let mut k = field_names::<deepseek::Moe>();
+                k.extend(field_names::<deepseek::Latent>());
+                k
+            }
+            Family::Glm4Moe => {
+                let mut k = field_names::<deepseek::Moe>();
+                k.extend(field_names::<deepseek::Glm>());
+                k
+            }
+            Family::GptOss => field_names::<gpt_oss::Config>(),
         });
         if matches!(self, Family::Qwen2Moe | Family::Qwen3Moe) {
             keys.extend(field_names::<qwen::Qwen>());
@@ -141,7 +172,7 @@ struct Common {
     num_attention_heads: u64,
     #[serde(default)]
     num_key_value_heads: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     head_dim: Option<u64>,
     num_experts_per_tok: u64,
     vocab_size: u64,
@@ -162,13 +193,21 @@ struct Common {
 }
 
 /// What a family adds to the common keys.
+#[derive(Debug, Default)]
 struct Parts {
     experts: u64,
     expert_ffn: u64,
     qk_norm: QkNorm,
     attention_bias: AttentionBias,
-    shared: Option<u64>,
+    /// `(count, width, gated)`.
+    shared: Option<(u64, u64, bool)>,
     dense: Option<Dense>,
+    mla: Option<Mla>,
+    window: Option<Window>,
+    sinks: bool,
+    router_bias: bool,
+    expert_bias: bool,
+    mtp_layers: u64,
 }
 
 impl Common {
@@ -182,7 +221,9 @@ impl Common {
             num_hidden_layers: m.layers,
             num_attention_heads: m.heads,
             num_key_value_heads: Some(m.kv_heads),
-            head_dim: Some(m.head_dim),
+            // MLA families derive their own head widths (DeepSeek's config sets head_dim
+            // to the RoPE width internally): writing one would be read differently.
+            head_dim: m.mla.is_none().then_some(m.head_dim),
             num_experts_per_tok: m.moe.top_k,
             vocab_size: m.vocab,
             tie_word_embeddings: m.tie_embeddings,
@@ -231,20 +272,31 @@ impl Common {
     }
 
     fn model(&self, parts: Parts) -> Result<Model> {
-        let (shared_experts, shared_ffn, shared_gate) = match parts.shared {
-            Some(w) => (1, w, true),
-            None => (0, 0, false),
+        let (shared_experts, shared_ffn, shared_gate) = parts.shared.unwrap_or((0, 0, false));
+        // MLA: every head has its own keys and values, of the query/key width.
+        let (kv_heads, head_dim) = match &parts.mla {
+            Some(a) => (
+                self.num_attention_heads,
+                a.qk_nope_head_dim.saturating_add(a.qk_rope_head_dim),
+            ),
+            None => (
+                self.num_key_value_heads.unwrap_or(self.num_attention_heads),
+                self.head_dim()?,
+            ),
         };
         Ok(Model {
             layers: self.num_hidden_layers,
             hidden: self.hidden_size,
             heads: self.num_attention_heads,
-            kv_heads: self.num_key_value_heads.unwrap_or(self.num_attention_heads),
-            head_dim: self.head_dim()?,
+            kv_heads,
+            head_dim,
             vocab: self.vocab_size,
             tie_embeddings: self.tie_word_embeddings,
             qk_norm: parts.qk_norm,
             attention_bias: parts.attention_bias,
+            attention_sinks: parts.sinks,
+            mla: parts.mla,
+            window: parts.window,
             moe: Moe {
                 experts: parts.experts,
                 top_k: self.num_experts_per_tok,
@@ -252,118 +304,13 @@ impl Common {
                 shared_experts,
                 shared_ffn,
                 shared_gate,
+                router_bias: parts.router_bias,
+                expert_bias: parts.expert_bias,
             },
             dense: parts.dense,
             looping: self.looping()?,
+            mtp_layers: parts.mtp_layers,
         })
-    }
-}
-
-/// A refusal: the config uses what the cost model does not describe.
-fn refuse(key: &str, why: impl Into<String>) -> Error {
-    Error::invalid(
-        format!("config.json: {key}"),
-        format!("{}; smelt refuses rather than approximates", why.into()),
-    )
-}
-
-/// What a family's modeling code builds, for the export's refusals.
-struct Support {
-    /// Its q/k norm.
-    qk_norm: QkNorm,
-    /// The attention biases it can have.
-    biases: &'static [AttentionBias],
-    /// Whether it has one gated shared expert (always), or none.
-    gated_shared_expert: bool,
-    /// Whether it can mix dense layers with MoE layers.
-    dense: bool,
-}
-
-impl Support {
-    const fn new(
-        qk_norm: QkNorm,
-        biases: &'static [AttentionBias],
-        gated_shared_expert: bool,
-        dense: bool,
-    ) -> Self {
-        Self {
-            qk_norm,
-            biases,
-            gated_shared_expert,
-            dense,
-        }
-    }
-
-    /// Refuses a model the family cannot express, naming what differs.
-    fn check(&self, m: &Model, family: Family) -> Result<()> {
-        let unfit = |why: String| Err(Error::invalid("family", format!("{family}: {why}")));
-        if m.qk_norm != self.qk_norm {
-            return unfit(format!(
-                "has q/k norm {:?}; the model has q/k norm {:?}",
-                self.qk_norm, m.qk_norm
-            ));
-        }
-        if !self.biases.contains(&m.attention_bias) {
-            return unfit(format!(
-                "cannot express attention biases {:?} (it has {:?})",
-                m.attention_bias, self.biases
-            ));
-        }
-        let gated = m.moe.shared_experts > 0 && m.moe.shared_gate;
-        if self.gated_shared_expert && !gated {
-            return unfit(
-                "always has one shared expert behind a sigmoid gate; the model needs \
-                 shared_experts >= 1 and shared_gate = true"
-                    .to_owned(),
-            );
-        }
-        if !self.gated_shared_expert && m.moe.shared_experts > 0 {
-            return unfit("has no shared experts".to_owned());
-        }
-        if !self.dense && m.dense.is_some() {
-            return unfit("has no dense layers".to_owned());
-        }
-        Ok(())
-    }
-}
-
-/// The model's field names as the family's config keys, so an invalid imported config is
-/// reported in the file's own words.
-fn in_config_words(e: Error, family: Family) -> Error {
-    let Error::InvalidSpec { field, rule } = e else {
-        return e;
-    };
-    let (experts, ffn) = match family {
-        Family::Mixtral => ("num_local_experts", "intermediate_size"),
-        Family::Olmoe => ("num_experts", "intermediate_size"),
-        Family::Qwen2Moe | Family::Qwen3Moe => ("num_experts", "moe_intermediate_size"),
-    };
-    let words = [
-        ("model.moe.shared_ffn", "shared_expert_intermediate_size"),
-        ("model.moe.expert_ffn", ffn),
-        ("model.moe.experts", experts),
-        ("model.moe.top_k", "num_experts_per_tok"),
-        ("model.kv_heads", "num_key_value_heads"),
-        ("model.heads", "num_attention_heads"),
-        ("model.head_dim", "head_dim"),
-        ("model.hidden", "hidden_size"),
-        ("model.layers", "num_hidden_layers"),
-        ("model.vocab", "vocab_size"),
-        ("model.dense.ffn", "intermediate_size"),
-        ("model.loop.first", "smelt_loop_first_layer"),
-        ("model.loop.span", "smelt_loop_span"),
-        ("model.loop.repeats", "smelt_loop_repeats"),
-        ("model.loop.residual_scale", "smelt_loop_residual_scale"),
-        ("model.loop", "smelt_loop_*"),
-    ];
-    let translate = |s: &str| {
-        words.iter().fold(s.to_owned(), |acc, (ours, theirs)| {
-            acc.replace(ours, theirs)
-        })
-    };
-    Error::InvalidSpec {
-        field: format!("config.json: {}", translate(&field)),
-        rule: translate(&rule),
     }
 }
 
@@ -385,14 +332,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
             ),
         ));
     };
-    let family_name = map.get("model_type").and_then(Value::as_str).unwrap_or("");
-    if map.contains_key("kv_lora_rank") || family_name.starts_with("deepseek") {
-        return Err(refuse(
-            "kv_lora_rank",
-            "multi-head latent attention (DeepSeek's MLA) compresses keys and values into a \
-             latent; smelt's cost model only describes GQA",
-        ));
-    }
+    refuse_unmodelled(map)?;
     let family = match map.get("model_type") {
         None => {
             return Err(Error::invalid(
@@ -426,6 +366,11 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         Family::Qwen2Moe => read::<qwen::Qwen2Moe>(value)?.parts(&common, &read(value)?),
         Family::Qwen3Moe => read::<qwen::Qwen3Moe>(value)?.parts(&common, &read(value)?),
         Family::Olmoe => read::<olmoe::Config>(value)?.parts(&common),
+        Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 => {
+            deepseek::Latent::parts(family, &common, &read(value)?, &read(value)?)
+        }
+        Family::Glm4Moe => read::<deepseek::Glm>(value)?.parts(&common, &read(value)?),
+        Family::GptOss => read::<gpt_oss::Config>(value)?.parts(&common),
     }?;
     let spec = ModelSpec {
         name: Some(
@@ -440,6 +385,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         counting: Counting {
             embeddings: true,
             lm_head: true,
+            ..Counting::default()
         },
     };
     spec.validate().map_err(|e| match e {
@@ -449,29 +395,6 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         e => in_config_words(e, family),
     })?;
     Ok(spec)
-}
-
-/// Refuses the sliding windows a family's Transformers code applies: Mixtral's whenever
-/// `sliding_window` is set (it has no `use_sliding_window` switch), Qwen's only with
-/// `use_sliding_window = true` (its default is false). Checked before anything else is read.
-fn refuse_windows(family: Family, map: &Map<String, Value>) -> Result<()> {
-    let window = map.get("sliding_window").filter(|v| !v.is_null());
-    let switch = map.get("use_sliding_window").and_then(Value::as_bool);
-    let on = match family {
-        Family::Mixtral => window.is_some(),
-        Family::Qwen2Moe | Family::Qwen3Moe => window.is_some() && switch == Some(true),
-        Family::Olmoe => false,
-    };
-    match (on, window) {
-        (true, Some(w)) => Err(refuse(
-            "sliding_window",
-            format!(
-                "{family} attends a window of {w} keys here; that bounds the keys a query \
-                 attends and the KV cache"
-            ),
-        )),
-        _ => Ok(()),
-    }
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -485,11 +408,23 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// The family whose conventions a spec follows: `qwen3_moe` with per-head q/k norm,
-/// `olmoe` with q/k norm over the whole projection, `qwen2_moe` with a gated shared
-/// expert, Q/K/V biases or dense layers, `mixtral` otherwise.
+/// The family whose conventions a spec follows: `deepseek_v3` with MLA, `gpt_oss` with
+/// sinks, expert biases or sliding windows, `glm4_moe` with ungated shared experts or a
+/// router bias, `qwen3_moe` with per-head q/k norm, `olmoe` with q/k norm over the whole
+/// projection, `qwen2_moe` with a gated shared expert, Q/K/V biases or dense layers,
+/// `mixtral` otherwise.
 pub fn family_of(spec: &ModelSpec) -> Family {
     let m = &spec.model;
+    let ungated = m.moe.shared_experts > 0 && !m.moe.shared_gate;
+    if m.mla.is_some() {
+        return Family::DeepseekV3;
+    }
+    if m.attention_sinks || m.moe.expert_bias || m.window.is_some() {
+        return Family::GptOss;
+    }
+    if ungated || m.moe.router_bias || m.mtp_layers > 0 {
+        return Family::Glm4Moe;
+    }
     match m.qk_norm {
         QkNorm::PerHead => Family::Qwen3Moe,
         QkNorm::Full => Family::Olmoe,
@@ -533,6 +468,17 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
         Family::Qwen2Moe => object(qwen::Qwen2Moe::of(m)?)?,
         Family::Qwen3Moe => object(qwen::Qwen3Moe::of(m)?)?,
         Family::Olmoe => object(olmoe::Config::of(m)?)?,
+        Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 => {
+            let mut out = object(deepseek::Latent::of(m, family)?)?;
+            out.extend(object(deepseek::Moe::of(m, family)?)?);
+            out
+        }
+        Family::Glm4Moe => {
+            let mut out = object(deepseek::Glm::of(m)?)?;
+            out.extend(object(deepseek::Moe::of(m, family)?)?);
+            out
+        }
+        Family::GptOss => object(gpt_oss::Config::of(m)?)?,
     });
     if matches!(family, Family::Qwen2Moe | Family::Qwen3Moe) {
         out.extend(object(qwen::Qwen::of(m))?);
@@ -540,9 +486,14 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
     Ok(Value::Object(out))
 }
 
+/// Keys of a Baseline's config that describe its checkpoint, not its architecture: a looped
+/// model is trained anew, so they are never carried over.
+const NOT_CARRIED: &[&str] = &["quantization_config", "_name_or_path"];
+
 /// [`export`], carrying over every other key of the Baseline's own `config.json` (RoPE base,
 /// norm epsilon, activation, token ids, dtype, router options, ...) when it is of the same
-/// family, so the looped model differs from its Baseline only where the match says. The
+/// family (but the checkpoint's storage format, `quantization_config`), so the looped model
+/// differs from its Baseline only where the match says. The
 /// keys the family reads ([`Family::keys`]) always come from the matched model, except
 /// `max_position_embeddings`, which keeps the Baseline's value when that is larger than the
 /// context the match was costed at.
@@ -553,7 +504,10 @@ pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result
     if let (true, Some(base), Some(map)) = (same_family, baseline.as_object(), out.as_object_mut())
     {
         for (k, v) in base {
-            if !read.contains(&k.as_str()) && !map.contains_key(k) {
+            if !read.contains(&k.as_str())
+                && !map.contains_key(k)
+                && !NOT_CARRIED.contains(&k.as_str())
+            {
                 map.insert(k.clone(), v.clone());
             }
         }
@@ -568,44 +522,4 @@ pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result
         }
     }
     Ok(out)
-}
-
-/// Qwen's dense layers of a `layers`-layer model: 0-based layer `i` is MoE when it is not in
-/// `mlp_only_layers` and `(i + 1) % decoder_sparse_step == 0`; the others have a dense MLP of
-/// width `intermediate_size`. `layers` is bounded (validated) before this runs.
-fn qwen_dense_layers(
-    layers: u64,
-    step: u64,
-    only: &[u64],
-    intermediate_size: Option<u64>,
-) -> Result<Option<Dense>> {
-    if step == 0 {
-        return Err(Error::invalid(
-            "config.json: decoder_sparse_step",
-            "must be at least 1 (every how many layers one is MoE)",
-        ));
-    }
-    for (i, &l) in only.iter().enumerate() {
-        if l >= layers {
-            return Err(Error::invalid(
-                format!("config.json: mlp_only_layers[{i}]"),
-                format!("must be a 0-based layer below num_hidden_layers ({layers}); got {l}"),
-            ));
-        }
-    }
-    let only: std::collections::BTreeSet<u64> = only.iter().copied().collect();
-    let dense: Vec<u64> = (0..layers)
-        .filter(|i| only.contains(i) || (i + 1) % step != 0)
-        .map(|i| i + 1)
-        .collect();
-    if dense.is_empty() {
-        return Ok(None);
-    }
-    let ffn = intermediate_size.ok_or_else(|| {
-        Error::invalid(
-            "config.json: intermediate_size",
-            "missing; the dense layers (mlp_only_layers, decoder_sparse_step) need it",
-        )
-    })?;
-    Ok(Some(Dense { layers: dense, ffn }))
 }

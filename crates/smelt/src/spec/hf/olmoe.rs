@@ -3,16 +3,19 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Common, Family, Parts, Support};
+use super::support::{Shared, Support};
+use super::{Common, Family, Parts};
 use crate::error::Result;
 use crate::spec::{AttentionBias, Model, QkNorm};
 
-const SUPPORT: Support = Support::new(
-    QkNorm::Full,
-    &[AttentionBias::None, AttentionBias::All],
-    false,
-    false,
-);
+const SUPPORT: Support = Support {
+    qk_norm: &[QkNorm::Full],
+    biases: &[AttentionBias::None, AttentionBias::All],
+    shared: Shared::No,
+    dense: false,
+    features: &[],
+    required: &[],
+};
 
 /// The keys `olmoe` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -39,10 +42,9 @@ impl Config {
         Ok(Parts {
             experts: self.num_experts,
             expert_ffn: self.intermediate_size,
-            qk_norm: SUPPORT.qk_norm,
+            qk_norm: QkNorm::Full,
             attention_bias: AttentionBias::all_if(self.attention_bias),
-            shared: None,
-            dense: None,
+            ..Parts::default()
         })
     }
 

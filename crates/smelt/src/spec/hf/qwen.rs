@@ -5,9 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Common, Family, Parts, Support, qwen_dense_layers, yes};
+use super::support::{Shared, Support};
+use super::{Common, Family, Parts, yes};
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, Model, QkNorm};
+use crate::spec::{AttentionBias, Dense, Model, QkNorm};
 
 fn one() -> u64 {
     1
@@ -38,13 +39,13 @@ impl Qwen {
             expert_ffn: self.moe_intermediate_size,
             qk_norm: qk,
             attention_bias: bias,
-            shared: None,
             dense: qwen_dense_layers(
                 c.num_hidden_layers,
                 self.decoder_sparse_step,
                 &self.mlp_only_layers,
                 self.intermediate_size,
             )?,
+            ..Parts::default()
         })
     }
 
@@ -73,12 +74,14 @@ pub(super) struct Qwen2Moe {
 }
 
 impl Qwen2Moe {
-    const SUPPORT: Support = Support::new(
-        QkNorm::None,
-        &[AttentionBias::None, AttentionBias::Qkv],
-        true,
-        true,
-    );
+    const SUPPORT: Support = Support {
+        qk_norm: &[QkNorm::None],
+        biases: &[AttentionBias::None, AttentionBias::Qkv],
+        shared: Shared::OneGated,
+        dense: true,
+        features: &[],
+        required: &[],
+    };
 
     pub(super) fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
         if self.shared_expert_intermediate_size == 0 {
@@ -93,7 +96,7 @@ impl Qwen2Moe {
             AttentionBias::None
         };
         Ok(Parts {
-            shared: Some(self.shared_expert_intermediate_size),
+            shared: Some((1, self.shared_expert_intermediate_size, true)),
             ..qwen.parts(c, self.num_experts, QkNorm::None, bias)?
         })
     }
@@ -124,12 +127,14 @@ impl Qwen3Moe {
     /// Keys read under another name.
     pub(super) const ALIASES: &'static [&'static str] = &["num_local_experts"];
 
-    const SUPPORT: Support = Support::new(
-        QkNorm::PerHead,
-        &[AttentionBias::None, AttentionBias::All],
-        false,
-        true,
-    );
+    const SUPPORT: Support = Support {
+        qk_norm: &[QkNorm::PerHead],
+        biases: &[AttentionBias::None, AttentionBias::All],
+        shared: Shared::No,
+        dense: true,
+        features: &[],
+        required: &[],
+    };
 
     pub(super) fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
         let bias = AttentionBias::all_if(self.attention_bias);
@@ -143,4 +148,44 @@ impl Qwen3Moe {
             attention_bias: m.attention_bias == AttentionBias::All,
         })
     }
+}
+
+/// Qwen's dense layers of a `layers`-layer model: 0-based layer `i` is MoE when it is not in
+/// `mlp_only_layers` and `(i + 1) % decoder_sparse_step == 0`; the others have a dense MLP of
+/// width `intermediate_size`. `layers` is bounded (validated) before this runs.
+fn qwen_dense_layers(
+    layers: u64,
+    step: u64,
+    only: &[u64],
+    intermediate_size: Option<u64>,
+) -> Result<Option<Dense>> {
+    if step == 0 {
+        return Err(Error::invalid(
+            "config.json: decoder_sparse_step",
+            "must be at least 1 (every how many layers one is MoE)",
+        ));
+    }
+    for (i, &l) in only.iter().enumerate() {
+        if l >= layers {
+            return Err(Error::invalid(
+                format!("config.json: mlp_only_layers[{i}]"),
+                format!("must be a 0-based layer below num_hidden_layers ({layers}); got {l}"),
+            ));
+        }
+    }
+    let only: std::collections::BTreeSet<u64> = only.iter().copied().collect();
+    let dense: Vec<u64> = (0..layers)
+        .filter(|i| only.contains(i) || (i + 1) % step != 0)
+        .map(|i| i + 1)
+        .collect();
+    if dense.is_empty() {
+        return Ok(None);
+    }
+    let ffn = intermediate_size.ok_or_else(|| {
+        Error::invalid(
+            "config.json: intermediate_size",
+            "missing; the dense layers (mlp_only_layers, decoder_sparse_step) need it",
+        )
+    })?;
+    Ok(Some(Dense { layers: dense, ffn }))
 }

@@ -1,0 +1,404 @@
+//! `[lattice]` as written, resolved against the Baseline into a [`Lattice`].
+
+use serde::Deserialize;
+
+use super::{FfnRule, HeadsRule, Lattice, Steps};
+use crate::error::{Error, Result};
+use crate::spec::{MAX_COUNT, MAX_EXPERTS, MAX_WIDTH, ModelSpec};
+
+/// A `{ step, min, max }` knob as written; every part optional.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RangeFile {
+    step: Option<u64>,
+    min: Option<u64>,
+    max: Option<u64>,
+}
+
+impl RangeFile {
+    /// The progression, with `max` at most `limit` (checked before anything is built).
+    fn resolve(&self, field: &str, default: (u64, u64, u64), limit: u64) -> Result<Steps> {
+        let (min, max, step) = default;
+        let max = self.max.unwrap_or(max.min(limit));
+        at_most(&format!("{field}.max"), max, limit)?;
+        Steps::new(
+            field,
+            self.min.unwrap_or(min),
+            max,
+            self.step.unwrap_or(step),
+        )
+    }
+
+    fn is_set(&self) -> bool {
+        self.step.or(self.min).or(self.max).is_some()
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FfnFile {
+    ratio: Option<toml::Value>,
+    multiple: Option<u64>,
+    step: Option<u64>,
+    min: Option<u64>,
+    max: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeadDimFile {
+    values: Option<Vec<u64>>,
+    step: Option<u64>,
+    min: Option<u64>,
+    max: Option<u64>,
+}
+
+/// The `{ step, min, max }` part of a knob that also takes other keys.
+macro_rules! range_of {
+    ($file:expr) => {
+        RangeFile {
+            step: $file.step,
+            min: $file.min,
+            max: $file.max,
+        }
+    };
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeadsFile {
+    #[serde(default)]
+    tied: bool,
+    min: Option<u64>,
+    max: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RatioRangeFile {
+    min: Option<f64>,
+    max: Option<f64>,
+}
+
+/// `[lattice]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LatticeFile {
+    #[serde(default)]
+    hidden: RangeFile,
+    #[serde(default)]
+    experts: RangeFile,
+    #[serde(default)]
+    expert_ffn: FfnFile,
+    #[serde(default)]
+    head_dim: HeadDimFile,
+    #[serde(default)]
+    heads: HeadsFile,
+    #[serde(default)]
+    kv_heads: RangeFile,
+    #[serde(default)]
+    gqa: RangeFile,
+    #[serde(default)]
+    q_width: RatioRangeFile,
+    #[serde(default)]
+    kv_lora_rank: RangeFile,
+}
+
+/// Parses `"a/b"`, `"baseline"` or a number into a ratio `num/den`.
+fn parse_ratio(value: &toml::Value, base: &ModelSpec) -> Result<(u64, u64)> {
+    let bad = |why: String| Error::invalid("lattice.expert_ffn.ratio", why);
+    match value {
+        toml::Value::String(s) if s == "baseline" => {
+            Ok((base.model.moe.expert_ffn, base.model.hidden))
+        }
+        toml::Value::String(s) => {
+            let (a, b) = s.split_once('/').ok_or_else(|| {
+                bad(format!(
+                    "must be \"a/b\", \"baseline\" or a number (got \"{s}\")"
+                ))
+            })?;
+            let part = |p: &str, what: &str| -> Result<u64> {
+                p.trim()
+                    .parse()
+                    .map_err(|_| bad(format!("bad {what} in \"{s}\"")))
+            };
+            let (a, b) = (part(a, "numerator")?, part(b, "denominator")?);
+            if a == 0 || b == 0 || a > 1 << 20 || b > 1 << 20 {
+                return Err(bad(format!(
+                    "numerator and denominator must be between 1 and 2^20 (got \"{s}\")"
+                )));
+            }
+            Ok((a, b))
+        }
+        toml::Value::Float(x) if x.is_finite() && *x > 0.0 && *x <= 64.0 => {
+            // A decimal ratio, kept to 6 decimal places.
+            Ok(((x * 1e6).round() as u64, 1_000_000))
+        }
+        toml::Value::Integer(n) if (1..=64).contains(n) => Ok((*n as u64, 1)),
+        other => Err(bad(format!(
+            "must be \"a/b\", \"baseline\" or a positive number up to 64 (got {other})"
+        ))),
+    }
+}
+
+fn at_most(field: &str, value: u64, max: u64) -> Result<()> {
+    if value > max {
+        return Err(Error::invalid(field, format!("must be at most {max}")));
+    }
+    Ok(())
+}
+
+impl FfnFile {
+    fn resolve(&self, base: &ModelSpec) -> Result<FfnRule> {
+        let m = &base.model;
+        let range = range_of!(self);
+        match (&self.ratio, range.is_set()) {
+            (Some(_), true) => Err(Error::invalid(
+                "lattice.expert_ffn",
+                "give either ratio (+ multiple) or step/min/max, not both",
+            )),
+            (None, true) => {
+                if self.multiple.is_some() {
+                    return Err(Error::invalid(
+                        "lattice.expert_ffn.multiple",
+                        "only applies with ratio",
+                    ));
+                }
+                Ok(FfnRule::Free(range.resolve(
+                    "lattice.expert_ffn",
+                    (16, m.moe.expert_ffn.saturating_mul(2), 16),
+                    MAX_WIDTH,
+                )?))
+            }
+            (ratio, false) => {
+                let (num, den) = match ratio {
+                    Some(r) => parse_ratio(r, base)?,
+                    None => (m.moe.expert_ffn, m.hidden),
+                };
+                let multiple = self.multiple.unwrap_or(16);
+                if !(1..=1 << 20).contains(&multiple) {
+                    return Err(Error::invalid(
+                        "lattice.expert_ffn.multiple",
+                        "must be between 1 and 2^20",
+                    ));
+                }
+                Ok(FfnRule::Tied { num, den, multiple })
+            }
+        }
+    }
+}
+
+impl HeadDimFile {
+    fn resolve(&self) -> Result<Vec<u64>> {
+        let range = range_of!(self);
+        let values = match (&self.values, range.is_set()) {
+            (Some(_), true) => {
+                return Err(Error::invalid(
+                    "lattice.head_dim",
+                    "give either values or step/min/max, not both",
+                ));
+            }
+            (Some(v), false) => {
+                if v.is_empty() || v.contains(&0) {
+                    return Err(Error::invalid(
+                        "lattice.head_dim.values",
+                        "must list at least one positive head width",
+                    ));
+                }
+                let mut v = v.clone();
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
+            (None, _) => range
+                .resolve("lattice.head_dim", (32, 256, 8), MAX_WIDTH)?
+                .values()
+                .collect(),
+        };
+        if values.iter().any(|&v| v > MAX_WIDTH) {
+            return Err(Error::invalid(
+                "lattice.head_dim.values",
+                format!("must be at most {MAX_WIDTH}"),
+            ));
+        }
+        Ok(values)
+    }
+}
+
+impl HeadsFile {
+    fn resolve(&self) -> Result<HeadsRule> {
+        if self.tied {
+            if self.min.is_some() || self.max.is_some() {
+                return Err(Error::invalid(
+                    "lattice.heads",
+                    "give either tied = true or min/max, not both",
+                ));
+            }
+            return Ok(HeadsRule::Tied);
+        }
+        let max = self.max.unwrap_or(256);
+        at_most("lattice.heads.max", max, MAX_COUNT)?;
+        let s = Steps::new("lattice.heads", self.min.unwrap_or(1), max, 1)?;
+        Ok(HeadsRule::Free {
+            min: s.min,
+            max: s.max,
+        })
+    }
+}
+
+impl LatticeFile {
+    pub(super) fn resolve(&self, base: &ModelSpec) -> Result<Lattice> {
+        let m = &base.model;
+        let hidden = self.hidden.resolve(
+            "lattice.hidden",
+            ((m.hidden / 2).max(1), m.hidden.saturating_mul(2), 32),
+            MAX_WIDTH,
+        )?;
+        let experts = self.experts.resolve(
+            "lattice.experts",
+            (m.moe.top_k, m.moe.experts.saturating_mul(4), 8),
+            MAX_EXPERTS,
+        )?;
+        if experts.max < m.moe.top_k {
+            return Err(Error::invalid(
+                "lattice.experts",
+                format!(
+                    "max ({}) is below the Baseline's top_k ({}): no lattice point can route",
+                    experts.max, m.moe.top_k
+                ),
+            ));
+        }
+        let expert_ffn = self.expert_ffn.resolve(base)?;
+        widths_fit(&expert_ffn, base, hidden.last())?;
+        if let Some(mla) = &m.mla {
+            return self.resolve_mla(mla, hidden, experts, expert_ffn);
+        }
+        if self.kv_lora_rank.is_set() {
+            return Err(Error::invalid(
+                "lattice.kv_lora_rank",
+                "is the KV knob of an MLA Baseline; this Baseline has no [model.mla]",
+            ));
+        }
+        let head_dim = self.head_dim.resolve()?;
+        let heads = self.heads.resolve()?;
+        let kv_heads = self
+            .kv_heads
+            .resolve("lattice.kv_heads", (1, 64, 1), MAX_COUNT)?;
+        let gqa = self.gqa.resolve("lattice.gqa", (1, 64, 1), MAX_COUNT)?;
+        if self.gqa.step.is_some() {
+            return Err(Error::invalid(
+                "lattice.gqa.step",
+                "is not a knob: gqa takes min and max",
+            ));
+        }
+        let q = self.q_width;
+        let q_width = (q.min.unwrap_or(0.5), q.max.unwrap_or(2.0));
+        if !(q_width.0.is_finite()
+            && q_width.1.is_finite()
+            && q_width.0 > 0.0
+            && q_width.0 <= q_width.1)
+        {
+            return Err(Error::invalid(
+                "lattice.q_width",
+                format!(
+                    "needs 0 < min <= max (got min = {}, max = {})",
+                    q_width.0, q_width.1
+                ),
+            ));
+        }
+        Ok(Lattice {
+            hidden,
+            experts,
+            expert_ffn,
+            head_dim,
+            heads,
+            kv_heads,
+            gqa: (gqa.min, gqa.max),
+            q_width,
+            kv_lora_rank: None,
+        })
+    }
+
+    /// The lattice of an MLA Baseline: heads and the latent rank are the attention knobs,
+    /// the per-head widths stay the Baseline's.
+    fn resolve_mla(
+        &self,
+        mla: &crate::spec::Mla,
+        hidden: Steps,
+        experts: Steps,
+        expert_ffn: FfnRule,
+    ) -> Result<Lattice> {
+        let fixed = |knob: &str, set: bool| {
+            if set {
+                Err(Error::invalid(
+                    format!("lattice.{knob}"),
+                    "does not apply to an MLA Baseline: its per-head widths stay the \
+                     Baseline's and kv_heads = heads; the knobs are heads and kv_lora_rank",
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        let h = &self.head_dim;
+        fixed("head_dim", h.values.is_some() || range_of!(h).is_set())?;
+        fixed("kv_heads", self.kv_heads.is_set())?;
+        fixed("gqa", self.gqa.is_set())?;
+        fixed(
+            "q_width",
+            self.q_width.min.is_some() || self.q_width.max.is_some(),
+        )?;
+        fixed("heads.tied", self.heads.tied)?;
+        let heads = self.heads.resolve()?;
+        let rank = mla.kv_lora_rank;
+        let kv_lora_rank = self.kv_lora_rank.resolve(
+            "lattice.kv_lora_rank",
+            (32, rank.saturating_mul(2).max(32), 32),
+            MAX_WIDTH,
+        )?;
+        let qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
+        Ok(Lattice {
+            hidden,
+            experts,
+            expert_ffn,
+            head_dim: vec![qk],
+            heads,
+            kv_heads: Steps::new("lattice.kv_heads", 1, 1, 1)?,
+            gqa: (1, 1),
+            q_width: (0.0, f64::INFINITY),
+            kv_lora_rank: Some(kv_lora_rank),
+        })
+    }
+}
+
+/// The widths tied to `hidden` (the expert width, and the Baseline's shared and dense FFN
+/// widths scaled alike) stay within the model limits at the largest hidden size, so that
+/// every lattice point is a valid model; the error names the lattice knob.
+fn widths_fit(rule: &FfnRule, base: &ModelSpec, hidden_max: u64) -> Result<()> {
+    let m = &base.model;
+    let too_wide = |what: &str, width: u64| {
+        Error::invalid(
+            "lattice.expert_ffn",
+            format!(
+                "at lattice.hidden.max ({hidden_max}) gives {what} {width}, above the limit of \
+                 {MAX_WIDTH}; lower the ratio or lattice.hidden.max"
+            ),
+        )
+    };
+    if let FfnRule::Tied { .. } = rule {
+        let widest = rule.values(hidden_max).into_iter().max().unwrap_or(0);
+        if widest > MAX_WIDTH {
+            return Err(too_wide("an expert width of", widest));
+        }
+    }
+    let shared = rule.shared_width(m.moe.shared_ffn, m.hidden, hidden_max);
+    if shared > MAX_WIDTH {
+        return Err(too_wide("a shared-expert width of", shared));
+    }
+    if let Some(d) = &m.dense {
+        let dense = rule.shared_width(d.ffn, m.hidden, hidden_max);
+        if dense > MAX_WIDTH {
+            return Err(too_wide("a dense FFN width of", dense));
+        }
+    }
+    Ok(())
+}

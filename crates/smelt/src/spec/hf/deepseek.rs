@@ -1,0 +1,249 @@
+//! DeepSeek-style MoE (`deepseek_v2`, `deepseek_v3`, `kimi_k2`, `glm4_moe`): routed experts
+//! of `moe_intermediate_size`, `n_shared_experts` ungated shared experts of the same width,
+//! the first `first_k_dense_replace` layers dense (`intermediate_size`), DeepSeek-V3's and
+//! GLM's router bias (`e_score_correction_bias`, stored in the checkpoint), and MTP modules
+//! (`num_nextn_predict_layers`). DeepSeek and Kimi-K2 attend with multi-head latent attention
+//! ([`Latent`]); GLM-4.5 with GQA ([`Glm`]).
+//!
+//! Layer `i` (0-based) is MoE when `i >= first_k_dense_replace` and `i % moe_layer_freq ==
+//! 0` (DeepSeek's own modeling code; Transformers' reads only the first condition, the same
+//! rule for `moe_layer_freq = 1`, every published config). Grouped routing (`n_group`,
+//! `topk_group`), `routed_scaling_factor`, `scoring_func` and `norm_topk_prob` change which
+//! experts a token uses and how their outputs are weighted, not what is computed: no cost.
+
+use serde::{Deserialize, Serialize};
+
+use super::support::{Feature, Shared, Support, refuse};
+use super::{Common, Family, Parts};
+use crate::error::{Error, Result};
+use crate::spec::{AttentionBias, Dense, Mla, Model, QkNorm};
+
+fn one() -> u64 {
+    1
+}
+
+/// The DeepSeek MoE keys.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Moe {
+    n_routed_experts: u64,
+    moe_intermediate_size: u64,
+    #[serde(default)]
+    n_shared_experts: Option<u64>,
+    #[serde(default)]
+    first_k_dense_replace: u64,
+    #[serde(default = "one")]
+    moe_layer_freq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    intermediate_size: Option<u64>,
+    #[serde(default)]
+    num_nextn_predict_layers: u64,
+    /// `noaux_tc` routes with `e_score_correction_bias` (DeepSeek-V3's default); V2's
+    /// `greedy` and `group_limited_greedy` have no bias.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    topk_method: Option<String>,
+}
+
+impl Moe {
+    /// The MoE parts of a config of `family` with `layers` layers.
+    fn parts(&self, family: Family, layers: u64) -> Result<Parts> {
+        if self.moe_layer_freq == 0 {
+            return Err(Error::invalid(
+                "config.json: moe_layer_freq",
+                "must be at least 1 (every how many layers one is MoE)",
+            ));
+        }
+        let dense: Vec<u64> = (0..layers)
+            .filter(|&i| i < self.first_k_dense_replace || i % self.moe_layer_freq != 0)
+            .map(|i| i + 1)
+            .collect();
+        let dense = if dense.is_empty() {
+            None
+        } else {
+            let ffn = self.intermediate_size.ok_or_else(|| {
+                Error::invalid(
+                    "config.json: intermediate_size",
+                    "missing; the dense layers (first_k_dense_replace, moe_layer_freq) need it",
+                )
+            })?;
+            Some(Dense { layers: dense, ffn })
+        };
+        let method = self.topk_method.as_deref();
+        let router_bias = match family {
+            Family::Glm4Moe => true,
+            Family::DeepseekV3 | Family::KimiK2 => method.unwrap_or("noaux_tc") == "noaux_tc",
+            _ => method == Some("noaux_tc"),
+        };
+        let shared = self
+            .n_shared_experts
+            .filter(|&n| n > 0)
+            .map(|n| (n, self.moe_intermediate_size, false));
+        Ok(Parts {
+            experts: self.n_routed_experts,
+            expert_ffn: self.moe_intermediate_size,
+            shared,
+            dense,
+            router_bias,
+            mtp_layers: self.num_nextn_predict_layers,
+            ..Parts::default()
+        })
+    }
+
+    /// The keys of `m` in `family`'s words: the dense layers must be the first ones, and
+    /// the shared experts a whole number of routed experts' width.
+    pub(super) fn of(m: &Model, family: Family) -> Result<Self> {
+        let unfit = |why: String| Error::invalid("family", format!("{family}: {why}"));
+        let first_k = match &m.dense {
+            None => 0,
+            Some(d) => {
+                let k = d.layers.len() as u64;
+                if d.layers != (1..=k).collect::<Vec<_>>() {
+                    return Err(unfit(format!(
+                        "its dense layers are the first first_k_dense_replace ones; the model's \
+                         are {:?}",
+                        d.layers
+                    )));
+                }
+                k
+            }
+        };
+        let f = m.moe.expert_ffn;
+        let width = m.moe.shared_experts * m.moe.shared_ffn;
+        if !width.is_multiple_of(f) {
+            return Err(unfit(format!(
+                "its shared experts are n_shared_experts x moe_intermediate_size ({f}) wide; \
+                 the model's are {width}"
+            )));
+        }
+        let topk_method = match family {
+            Family::Glm4Moe => None,
+            _ if m.moe.router_bias => Some("noaux_tc".to_owned()),
+            _ => Some("greedy".to_owned()),
+        };
+        Ok(Self {
+            n_routed_experts: m.moe.experts,
+            moe_intermediate_size: f,
+            n_shared_experts: Some(width / f),
+            first_k_dense_replace: first_k,
+            moe_layer_freq: 1,
+            intermediate_size: m.dense.as_ref().map(|d| d.ffn),
+            num_nextn_predict_layers: m.mtp_layers,
+            topk_method,
+        })
+    }
+}
+
+/// DeepSeek's multi-head latent attention keys.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Latent {
+    /// `null` (DeepSeek-V2-Lite): a plain query projection.
+    #[serde(default)]
+    q_lora_rank: Option<u64>,
+    kv_lora_rank: u64,
+    qk_nope_head_dim: u64,
+    qk_rope_head_dim: u64,
+    v_head_dim: u64,
+    #[serde(default)]
+    attention_bias: bool,
+}
+
+impl Latent {
+    const V2: Support = Support {
+        qk_norm: &[QkNorm::None],
+        biases: &[AttentionBias::None],
+        shared: Shared::Ungated,
+        dense: true,
+        features: &[Feature::Mla],
+        required: &[Feature::Mla],
+    };
+    const V3: Support = Support {
+        features: &[Feature::Mla, Feature::RouterBias, Feature::Mtp],
+        required: &[Feature::Mla, Feature::RouterBias],
+        ..Self::V2
+    };
+
+    pub(super) fn parts(family: Family, c: &Common, latent: &Self, moe: &Moe) -> Result<Parts> {
+        if latent.attention_bias {
+            return Err(refuse(
+                "attention_bias",
+                "biases on DeepSeek's latent projections are not in the cost model",
+            ));
+        }
+        Ok(Parts {
+            mla: Some(Mla {
+                q_lora_rank: latent.q_lora_rank.unwrap_or(0),
+                kv_lora_rank: latent.kv_lora_rank,
+                qk_nope_head_dim: latent.qk_nope_head_dim,
+                qk_rope_head_dim: latent.qk_rope_head_dim,
+                v_head_dim: latent.v_head_dim,
+            }),
+            ..moe.parts(family, c.num_hidden_layers)?
+        })
+    }
+
+    pub(super) fn of(m: &Model, family: Family) -> Result<Self> {
+        let support = if family == Family::DeepseekV2 {
+            Self::V2
+        } else {
+            Self::V3
+        };
+        support.check(m, family)?;
+        let a = m
+            .mla
+            .as_ref()
+            .ok_or_else(|| Error::invalid("family", format!("{family}: always has [model.mla]")))?;
+        Ok(Self {
+            q_lora_rank: (a.q_lora_rank > 0).then_some(a.q_lora_rank),
+            kv_lora_rank: a.kv_lora_rank,
+            qk_nope_head_dim: a.qk_nope_head_dim,
+            qk_rope_head_dim: a.qk_rope_head_dim,
+            v_head_dim: a.v_head_dim,
+            attention_bias: false,
+        })
+    }
+}
+
+/// GLM-4.5's attention keys (GQA; the MoE is DeepSeek's).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Glm {
+    /// Biases on Q, K and V (not O).
+    #[serde(default)]
+    attention_bias: bool,
+    /// A per-head RMSNorm on queries and keys.
+    #[serde(default)]
+    use_qk_norm: bool,
+}
+
+impl Glm {
+    const SUPPORT: Support = Support {
+        qk_norm: &[QkNorm::None, QkNorm::PerHead],
+        biases: &[AttentionBias::None, AttentionBias::Qkv],
+        shared: Shared::Ungated,
+        dense: true,
+        features: &[Feature::RouterBias, Feature::Mtp],
+        required: &[Feature::RouterBias],
+    };
+
+    pub(super) fn parts(&self, c: &Common, moe: &Moe) -> Result<Parts> {
+        Ok(Parts {
+            qk_norm: if self.use_qk_norm {
+                QkNorm::PerHead
+            } else {
+                QkNorm::None
+            },
+            attention_bias: if self.attention_bias {
+                AttentionBias::Qkv
+            } else {
+                AttentionBias::None
+            },
+            ..moe.parts(Family::Glm4Moe, c.num_hidden_layers)?
+        })
+    }
+
+    pub(super) fn of(m: &Model) -> Result<Self> {
+        Self::SUPPORT.check(m, Family::Glm4Moe)?;
+        Ok(Self {
+            attention_bias: m.attention_bias == AttentionBias::Qkv,
+            use_qk_norm: m.qk_norm == QkNorm::PerHead,
+        })
+    }
+}

@@ -1,0 +1,125 @@
+//! `gpt_oss`: GQA with biases on Q, K, V and O (`attention_bias`, default true) and one
+//! learned sink logit per head; layers alternate sliding-window and full attention
+//! (`layer_types`, by default sliding on even 0-based layers; `sliding_window` keys, default
+//! 128); a router with a bias; routed experts (`num_local_experts` of `intermediate_size`)
+//! with biases on gate/up and down. No shared experts, no dense layers. The clamped SwiGLU
+//! (`swiglu_limit`) and YaRN RoPE cost nothing counted.
+
+use serde::{Deserialize, Serialize};
+
+use super::support::{Feature, Shared, Support, refuse};
+use super::{Common, Family, Parts, yes};
+use crate::error::{Error, Result};
+use crate::spec::{AttentionBias, Model, QkNorm, Window, WindowKind};
+
+const SLIDING: &str = "sliding_attention";
+const FULL: &str = "full_attention";
+/// Transformers' default window.
+const DEFAULT_WINDOW: u64 = 128;
+
+const SUPPORT: Support = Support {
+    qk_norm: &[QkNorm::None],
+    biases: &[AttentionBias::None, AttentionBias::All],
+    shared: Shared::No,
+    dense: false,
+    features: &[
+        Feature::Sliding,
+        Feature::Sinks,
+        Feature::RouterBias,
+        Feature::ExpertBias,
+    ],
+    required: &[Feature::Sinks, Feature::RouterBias, Feature::ExpertBias],
+};
+
+/// The keys `gpt_oss` adds to the common ones.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Config {
+    num_local_experts: u64,
+    intermediate_size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sliding_window: Option<u64>,
+    #[serde(default)]
+    layer_types: Option<Vec<String>>,
+    #[serde(default = "yes")]
+    attention_bias: bool,
+    /// gpt-oss's own name for `num_experts_per_tok`, which its configs also carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    experts_per_token: Option<u64>,
+}
+
+impl Config {
+    pub(super) fn parts(&self, c: &Common) -> Result<Parts> {
+        if let Some(k) = self.experts_per_token
+            && k != c.num_experts_per_tok
+        {
+            return Err(Error::invalid(
+                "config.json: experts_per_token",
+                format!(
+                    "says {k} experts per token and num_experts_per_tok says {}; give one count",
+                    c.num_experts_per_tok
+                ),
+            ));
+        }
+        let layers = c.num_hidden_layers;
+        let types: Vec<String> = match &self.layer_types {
+            Some(t) => t.clone(),
+            None => (0..layers)
+                .map(|i| if i % 2 == 0 { SLIDING } else { FULL }.to_owned())
+                .collect(),
+        };
+        if types.len() as u64 != layers {
+            return Err(Error::invalid(
+                "config.json: layer_types",
+                format!(
+                    "must name the attention of each of the {layers} layers; got {}",
+                    types.len()
+                ),
+            ));
+        }
+        let mut windowed = Vec::new();
+        for (i, t) in types.iter().enumerate() {
+            match t.as_str() {
+                SLIDING => windowed.push(i as u64 + 1),
+                FULL => {}
+                other => {
+                    return Err(refuse(
+                        &format!("layer_types[{i}]"),
+                        format!("'{other}' is not a layer type gpt_oss builds ({SLIDING}, {FULL})"),
+                    ));
+                }
+            }
+        }
+        let window = (!windowed.is_empty()).then(|| Window {
+            kind: WindowKind::Sliding,
+            size: self.sliding_window.unwrap_or(DEFAULT_WINDOW),
+            layers: windowed,
+        });
+        Ok(Parts {
+            experts: self.num_local_experts,
+            expert_ffn: self.intermediate_size,
+            attention_bias: AttentionBias::all_if(self.attention_bias),
+            window,
+            sinks: true,
+            router_bias: true,
+            expert_bias: true,
+            ..Parts::default()
+        })
+    }
+
+    pub(super) fn of(m: &Model) -> Result<Self> {
+        SUPPORT.check(m, Family::GptOss)?;
+        let windowed = |i: u64| m.window.as_ref().is_some_and(|w| w.layers.contains(&i));
+        Ok(Self {
+            num_local_experts: m.moe.experts,
+            intermediate_size: m.moe.expert_ffn,
+            sliding_window: m.window.as_ref().map(|w| w.size),
+            layer_types: Some(
+                (1..=m.layers)
+                    .map(|i| if windowed(i) { SLIDING } else { FULL }.to_owned())
+                    .collect(),
+            ),
+            attention_bias: m.attention_bias == AttentionBias::All,
+            experts_per_token: Some(m.moe.top_k),
+        })
+    }
+}

@@ -1,0 +1,269 @@
+//! What each family's modeling code can build, for the export's refusals, and the model's
+//! field names in a family's own words, for the import's errors.
+
+use serde_json::{Map, Value};
+
+use super::Family;
+use crate::error::{Error, Result};
+use crate::spec::{AttentionBias, Model, QkNorm, WindowKind};
+
+/// A refusal: the config uses what the cost model does not describe.
+pub(super) fn refuse(key: &str, why: impl Into<String>) -> Error {
+    Error::invalid(
+        format!("config.json: {key}"),
+        format!("{}; smelt refuses rather than approximates", why.into()),
+    )
+}
+
+/// The shared experts a family builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shared {
+    /// None.
+    No,
+    /// Always exactly one, behind a sigmoid gate (Qwen1.5/2-MoE).
+    OneGated,
+    /// Any number, ungated (DeepSeek, GLM).
+    Ungated,
+}
+
+/// An architectural feature beyond GQA attention and routed SwiGLU experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Feature {
+    /// Multi-head latent attention.
+    Mla,
+    /// Sliding-window layers.
+    Sliding,
+    /// Chunked-attention layers.
+    Chunked,
+    /// Attention sinks.
+    Sinks,
+    /// A router bias.
+    RouterBias,
+    /// Biases in the routed experts.
+    ExpertBias,
+    /// Multi-token-prediction modules.
+    Mtp,
+}
+
+impl Feature {
+    fn words(self) -> &'static str {
+        match self {
+            Feature::Mla => "multi-head latent attention ([model.mla])",
+            Feature::Sliding => "sliding-window layers ([model.window] kind = \"sliding\")",
+            Feature::Chunked => "chunked-attention layers ([model.window] kind = \"chunked\")",
+            Feature::Sinks => "attention sinks (model.attention_sinks)",
+            Feature::RouterBias => "a router bias (model.moe.router_bias)",
+            Feature::ExpertBias => "biases in the experts (model.moe.expert_bias)",
+            Feature::Mtp => "MTP modules (model.mtp_layers)",
+        }
+    }
+
+    /// The features `m` uses.
+    fn of(m: &Model) -> Vec<Feature> {
+        let mut out = Vec::new();
+        if m.mla.is_some() {
+            out.push(Feature::Mla);
+        }
+        match m.window.as_ref().map(|w| w.kind) {
+            Some(WindowKind::Sliding) => out.push(Feature::Sliding),
+            Some(WindowKind::Chunked) => out.push(Feature::Chunked),
+            None => {}
+        }
+        for (on, f) in [
+            (m.attention_sinks, Feature::Sinks),
+            (m.moe.router_bias, Feature::RouterBias),
+            (m.moe.expert_bias, Feature::ExpertBias),
+            (m.mtp_layers > 0, Feature::Mtp),
+        ] {
+            if on {
+                out.push(f);
+            }
+        }
+        out
+    }
+}
+
+/// What a family's modeling code builds.
+pub(super) struct Support {
+    /// The q/k norms it can have.
+    pub qk_norm: &'static [QkNorm],
+    /// The attention biases it can have.
+    pub biases: &'static [AttentionBias],
+    /// Its shared experts.
+    pub shared: Shared,
+    /// Whether it can mix dense layers with MoE layers.
+    pub dense: bool,
+    /// The features it can build.
+    pub features: &'static [Feature],
+    /// The features it always has.
+    pub required: &'static [Feature],
+}
+
+impl Support {
+    /// Refuses a model the family cannot express, naming what differs.
+    pub fn check(&self, m: &Model, family: Family) -> Result<()> {
+        let unfit = |why: String| Err(Error::invalid("family", format!("{family}: {why}")));
+        if !self.qk_norm.contains(&m.qk_norm) {
+            return unfit(format!(
+                "cannot express q/k norm {:?} (it has {:?})",
+                m.qk_norm, self.qk_norm
+            ));
+        }
+        if !self.biases.contains(&m.attention_bias) {
+            return unfit(format!(
+                "cannot express attention biases {:?} (it has {:?})",
+                m.attention_bias, self.biases
+            ));
+        }
+        let (n, gated) = (m.moe.shared_experts, m.moe.shared_gate);
+        match self.shared {
+            Shared::OneGated if n == 0 || !gated => {
+                return unfit(
+                    "always has one shared expert behind a sigmoid gate; the model needs \
+                     shared_experts >= 1 and shared_gate = true"
+                        .to_owned(),
+                );
+            }
+            Shared::No if n > 0 => return unfit("has no shared experts".to_owned()),
+            Shared::Ungated if gated => {
+                return unfit("has no gate on its shared experts".to_owned());
+            }
+            _ => {}
+        }
+        if !self.dense && m.dense.is_some() {
+            return unfit("has no dense layers".to_owned());
+        }
+        let used = Feature::of(m);
+        if let Some(f) = used.iter().find(|f| !self.features.contains(f)) {
+            return unfit(format!("cannot express {}", f.words()));
+        }
+        if let Some(f) = self.required.iter().find(|f| !used.contains(f)) {
+            return unfit(format!("always has {}; the model has none", f.words()));
+        }
+        Ok(())
+    }
+}
+
+/// The model's field names as the family's config keys, so an invalid imported config is
+/// reported in the file's own words.
+pub(super) fn in_config_words(e: Error, family: Family) -> Error {
+    let Error::InvalidSpec { field, rule } = e else {
+        return e;
+    };
+    let (experts, ffn) = match family {
+        Family::Mixtral | Family::GptOss => ("num_local_experts", "intermediate_size"),
+        Family::Olmoe => ("num_experts", "intermediate_size"),
+        Family::Qwen2Moe | Family::Qwen3Moe => ("num_experts", "moe_intermediate_size"),
+        Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 | Family::Glm4Moe => {
+            ("n_routed_experts", "moe_intermediate_size")
+        }
+    };
+    let shared = match family {
+        Family::Qwen2Moe => "shared_expert_intermediate_size",
+        _ => "moe_intermediate_size",
+    };
+    let words = [
+        ("model.moe.shared_experts", "n_shared_experts"),
+        ("model.moe.shared_ffn", shared),
+        ("model.moe.expert_ffn", ffn),
+        ("model.moe.experts", experts),
+        ("model.moe.top_k", "num_experts_per_tok"),
+        ("model.mla.q_lora_rank", "q_lora_rank"),
+        ("model.mla.kv_lora_rank", "kv_lora_rank"),
+        ("model.mla.qk_nope_head_dim", "qk_nope_head_dim"),
+        ("model.mla.qk_rope_head_dim", "qk_rope_head_dim"),
+        ("model.mla.v_head_dim", "v_head_dim"),
+        ("model.window.size", "sliding_window"),
+        ("model.window.layers", "layer_types"),
+        ("model.mtp_layers", "num_nextn_predict_layers"),
+        ("model.kv_heads", "num_key_value_heads"),
+        ("model.heads", "num_attention_heads"),
+        ("model.head_dim", "head_dim"),
+        ("model.hidden", "hidden_size"),
+        ("model.layers", "num_hidden_layers"),
+        ("model.vocab", "vocab_size"),
+        ("model.dense.ffn", "intermediate_size"),
+        ("model.loop.first", "smelt_loop_first_layer"),
+        ("model.loop.span", "smelt_loop_span"),
+        ("model.loop.repeats", "smelt_loop_repeats"),
+        ("model.loop.residual_scale", "smelt_loop_residual_scale"),
+        ("model.loop", "smelt_loop_*"),
+    ];
+    let translate = |s: &str| {
+        words.iter().fold(s.to_owned(), |acc, (ours, theirs)| {
+            acc.replace(ours, theirs)
+        })
+    };
+    Error::InvalidSpec {
+        field: format!("config.json: {}", translate(&field)),
+        rule: translate(&rule),
+    }
+}
+
+/// Refuses the sliding windows a family's Transformers code applies and smelt's import of
+/// it does not read: Mixtral's whenever `sliding_window` is set (it has no
+/// `use_sliding_window` switch), Qwen's only with `use_sliding_window = true` (its default
+/// is false). (gpt-oss's windows are read: its `layer_types`.) Checked before anything else.
+pub(super) fn refuse_windows(family: Family, map: &Map<String, Value>) -> Result<()> {
+    let window = map.get("sliding_window").filter(|v| !v.is_null());
+    let switch = map.get("use_sliding_window").and_then(Value::as_bool);
+    let on = match family {
+        Family::Mixtral => window.is_some(),
+        Family::Qwen2Moe | Family::Qwen3Moe => window.is_some() && switch == Some(true),
+        _ => false,
+    };
+    match (on, window) {
+        (true, Some(w)) => Err(refuse(
+            "sliding_window",
+            format!(
+                "{family} attends a window of {w} keys here on every layer; smelt models \
+                 windows per layer from gpt-oss's layer_types, and does not guess them here"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Architectures the cost model does not describe, refused with the reason before the
+/// family is looked up: attention layers without a KV cache (linear attention, state-space
+/// layers), sparse attention indexers, and families not yet read.
+pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
+    if let Some(key) = ["index_topk", "index_n_heads"]
+        .into_iter()
+        .find(|k| map.contains_key(*k))
+    {
+        return Err(refuse(
+            key,
+            "a sparse attention indexer (DeepSeek-V3.2, GLM-5) scores every key with its own \
+             heads and lets each query attend only the top keys; the cost model does not \
+             describe the indexer's parameters and FLOPs or the reduced attention core",
+        ));
+    }
+    let name = map.get("model_type").and_then(Value::as_str).unwrap_or("");
+    let why = match name {
+        "qwen3_next" | "qwen3_5_moe" => {
+            "Gated DeltaNet (linear attention) layers keep a fixed-size recurrent state \
+             instead of a KV cache, and their chunked recurrence is not a GEMM plan; the cost \
+             model, whose third budget is a KV cache, does not describe them"
+        }
+        "nemotron_h" | "jamba" | "granitemoehybrid" => {
+            "Mamba (state-space) layers keep a fixed-size state instead of a KV cache; the \
+             cost model does not describe them"
+        }
+        "minimax_m2" | "minimax" => {
+            "MiniMax's configs are not read yet (their attention and MTP keys have not been \
+             checked against published counts)"
+        }
+        "llama4" | "llama4_text" => {
+            "Llama-4 is not read yet: its chunked attention, interleaved dense layers and \
+             shared expert are in the cost model, but the config reader and a published \
+             figure to test it against are not"
+        }
+        "granitemoe" | "phimoe" => {
+            "this family is not read yet (PhiMoE's LayerNorms carry biases, which the cost \
+             model's RMSNorm convention does not count)"
+        }
+        _ => return Ok(()),
+    };
+    Err(refuse("model_type", format!("'{name}': {why}")))
+}

@@ -1,0 +1,565 @@
+//! One layer of the reference: its weights, allocated from the spec's fields, and its
+//! forward pass over a batch of documents, counting multiply-adds as it goes.
+
+use smelt::{Attention, AttentionBias, Model, QkNorm, WindowKind};
+
+/// Multiply-adds by component.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Macs {
+    pub projections: u64,
+    pub attention_core: u64,
+    pub router: u64,
+    pub experts: u64,
+    pub shared: u64,
+    pub dense: u64,
+    pub lm_head: u64,
+    pub mtp: u64,
+}
+
+impl Macs {
+    pub fn total(&self) -> u64 {
+        self.projections
+            + self.attention_core
+            + self.router
+            + self.experts
+            + self.shared
+            + self.dense
+            + self.lm_head
+            + self.mtp
+    }
+}
+
+/// A deterministic pseudo-random source (SplitMix64) for weights and inputs in [-1, 1).
+pub struct Rng(smelt::rng::SplitMix64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(smelt::rng::SplitMix64::new(seed))
+    }
+
+    pub fn next(&mut self) -> f64 {
+        self.0.unit() * 2.0 - 1.0
+    }
+
+    pub fn tensor(&mut self, len: usize) -> Vec<f64> {
+        (0..len).map(|_| self.next()).collect()
+    }
+}
+
+/// `x (n x k) · w (k x m)`, counting each multiply-add in `counter`.
+pub fn matmul(x: &[f64], w: &[f64], n: usize, k: usize, m: usize, counter: &mut u64) -> Vec<f64> {
+    assert_eq!(x.len(), n * k);
+    assert_eq!(w.len(), k * m);
+    let mut out = vec![0.0; n * m];
+    for i in 0..n {
+        for j in 0..m {
+            let mut acc = 0.0;
+            for p in 0..k {
+                acc += x[i * k + p] * w[p * m + j];
+                *counter += 1;
+            }
+            out[i * m + j] = acc;
+        }
+    }
+    out
+}
+
+/// RMSNorm of each `width`-row of `x` with weight `g` (not counted: norms cost no FLOPs).
+pub fn rmsnorm(x: &[f64], g: &[f64], width: usize) -> Vec<f64> {
+    let mut out = x.to_vec();
+    for row in out.chunks_mut(width) {
+        let ms = row.iter().map(|v| v * v).sum::<f64>() / width as f64;
+        let inv = 1.0 / (ms + 1e-6).sqrt();
+        for (v, w) in row.iter_mut().zip(g) {
+            *v *= inv * w;
+        }
+    }
+    out
+}
+
+pub fn silu(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
+
+/// Adds `bias` to every row of `x` (width `bias.len()`); nothing when there is no bias.
+pub fn add_bias(x: &mut [f64], bias: &[f64]) {
+    if bias.is_empty() {
+        return;
+    }
+    for row in x.chunks_mut(bias.len()) {
+        for (v, b) in row.iter_mut().zip(bias) {
+            *v += b;
+        }
+    }
+}
+
+/// A SwiGLU FFN, with biases when it has them (gpt-oss's experts).
+pub struct Expert {
+    pub gate: Vec<f64>,
+    pub up: Vec<f64>,
+    pub down: Vec<f64>,
+    pub biases: Vec<Vec<f64>>,
+}
+
+impl Expert {
+    pub fn new(rng: &mut Rng, h: usize, f: usize, bias: bool) -> Self {
+        Self {
+            gate: rng.tensor(h * f),
+            up: rng.tensor(h * f),
+            down: rng.tensor(f * h),
+            biases: if bias {
+                vec![rng.tensor(f), rng.tensor(f), rng.tensor(h)]
+            } else {
+                vec![Vec::new(); 3]
+            },
+        }
+    }
+
+    pub fn params(&self) -> usize {
+        self.gate.len()
+            + self.up.len()
+            + self.down.len()
+            + self.biases.iter().map(Vec::len).sum::<usize>()
+    }
+
+    /// SwiGLU of one token `x` (width `h`).
+    pub fn forward(&self, x: &[f64], h: usize, f: usize, counter: &mut u64) -> Vec<f64> {
+        let mut g = matmul(x, &self.gate, 1, h, f, counter);
+        let mut u = matmul(x, &self.up, 1, h, f, counter);
+        add_bias(&mut g, &self.biases[0]);
+        add_bias(&mut u, &self.biases[1]);
+        let a: Vec<f64> = g.iter().zip(&u).map(|(g, u)| silu(*g) * u).collect();
+        let mut y = matmul(&a, &self.down, 1, f, h, counter);
+        add_bias(&mut y, &self.biases[2]);
+        y
+    }
+}
+
+/// Multi-head latent attention's weights (DeepSeek's names).
+pub struct Latent {
+    pub q_a: Vec<f64>,
+    pub q_a_norm: Vec<f64>,
+    /// `q_b_proj`, or the plain query projection when there is no query latent.
+    pub q_b: Vec<f64>,
+    pub kv_a: Vec<f64>,
+    pub kv_a_norm: Vec<f64>,
+    pub kv_b: Vec<f64>,
+    pub o: Vec<f64>,
+}
+
+impl Latent {
+    fn params(&self) -> usize {
+        [
+            &self.q_a,
+            &self.q_a_norm,
+            &self.q_b,
+            &self.kv_a,
+            &self.kv_a_norm,
+            &self.kv_b,
+            &self.o,
+        ]
+        .iter()
+        .map(|v| v.len())
+        .sum()
+    }
+}
+
+pub struct Layer {
+    pub attn_norm: Vec<f64>,
+    /// GQA projections (empty with MLA).
+    pub wq: Vec<f64>,
+    pub wk: Vec<f64>,
+    pub wv: Vec<f64>,
+    pub wo: Vec<f64>,
+    /// Biases of Q, K, V, O (empty when the layer has none).
+    pub bq: Vec<f64>,
+    pub bk: Vec<f64>,
+    pub bv: Vec<f64>,
+    pub bo: Vec<f64>,
+    pub q_norm: Vec<f64>,
+    pub k_norm: Vec<f64>,
+    pub latent: Option<Latent>,
+    /// One logit per head (empty without sinks).
+    pub sinks: Vec<f64>,
+    pub ffn_norm: Vec<f64>,
+    /// MoE layers: router (and its bias), routed and shared experts, shared gate (all
+    /// empty in a dense layer).
+    pub router: Vec<f64>,
+    pub router_bias: Vec<f64>,
+    pub experts: Vec<Expert>,
+    pub shared: Vec<Expert>,
+    pub shared_gate: Vec<f64>,
+    /// Dense layers: the one SwiGLU FFN.
+    pub dense: Option<Expert>,
+}
+
+impl Layer {
+    /// A layer of `m`: dense-FFN or MoE.
+    pub fn new(m: &Model, rng: &mut Rng, dense: bool) -> Self {
+        let (h, d) = (m.hidden as usize, m.head_dim as usize);
+        let (heads, kvh) = (m.heads as usize, m.kv_heads as usize);
+        let (q, kv) = (heads * d, kvh * d);
+        let (f, fs) = (m.moe.expert_ffn as usize, m.moe.shared_ffn as usize);
+        let (q_norm, k_norm) = match m.qk_norm {
+            QkNorm::None => (0, 0),
+            QkNorm::PerHead => (d, d),
+            QkNorm::Full => (q, kv),
+        };
+        let (qkv_bias, o_bias) = match m.attention_bias {
+            AttentionBias::None => (false, false),
+            AttentionBias::Qkv => (true, false),
+            AttentionBias::All => (true, true),
+        };
+        let gqa = m.mla.is_none();
+        let moe = !dense;
+        let width = |on: bool, n: usize| if on { n } else { 0 };
+        let latent = m.mla.as_ref().map(|a| {
+            let (rq, r) = (a.q_lora_rank as usize, a.kv_lora_rank as usize);
+            let (nope, rope, v) = (
+                a.qk_nope_head_dim as usize,
+                a.qk_rope_head_dim as usize,
+                a.v_head_dim as usize,
+            );
+            let q_out = heads * (nope + rope);
+            Latent {
+                q_a: rng.tensor(h * rq),
+                q_a_norm: rng.tensor(rq),
+                q_b: rng.tensor(if rq > 0 { rq * q_out } else { h * q_out }),
+                kv_a: rng.tensor(h * (r + rope)),
+                kv_a_norm: rng.tensor(r),
+                kv_b: rng.tensor(r * heads * (nope + v)),
+                o: rng.tensor(heads * v * h),
+            }
+        });
+        Layer {
+            attn_norm: rng.tensor(h),
+            wq: rng.tensor(width(gqa, h * q)),
+            wk: rng.tensor(width(gqa, h * kv)),
+            wv: rng.tensor(width(gqa, h * kv)),
+            wo: rng.tensor(width(gqa, q * h)),
+            bq: rng.tensor(width(qkv_bias, q)),
+            bk: rng.tensor(width(qkv_bias, kv)),
+            bv: rng.tensor(width(qkv_bias, kv)),
+            bo: rng.tensor(width(o_bias, h)),
+            q_norm: rng.tensor(q_norm),
+            k_norm: rng.tensor(k_norm),
+            latent,
+            sinks: rng.tensor(width(m.attention_sinks, heads)),
+            ffn_norm: rng.tensor(h),
+            router: rng.tensor(width(moe, h * m.moe.experts as usize)),
+            router_bias: rng.tensor(width(moe && m.moe.router_bias, m.moe.experts as usize)),
+            experts: (0..width(moe, m.moe.experts as usize))
+                .map(|_| Expert::new(rng, h, f, m.moe.expert_bias))
+                .collect(),
+            shared: (0..width(moe, m.moe.shared_experts as usize))
+                .map(|_| Expert::new(rng, h, fs, false))
+                .collect(),
+            shared_gate: rng.tensor(width(moe && m.moe.shared_gate, h)),
+            dense: dense.then(|| {
+                Expert::new(
+                    rng,
+                    h,
+                    m.dense.as_ref().map_or(0, |d| d.ffn) as usize,
+                    false,
+                )
+            }),
+        }
+    }
+
+    /// Parameters every token touches in this layer, but for the FFN.
+    pub fn attention_and_norms(&self) -> usize {
+        [
+            &self.attn_norm,
+            &self.wq,
+            &self.wk,
+            &self.wv,
+            &self.wo,
+            &self.bq,
+            &self.bk,
+            &self.bv,
+            &self.bo,
+            &self.q_norm,
+            &self.k_norm,
+            &self.sinks,
+            &self.ffn_norm,
+        ]
+        .iter()
+        .map(|v| v.len())
+        .sum::<usize>()
+            + self.latent.as_ref().map_or(0, Latent::params)
+    }
+
+    /// Every parameter of the layer.
+    pub fn params(&self) -> usize {
+        self.attention_and_norms()
+            + self.router.len()
+            + self.router_bias.len()
+            + self.experts.iter().map(Expert::params).sum::<usize>()
+            + self.shared.iter().map(Expert::params).sum::<usize>()
+            + self.shared_gate.len()
+            + self.dense.as_ref().map_or(0, Expert::params)
+    }
+}
+
+/// How one execution of a layer runs.
+pub struct Run<'a> {
+    pub m: &'a Model,
+    pub docs: &'a [usize],
+    pub attention: Attention,
+    /// The window of this layer, if it is windowed.
+    pub window: Option<(WindowKind, usize)>,
+    /// The residual scale (the loop's).
+    pub scale: f64,
+}
+
+/// Per token and head: queries, keys and values (`[token][head][width]`), and the KV
+/// elements this execution caches.
+struct Qkv {
+    q: Vec<Vec<Vec<f64>>>,
+    k: Vec<Vec<Vec<f64>>>,
+    v: Vec<Vec<Vec<f64>>>,
+    cached: usize,
+}
+
+fn split(x: &[f64], t: usize, heads: usize, w: usize) -> Vec<Vec<Vec<f64>>> {
+    (0..t)
+        .map(|i| {
+            (0..heads)
+                .map(|hd| x[i * heads * w + hd * w..][..w].to_vec())
+                .collect()
+        })
+        .collect()
+}
+
+impl Layer {
+    fn qkv(&self, run: &Run, hn: &[f64], macs: &mut Macs) -> Qkv {
+        let m = run.m;
+        let t: usize = run.docs.iter().sum();
+        let (h, d, heads, kvh) = (
+            m.hidden as usize,
+            m.head_dim as usize,
+            m.heads as usize,
+            m.kv_heads as usize,
+        );
+        if let (Some(l), Some(a)) = (&self.latent, &m.mla) {
+            let (rq, r) = (a.q_lora_rank as usize, a.kv_lora_rank as usize);
+            let (nope, rope, dv) = (
+                a.qk_nope_head_dim as usize,
+                a.qk_rope_head_dim as usize,
+                a.v_head_dim as usize,
+            );
+            let q_out = heads * (nope + rope);
+            let q = if rq > 0 {
+                let c = matmul(hn, &l.q_a, t, h, rq, &mut macs.projections);
+                let c = rmsnorm(&c, &l.q_a_norm, rq);
+                matmul(&c, &l.q_b, t, rq, q_out, &mut macs.projections)
+            } else {
+                matmul(hn, &l.q_b, t, h, q_out, &mut macs.projections)
+            };
+            let ckv = matmul(hn, &l.kv_a, t, h, r + rope, &mut macs.projections);
+            let mut c = Vec::with_capacity(t * r);
+            let mut k_rope = Vec::with_capacity(t * rope);
+            for row in ckv.chunks(r + rope) {
+                c.extend_from_slice(&row[..r]);
+                k_rope.extend_from_slice(&row[r..]);
+            }
+            let c = rmsnorm(&c, &l.kv_a_norm, r);
+            let kv = matmul(
+                &c,
+                &l.kv_b,
+                t,
+                r,
+                heads * (nope + dv),
+                &mut macs.projections,
+            );
+            let kv = split(&kv, t, heads, nope + dv);
+            let k = (0..t)
+                .map(|i| {
+                    (0..heads)
+                        .map(|hd| {
+                            let mut key = kv[i][hd][..nope].to_vec();
+                            key.extend_from_slice(&k_rope[i * rope..][..rope]);
+                            key
+                        })
+                        .collect()
+                })
+                .collect();
+            let v = (0..t)
+                .map(|i| (0..heads).map(|hd| kv[i][hd][nope..].to_vec()).collect())
+                .collect();
+            return Qkv {
+                q: split(&q, t, heads, nope + rope),
+                k,
+                v,
+                // The latent and the RoPE key are what MLA caches.
+                cached: t * (r + rope),
+            };
+        }
+        let (q, kv) = (heads * d, kvh * d);
+        let mut qm = matmul(hn, &self.wq, t, h, q, &mut macs.projections);
+        let mut km = matmul(hn, &self.wk, t, h, kv, &mut macs.projections);
+        let mut vm = matmul(hn, &self.wv, t, h, kv, &mut macs.projections);
+        add_bias(&mut qm, &self.bq);
+        add_bias(&mut km, &self.bk);
+        add_bias(&mut vm, &self.bv);
+        match m.qk_norm {
+            QkNorm::None => {}
+            QkNorm::PerHead => {
+                qm = rmsnorm(&qm, &self.q_norm, d);
+                km = rmsnorm(&km, &self.k_norm, d);
+            }
+            QkNorm::Full => {
+                qm = rmsnorm(&qm, &self.q_norm, q);
+                km = rmsnorm(&km, &self.k_norm, kv);
+            }
+        }
+        let group = heads / kvh;
+        let (ks, vs) = (split(&km, t, kvh, d), split(&vm, t, kvh, d));
+        let expand = |x: Vec<Vec<Vec<f64>>>| {
+            x.into_iter()
+                .map(|per| (0..heads).map(|hd| per[hd / group].clone()).collect())
+                .collect()
+        };
+        Qkv {
+            q: split(&qm, t, heads, d),
+            k: expand(ks),
+            v: expand(vs),
+            cached: 2 * t * kv,
+        }
+    }
+
+    /// The keys query `i` (document-relative position `p`, document from `start`, `len`
+    /// tokens) attends: `first..=last`.
+    fn key_range(run: &Run, start: usize, len: usize, p: usize) -> (usize, usize) {
+        let i = start + p;
+        match (run.attention, run.window) {
+            (Attention::Dense, _) => (start, start + len - 1),
+            (Attention::Causal, None) => (start, i),
+            (Attention::Causal, Some((WindowKind::Sliding, w))) => {
+                ((i + 1).saturating_sub(w).max(start), i)
+            }
+            (Attention::Causal, Some((WindowKind::Chunked, c))) => (start + p / c * c, i),
+        }
+    }
+
+    /// One execution of the layer on `x` (tokens x hidden); returns the KV elements it
+    /// caches and the parameters token 0 touched.
+    pub fn forward(&self, run: &Run, x: &mut [f64], macs: &mut Macs) -> (usize, usize) {
+        let m = run.m;
+        let t: usize = run.docs.iter().sum();
+        let h = m.hidden as usize;
+        let heads = m.heads as usize;
+        let hn = rmsnorm(x, &self.attn_norm, h);
+        let qkv = self.qkv(run, &hn, macs);
+        let dk = qkv.q[0][0].len();
+        let dv = qkv.v[0][0].len();
+        let mut attn = vec![0.0; t * heads * dv];
+        let mut start = 0;
+        for &len in run.docs {
+            for head in 0..heads {
+                for p in 0..len {
+                    let i = start + p;
+                    let (first, last) = Self::key_range(run, start, len, p);
+                    let mut scores = Vec::new();
+                    for j in first..=last {
+                        let mut s = 0.0;
+                        for c in 0..dk {
+                            s += qkv.q[i][head][c] * qkv.k[j][head][c];
+                            macs.attention_core += 1;
+                        }
+                        scores.push(s / (dk as f64).sqrt());
+                    }
+                    let sink = self.sinks.get(head).copied();
+                    let max = scores.iter().copied().chain(sink).fold(f64::MIN, f64::max);
+                    let z: f64 = scores
+                        .iter()
+                        .chain(sink.as_ref())
+                        .map(|s| (s - max).exp())
+                        .sum();
+                    for (jj, j) in (first..=last).enumerate() {
+                        let pj = (scores[jj] - max).exp() / z;
+                        for c in 0..dv {
+                            attn[(i * heads + head) * dv + c] += pj * qkv.v[j][head][c];
+                            macs.attention_core += 1;
+                        }
+                    }
+                }
+            }
+            start += len;
+        }
+        let wo = self.latent.as_ref().map_or(&self.wo, |l| &l.o);
+        let mut o = matmul(&attn, wo, t, heads * dv, h, &mut macs.projections);
+        add_bias(&mut o, &self.bo);
+        for (xv, ov) in x.iter_mut().zip(&o) {
+            *xv += run.scale * ov;
+        }
+        (qkv.cached, self.ffn(run, x, macs))
+    }
+
+    /// The FFN half; returns the parameters token 0 touched in the whole layer.
+    fn ffn(&self, run: &Run, x: &mut [f64], macs: &mut Macs) -> usize {
+        let m = run.m;
+        let t: usize = run.docs.iter().sum();
+        let h = m.hidden as usize;
+        let hn = rmsnorm(x, &self.ffn_norm, h);
+        if let Some(dense) = &self.dense {
+            let fd = m.dense.as_ref().map_or(0, |d| d.ffn) as usize;
+            for tok in 0..t {
+                let y = dense.forward(&hn[tok * h..(tok + 1) * h], h, fd, &mut macs.dense);
+                for (xv, yv) in x[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
+                    *xv += run.scale * yv;
+                }
+            }
+            return self.attention_and_norms() + dense.params();
+        }
+        let (e, k) = (m.moe.experts as usize, m.moe.top_k as usize);
+        let (f, fs) = (m.moe.expert_ffn as usize, m.moe.shared_ffn as usize);
+        let mut logits = matmul(&hn, &self.router, t, h, e, &mut macs.router);
+        add_bias(&mut logits, &self.router_bias);
+        let mut ffn = vec![0.0; t * h];
+        let mut active = 0;
+        for tok in 0..t {
+            let row = &logits[tok * e..(tok + 1) * e];
+            let mut order: Vec<usize> = (0..e).collect();
+            order.sort_by(|a, b| row[*b].total_cmp(&row[*a]).then(a.cmp(b)));
+            let chosen = &order[..k];
+            let max = row[chosen[0]];
+            let z: f64 = chosen.iter().map(|&c| (row[c] - max).exp()).sum();
+            let xt = &hn[tok * h..(tok + 1) * h];
+            for &c in chosen {
+                let w = (row[c] - max).exp() / z;
+                let y = self.experts[c].forward(xt, h, f, &mut macs.experts);
+                for (acc, yv) in ffn[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
+                    *acc += w * yv;
+                }
+            }
+            let gate = if self.shared_gate.is_empty() {
+                1.0
+            } else {
+                let g = matmul(xt, &self.shared_gate, 1, h, 1, &mut macs.shared);
+                1.0 / (1.0 + (-g[0]).exp())
+            };
+            for s in &self.shared {
+                let y = s.forward(xt, h, fs, &mut macs.shared);
+                for (acc, yv) in ffn[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
+                    *acc += gate * yv;
+                }
+            }
+            if tok == 0 {
+                active = self.attention_and_norms()
+                    + self.router.len()
+                    + self.router_bias.len()
+                    + self.shared_gate.len()
+                    + chosen
+                        .iter()
+                        .map(|&c| self.experts[c].params())
+                        .sum::<usize>()
+                    + self.shared.iter().map(Expert::params).sum::<usize>();
+            }
+        }
+        for (xv, fv) in x.iter_mut().zip(&ffn) {
+            *xv += run.scale * fv;
+        }
+        active
+    }
+}
