@@ -1,7 +1,8 @@
 //! Solver speed: the paper-like and fine 4×4 grids, one match on the paper-like lattice,
 //! three large lattices (1.6B/S97 with hidden size, head width and expert count in steps of
 //! 1; 200M/S95 with a free expert width; 200M/S95 with head widths 32..16384), and the exact
-//! solver beside the `good_lp` MILP on the same small instance.
+//! solver beside the `good_lp` MILP on the same small instance; DeepSeek-V3 (MLA) and
+//! gpt-oss-120b (windows, sinks) with SMELT's recipe on their default lattices.
 //!
 //! Run: `cargo bench -p smelt-benches --bench search`. The lattice points, candidates scored
 //! and models costed of each instance are printed first.
@@ -34,6 +35,14 @@ fn bench(c: &mut Criterion) {
         (
             "match 200M/S95 head_dim 32..16384",
             load(instance("200m-s95-wide-head-dim.toml")),
+        ),
+        (
+            "match DeepSeek-V3 (MLA)",
+            load(path("match-deepseek-v3.toml")),
+        ),
+        (
+            "match gpt-oss-120b (sliding windows, sinks)",
+            load(path("match-gpt-oss-120b.toml")),
         ),
     ];
     let small = load(path("match-200m-s95-small.toml"));
