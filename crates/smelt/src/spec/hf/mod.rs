@@ -10,6 +10,9 @@
 //! | `qwen2_moe` | `num_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V (`qkv_bias`, default true) | one of `shared_expert_intermediate_size`, sigmoid gate | Qwen rule |
 //! | `qwen3_moe` | `num_experts` or `num_local_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | per head (`2·head_dim`) | Q, K, V, O if `attention_bias` | none | Qwen rule |
 //! | `olmoe` | `num_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | whole projection | Q, K, V, O if `attention_bias` | none | none |
+//! | `deepseek_v2`, `deepseek_v3`, `kimi_k2` | `n_routed_experts` (`moe_intermediate_size`) | MLA: `qk_nope_head_dim + qk_rope_head_dim` | none (latent norms) | none | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
+//! | `glm4_moe` | `n_routed_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | per head if `use_qk_norm` | Q, K, V if `attention_bias` | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
+//! | `gpt_oss` | `num_local_experts` (`intermediate_size`), with biases | `head_dim` | none | Q, K, V, O if `attention_bias` (default true), sinks | none | none |
 //!
 //! The Qwen rule: 0-based layer `i` is MoE when `i` is not in `mlp_only_layers` and
 //! `(i + 1) % decoder_sparse_step == 0`; every other layer has a dense SwiGLU of width
@@ -18,10 +21,12 @@
 //!
 //! The import counts the embedding and the LM head (`[counting]`, with `vocab_size` and
 //! `tie_word_embeddings`), as model cards do. A config that uses something the cost model
-//! does not describe is refused with the reason, never approximated: sliding-window
-//! attention where the family's code applies it (Mixtral whenever `sliding_window` is set;
-//! Qwen only with `use_sliding_window = true`), multi-head latent attention (DeepSeek's
-//! MLA), and any other `model_type`.
+//! does not describe is refused with the reason, never approximated: a sliding window
+//! Mixtral's or Qwen's code applies to every layer (Mixtral whenever `sliding_window` is set;
+//! Qwen only with `use_sliding_window = true`), sparse attention indexers, linear-attention
+//! and state-space hybrids, and any other `model_type` (see `support.rs`). gpt-oss's windows are
+//! read per layer from `layer_types`; MTP modules are kept (`mtp_layers`) but counted only
+//! with `[counting] mtp`.
 //!
 //! [`export`] writes a (matched, looped) spec back in a family's style — exactly the keys
 //! that family reads — with the loop in clearly named extra keys that [`import`] reads back.
