@@ -195,8 +195,7 @@ fn what_the_cost_model_cannot_describe_is_refused() {
     for (family, why) in [
         ("qwen3_next", "recurrent state"),
         ("nemotron_h", "Mamba"),
-        ("minimax_m2", "not read yet"),
-        ("llama4_text", "not read yet"),
+        ("minimax", "lightning (linear) attention"),
         ("phimoe", "not read yet"),
     ] {
         refused(

@@ -105,6 +105,33 @@ fn a_budget_sets_the_counting_of_a_config_baseline() {
     );
 }
 
+/// A match of a Baseline config.json is written in the Baseline's own family by default,
+/// even when its shapes are also another family's (MiniMax-M2's router bias is also GLM's;
+/// Granite's shapes are Mixtral's; a Llama-4 wrapper's text decoder is llama4_text).
+#[test]
+fn exports_default_to_the_baselines_family() {
+    for (config, model_type) in [
+        ("minimax-m2.json", "minimax_m2"),
+        ("granite-3.0-1b-a400m.json", "granitemoe"),
+        ("llama-4-scout-17b-16e.json", "llama4_text"),
+    ] {
+        let text = format!(
+            "baseline = \"{}\"\n[recipe]\nspan = \"half\"\nplacement = \"middle\"\n\
+             repeats = 2\n",
+            data(&format!("hf/{config}"))
+        );
+        let path = temp_file("toml", &text);
+        let (_, out, err) = run(&["match", path.to_str().unwrap(), "--format", "hf"]);
+        let c: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{err}"));
+        assert_eq!(c["model_type"], model_type, "{config}");
+        assert_eq!(c["smelt_loop_repeats"], 2, "{config}");
+        assert_eq!(
+            hf::family_of_config(&c).map(|f| f.as_str()),
+            Some(model_type)
+        );
+    }
+}
+
 /// An export a launcher could not build is refused: no vocabulary, or an OLMoE whose q/k
 /// norms do not fit.
 #[test]
@@ -142,6 +169,9 @@ fn every_family_round_trips_with_its_own_keys() {
         (Family::Qwen2Moe, "hf/qwen1.5-moe-a2.7b.json"),
         (Family::Qwen3Moe, "hf/qwen3-30b-a3b.json"),
         (Family::Olmoe, "hf/olmoe-1b-7b-0924.json"),
+        (Family::GraniteMoe, "hf/granite-3.0-3b-a800m.json"),
+        (Family::MinimaxM2, "hf/minimax-m2.json"),
+        (Family::Llama4Text, "hf/llama-4-maverick-17b-128e-text.json"),
     ];
     for (family, file) in configs {
         let mut spec = ModelSpec::load(data(file)).unwrap();
@@ -167,7 +197,15 @@ fn every_family_round_trips_with_its_own_keys() {
             .difference(&keys)
             // A window is never written (it would be refused); an alias is read, not written;
             // Qwen's dense width only when there are dense layers.
-            .filter(|k| !["sliding_window", "num_local_experts"].contains(k))
+            // Llama-4's NoPE interval only when no_rope_layers is absent (it is written).
+            .filter(|k| {
+                ![
+                    "sliding_window",
+                    "num_local_experts",
+                    "no_rope_layer_interval",
+                ]
+                .contains(k)
+            })
             .filter(|k| **k != "intermediate_size" || spec.model.dense.is_some())
             .collect();
         assert!(

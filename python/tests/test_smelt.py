@@ -152,3 +152,10 @@ def test_the_families_of_issue_14():
     assert m["within_tolerance"]
     assert all(abs(r) <= 0.03 for r in m["residuals"].values())
     assert m["looped"]["model"]["mla"]["qk_rope_head_dim"] == 64
+
+
+def test_llama4_wrapper_reads_its_text_decoder():
+    spec = smelt.import_hf(ROOT / "tests" / "data" / "hf" / "llama-4-scout-17b-16e.json")
+    assert spec["name"] == "Llama4ForConditionalGeneration text decoder"
+    assert spec["model"]["window"]["kind"] == "chunked"
+    assert smelt.cost(spec)["params"]["total"] == 107_769_861_120

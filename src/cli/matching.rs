@@ -50,8 +50,9 @@ pub struct Args {
     /// hf, else a model file); the tables or JSON, if asked for, still go to standard output.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// The Hugging Face family for --format hf (default: the one whose conventions the model
-    /// follows: q/k norm, attention biases, gated shared expert, dense layers).
+    /// The Hugging Face family for --format hf (default: the Baseline's, when it is a
+    /// config.json smelt reads; else the one whose conventions the model follows: MLA,
+    /// windows, sinks, q/k norm, attention biases, shared experts, dense layers).
     #[arg(long, value_name = "MODEL_TYPE", value_parser = named::<Family>())]
     hf_family: Option<Family>,
     /// The vocabulary to write in the config.json (--format hf) when the Baseline has none.
@@ -80,7 +81,10 @@ pub struct Args {
 
 /// The matched model as a config.json of the asked (or the model's own) family.
 fn hf_config(budget: &Budget, m: &MatchReport, args: &Args) -> anyhow::Result<String> {
-    let family = args.hf_family.unwrap_or_else(|| hf::family_of(&m.looped));
+    let family = args
+        .hf_family
+        .or_else(|| budget.baseline_config().and_then(hf::family_of_config))
+        .unwrap_or_else(|| hf::family_of(&m.looped));
     let mut looped = m.looped.clone();
     match (looped.model.vocab, args.vocab) {
         (0, Some(v)) => looped.model.vocab = v,

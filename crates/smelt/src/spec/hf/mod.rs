@@ -13,6 +13,9 @@
 //! | `deepseek_v2`, `deepseek_v3`, `kimi_k2` | `n_routed_experts` (`moe_intermediate_size`) | MLA: `qk_nope_head_dim + qk_rope_head_dim` | none (latent norms) | none | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
 //! | `glm4_moe` | `n_routed_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | per head if `use_qk_norm` | Q, K, V if `attention_bias` | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
 //! | `gpt_oss` | `num_local_experts` (`intermediate_size`), with biases | `head_dim` | none | Q, K, V, O if `attention_bias` (default true), sinks | none | none |
+//! | `minimax_m2` | `num_local_experts` (`intermediate_size`), router bias | `head_dim` | whole projection | none | none | none |
+//! | `llama4_text` (`llama4`'s `text_config`) | `num_local_experts` (`intermediate_size`) | `head_dim` | none (L2, no weights) | Q, K, V, O if `attention_bias` | one, ungated, `intermediate_size` | not in `moe_layers` (`intermediate_size_mlp`) |
+//! | `granitemoe` | `num_local_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V, O if `attention_bias` | none | none |
 //!
 //! The Qwen rule: 0-based layer `i` is MoE when `i` is not in `mlp_only_layers` and
 //! `(i + 1) % decoder_sparse_step == 0`; every other layer has a dense SwiGLU of width
@@ -24,15 +27,19 @@
 //! does not describe is refused with the reason, never approximated: a sliding window
 //! Mixtral's or Qwen's code applies to every layer (Mixtral whenever `sliding_window` is set;
 //! Qwen only with `use_sliding_window = true`), sparse attention indexers, linear-attention
-//! and state-space hybrids, and any other `model_type` (see `support.rs`). gpt-oss's windows are
-//! read per layer from `layer_types`; MTP modules are kept (`mtp_layers`) but counted only
-//! with `[counting] mtp`.
+//! and state-space hybrids, and any other `model_type` (see `support.rs`). gpt-oss's and
+//! Llama-4's windows are read per layer from `layer_types`; MTP modules are kept
+//! (`mtp_layers`) but counted only with `[counting] mtp`. A `llama4` wrapper is read as its
+//! `text_config` (the vision encoder is not counted).
 //!
 //! [`export`] writes a (matched, looped) spec back in a family's style — exactly the keys
 //! that family reads — with the loop in clearly named extra keys that [`import`] reads back.
 
 mod deepseek;
 mod gpt_oss;
+mod granite;
+mod llama4;
+mod minimax;
 mod mixtral;
 mod olmoe;
 mod qwen;
@@ -43,7 +50,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    AttentionBias, Counting, Dense, Loop, Mla, Model, ModelSpec, Moe, QkNorm, Window, Workload,
+    AttentionBias, Counting, Dense, Loop, Mla, Model, ModelSpec, Moe, QkNorm, Window, WindowKind,
+    Workload,
 };
 use crate::error::{Error, Result};
 use crate::names::{Named, named_enum};
@@ -70,6 +78,12 @@ named_enum! {
         Glm4Moe = "glm4_moe",
         /// gpt-oss (OpenAI; alternating sliding and full attention, sinks, biases).
         GptOss = "gpt_oss",
+        /// MiniMax-M2 (q/k norm over the whole projections, a router bias).
+        MinimaxM2 = "minimax_m2",
+        /// Llama-4's text decoder (chunked attention, a shared expert, dense layers).
+        Llama4Text = "llama4_text",
+        /// Granite 3.0 MoE (IBM).
+        GraniteMoe = "granitemoe",
     }
 }
 
@@ -85,6 +99,9 @@ impl Family {
             Family::DeepseekV3 | Family::KimiK2 => "DeepseekV3ForCausalLM",
             Family::Glm4Moe => "Glm4MoeForCausalLM",
             Family::GptOss => "GptOssForCausalLM",
+            Family::MinimaxM2 => "MiniMaxM2ForCausalLM",
+            Family::Llama4Text => "Llama4ForCausalLM",
+            Family::GraniteMoe => "GraniteMoeForCausalLM",
         }
     }
 
@@ -108,6 +125,9 @@ impl Family {
                 k
             }
             Family::GptOss => field_names::<gpt_oss::Config>(),
+            Family::MinimaxM2 => field_names::<minimax::Config>(),
+            Family::Llama4Text => field_names::<llama4::Config>(),
+            Family::GraniteMoe => field_names::<granite::Config>(),
         });
         if matches!(self, Family::Qwen2Moe | Family::Qwen3Moe) {
             keys.extend(field_names::<qwen::Qwen>());
@@ -337,6 +357,9 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
             ),
         ));
     };
+    if map.get("model_type").and_then(Value::as_str) == Some(LLAMA4) {
+        return import_llama4(map, workload);
+    }
     refuse_unmodelled(map)?;
     let family = match map.get("model_type") {
         None => {
@@ -376,6 +399,9 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         }
         Family::Glm4Moe => read::<deepseek::Glm>(value)?.parts(&common, &read(value)?),
         Family::GptOss => read::<gpt_oss::Config>(value)?.parts(&common),
+        Family::MinimaxM2 => read::<minimax::Config>(value)?.parts(&common),
+        Family::Llama4Text => read::<llama4::Config>(value)?.parts(&common),
+        Family::GraniteMoe => read::<granite::Config>(value)?.parts(&common),
     }?;
     let spec = ModelSpec {
         name: Some(
@@ -402,6 +428,43 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
     Ok(spec)
 }
 
+/// The `model_type` of Llama-4's multimodal wrapper, whose `text_config` is a `llama4_text`.
+const LLAMA4: &str = "llama4";
+
+/// A `llama4` wrapper: its `text_config` as a `llama4_text` model, named after the wrapper's
+/// architecture with " text decoder", since the vision encoder and projector are not
+/// counted.
+fn import_llama4(map: &Map<String, Value>, workload: Workload) -> Result<ModelSpec> {
+    let Some(Value::Object(text)) = map.get("text_config") else {
+        return Err(Error::invalid(
+            "config.json: text_config",
+            "a llama4 config holds its text decoder in text_config (an object); it is \
+             missing or not an object",
+        ));
+    };
+    let mut text = text.clone();
+    text.insert(
+        "model_type".to_owned(),
+        Value::from(Family::Llama4Text.as_str()),
+    );
+    let arch = map
+        .get("architectures")
+        .and_then(|a| a.get(0))
+        .and_then(Value::as_str)
+        .unwrap_or("Llama4ForConditionalGeneration");
+    text.insert(
+        "architectures".to_owned(),
+        Value::from(vec![format!("{arch} text decoder")]),
+    );
+    import_value(&Value::Object(text), workload).map_err(|e| match e {
+        Error::InvalidSpec { field, rule } => Error::InvalidSpec {
+            field: field.replacen("config.json: ", "config.json: text_config.", 1),
+            rule,
+        },
+        e => e,
+    })
+}
+
 fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -413,8 +476,8 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// The family whose conventions a spec follows: `deepseek_v3` with MLA, `gpt_oss` with
-/// sinks, expert biases or sliding windows, `glm4_moe` with ungated shared experts or a
+/// The family whose conventions a spec follows: `deepseek_v3` with MLA, `llama4_text` with
+/// chunked attention, `gpt_oss` with sinks, expert biases or sliding windows, `glm4_moe` with ungated shared experts or a
 /// router bias, `qwen3_moe` with per-head q/k norm, `olmoe` with q/k norm over the whole
 /// projection, `qwen2_moe` with a gated shared expert, Q/K/V biases or dense layers,
 /// `mixtral` otherwise.
@@ -423,6 +486,12 @@ pub fn family_of(spec: &ModelSpec) -> Family {
     let ungated = m.moe.shared_experts > 0 && !m.moe.shared_gate;
     if m.mla.is_some() {
         return Family::DeepseekV3;
+    }
+    if m.window
+        .as_ref()
+        .is_some_and(|w| w.kind == WindowKind::Chunked)
+    {
+        return Family::Llama4Text;
     }
     if m.attention_sinks || m.moe.expert_bias || m.window.is_some() {
         return Family::GptOss;
@@ -439,6 +508,15 @@ pub fn family_of(spec: &ModelSpec) -> Family {
             Family::Qwen2Moe
         }
         QkNorm::None => Family::Mixtral,
+    }
+}
+
+/// The family of a `config.json` smelt reads (a `llama4` wrapper's is `llama4_text`), so a
+/// match of it is written back in its own family; `None` for any other.
+pub fn family_of_config(config: &Value) -> Option<Family> {
+    match config.get("model_type").and_then(Value::as_str)? {
+        LLAMA4 => Some(Family::Llama4Text),
+        t => t.parse().ok(),
     }
 }
 
@@ -484,6 +562,9 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
             out
         }
         Family::GptOss => object(gpt_oss::Config::of(m)?)?,
+        Family::MinimaxM2 => object(minimax::Config::of(m)?)?,
+        Family::Llama4Text => object(llama4::Config::of(m)?)?,
+        Family::GraniteMoe => object(granite::Config::of(m)?)?,
     });
     if matches!(family, Family::Qwen2Moe | Family::Qwen3Moe) {
         out.extend(object(qwen::Qwen::of(m))?);
@@ -504,7 +585,19 @@ const NOT_CARRIED: &[&str] = &["quantization_config", "_name_or_path"];
 /// context the match was costed at.
 pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result<Value> {
     let mut out = export(spec, family)?;
-    let same_family = baseline.get("model_type").and_then(Value::as_str) == Some(family.as_str());
+    // A Llama-4 wrapper's text decoder is the llama4_text config to carry keys from.
+    let model_type = |v: &Value| {
+        v.get("model_type")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let (baseline, same_family) = match (family, model_type(baseline).as_deref()) {
+        (Family::Llama4Text, Some(LLAMA4)) => match baseline.get("text_config") {
+            Some(text) => (text, true),
+            None => (baseline, false),
+        },
+        (_, t) => (baseline, t == Some(family.as_str())),
+    };
     let read = family.keys();
     if let (true, Some(base), Some(map)) = (same_family, baseline.as_object(), out.as_object_mut())
     {

@@ -151,7 +151,11 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         return e;
     };
     let (experts, ffn) = match family {
-        Family::Mixtral | Family::GptOss => ("num_local_experts", "intermediate_size"),
+        Family::Mixtral
+        | Family::GptOss
+        | Family::MinimaxM2
+        | Family::Llama4Text
+        | Family::GraniteMoe => ("num_local_experts", "intermediate_size"),
         Family::Olmoe => ("num_experts", "intermediate_size"),
         Family::Qwen2Moe | Family::Qwen3Moe => ("num_experts", "moe_intermediate_size"),
         Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 | Family::Glm4Moe => {
@@ -160,7 +164,12 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
     };
     let shared = match family {
         Family::Qwen2Moe => "shared_expert_intermediate_size",
+        Family::Llama4Text => "intermediate_size",
         _ => "moe_intermediate_size",
+    };
+    let (dense, window) = match family {
+        Family::Llama4Text => ("intermediate_size_mlp", "attention_chunk_size"),
+        _ => ("intermediate_size", "sliding_window"),
     };
     let words = [
         ("model.moe.shared_experts", "n_shared_experts"),
@@ -173,7 +182,7 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         ("model.mla.qk_nope_head_dim", "qk_nope_head_dim"),
         ("model.mla.qk_rope_head_dim", "qk_rope_head_dim"),
         ("model.mla.v_head_dim", "v_head_dim"),
-        ("model.window.size", "sliding_window"),
+        ("model.window.size", window),
         ("model.window.layers", "layer_types"),
         ("model.mtp_layers", "num_nextn_predict_layers"),
         ("model.kv_heads", "num_key_value_heads"),
@@ -182,7 +191,7 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         ("model.hidden", "hidden_size"),
         ("model.layers", "num_hidden_layers"),
         ("model.vocab", "vocab_size"),
-        ("model.dense.ffn", "intermediate_size"),
+        ("model.dense.ffn", dense),
         ("model.loop.first", "smelt_loop_first_layer"),
         ("model.loop.span", "smelt_loop_span"),
         ("model.loop.repeats", "smelt_loop_repeats"),
@@ -250,18 +259,14 @@ pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
             "Mamba (state-space) layers keep a fixed-size state instead of a KV cache; the \
              cost model does not describe them"
         }
-        "minimax_m2" | "minimax" => {
-            "MiniMax's configs are not read yet (their attention and MTP keys have not been \
-             checked against published counts)"
+        "minimax" | "minimax_m1" => {
+            "MiniMax-Text-01 and MiniMax-M1 interleave lightning (linear) attention layers, \
+             which keep a fixed-size state instead of a KV cache; the cost model does not \
+             describe them (MiniMax-M2, model_type minimax_m2, is read)"
         }
-        "llama4" | "llama4_text" => {
-            "Llama-4 is not read yet: its chunked attention, interleaved dense layers and \
-             shared expert are in the cost model, but the config reader and a published \
-             figure to test it against are not"
-        }
-        "granitemoe" | "phimoe" => {
-            "this family is not read yet (PhiMoE's LayerNorms carry biases, which the cost \
-             model's RMSNorm convention does not count)"
+        "phimoe" => {
+            "PhiMoE is not read yet: its LayerNorms and LM head carry biases, which the cost \
+             model's convention (RMSNorm weights, a head without bias) does not count"
         }
         _ => return Ok(()),
     };

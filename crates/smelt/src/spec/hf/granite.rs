@@ -1,0 +1,52 @@
+//! `granitemoe` (IBM Granite 3.0 MoE, PowerMoE): routed SwiGLU experts (`num_local_experts`
+//! of `intermediate_size`, stored as one `input_linear` of twice the width and one
+//! `output_linear`), a router without bias, Llama's attention (`head_dim`, else
+//! `hidden_size / num_attention_heads`; biases on Q, K, V and O if `attention_bias`). No q/k
+//! norm, no shared experts, no dense layers, no window. The `embedding_multiplier`,
+//! `residual_multiplier`, `attention_multiplier` and `logits_scaling` scale activations:
+//! elementwise, no counted cost.
+
+use serde::{Deserialize, Serialize};
+
+use super::support::{Shared, Support};
+use super::{Common, Family, Parts};
+use crate::error::Result;
+use crate::spec::{AttentionBias, Model, QkNorm};
+
+const SUPPORT: Support = Support {
+    qk_norm: &[QkNorm::None],
+    biases: &[AttentionBias::None, AttentionBias::All],
+    shared: Shared::No,
+    dense: false,
+    features: &[],
+    required: &[],
+};
+
+/// The keys `granitemoe` adds to the common ones.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Config {
+    num_local_experts: u64,
+    intermediate_size: u64,
+    #[serde(default)]
+    attention_bias: bool,
+}
+
+impl Config {
+    pub(super) fn parts(&self, _: &Common) -> Result<Parts> {
+        Ok(Parts {
+            experts: self.num_local_experts,
+            expert_ffn: self.intermediate_size,
+            attention_bias: AttentionBias::all_if(self.attention_bias),
+            ..Parts::default()
+        })
+    }
+
+    pub(super) fn of(m: &Model) -> Result<Self> {
+        SUPPORT.check(m, Family::GraniteMoe)?;
+        Ok(Self {
+            num_local_experts: m.moe.experts,
+            intermediate_size: m.moe.expert_ffn,
+            attention_bias: m.attention_bias == AttentionBias::All,
+        })
+    }
+}

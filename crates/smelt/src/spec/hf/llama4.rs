@@ -1,0 +1,223 @@
+//! `llama4_text` (Llama-4 Scout and Maverick; also the `text_config` of a `llama4`
+//! wrapper), as Transformers' `Llama4Text` code builds it. Attention: GQA with `head_dim`,
+//! biases on Q, K, V and O if `attention_bias`; its q/k norm (`use_qk_norm`) is an L2 norm
+//! without weights, so it costs nothing counted. Layers attend per `layer_types`
+//! (`chunked_attention` or `full_attention`; by default chunked on the RoPE layers of
+//! `no_rope_layers`, itself by default every layer but each `no_rope_layer_interval`-th)
+//! with chunks of `attention_chunk_size` tokens. Layer `i` (0-based) is MoE when it is in
+//! `moe_layers`, by default every `interleave_moe_layer_step`-th layer starting with layer
+//! `step - 1`; the others have a dense SwiGLU of `intermediate_size_mlp`. Every MoE layer has
+//! `num_local_experts` routed experts of `intermediate_size` behind a router without bias,
+//! and one ungated shared expert of the same width. The attention temperature tuning and the
+//! sigmoid routing weights cost nothing counted.
+
+use serde::{Deserialize, Serialize};
+
+use super::support::{Feature, Shared, Support, refuse};
+use super::{Common, Family, Parts};
+use crate::error::{Error, Result};
+use crate::spec::{AttentionBias, Dense, Model, QkNorm, Window, WindowKind};
+
+const CHUNKED: &str = "chunked_attention";
+const FULL: &str = "full_attention";
+
+const SUPPORT: Support = Support {
+    qk_norm: &[QkNorm::None],
+    biases: &[AttentionBias::None, AttentionBias::All],
+    shared: Shared::Ungated,
+    dense: true,
+    features: &[Feature::Chunked],
+    required: &[],
+};
+
+fn one() -> u64 {
+    1
+}
+
+fn four() -> u64 {
+    4
+}
+
+fn chunk() -> Option<u64> {
+    Some(8192)
+}
+
+fn mlp() -> u64 {
+    16384
+}
+
+/// The keys `llama4_text` adds to the common ones.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Config {
+    num_local_experts: u64,
+    intermediate_size: u64,
+    #[serde(default = "mlp")]
+    intermediate_size_mlp: u64,
+    /// 0-based MoE layers; overrides `interleave_moe_layer_step`.
+    #[serde(default)]
+    moe_layers: Option<Vec<u64>>,
+    #[serde(default = "one")]
+    interleave_moe_layer_step: u64,
+    /// Per layer, 1 for a RoPE layer and 0 for a NoPE one.
+    #[serde(default)]
+    no_rope_layers: Option<Vec<u64>>,
+    #[serde(default = "four", skip_serializing)]
+    no_rope_layer_interval: u64,
+    /// `null`: no chunking.
+    #[serde(default = "chunk")]
+    attention_chunk_size: Option<u64>,
+    #[serde(default)]
+    layer_types: Option<Vec<String>>,
+    #[serde(default)]
+    attention_bias: bool,
+}
+
+impl Config {
+    pub(super) fn parts(&self, c: &Common) -> Result<Parts> {
+        let layers = c.num_hidden_layers;
+        let moe: Vec<u64> = match &self.moe_layers {
+            Some(list) => {
+                if let Some(&i) = list.iter().find(|&&i| i >= layers) {
+                    return Err(Error::invalid(
+                        "config.json: moe_layers",
+                        format!("names layer {i}; the layers are 0 to {}", layers - 1),
+                    ));
+                }
+                list.clone()
+            }
+            None => {
+                let step = self.interleave_moe_layer_step;
+                if step == 0 {
+                    return Err(Error::invalid(
+                        "config.json: interleave_moe_layer_step",
+                        "must be at least 1 (every how many layers one is MoE)",
+                    ));
+                }
+                (step - 1..layers).step_by(step as usize).collect()
+            }
+        };
+        let dense: Vec<u64> = (0..layers)
+            .filter(|i| !moe.contains(i))
+            .map(|i| i + 1)
+            .collect();
+        let types = self.layer_types(layers)?;
+        let mut chunked = Vec::new();
+        for (i, t) in types.iter().enumerate() {
+            match t.as_str() {
+                CHUNKED => chunked.push(i as u64 + 1),
+                FULL => {}
+                other => {
+                    return Err(refuse(
+                        &format!("layer_types[{i}]"),
+                        format!(
+                            "'{other}' is not a layer type llama4_text builds ({CHUNKED}, {FULL})"
+                        ),
+                    ));
+                }
+            }
+        }
+        let window = match (chunked.is_empty(), self.attention_chunk_size) {
+            (true, _) => None,
+            (false, Some(size)) => Some(Window {
+                kind: WindowKind::Chunked,
+                size,
+                layers: chunked,
+            }),
+            (false, None) => {
+                return Err(Error::invalid(
+                    "config.json: attention_chunk_size",
+                    "is null, but layer_types has chunked_attention layers; give the chunk size",
+                ));
+            }
+        };
+        Ok(Parts {
+            experts: self.num_local_experts,
+            expert_ffn: self.intermediate_size,
+            attention_bias: AttentionBias::all_if(self.attention_bias),
+            shared: Some((1, self.intermediate_size, false)),
+            dense: (!dense.is_empty()).then_some(Dense {
+                layers: dense,
+                ffn: self.intermediate_size_mlp,
+            }),
+            window,
+            ..Parts::default()
+        })
+    }
+
+    /// Each layer's attention: `layer_types`, else chunked on the RoPE layers.
+    fn layer_types(&self, layers: u64) -> Result<Vec<String>> {
+        let types: Vec<String> = match (&self.layer_types, &self.no_rope_layers) {
+            (Some(t), _) => t.clone(),
+            (None, Some(rope)) => rope
+                .iter()
+                .map(|&r| if r != 0 { CHUNKED } else { FULL }.to_owned())
+                .collect(),
+            (None, None) => {
+                if self.no_rope_layer_interval == 0 {
+                    return Err(Error::invalid(
+                        "config.json: no_rope_layer_interval",
+                        "must be at least 1 (every how many layers one is NoPE)",
+                    ));
+                }
+                (0..layers)
+                    .map(|i| {
+                        let rope = (i + 1) % self.no_rope_layer_interval != 0;
+                        if rope { CHUNKED } else { FULL }.to_owned()
+                    })
+                    .collect()
+            }
+        };
+        // Transformers indexes these per layer: a shorter list fails to build, a longer one
+        // is read up to the layer count.
+        if (types.len() as u64) < layers {
+            let key = if self.layer_types.is_some() {
+                "layer_types"
+            } else {
+                "no_rope_layers"
+            };
+            return Err(Error::invalid(
+                format!("config.json: {key}"),
+                format!("must give each of the {layers} layers; got {}", types.len()),
+            ));
+        }
+        Ok(types.into_iter().take(layers as usize).collect())
+    }
+
+    pub(super) fn of(m: &Model) -> Result<Self> {
+        SUPPORT.check(m, Family::Llama4Text)?;
+        let f = m.moe.expert_ffn;
+        if (m.moe.shared_experts, m.moe.shared_ffn) != (1, f) {
+            return Err(Error::invalid(
+                "family",
+                format!(
+                    "llama4_text: every MoE layer has exactly one shared expert as wide as a \
+                     routed one (intermediate_size = {f}); the model has {} of width {}",
+                    m.moe.shared_experts, m.moe.shared_ffn
+                ),
+            ));
+        }
+        let chunked = |i: u64| m.window.as_ref().is_some_and(|w| w.layers.contains(&i));
+        let dense = |i: u64| m.dense.as_ref().is_some_and(|d| d.layers.contains(&i));
+        let types: Vec<&str> = (1..=m.layers)
+            .map(|i| if chunked(i) { CHUNKED } else { FULL })
+            .collect();
+        Ok(Self {
+            num_local_experts: m.moe.experts,
+            intermediate_size: f,
+            intermediate_size_mlp: m.dense.as_ref().map_or_else(mlp, |d| d.ffn),
+            moe_layers: Some(
+                (1..=m.layers)
+                    .filter(|&i| !dense(i))
+                    .map(|i| i - 1)
+                    .collect(),
+            ),
+            interleave_moe_layer_step: 1,
+            // RoPE on the chunked layers, NoPE on the full ones (Llama-4's pattern); no cost.
+            no_rope_layers: Some(types.iter().map(|&t| u64::from(t == CHUNKED)).collect()),
+            no_rope_layer_interval: four(),
+            attention_chunk_size: m.window.as_ref().map(|w| w.size),
+            layer_types: Some(types.into_iter().map(str::to_owned).collect()),
+            attention_bias: m.attention_bias == AttentionBias::All,
+        })
+    }
+}

@@ -1,0 +1,113 @@
+//! `minimax_m2` (MiniMax-M2), as Transformers' `MiniMaxM2` code builds it: GQA with
+//! `head_dim`, an RMSNorm over the whole q and k projections (`heads·head_dim` and
+//! `kv_heads·head_dim` wide), no biases, full attention on every layer, routed experts
+//! (`num_local_experts` of `intermediate_size`) with a sigmoid router and its
+//! `e_score_correction_bias` (stored in the checkpoint, counted as a router bias), no shared
+//! experts, no dense layers. The partial RoPE (`rotary_dim`) costs nothing counted.
+//! MiniMax's own keys that Transformers' code does not read (`use_qk_norm`, `qk_norm_type`,
+//! `use_routing_bias`, `shared_intermediate_size`, `attn_type_list`) must agree with what it
+//! builds, or the config is refused. The hub config's MTP keys (`use_mtp`,
+//! `num_mtp_modules`, `mtp_transformer_layers`) describe modules Transformers' code does not
+//! build and whose structure is not published with it: not read, not counted.
+
+use serde::{Deserialize, Serialize};
+
+use super::support::{Feature, Shared, Support, refuse};
+use super::{Common, Family, Parts};
+use crate::error::Result;
+use crate::spec::{AttentionBias, Model, QkNorm};
+
+const SUPPORT: Support = Support {
+    qk_norm: &[QkNorm::Full],
+    biases: &[AttentionBias::None],
+    shared: Shared::No,
+    dense: false,
+    features: &[Feature::RouterBias],
+    required: &[Feature::RouterBias],
+};
+
+/// Softmax attention in MiniMax's `attn_type_list` (0 is lightning attention).
+const SOFTMAX: u64 = 1;
+/// MiniMax's name for the q/k norm over the whole projections.
+const PER_LAYER: &str = "per_layer";
+
+/// The keys `minimax_m2` adds to the common ones. Transformers' code reads only the first
+/// two; the others are MiniMax's own (its inference code and vLLM's read them), checked
+/// against what Transformers builds and written on export so both readers agree.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Config {
+    num_local_experts: u64,
+    intermediate_size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    use_qk_norm: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    qk_norm_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    use_routing_bias: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shared_intermediate_size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    attn_type_list: Option<Vec<u64>>,
+}
+
+impl Config {
+    pub(super) fn parts(&self, _: &Common) -> Result<Parts> {
+        let unlike = |key: &str, what: &str| {
+            Err(refuse(
+                key,
+                format!(
+                    "{what}; Transformers' minimax_m2 code builds the model without it, so the \
+                     config describes two different models"
+                ),
+            ))
+        };
+        if self.use_qk_norm == Some(false) {
+            return unlike("use_qk_norm", "is false (no q/k norm)");
+        }
+        if let Some(t) = self.qk_norm_type.as_deref().filter(|&t| t != PER_LAYER) {
+            return unlike(
+                "qk_norm_type",
+                &format!("is '{t}', not a norm over the whole projections ('{PER_LAYER}')"),
+            );
+        }
+        if self.use_routing_bias == Some(false) {
+            return unlike("use_routing_bias", "is false (no router bias)");
+        }
+        if let Some(w) = self.shared_intermediate_size.filter(|&w| w > 0) {
+            return unlike(
+                "shared_intermediate_size",
+                &format!("asks for a shared expert of {w}"),
+            );
+        }
+        if let Some(i) = self
+            .attn_type_list
+            .as_ref()
+            .and_then(|t| t.iter().position(|&a| a != SOFTMAX))
+        {
+            return unlike(
+                &format!("attn_type_list[{i}]"),
+                "names a lightning (linear) attention layer",
+            );
+        }
+        Ok(Parts {
+            experts: self.num_local_experts,
+            expert_ffn: self.intermediate_size,
+            qk_norm: QkNorm::Full,
+            router_bias: true,
+            ..Parts::default()
+        })
+    }
+
+    pub(super) fn of(m: &Model) -> Result<Self> {
+        SUPPORT.check(m, Family::MinimaxM2)?;
+        Ok(Self {
+            num_local_experts: m.moe.experts,
+            intermediate_size: m.moe.expert_ffn,
+            use_qk_norm: Some(true),
+            qk_norm_type: Some(PER_LAYER.to_owned()),
+            use_routing_bias: Some(true),
+            shared_intermediate_size: Some(0),
+            attn_type_list: Some(vec![SOFTMAX; m.layers as usize]),
+        })
+    }
+}
