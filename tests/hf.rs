@@ -176,10 +176,6 @@ fn refused(json: &str, needles: &[&str]) {
 #[test]
 fn what_the_cost_model_cannot_describe_is_refused() {
     let mixtral = config_text("mixtral-8x7b-v0.1.json");
-    refused(
-        &mixtral.replace("\"sliding_window\": null", "\"sliding_window\": 4096"),
-        &["sliding_window", "refuses"],
-    );
     let v3 = config_text("deepseek-v3.json");
     refused(
         &v3.replace(
@@ -196,7 +192,6 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         ("qwen3_next", "recurrent state"),
         ("nemotron_h", "Mamba"),
         ("minimax", "lightning (linear) attention"),
-        ("phimoe", "not read yet"),
     ] {
         refused(
             &format!(r#"{{"model_type": "{family}", "hidden_size": 7168}}"#),

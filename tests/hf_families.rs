@@ -248,6 +248,51 @@ fn llama4() {
     assert_eq!(billions(c.params.active.0, 0), "17");
 }
 
+/// Phi-3.5-MoE (model card): "41.9B total parameters", "6.6B active parameters". smelt:
+/// 41,873,153,344 (the hand count in SOURCE.md: LayerNorms with biases, Q/K/V/O and LM-head
+/// biases) and 6.64B active with the embedding. Its sliding window of 131072 keys is on
+/// every layer and bounds nothing at the default 4096-token context.
+#[test]
+fn phimoe() {
+    let spec = load("phi-3.5-moe-instruct.json");
+    let m = &spec.model;
+    assert!(m.norm_bias && m.lm_head_bias);
+    assert_eq!(m.attention_bias, smelt::AttentionBias::All);
+    let w = m.window.as_ref().unwrap();
+    assert_eq!((w.kind, w.size), (WindowKind::Sliding, 131072));
+    assert_eq!(w.layers, (1..=32).collect::<Vec<_>>());
+    let c = smelt::cost(&spec).unwrap();
+    assert_eq!(c.params.total.0, 41_873_153_344);
+    assert_eq!(billions(c.params.total.0, 1), "41.9");
+    assert_eq!(billions(c.params.active.0, 1), "6.6");
+    // LayerNorms: 2 x 4096 per norm, two per layer and the final one.
+    assert_eq!(c.params.breakdown.norms.0, (2 * 32 + 1) * 2 * 4096);
+    assert_eq!(c.params.breakdown.lm_head.0, 32064 * 4096 + 32064);
+    // The window bounds nothing at the context: the same as full attention.
+    let mut full = spec.clone();
+    full.model.window = None;
+    assert_eq!(
+        smelt::budgets(&full).unwrap(),
+        smelt::budgets(&spec).unwrap()
+    );
+    // Mixtral's mask is windowed the same way when its sliding_window is set.
+    let text = crate::common::data_text("hf/mixtral-8x7b-v0.1.json")
+        .replace("\"sliding_window\": null", "\"sliding_window\": 4096");
+    let mixtral = hf::import(&text, ModelSpec::default_workload()).unwrap();
+    let w = mixtral.model.window.unwrap();
+    assert_eq!((w.size, w.layers.len()), (4096, 32));
+    // A window on some layers only is not something either family builds.
+    let mut some = spec.clone();
+    some.model.window.as_mut().unwrap().layers = vec![1, 3];
+    let e = hf::export(&some, Family::Phimoe).unwrap_err().to_string();
+    assert!(e.contains("every layer"), "{e}");
+    // Nor can other families express its norm biases.
+    let mut plain = spec.clone();
+    plain.model.attention_bias = smelt::AttentionBias::None;
+    let e = hf::export(&plain, Family::Mixtral).unwrap_err().to_string();
+    assert!(e.contains("model.norm_bias"), "{e}");
+}
+
 /// Llama-4's config rules, refused or read as Transformers reads them.
 #[test]
 fn llama4_configs_are_read_as_transformers_reads_them() {
@@ -364,6 +409,7 @@ fn configs_round_trip_through_their_families() {
         ("llama-4-scout-17b-16e.json", Family::Llama4Text),
         ("llama-4-maverick-17b-128e-text.json", Family::Llama4Text),
         ("granite-3.0-3b-a800m.json", Family::GraniteMoe),
+        ("phi-3.5-moe-instruct.json", Family::Phimoe),
     ] {
         let spec = load(name);
         if matches!(family, Family::MinimaxM2 | Family::GraniteMoe) {

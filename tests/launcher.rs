@@ -114,6 +114,7 @@ fn exports_default_to_the_baselines_family() {
         ("minimax-m2.json", "minimax_m2"),
         ("granite-3.0-1b-a400m.json", "granitemoe"),
         ("llama-4-scout-17b-16e.json", "llama4_text"),
+        ("phi-3.5-moe-instruct.json", "phimoe"),
     ] {
         let text = format!(
             "baseline = \"{}\"\n[recipe]\nspan = \"half\"\nplacement = \"middle\"\n\
@@ -172,6 +173,7 @@ fn every_family_round_trips_with_its_own_keys() {
         (Family::GraniteMoe, "hf/granite-3.0-3b-a800m.json"),
         (Family::MinimaxM2, "hf/minimax-m2.json"),
         (Family::Llama4Text, "hf/llama-4-maverick-17b-128e-text.json"),
+        (Family::Phimoe, "hf/phi-3.5-moe-instruct.json"),
     ];
     for (family, file) in configs {
         let mut spec = ModelSpec::load(data(file)).unwrap();

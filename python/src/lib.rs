@@ -317,7 +317,7 @@ fn bench_models(
 ///
 /// Supported: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, kimi_k2,
 /// glm4_moe, gpt_oss, minimax_m2, llama4_text (and a llama4 wrapper's text decoder),
-/// granitemoe; the embedding and LM head are counted (MTP modules are not); the
+/// granitemoe, phimoe; the embedding and LM head are counted (MTP modules are not); the
 /// workload is smelt's default (4096-token context, mean document length 991, causal).
 /// What the cost model cannot describe is refused with a SmeltError saying why.
 #[pyfunction]

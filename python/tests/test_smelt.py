@@ -92,7 +92,8 @@ def test_import_hf_then_cost():
     assert round(c["params"]["total"] / 1e9, 1) == 46.7
     assert round(c["params"]["active"] / 1e9, 1) == 12.9
     with pytest.raises(smelt.SmeltError, match="sliding_window"):
-        smelt.import_hf({"model_type": "mixtral", "sliding_window": 4096})
+        smelt.import_hf({"model_type": "qwen2_moe", "sliding_window": 4096,
+                         "use_sliding_window": True})
 
 
 def test_import_qwen15_moe_with_its_shared_expert_gate_and_biases():

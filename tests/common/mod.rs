@@ -129,6 +129,8 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             dense: None,
             looping: None,
             mtp_layers: 0,
+            norm_bias: false,
+            lm_head_bias: false,
         },
         workload: Workload {
             context: 4096,

@@ -4,33 +4,35 @@
 
 use smelt::{Attention, Counting, Model, ModelSpec};
 
-use super::layer::{Layer, Macs, Rng, Run, matmul, rmsnorm};
+use super::layer::{Layer, Macs, Norm, Rng, Run, add_bias, matmul};
 
 /// A multi-token-prediction module: its own norms, projection, block, head norm, and its
 /// own copies of the embedding and the LM head, as DeepSeek-V3's checkpoint stores them.
 pub struct Mtp {
-    pub enorm: Vec<f64>,
-    pub hnorm: Vec<f64>,
+    pub enorm: Norm,
+    pub hnorm: Norm,
     pub eh_proj: Vec<f64>,
     pub block: Layer,
-    pub head_norm: Vec<f64>,
+    pub head_norm: Norm,
     pub embedding: Vec<f64>,
     pub lm_head: Vec<f64>,
+    pub lm_head_bias: Vec<f64>,
 }
 
 impl Mtp {
     fn extra(&self) -> usize {
         [
-            &self.enorm,
-            &self.hnorm,
             &self.eh_proj,
-            &self.head_norm,
             &self.embedding,
             &self.lm_head,
+            &self.lm_head_bias,
         ]
         .iter()
         .map(|v| v.len())
-        .sum()
+        .sum::<usize>()
+            + self.enorm.params()
+            + self.hnorm.params()
+            + self.head_norm.params()
     }
 }
 
@@ -39,9 +41,11 @@ pub struct Reference {
     pub attention: Attention,
     pub counting: Counting,
     pub layers: Vec<Layer>,
-    pub final_norm: Vec<f64>,
+    pub final_norm: Norm,
     pub embedding: Vec<f64>,
     pub lm_head: Vec<f64>,
+    /// The head's bias (empty without `lm_head_bias` or an uncounted head).
+    pub lm_head_bias: Vec<f64>,
     pub mtp: Vec<Mtp>,
 }
 
@@ -54,6 +58,15 @@ pub struct Counted {
     pub active_params: u64,
     /// Per layer execution: KV elements cached per token, and the window if any.
     pub executions: Vec<(u64, Option<u64>)>,
+}
+
+/// The head's bias, when the model has one and the head is counted.
+fn head_bias(m: &Model, counting: &Counting, rng: &mut Rng) -> Vec<f64> {
+    rng.tensor(if counting.lm_head && m.lm_head_bias {
+        m.vocab as usize
+    } else {
+        0
+    })
 }
 
 /// The embedding and LM-head matrices counting asks for: `(embedding, lm_head)`.
@@ -87,13 +100,14 @@ impl Reference {
                 .map(|_| {
                     let (embedding, lm_head) = vocab_matrices(&m, &counting, rng);
                     Mtp {
-                        enorm: rng.tensor(h),
-                        hnorm: rng.tensor(h),
+                        enorm: Norm::new(&m, rng),
+                        hnorm: Norm::new(&m, rng),
                         eh_proj: rng.tensor(2 * h * h),
                         block: Layer::new(&m, rng, false),
-                        head_norm: rng.tensor(h),
+                        head_norm: Norm::new(&m, rng),
                         embedding,
                         lm_head,
+                        lm_head_bias: head_bias(&m, &counting, rng),
                     }
                 })
                 .collect()
@@ -101,7 +115,8 @@ impl Reference {
             Vec::new()
         };
         Self {
-            final_norm: rng.tensor(h),
+            final_norm: Norm::new(&m, rng),
+            lm_head_bias: head_bias(&m, &counting, rng),
             attention: spec.workload.attention,
             m,
             counting,
@@ -116,7 +131,12 @@ impl Reference {
     pub fn params(&self) -> u64 {
         let layers: usize = self.layers.iter().map(Layer::params).sum();
         let mtp: usize = self.mtp.iter().map(|t| t.block.params() + t.extra()).sum();
-        (layers + mtp + self.final_norm.len() + self.embedding.len() + self.lm_head.len()) as u64
+        (layers
+            + mtp
+            + self.final_norm.params()
+            + self.embedding.len()
+            + self.lm_head.len()
+            + self.lm_head_bias.len()) as u64
     }
 
     /// The physical layer (0-based) of each execution, derived from the loop directly.
@@ -182,14 +202,15 @@ impl Reference {
                 active += touched;
             }
         }
-        let xn = rmsnorm(&x, &self.final_norm, h);
-        active += self.final_norm.len() + self.embedding.len();
+        let xn = self.final_norm.apply(&x, h);
+        active += self.final_norm.params() + self.embedding.len();
         let vocab = m.vocab as usize;
         if self.counting.lm_head {
             let head = self.head(&self.lm_head, &self.embedding);
-            let logits = matmul(&xn, &head, t, h, vocab, &mut macs.lm_head);
+            let mut logits = matmul(&xn, &head, t, h, vocab, &mut macs.lm_head);
+            add_bias(&mut logits, &self.lm_head_bias);
             assert!(logits.iter().all(|v| v.is_finite()));
-            active += self.lm_head.len();
+            active += self.lm_head.len() + self.lm_head_bias.len();
         }
         // MTP modules, each predicting one token further: [norm(h); norm(embedding of the
         // next token)] projected to H, one MoE block with full attention, the head.
@@ -197,10 +218,7 @@ impl Reference {
         for module in &self.mtp {
             let mut inner = Macs::default();
             let e = rng.tensor(t * h);
-            let (hn, en) = (
-                rmsnorm(&prev, &module.hnorm, h),
-                rmsnorm(&e, &module.enorm, h),
-            );
+            let (hn, en) = (module.hnorm.apply(&prev, h), module.enorm.apply(&e, h));
             let joined: Vec<f64> = (0..t)
                 .flat_map(|i| hn[i * h..][..h].iter().chain(&en[i * h..][..h]).copied())
                 .collect();
@@ -213,10 +231,11 @@ impl Reference {
                 scale: 1.0,
             };
             let (_, touched) = module.block.forward(&run, &mut y, &mut inner);
-            let yn = rmsnorm(&y, &module.head_norm, h);
+            let yn = module.head_norm.apply(&y, h);
             if self.counting.lm_head {
                 let head = self.head(&module.lm_head, &module.embedding);
-                matmul(&yn, &head, t, h, vocab, &mut inner.mtp);
+                let mut logits = matmul(&yn, &head, t, h, vocab, &mut inner.mtp);
+                add_bias(&mut logits, &module.lm_head_bias);
             }
             macs.mtp += inner.total();
             active += touched + module.extra();

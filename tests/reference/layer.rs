@@ -77,6 +77,44 @@ pub fn rmsnorm(x: &[f64], g: &[f64], width: usize) -> Vec<f64> {
     out
 }
 
+/// A hidden-width norm: RMSNorm, or LayerNorm with a bias when the model has `norm_bias`.
+pub struct Norm {
+    pub g: Vec<f64>,
+    /// Empty for RMSNorm.
+    pub b: Vec<f64>,
+}
+
+impl Norm {
+    pub fn new(m: &Model, rng: &mut Rng) -> Self {
+        let h = m.hidden as usize;
+        Norm {
+            g: rng.tensor(h),
+            b: rng.tensor(if m.norm_bias { h } else { 0 }),
+        }
+    }
+
+    pub fn params(&self) -> usize {
+        self.g.len() + self.b.len()
+    }
+
+    /// Each `width`-row of `x` normalised (not counted: norms cost no FLOPs).
+    pub fn apply(&self, x: &[f64], width: usize) -> Vec<f64> {
+        if self.b.is_empty() {
+            return rmsnorm(x, &self.g, width);
+        }
+        let mut out = x.to_vec();
+        for row in out.chunks_mut(width) {
+            let mean = row.iter().sum::<f64>() / width as f64;
+            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / width as f64;
+            let inv = 1.0 / (var + 1e-6).sqrt();
+            for ((v, g), b) in row.iter_mut().zip(&self.g).zip(&self.b) {
+                *v = (*v - mean) * inv * g + b;
+            }
+        }
+        out
+    }
+}
+
 pub fn silu(x: f64) -> f64 {
     x / (1.0 + (-x).exp())
 }
@@ -165,7 +203,7 @@ impl Latent {
 }
 
 pub struct Layer {
-    pub attn_norm: Vec<f64>,
+    pub attn_norm: Norm,
     /// GQA projections (empty with MLA).
     pub wq: Vec<f64>,
     pub wk: Vec<f64>,
@@ -181,7 +219,7 @@ pub struct Layer {
     pub latent: Option<Latent>,
     /// One logit per head (empty without sinks).
     pub sinks: Vec<f64>,
-    pub ffn_norm: Vec<f64>,
+    pub ffn_norm: Norm,
     /// MoE layers: router (and its bias), routed and shared experts, shared gate (all
     /// empty in a dense layer).
     pub router: Vec<f64>,
@@ -232,7 +270,7 @@ impl Layer {
             }
         });
         Layer {
-            attn_norm: rng.tensor(h),
+            attn_norm: Norm::new(m, rng),
             wq: rng.tensor(width(gqa, h * q)),
             wk: rng.tensor(width(gqa, h * kv)),
             wv: rng.tensor(width(gqa, h * kv)),
@@ -245,7 +283,7 @@ impl Layer {
             k_norm: rng.tensor(k_norm),
             latent,
             sinks: rng.tensor(width(m.attention_sinks, heads)),
-            ffn_norm: rng.tensor(h),
+            ffn_norm: Norm::new(m, rng),
             router: rng.tensor(width(moe, h * m.moe.experts as usize)),
             router_bias: rng.tensor(width(moe && m.moe.router_bias, m.moe.experts as usize)),
             experts: (0..width(moe, m.moe.experts as usize))
@@ -269,7 +307,6 @@ impl Layer {
     /// Parameters every token touches in this layer, but for the FFN.
     pub fn attention_and_norms(&self) -> usize {
         [
-            &self.attn_norm,
             &self.wq,
             &self.wk,
             &self.wv,
@@ -281,11 +318,12 @@ impl Layer {
             &self.q_norm,
             &self.k_norm,
             &self.sinks,
-            &self.ffn_norm,
         ]
         .iter()
         .map(|v| v.len())
         .sum::<usize>()
+            + self.attn_norm.params()
+            + self.ffn_norm.params()
             + self.latent.as_ref().map_or(0, Latent::params)
     }
 
@@ -449,7 +487,7 @@ impl Layer {
         let t: usize = run.docs.iter().sum();
         let h = m.hidden as usize;
         let heads = m.heads as usize;
-        let hn = rmsnorm(x, &self.attn_norm, h);
+        let hn = self.attn_norm.apply(x, h);
         let qkv = self.qkv(run, &hn, macs);
         let dk = qkv.q[0][0].len();
         let dv = qkv.v[0][0].len();
@@ -501,7 +539,7 @@ impl Layer {
         let m = run.m;
         let t: usize = run.docs.iter().sum();
         let h = m.hidden as usize;
-        let hn = rmsnorm(x, &self.ffn_norm, h);
+        let hn = self.ffn_norm.apply(x, h);
         if let Some(dense) = &self.dense {
             let fd = m.dense.as_ref().map_or(0, |d| d.ffn) as usize;
             for tok in 0..t {

@@ -1,5 +1,5 @@
 //! An executable reference: a tiny forward pass of exactly the architecture the cost model
-//! describes (real matmuls, RMSNorm, q/k norms, attention biases and sinks, GQA or
+//! describes (real matmuls, RMSNorm or LayerNorm with biases, q/k norms, attention biases and sinks, GQA or
 //! multi-head latent attention, document-masked causal or dense attention with sliding or
 //! chunked windows on chosen layers, top-k routing (with a router bias) to SwiGLU experts
 //! (with biases), shared experts with or without a sigmoid gate, dense-FFN layers, the
@@ -75,11 +75,18 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
         any::<bool>(),                              // shared gate (when shared experts)
         proptest::option::of((0u64..16, 1u64..=3)), // dense layers (bit mask), dense ffn
     );
-    // The architectures of issue 14: sinks, router and expert biases, windowed layers
+    // The architectures of issue 14: sinks, router and expert biases, LayerNorm and LM-head
+    // biases (PhiMoE), windowed layers
     // (kind, size, bit mask), MLA (query rank, latent rank, nope, rope, value widths), MTP
     // modules (count, counted), and the KV budget at the context.
     let newer = (
-        (any::<bool>(), any::<bool>(), any::<bool>()),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        ),
         proptest::option::of((any::<bool>(), 1u64..=4, 1u64..16)),
         proptest::option::of((0u64..=2, 1u64..=3, 0u64..=2, 0u64..=2, 1u64..=3)),
         (0u64..=2, any::<bool>(), any::<bool>()),
@@ -89,7 +96,12 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
             (layers, hidden, kv_heads, group, head_dim, experts, ffn, shared, qk_norm),
             (top_k, looping, attention, (mean, hist), (emb, lm, tie, vocab), repeat),
             (attention_bias, gate, dense),
-            ((sinks, router_bias, expert_bias), window, mla, (mtp_layers, mtp, at_context)),
+            (
+                (sinks, router_bias, expert_bias, norm_bias, lm_head_bias),
+                window,
+                mla,
+                (mtp_layers, mtp, at_context),
+            ),
         )| {
             let dense = dense.and_then(|(mask, ffn)| {
                 let layers: Vec<u64> = (1..=layers)
@@ -147,6 +159,8 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     dense,
                     looping,
                     mtp_layers,
+                    norm_bias,
+                    lm_head_bias,
                 },
                 workload: Workload {
                     context: 8,

@@ -24,11 +24,12 @@
 //! * router: `H * E` (linear, no bias) per MoE layer;
 //! * shared: `s * 3*H*f_s` per MoE layer, plus `H` for the sigmoid gate if configured;
 //! * dense: `3*H*f_d` per dense layer;
-//! * norms: `2*H` per layer (pre-attention and pre-FFN RMSNorm) plus `H` for the final norm,
-//!   plus q/k norms if configured (`2*d` per layer for [`crate::spec::QkNorm::PerHead`],
-//!   `(heads + kv_heads)*d` for [`crate::spec::QkNorm::Full`]);
+//! * norms: `2*H` per layer (pre-attention and pre-FFN RMSNorm) plus `H` for the final norm
+//!   (twice that with `norm_bias`, LayerNorms with a bias), plus q/k norms if configured
+//!   (`2*d` per layer for [`crate::spec::QkNorm::PerHead`], `(heads + kv_heads)*d` for
+//!   [`crate::spec::QkNorm::Full`]);
 //! * embeddings `vocab*H` and LM head `vocab*H` only when `[counting]` asks (a tied LM head
-//!   is not counted twice).
+//!   is not counted twice), plus `vocab` for the head's bias with `lm_head_bias`.
 //!
 //! *Active* parameters are what one token touches in one pass over the physical layers:
 //! the same, with `k` experts instead of `E` (router, shared experts, dense FFNs and norms
@@ -135,7 +136,12 @@ fn vocab_matrices(model: &Model, counting: &Counting) -> Result<(Params, Params)
     } else {
         Params::ZERO
     };
-    Ok((embeddings, lm_head))
+    let bias = Params(if counting.lm_head && model.lm_head_bias {
+        model.vocab
+    } else {
+        0
+    });
+    Ok((embeddings, lm_head.checked_add(bias)?))
 }
 
 /// Parameters of the multi-token-prediction modules when counted: `(total, active)`.
@@ -152,7 +158,7 @@ fn mtp_params(model: &Model, counting: &Counting) -> Result<(Params, Params)> {
     let common = Params::sum(&[
         Params(a.params),
         Params(a.norms),
-        Params(product(&[5, h], "params.mtp")?),
+        Params(product(&[5, model.norm_params()], "params.mtp")?),
         Params(product(&[2, h, h], "params.mtp")?),
         Params(f.router),
         Params(f.shared),
@@ -175,8 +181,12 @@ pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, Par
     let f = layer::moe(model)?;
     let per_moe_layer = |x: u64| Params(x).checked_mul(moe_layers);
     let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
-    let per_layer_norms =
-        crate::units::add(product(&[2, h], "params.norms")?, a.norms, "params.norms")?;
+    let norm = model.norm_params();
+    let per_layer_norms = crate::units::add(
+        product(&[2, norm], "params.norms")?,
+        a.norms,
+        "params.norms",
+    )?;
     let (embeddings, lm_head) = vocab_matrices(model, counting)?;
     let (mtp, active_mtp) = mtp_params(model, counting)?;
     let total = ParamBreakdown {
@@ -187,7 +197,7 @@ pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, Par
         dense: Params(product(&[3, h, dense_ffn, dense_layers], "params.dense")?),
         norms: Params(per_layer_norms)
             .checked_mul(l)?
-            .checked_add(Params(h))?,
+            .checked_add(Params(norm))?,
         embeddings,
         lm_head,
         mtp,

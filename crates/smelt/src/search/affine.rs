@@ -297,7 +297,8 @@ mod tests {
 
     /// A Baseline with every feature whose widths are tied to the hidden size: q/k norms,
     /// biases, a gated shared expert, dense layers, a loop; with `extras`, windowed layers,
-    /// sinks, router and expert biases, counted MTP modules and a KV budget at the context;
+    /// sinks, router and expert biases, LayerNorm and LM-head biases, counted MTP modules and a
+    /// KV budget at the context;
     /// with `mla`, multi-head latent attention instead of GQA.
     fn budget(qk: &str, bias: &str, extras: bool, mla: bool) -> Budget {
         let attention = if mla {
@@ -320,7 +321,8 @@ mod tests {
         let sinks = if extras.is_empty() {
             ""
         } else {
-            "attention_sinks = true\nmtp_layers = 2\nvocab = 100\n"
+            "attention_sinks = true\nmtp_layers = 2\nvocab = 100\nnorm_bias = true\n\
+             lm_head_bias = true\n"
         };
         let biases = if extras.is_empty() {
             ""

@@ -127,6 +127,17 @@ pub struct Model {
     /// only when `[counting] mtp = true`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub mtp_layers: u64,
+    /// LayerNorm with a bias instead of RMSNorm on every hidden-width norm (PhiMoE): the two
+    /// per layer, the final one and an MTP module's three carry `2 * hidden` parameters
+    /// instead of `hidden`; no counted FLOPs (norms are not counted). The q/k and latent
+    /// norms are unaffected.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub norm_bias: bool,
+    /// A bias on the LM head (PhiMoE's `lm_head_bias`): `vocab` parameters counted with the
+    /// head whenever `[counting] lm_head` is on (a tied head shares its matrix, not its
+    /// bias); no counted FLOPs.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub lm_head_bias: bool,
 }
 
 /// Multi-head latent attention (DeepSeek-V2): queries, keys and values are projected up
@@ -313,6 +324,15 @@ impl Model {
     pub fn executions(&self) -> u64 {
         self.layers
             .saturating_add(self.looping.as_ref().map_or(0, |l| l.extra_executions()))
+    }
+
+    /// Parameters of one hidden-width norm: `hidden`, twice that with a bias.
+    pub fn norm_params(&self) -> u64 {
+        if self.norm_bias {
+            self.hidden.saturating_mul(2)
+        } else {
+            self.hidden
+        }
     }
 
     /// Physical layers with a dense FFN.

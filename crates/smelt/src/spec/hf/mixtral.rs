@@ -1,9 +1,10 @@
-//! `mixtral`: routed experts only, no q/k norm, no biases; a sliding window when
-//! `sliding_window` is set (Transformers' Mixtral has no `use_sliding_window` switch).
+//! `mixtral`: routed experts only, no q/k norm, no biases; a sliding window of
+//! `sliding_window` keys on every layer when it is set (Transformers' Mixtral has no
+//! `use_sliding_window` switch: its mask is windowed whenever the key is not null).
 
 use serde::{Deserialize, Serialize};
 
-use super::support::{Shared, Support};
+use super::support::{Feature, Shared, Support, every_layer, window_on_every_layer};
 use super::{Common, Family, Parts};
 use crate::error::Result;
 use crate::spec::{AttentionBias, Model, QkNorm};
@@ -13,7 +14,7 @@ const SUPPORT: Support = Support {
     biases: &[AttentionBias::None],
     shared: Shared::No,
     dense: false,
-    features: &[],
+    features: &[Feature::Sliding],
     required: &[],
 };
 
@@ -22,16 +23,16 @@ const SUPPORT: Support = Support {
 pub(super) struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
-    /// Refused when set, before this is read ([`super::refuse_windows`]).
     #[serde(default)]
     sliding_window: Option<u64>,
 }
 
 impl Config {
-    pub(super) fn parts(&self, _: &Common) -> Result<Parts> {
+    pub(super) fn parts(&self, c: &Common) -> Result<Parts> {
         Ok(Parts {
             experts: self.num_local_experts,
             expert_ffn: self.intermediate_size,
+            window: every_layer(self.sliding_window, c.num_hidden_layers),
             ..Parts::default()
         })
     }
@@ -41,7 +42,7 @@ impl Config {
         Ok(Self {
             num_local_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,
-            sliding_window: None,
+            sliding_window: window_on_every_layer(m, Family::Mixtral)?,
         })
     }
 }

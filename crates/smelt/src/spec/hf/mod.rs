@@ -15,6 +15,7 @@
 //! | `gpt_oss` | `num_local_experts` (`intermediate_size`), with biases | `head_dim` | none | Q, K, V, O if `attention_bias` (default true), sinks | none | none |
 //! | `minimax_m2` | `num_local_experts` (`intermediate_size`), router bias | `head_dim` | whole projection | none | none | none |
 //! | `llama4_text` (`llama4`'s `text_config`) | `num_local_experts` (`intermediate_size`) | `head_dim` | none (L2, no weights) | Q, K, V, O if `attention_bias` | one, ungated, `intermediate_size` | not in `moe_layers` (`intermediate_size_mlp`) |
+//! | `phimoe` | `num_local_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V, O if `attention_bias`; LayerNorm and LM-head biases | none | none |
 //! | `granitemoe` | `num_local_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V, O if `attention_bias` | none | none |
 //!
 //! The Qwen rule: 0-based layer `i` is MoE when `i` is not in `mlp_only_layers` and
@@ -24,11 +25,11 @@
 //!
 //! The import counts the embedding and the LM head (`[counting]`, with `vocab_size` and
 //! `tie_word_embeddings`), as model cards do. A config that uses something the cost model
-//! does not describe is refused with the reason, never approximated: a sliding window
-//! Mixtral's or Qwen's code applies to every layer (Mixtral whenever `sliding_window` is set;
-//! Qwen only with `use_sliding_window = true`), sparse attention indexers, linear-attention
-//! and state-space hybrids, and any other `model_type` (see `support.rs`). gpt-oss's and
-//! Llama-4's windows are read per layer from `layer_types`; MTP modules are kept
+//! does not describe is refused with the reason, never approximated: a sliding window Qwen's
+//! code applies (with `use_sliding_window = true`) to the layers `max_window_layers` selects,
+//! sparse attention indexers, linear-attention and state-space hybrids, and any other
+//! `model_type` (see `support.rs`). Mixtral's and PhiMoE's `sliding_window` windows every
+//! layer; gpt-oss's and Llama-4's windows are read per layer from `layer_types`; MTP modules are kept
 //! (`mtp_layers`) but counted only with `[counting] mtp`. A `llama4` wrapper is read as its
 //! `text_config` (the vision encoder is not counted).
 //!
@@ -42,6 +43,7 @@ mod llama4;
 mod minimax;
 mod mixtral;
 mod olmoe;
+mod phimoe;
 mod qwen;
 mod support;
 
@@ -84,6 +86,8 @@ named_enum! {
         Llama4Text = "llama4_text",
         /// Granite 3.0 MoE (IBM).
         GraniteMoe = "granitemoe",
+        /// Phi-3.5-MoE (Microsoft; LayerNorms and an LM head with biases).
+        Phimoe = "phimoe",
     }
 }
 
@@ -102,6 +106,7 @@ impl Family {
             Family::MinimaxM2 => "MiniMaxM2ForCausalLM",
             Family::Llama4Text => "Llama4ForCausalLM",
             Family::GraniteMoe => "GraniteMoeForCausalLM",
+            Family::Phimoe => "PhimoeForCausalLM",
         }
     }
 
@@ -128,6 +133,7 @@ impl Family {
             Family::MinimaxM2 => field_names::<minimax::Config>(),
             Family::Llama4Text => field_names::<llama4::Config>(),
             Family::GraniteMoe => field_names::<granite::Config>(),
+            Family::Phimoe => field_names::<phimoe::Config>(),
         });
         if matches!(self, Family::Qwen2Moe | Family::Qwen3Moe) {
             keys.extend(field_names::<qwen::Qwen>());
@@ -233,6 +239,8 @@ struct Parts {
     router_bias: bool,
     expert_bias: bool,
     mtp_layers: u64,
+    norm_bias: bool,
+    lm_head_bias: bool,
 }
 
 impl Common {
@@ -335,6 +343,8 @@ impl Common {
             dense: parts.dense,
             looping: self.looping()?,
             mtp_layers: parts.mtp_layers,
+            norm_bias: parts.norm_bias,
+            lm_head_bias: parts.lm_head_bias,
         })
     }
 }
@@ -402,6 +412,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         Family::MinimaxM2 => read::<minimax::Config>(value)?.parts(&common),
         Family::Llama4Text => read::<llama4::Config>(value)?.parts(&common),
         Family::GraniteMoe => read::<granite::Config>(value)?.parts(&common),
+        Family::Phimoe => read::<phimoe::Config>(value)?.parts(&common),
     }?;
     let spec = ModelSpec {
         name: Some(
@@ -477,8 +488,9 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 /// The family whose conventions a spec follows: `deepseek_v3` with MLA, `llama4_text` with
-/// chunked attention, `gpt_oss` with sinks, expert biases or sliding windows, `glm4_moe` with ungated shared experts or a
-/// router bias, `qwen3_moe` with per-head q/k norm, `olmoe` with q/k norm over the whole
+/// chunked attention, `phimoe` with norm or LM-head biases, `gpt_oss` with sinks, expert
+/// biases or sliding windows on some layers, `mixtral` with a window on every layer,
+/// `glm4_moe` with ungated shared experts or a router bias, `qwen3_moe` with per-head q/k norm, `olmoe` with q/k norm over the whole
 /// projection, `qwen2_moe` with a gated shared expert, Q/K/V biases or dense layers,
 /// `mixtral` otherwise.
 pub fn family_of(spec: &ModelSpec) -> Family {
@@ -493,8 +505,18 @@ pub fn family_of(spec: &ModelSpec) -> Family {
     {
         return Family::Llama4Text;
     }
-    if m.attention_sinks || m.moe.expert_bias || m.window.is_some() {
+    if m.norm_bias || m.lm_head_bias {
+        return Family::Phimoe;
+    }
+    let everywhere = m
+        .window
+        .as_ref()
+        .is_some_and(|w| w.layers.len() as u64 == m.layers);
+    if m.attention_sinks || m.moe.expert_bias || (m.window.is_some() && !everywhere) {
         return Family::GptOss;
+    }
+    if everywhere {
+        return Family::Mixtral;
     }
     if ungated || m.moe.router_bias || m.mtp_layers > 0 {
         return Family::Glm4Moe;
@@ -565,6 +587,7 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
         Family::MinimaxM2 => object(minimax::Config::of(m)?)?,
         Family::Llama4Text => object(llama4::Config::of(m)?)?,
         Family::GraniteMoe => object(granite::Config::of(m)?)?,
+        Family::Phimoe => object(phimoe::Config::of(m)?)?,
     });
     if matches!(family, Family::Qwen2Moe | Family::Qwen3Moe) {
         out.extend(object(qwen::Qwen::of(m))?);

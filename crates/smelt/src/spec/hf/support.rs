@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::Family;
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, Model, QkNorm, WindowKind};
+use crate::spec::{AttentionBias, Model, QkNorm, Window, WindowKind};
 
 /// A refusal: the config uses what the cost model does not describe.
 pub(super) fn refuse(key: &str, why: impl Into<String>) -> Error {
@@ -43,6 +43,10 @@ pub(super) enum Feature {
     ExpertBias,
     /// Multi-token-prediction modules.
     Mtp,
+    /// LayerNorms with a bias.
+    NormBias,
+    /// A bias on the LM head.
+    LmHeadBias,
 }
 
 impl Feature {
@@ -55,6 +59,8 @@ impl Feature {
             Feature::RouterBias => "a router bias (model.moe.router_bias)",
             Feature::ExpertBias => "biases in the experts (model.moe.expert_bias)",
             Feature::Mtp => "MTP modules (model.mtp_layers)",
+            Feature::NormBias => "LayerNorms with a bias (model.norm_bias)",
+            Feature::LmHeadBias => "a bias on the LM head (model.lm_head_bias)",
         }
     }
 
@@ -74,6 +80,8 @@ impl Feature {
             (m.moe.router_bias, Feature::RouterBias),
             (m.moe.expert_bias, Feature::ExpertBias),
             (m.mtp_layers > 0, Feature::Mtp),
+            (m.norm_bias, Feature::NormBias),
+            (m.lm_head_bias, Feature::LmHeadBias),
         ] {
             if on {
                 out.push(f);
@@ -152,6 +160,7 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
     };
     let (experts, ffn) = match family {
         Family::Mixtral
+        | Family::Phimoe
         | Family::GptOss
         | Family::MinimaxM2
         | Family::Llama4Text
@@ -209,15 +218,44 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
     }
 }
 
-/// Refuses the sliding windows a family's Transformers code applies and smelt's import of
-/// it does not read: Mixtral's whenever `sliding_window` is set (it has no
-/// `use_sliding_window` switch), Qwen's only with `use_sliding_window = true` (its default
-/// is false). (gpt-oss's windows are read: its `layer_types`.) Checked before anything else.
+/// The window of a family whose code windows every layer when `sliding_window` is set
+/// (Mixtral's mask, PhiMoE's).
+pub(super) fn every_layer(size: Option<u64>, layers: u64) -> Option<Window> {
+    size.map(|size| Window {
+        kind: WindowKind::Sliding,
+        size,
+        layers: (1..=layers).collect(),
+    })
+}
+
+/// The `sliding_window` of a model for a family that windows every layer or none: refuses
+/// a window on only some layers.
+pub(super) fn window_on_every_layer(m: &Model, family: Family) -> Result<Option<u64>> {
+    match &m.window {
+        None => Ok(None),
+        Some(w) if w.kind == WindowKind::Sliding && w.layers.len() as u64 == m.layers => {
+            Ok(Some(w.size))
+        }
+        Some(w) => Err(Error::invalid(
+            "family",
+            format!(
+                "{family}: its sliding_window applies to every layer; the model windows \
+                 layers {:?} ({})",
+                w.layers, w.kind
+            ),
+        )),
+    }
+}
+
+/// Refuses the sliding windows Qwen's Transformers code applies (with `use_sliding_window
+/// = true`; its default is false), which smelt's import of it does not read: which layers
+/// `max_window_layers` windows has changed between releases. Checked before anything
+/// else. (Mixtral's and PhiMoE's every-layer windows and gpt-oss's and Llama-4's per-layer
+/// ones are read.)
 pub(super) fn refuse_windows(family: Family, map: &Map<String, Value>) -> Result<()> {
     let window = map.get("sliding_window").filter(|v| !v.is_null());
     let switch = map.get("use_sliding_window").and_then(Value::as_bool);
     let on = match family {
-        Family::Mixtral => window.is_some(),
         Family::Qwen2Moe | Family::Qwen3Moe => window.is_some() && switch == Some(true),
         _ => false,
     };
@@ -225,8 +263,9 @@ pub(super) fn refuse_windows(family: Family, map: &Map<String, Value>) -> Result
         (true, Some(w)) => Err(refuse(
             "sliding_window",
             format!(
-                "{family} attends a window of {w} keys here on every layer; smelt models \
-                 windows per layer from gpt-oss's layer_types, and does not guess them here"
+                "{family} attends a window of {w} keys here on the layers max_window_layers \
+                 selects, a rule that has changed between Transformers releases; smelt does \
+                 not guess which"
             ),
         )),
         _ => Ok(()),
@@ -263,10 +302,6 @@ pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
             "MiniMax-Text-01 and MiniMax-M1 interleave lightning (linear) attention layers, \
              which keep a fixed-size state instead of a KV cache; the cost model does not \
              describe them (MiniMax-M2, model_type minimax_m2, is read)"
-        }
-        "phimoe" => {
-            "PhiMoE is not read yet: its LayerNorms and LM head carry biases, which the cost \
-             model's convention (RMSNorm weights, a head without bias) does not count"
         }
         _ => return Ok(()),
     };
