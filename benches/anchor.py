@@ -14,7 +14,9 @@ runs them: tokens sorted by expert, then `torch._grouped_mm` over the expert gro
 PyTorch has it for the device and dtype, else one GEMM per expert. Routing is forced to
 smelt's balanced assignment (token i goes to experts i*k .. i*k+k-1 mod E) so that both
 tools time the same expert loads; the router GEMM still runs. Shared experts are run as
-dense SwiGLU GEMMs. A model with dense-FFN layers is refused (its layers differ).
+dense SwiGLU GEMMs. A model with dense-FFN layers is refused (its layers differ), and so is
+one with multi-head latent attention, windowed layers or an indexer (the anchor's layer is
+GQA with full causal attention).
 
 Per-token time of a model = its layer's time x its layer executions (every layer alike);
 the ratio is looped / Baseline. Output: one JSON object on stdout.
@@ -41,6 +43,11 @@ class Layer(torch.nn.Module):
         super().__init__()
         if m.get("dense"):
             sys.exit("anchor.py: models with [model.dense] layers are not supported")
+        for key, what in (("mla", "multi-head latent attention"), ("window", "windowed layers"),
+                          ("indexer", "a sparse attention indexer")):
+            if m.get(key):
+                sys.exit(f"anchor.py: models with {what} ([model.{key}]) are not supported: "
+                         "the anchor's layer is GQA with full causal attention")
         h, d = m["hidden"], m["head_dim"]
         self.heads, self.kv_heads, self.d = m["heads"], m["kv_heads"], d
         moe = m["moe"]

@@ -47,6 +47,7 @@ proptest! {
         (dense_mask, dense_ffn) in (0u64..64, 1u64..=48),
         mla in proptest::option::of((0u64..=16, 1u64..=16, 0u64..=8, 0u64..=8, 1u64..=8)),
         window in proptest::option::of((any::<bool>(), 1u64..=80, 0u64..64)),
+        indexer in proptest::option::of((1u64..=4, 1u64..=16, 1u64..=120)),
     ) {
         let top_k = 1 + ((experts - 1) as f64 * k_frac) as u64;
         let attention = if dense { Attention::Dense } else { Attention::Causal };
@@ -57,11 +58,15 @@ proptest! {
         if !dense_layers.is_empty() {
             s.model.dense = Some(smelt::Dense { layers: dense_layers, ffn: dense_ffn });
         }
-        // Multi-head latent attention, and windowed layers (sliding or chunked).
+        // Multi-head latent attention, windowed layers (sliding or chunked), an indexer.
         if let Some(a) = mla {
             common::with_mla(&mut s.model, common::mla(a));
         }
         s.model.window = window.and_then(|w| common::window(layers, w));
+        // A sparse attention indexer where one can be: a query latent, no window.
+        if s.model.window.is_none() && s.model.mla.as_ref().is_some_and(|a| a.q_lora_rank > 0) {
+            s.model.indexer = indexer.map(|(heads, head_dim, topk)| smelt::Indexer { heads, head_dim, topk });
+        }
         let routing = skew.map_or(Routing::Balanced, Routing::Skewed);
         let p = plan::plan(&s.model, &docs, attention, routing).unwrap();
         let t: u64 = docs.iter().sum();
@@ -85,6 +90,7 @@ proptest! {
             (Component::Experts, b.experts),
             (Component::Shared, b.shared),
             (Component::Dense, b.dense),
+            (Component::Indexer, b.indexer),
         ] {
             let want = f.checked_mul(3 * t).unwrap();
             let got = smelt::Flops::ratio(p.component_flops(c), 1).unwrap();

@@ -185,6 +185,13 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         &["index_topk", "sparse attention indexer", "refuses"],
     );
     refused(
+        &v3.replace("\"deepseek_v3\"", "\"glm_moe_dsa\"").replace(
+            "\"kv_lora_rank\": 512,",
+            "\"kv_lora_rank\": 512, \"index_topk\": 2048,",
+        ),
+        &["index_topk", "glm_moe_dsa", "not read yet"],
+    );
+    refused(
         &v3.replace("\"attention_bias\": false", "\"attention_bias\": true"),
         &["attention_bias", "latent projections"],
     );

@@ -74,6 +74,54 @@ fn deepseek_v3() {
     assert_eq!(t.kv_cache_per_token.elements, c.kv_cache_per_token.elements);
 }
 
+/// DeepSeek-V3.2-Exp (model card: the V3.1-Terminus architecture with DeepSeek Sparse
+/// Attention; "685B" on its hub page, with the MTP module): V3's shapes plus the lightning
+/// indexer on every layer, 13,959,424 parameters each (hand count in SOURCE.md). smelt:
+/// 671,877,944,064 without MTP, 685.36B with it. The cache adds the indexer's 128-wide key
+/// to MLA's 576 per layer; the core attends min(t, 2048) keys while the indexer scores all t.
+#[test]
+fn deepseek_v32() {
+    let v3 = load("deepseek-v3.json");
+    let spec = load("deepseek-v3.2-exp.json");
+    let ix = spec.model.indexer.as_ref().unwrap();
+    assert_eq!((ix.heads, ix.head_dim, ix.topk), (64, 128, 2048));
+    let (c, c3) = (smelt::cost(&spec).unwrap(), smelt::cost(&v3).unwrap());
+    let per_layer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64;
+    assert_eq!(c.params.breakdown.indexer.0, 61 * per_layer);
+    assert_eq!(c.params.total.0, c3.params.total.0 + 61 * per_layer);
+    assert_eq!(c.params.total.0, 671_877_944_064);
+    let mut with_mtp = spec.clone();
+    with_mtp.counting.mtp = true;
+    let t = smelt::cost(&with_mtp).unwrap();
+    assert_eq!(billions(t.params.total.0, 0), "685");
+    assert_eq!(c.kv_cache_per_token.elements.0, 61 * (512 + 64 + 128));
+    // Short documents: every key is selected, the core is V3's.
+    let b = c.flops_per_token.forward_breakdown;
+    assert_eq!(
+        b.attention_core,
+        c3.flops_per_token.forward_breakdown.attention_core
+    );
+    // Documents of 32768 tokens: the core attends min(t, 2048) keys, the indexer scores
+    // all t, 64 x (128 + 1) multiply-adds each.
+    let long = |s: &ModelSpec| {
+        let mut s = s.clone();
+        s.workload.context = 32768;
+        s.workload.mean_doc_len = Some(32768);
+        smelt::cost(&s).unwrap()
+    };
+    let (l, l3) = (long(&spec), long(&v3));
+    let (t_doc, k) = (32768.0f64, 2048.0f64);
+    let selected = (k * (k + 1.0) / 2.0 + (t_doc - k) * k) / t_doc;
+    let full = (t_doc + 1.0) / 2.0;
+    let core = |c: &smelt::Cost| c.flops_per_token.forward_breakdown.attention_core.as_f64();
+    assert!((core(&l) / core(&l3) - selected / full).abs() < 1e-12);
+    let scores = 2.0 * 64.0 * 129.0 * full * 61.0;
+    let projections = 2.0 * (per_layer - 256) as f64 * 61.0;
+    let got = l.flops_per_token.forward_breakdown.indexer.as_f64();
+    assert!((got / (scores + projections) - 1.0).abs() < 1e-12);
+    assert_eq!(l.attention.selected.as_ref().unwrap().topk, 2048);
+}
+
 /// DeepSeek-V2 (arXiv 2405.04434): "236B total parameters, of which 21B are activated for
 /// each token". smelt: 235.74B and 20.85B. No router bias (`group_limited_greedy`).
 #[test]
@@ -410,6 +458,7 @@ fn configs_round_trip_through_their_families() {
         ("llama-4-maverick-17b-128e-text.json", Family::Llama4Text),
         ("granite-3.0-3b-a800m.json", Family::GraniteMoe),
         ("phi-3.5-moe-instruct.json", Family::Phimoe),
+        ("deepseek-v3.2-exp.json", Family::DeepseekV32),
     ] {
         let spec = load(name);
         if matches!(family, Family::MinimaxM2 | Family::GraniteMoe) {
@@ -460,6 +509,15 @@ fn exports_refuse_what_a_family_cannot_build() {
         e.contains("n_shared_experts x moe_intermediate_size"),
         "{e}"
     );
+    let v32 = load("deepseek-v3.2-exp.json");
+    let e = hf::export(&v32, Family::DeepseekV3)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[model.indexer]"), "{e}");
+    let e = hf::export(&v3, Family::DeepseekV32)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("always has a sparse attention indexer"), "{e}");
     let oss = load("gpt-oss-20b.json");
     let e = hf::export(&oss, Family::DeepseekV3)
         .unwrap_err()

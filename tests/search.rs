@@ -261,6 +261,15 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
             let mut mla_lattice = None;
             if let Some((shape, (rmin, rstep, rcount, hmax))) = mla {
                 common::with_mla(&mut baseline.model, common::mla(shape));
+                // A sparse attention indexer wherever it can be (a query latent, no window),
+                // on every other such Baseline.
+                if shape.0 > 0 && baseline.model.window.is_none() && hmul % 2 == 0 {
+                    baseline.model.indexer = Some(smelt::Indexer {
+                        heads: 1 + hmul % 3,
+                        head_dim: 2,
+                        topk: 1 + doc / 3,
+                    });
+                }
                 mla_lattice = Some((
                     baseline.model.head_dim,
                     Steps {

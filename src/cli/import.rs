@@ -10,14 +10,14 @@ use smelt::spec::hf;
 use super::{WorkloadArgs, emit, write_file};
 
 /// Convert a Hugging Face config.json into a model file (mixtral, qwen2_moe, qwen3_moe, olmoe,
-/// deepseek_v2, deepseek_v3, kimi_k2, glm4_moe, gpt_oss, minimax_m2, llama4_text or a llama4
-/// wrapper's text decoder, granitemoe, phimoe).
+/// deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, glm4_moe, gpt_oss, minimax_m2,
+/// llama4_text or a llama4 wrapper's text decoder, granitemoe, phimoe).
 ///
 /// The embedding and the LM head are counted, as model cards do; MTP modules are kept but
 /// not counted. Attention biases and sinks, shared experts, dense layers mixed with MoE
 /// layers, multi-head latent attention, sliding-window and chunked layers, LayerNorm and
 /// LM-head biases are read as the family's Transformers code reads them; what the cost model
-/// cannot describe (sparse attention indexers, linear-attention and state-space layers,
+/// cannot describe (indexers outside deepseek_v32, linear-attention and state-space layers,
 /// Qwen's max_window_layers windows, other families) is refused with the reason.
 #[derive(Debug, clap::Args)]
 pub struct Args {

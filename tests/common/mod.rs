@@ -130,6 +130,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             looping: None,
             mtp_layers: 0,
             norm_bias: false,
+            indexer: None,
             lm_head_bias: false,
         },
         workload: Workload {

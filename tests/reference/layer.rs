@@ -14,6 +14,7 @@ pub struct Macs {
     pub dense: u64,
     pub lm_head: u64,
     pub mtp: u64,
+    pub indexer: u64,
 }
 
 impl Macs {
@@ -26,6 +27,7 @@ impl Macs {
             + self.dense
             + self.lm_head
             + self.mtp
+            + self.indexer
     }
 }
 
@@ -173,6 +175,87 @@ impl Expert {
     }
 }
 
+/// A sparse attention indexer's weights (DeepSeek-V3.2's names): `wq_b` from the query
+/// latent, `wk`, the key's LayerNorm, `weights_proj`.
+pub struct Indexer {
+    pub wq_b: Vec<f64>,
+    pub wk: Vec<f64>,
+    pub k_norm: Norm,
+    pub weights_proj: Vec<f64>,
+}
+
+impl Indexer {
+    fn new(m: &Model, rng: &mut Rng) -> Option<Self> {
+        let (ix, a) = (m.indexer.as_ref()?, m.mla.as_ref()?);
+        let (h, nh, dh) = (m.hidden as usize, ix.heads as usize, ix.head_dim as usize);
+        Some(Self {
+            wq_b: rng.tensor(a.q_lora_rank as usize * nh * dh),
+            wk: rng.tensor(h * dh),
+            k_norm: Norm {
+                g: rng.tensor(dh),
+                b: rng.tensor(dh),
+            },
+            weights_proj: rng.tensor(h * nh),
+        })
+    }
+
+    fn params(&self) -> usize {
+        self.wq_b.len() + self.wk.len() + self.k_norm.params() + self.weights_proj.len()
+    }
+
+    /// For each query of the batch, the keys its attention core runs on: the `topk`
+    /// best-scoring of those it may attend (`range(i)`), in order. Every scored pair
+    /// costs `heads·(head_dim + 1)` multiply-adds (the per-head dot products, then their
+    /// weighted sum); the key it caches is `head_dim` wide per token.
+    fn select(
+        &self,
+        m: &Model,
+        (cq, hn): (&[f64], &[f64]),
+        range: impl Fn(usize) -> (usize, usize),
+        macs: &mut Macs,
+    ) -> Vec<Vec<usize>> {
+        let (Some(ix), Some(a)) = (&m.indexer, &m.mla) else {
+            unreachable!("an indexer is built only with both");
+        };
+        let t = hn.len() / m.hidden as usize;
+        let (h, nh, dh, rq) = (
+            m.hidden as usize,
+            ix.heads as usize,
+            ix.head_dim as usize,
+            a.q_lora_rank as usize,
+        );
+        let q = matmul(cq, &self.wq_b, t, rq, nh * dh, &mut macs.indexer);
+        let k = matmul(hn, &self.wk, t, h, dh, &mut macs.indexer);
+        let k = self.k_norm.apply(&k, dh);
+        let w = matmul(hn, &self.weights_proj, t, h, nh, &mut macs.indexer);
+        (0..t)
+            .map(|i| {
+                let (first, last) = range(i);
+                let mut scored: Vec<(f64, usize)> = (first..=last)
+                    .map(|j| {
+                        let mut score = 0.0;
+                        for head in 0..nh {
+                            let mut dot = 0.0;
+                            for c in 0..dh {
+                                dot += q[(i * nh + head) * dh + c] * k[j * dh + c];
+                                macs.indexer += 1;
+                            }
+                            score += w[i * nh + head] * dot.max(0.0);
+                            macs.indexer += 1;
+                        }
+                        (score, j)
+                    })
+                    .collect();
+                scored.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+                scored.truncate(ix.topk as usize);
+                let mut keys: Vec<usize> = scored.into_iter().map(|(_, j)| j).collect();
+                keys.sort_unstable();
+                keys
+            })
+            .collect()
+    }
+}
+
 /// Multi-head latent attention's weights (DeepSeek's names).
 pub struct Latent {
     pub q_a: Vec<f64>,
@@ -217,6 +300,7 @@ pub struct Layer {
     pub q_norm: Vec<f64>,
     pub k_norm: Vec<f64>,
     pub latent: Option<Latent>,
+    pub indexer: Option<Indexer>,
     /// One logit per head (empty without sinks).
     pub sinks: Vec<f64>,
     pub ffn_norm: Norm,
@@ -282,6 +366,7 @@ impl Layer {
             q_norm: rng.tensor(q_norm),
             k_norm: rng.tensor(k_norm),
             latent,
+            indexer: Indexer::new(m, rng),
             sinks: rng.tensor(width(m.attention_sinks, heads)),
             ffn_norm: Norm::new(m, rng),
             router: rng.tensor(width(moe, h * m.moe.experts as usize)),
@@ -325,6 +410,7 @@ impl Layer {
             + self.attn_norm.params()
             + self.ffn_norm.params()
             + self.latent.as_ref().map_or(0, Latent::params)
+            + self.indexer.as_ref().map_or(0, Indexer::params)
     }
 
     /// Every parameter of the layer.
@@ -357,6 +443,8 @@ struct Qkv {
     k: Vec<Vec<Vec<f64>>>,
     v: Vec<Vec<Vec<f64>>>,
     cached: usize,
+    /// The normed query latent (MLA with a query rank), which an indexer reads.
+    cq: Option<Vec<f64>>,
 }
 
 fn split(x: &[f64], t: usize, heads: usize, w: usize) -> Vec<Vec<Vec<f64>>> {
@@ -387,12 +475,15 @@ impl Layer {
                 a.v_head_dim as usize,
             );
             let q_out = heads * (nope + rope);
-            let q = if rq > 0 {
+            let (q, cq) = if rq > 0 {
                 let c = matmul(hn, &l.q_a, t, h, rq, &mut macs.projections);
                 let c = rmsnorm(&c, &l.q_a_norm, rq);
-                matmul(&c, &l.q_b, t, rq, q_out, &mut macs.projections)
+                (
+                    matmul(&c, &l.q_b, t, rq, q_out, &mut macs.projections),
+                    Some(c),
+                )
             } else {
-                matmul(hn, &l.q_b, t, h, q_out, &mut macs.projections)
+                (matmul(hn, &l.q_b, t, h, q_out, &mut macs.projections), None)
             };
             let ckv = matmul(hn, &l.kv_a, t, h, r + rope, &mut macs.projections);
             let mut c = Vec::with_capacity(t * r);
@@ -431,6 +522,7 @@ impl Layer {
                 v,
                 // The latent and the RoPE key are what MLA caches.
                 cached: t * (r + rope),
+                cq,
             };
         }
         let (q, kv) = (heads * d, kvh * d);
@@ -463,6 +555,7 @@ impl Layer {
             k: expand(ks),
             v: expand(vs),
             cached: 2 * t * kv,
+            cq: None,
         }
     }
 
@@ -491,15 +584,40 @@ impl Layer {
         let qkv = self.qkv(run, &hn, macs);
         let dk = qkv.q[0][0].len();
         let dv = qkv.v[0][0].len();
+        // Each token's document start, length and position in it.
+        let mut position = Vec::with_capacity(t);
+        let mut s0 = 0;
+        for &len in run.docs {
+            position.extend((0..len).map(|p| (s0, len, p)));
+            s0 += len;
+        }
+        let range = |i: usize| {
+            let (start, len, p) = position[i];
+            Self::key_range(run, start, len, p)
+        };
+        // An indexer scores every key the query may attend and keeps its top k. (Under the
+        // dense convention the core still counts the whole square, whatever the selection.)
+        let selected = self.indexer.as_ref().map(|ix| {
+            let cq = qkv
+                .cq
+                .as_deref()
+                .expect("an indexer reads the query latent");
+            ix.select(m, (cq, &hn), range, macs)
+        });
+        let indexed = m.indexer.as_ref().map_or(0, |ix| ix.head_dim as usize);
         let mut attn = vec![0.0; t * heads * dv];
         let mut start = 0;
         for &len in run.docs {
             for head in 0..heads {
                 for p in 0..len {
                     let i = start + p;
-                    let (first, last) = Self::key_range(run, start, len, p);
+                    let (first, last) = range(i);
+                    let keys: Vec<usize> = match (&selected, run.attention) {
+                        (Some(sel), Attention::Causal) => sel[i].clone(),
+                        _ => (first..=last).collect(),
+                    };
                     let mut scores = Vec::new();
-                    for j in first..=last {
+                    for &j in &keys {
                         let mut s = 0.0;
                         for c in 0..dk {
                             s += qkv.q[i][head][c] * qkv.k[j][head][c];
@@ -514,7 +632,7 @@ impl Layer {
                         .chain(sink.as_ref())
                         .map(|s| (s - max).exp())
                         .sum();
-                    for (jj, j) in (first..=last).enumerate() {
+                    for (jj, &j) in keys.iter().enumerate() {
                         let pj = (scores[jj] - max).exp() / z;
                         for c in 0..dv {
                             attn[(i * heads + head) * dv + c] += pj * qkv.v[j][head][c];
@@ -531,7 +649,7 @@ impl Layer {
         for (xv, ov) in x.iter_mut().zip(&o) {
             *xv += run.scale * ov;
         }
-        (qkv.cached, self.ffn(run, x, macs))
+        (qkv.cached + t * indexed, self.ffn(run, x, macs))
     }
 
     /// The FFN half; returns the parameters token 0 touched in the whole layer.

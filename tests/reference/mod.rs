@@ -1,7 +1,8 @@
 //! An executable reference: a tiny forward pass of exactly the architecture the cost model
 //! describes (real matmuls, RMSNorm or LayerNorm with biases, q/k norms, attention biases and sinks, GQA or
 //! multi-head latent attention, document-masked causal or dense attention with sliding or
-//! chunked windows on chosen layers, top-k routing (with a router bias) to SwiGLU experts
+//! chunked windows on chosen layers, a sparse attention indexer that scores the keys and
+//! keeps the top k for the core, top-k routing (with a router bias) to SwiGLU experts
 //! (with biases), shared experts with or without a sigmoid gate, dense-FFN layers, the
 //! loop executed as configured, an LM head, multi-token-prediction modules), which
 //! *counts* every multiply-add it performs, every parameter it allocates and every KV-cache
@@ -14,8 +15,8 @@ mod layer;
 
 use proptest::prelude::*;
 use smelt::{
-    Attention, AttentionBias, Counting, Dense, KvCount, Loop, Model, ModelSpec, Moe, QkNorm,
-    WindowKind, Workload,
+    Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Model, ModelSpec, Moe,
+    QkNorm, WindowKind, Workload,
 };
 
 use forward::Reference;
@@ -90,6 +91,9 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
         proptest::option::of((any::<bool>(), 1u64..=4, 1u64..16)),
         proptest::option::of((0u64..=2, 1u64..=3, 0u64..=2, 0u64..=2, 1u64..=3)),
         (0u64..=2, any::<bool>(), any::<bool>()),
+        // A sparse attention indexer (heads, head width, top k), kept when the model has a
+        // query latent and no window.
+        proptest::option::of((1u64..=2, 1u64..=3, 1u64..=4)),
     );
     (shape, extras, qwen, newer).prop_map(
         |(
@@ -101,6 +105,7 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                 window,
                 mla,
                 (mtp_layers, mtp, at_context),
+                indexer,
             ),
         )| {
             let dense = dense.and_then(|(mask, ffn)| {
@@ -122,6 +127,13 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
             });
             let heads = kv_heads * group;
             let mla = mla.map(crate::common::mla);
+            let indexer = indexer
+                .filter(|_| window.is_none() && mla.as_ref().is_some_and(|a| a.q_lora_rank > 0))
+                .map(|(heads, head_dim, topk)| Indexer {
+                    heads,
+                    head_dim,
+                    topk,
+                });
             let (kv_heads, head_dim, qk_norm, attention_bias) = match &mla {
                 Some(a) => (
                     heads,
@@ -146,6 +158,7 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     attention_sinks: sinks,
                     mla,
                     window,
+                    indexer,
                     moe: Moe {
                         experts,
                         top_k: top_k.index(experts as usize) as u64 + 1,
@@ -220,6 +233,7 @@ proptest! {
         prop_assert_eq!(total(b.dense, t), 2 * m.dense);
         prop_assert_eq!(total(b.lm_head, t), 2 * m.lm_head);
         prop_assert_eq!(total(b.mtp, t), 2 * m.mtp);
+        prop_assert_eq!(total(b.indexer, t), 2 * m.indexer);
         prop_assert_eq!(total(cost.flops_per_token.forward, t), 2 * m.total());
         prop_assert_eq!(total(cost.flops_per_token.training, t), 3 * 2 * m.total());
 

@@ -103,7 +103,7 @@ pub use cost::{
 pub use error::{Error, Result};
 pub use search::{MatchReport, match_budget, match_grid, solve, sweep};
 pub use spec::{
-    Attention, AttentionBias, Counting, Dense, KvCount, Loop, Mla, Model, ModelSpec, Moe, QkNorm,
-    Window, WindowKind, Workload,
+    Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Mla, Model, ModelSpec, Moe,
+    QkNorm, Window, WindowKind, Workload,
 };
 pub use units::{Bytes, Flops, KvElements, Params};

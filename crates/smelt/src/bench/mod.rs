@@ -177,6 +177,7 @@ pub fn analytic_per_execution(spec: &ModelSpec, docs: &[u64]) -> Result<Flops> {
         b.experts,
         b.shared,
         b.dense,
+        b.indexer,
     ])?;
     let per_exec = layers.checked_mul(TRAINING_OVER_FORWARD)?;
     Flops::ratio(

@@ -33,6 +33,13 @@
 //! block's last `W - 1` keys (a last partial block of `r` queries: its triangle, an
 //! `r x (W - r)` block and a triangle of `r - 1`), exactly `min(t, W)` keys for query `t`.
 //!
+//! A sparse attention indexer (`[model.indexer]`, `heads` of width `head_dim`, `topk`) adds
+//! `T x heads·head_dim x r_q`, `T x head_dim x H` and `T x heads x H`, and per document the
+//! scores of every pair attention would cover (`QKᵀ` of width `head_dim` per indexer head,
+//! then a reduction over the heads); the core then runs on `min(t, topk)` keys for query
+//! `t`, planned as a sliding window of `topk` (the same pairs; the gather of the selected
+//! keys is not planned).
+//!
 //! The stack has up to four kinds of layer (MoE or dense, full or windowed): each kind is
 //! planned once and its launch counts multiplied by its executions per forward pass (a
 //! looped layer counts once per visit), so that each distinct kernel shape is timed once
@@ -69,17 +76,20 @@ pub enum Component {
     Shared,
     /// Dense FFNs of the layers without MoE.
     Dense,
+    /// A sparse attention indexer's projections and scores.
+    Indexer,
 }
 
 impl Component {
     /// All components, in report order.
-    pub const ALL: [Component; 6] = [
+    pub const ALL: [Component; 7] = [
         Component::Projections,
         Component::AttentionCore,
         Component::Router,
         Component::Experts,
         Component::Shared,
         Component::Dense,
+        Component::Indexer,
     ];
 
     /// Display name.
@@ -91,6 +101,7 @@ impl Component {
             Component::Experts => "experts",
             Component::Shared => "shared experts",
             Component::Dense => "dense FFN",
+            Component::Indexer => "indexer",
         }
     }
 }
@@ -244,8 +255,20 @@ impl Plan {
     }
 }
 
+/// What a block of query-key pairs computes.
+#[derive(Debug, Clone, Copy)]
+enum Core {
+    /// Attention, per query head: `QKᵀ` of width `dk`, then `PV` of width `dv`.
+    Attention { dk: u64, dv: u64, heads: u64 },
+    /// An indexer's scores: per indexer head a `head_dim` dot product (`QKᵀ`), then the
+    /// heads' weighted sum (a reduction over `heads` per pair).
+    Index { head_dim: u64, heads: u64 },
+}
+
 struct Builder {
     kernels: std::collections::BTreeMap<(Component, Pass, u64, u64, u64, u64), u64>,
+    /// What the pairs of the documents planned next compute.
+    core: Core,
 }
 
 impl Builder {
@@ -266,62 +289,61 @@ impl Builder {
         }
     }
 
-    /// Exact causal attention over a triangle of `rows` queries (see module docs), query
-    /// and key width `dk`, value width `dv`.
-    fn triangle(&mut self, rows: u64, (dk, dv): (u64, u64), heads: u64) {
+    /// Exact causal attention over a triangle of `rows` queries (see module docs).
+    fn triangle(&mut self, rows: u64) {
         if rows == 0 {
             return;
         }
         if rows <= TRIANGLE_ROWS {
             for i in 1..=rows {
-                self.gemm(Component::AttentionCore, 1, i, dk, heads, 1); // QKᵀ
-                self.gemm(Component::AttentionCore, 1, dv, i, heads, 1); // PV
+                self.block(1, i);
             }
             return;
         }
         let first = rows / 2;
         let second = rows - first;
-        self.triangle(first, (dk, dv), heads);
-        self.block(second, first, (dk, dv), heads);
-        self.triangle(second, (dk, dv), heads);
+        self.triangle(first);
+        self.block(second, first);
+        self.triangle(second);
     }
 
     /// A full block of `rows` queries against `keys` keys.
-    fn block(&mut self, rows: u64, keys: u64, (dk, dv): (u64, u64), heads: u64) {
-        self.gemm(Component::AttentionCore, rows, keys, dk, heads, 1);
-        self.gemm(Component::AttentionCore, rows, dv, keys, heads, 1);
+    fn block(&mut self, rows: u64, keys: u64) {
+        match self.core {
+            Core::Attention { dk, dv, heads } => {
+                self.gemm(Component::AttentionCore, rows, keys, dk, heads, 1); // QKᵀ
+                self.gemm(Component::AttentionCore, rows, dv, keys, heads, 1); // PV
+            }
+            Core::Index { head_dim, heads } => {
+                self.gemm(Component::Indexer, rows, keys, head_dim, heads, 1);
+                self.gemm(Component::Indexer, rows, keys, heads, 1, 1);
+            }
+        }
     }
 
-    /// The attention core of one document of `len` tokens (module docs).
-    fn document(
-        &mut self,
-        len: u64,
-        widths: (u64, u64),
-        heads: u64,
-        attention: Attention,
-        window: Option<(WindowKind, u64)>,
-    ) {
+    /// The query-key pairs of one document of `len` tokens (module docs).
+    fn document(&mut self, len: u64, attention: Attention, window: Option<(WindowKind, u64)>) {
         match (attention, window) {
-            (Attention::Dense, _) => self.block(len, len, widths, heads),
-            (Attention::Causal, None) => self.triangle(len, widths, heads),
+            (Attention::Dense, _) => self.block(len, len),
+            (Attention::Causal, None) => self.triangle(len),
             (Attention::Causal, Some((WindowKind::Chunked, c))) => {
                 for _ in 0..len / c {
-                    self.triangle(c, widths, heads);
+                    self.triangle(c);
                 }
-                self.triangle(len % c, widths, heads);
+                self.triangle(len % c);
             }
             (Attention::Causal, Some((WindowKind::Sliding, w))) => {
-                self.triangle(len.min(w), widths, heads);
+                self.triangle(len.min(w));
                 let rest = len.saturating_sub(w);
                 for _ in 0..rest / w {
-                    self.triangle(w, widths, heads);
-                    self.triangle(w - 1, widths, heads);
+                    self.triangle(w);
+                    self.triangle(w - 1);
                 }
                 let r = rest % w;
                 if r > 0 {
-                    self.triangle(r, widths, heads);
-                    self.block(r, w - r, widths, heads);
-                    self.triangle(r - 1, widths, heads);
+                    self.triangle(r);
+                    self.block(r, w - r);
+                    self.triangle(r - 1);
                 }
             }
         }
@@ -340,7 +362,7 @@ impl Builder {
     ) {
         let h = model.hidden;
         let p = Component::Projections;
-        let widths = match &model.mla {
+        let (dk, dv) = match &model.mla {
             None => {
                 let d = model.head_dim;
                 let (q, kv) = (model.heads * d, model.kv_heads * d);
@@ -365,8 +387,34 @@ impl Builder {
                 (qk, a.v_head_dim)
             }
         };
+        // An indexer: its projections (from the query latent), then per document the
+        // scores of every key a query may attend; the core then runs on the `topk` it
+        // keeps, planned as a sliding window of `topk` (the same pairs per query; which
+        // keys differs, and the gather of them is not planned).
+        let window = match (&model.indexer, &model.mla) {
+            (Some(ix), Some(a)) => {
+                let c = Component::Indexer;
+                self.gemm(c, t, ix.heads * ix.head_dim, a.q_lora_rank, 1, 1);
+                self.gemm(c, t, ix.head_dim, h, 1, 1);
+                self.gemm(c, t, ix.heads, h, 1, 1);
+                self.core = Core::Index {
+                    head_dim: ix.head_dim,
+                    heads: ix.heads,
+                };
+                for &len in documents {
+                    self.document(len, attention, None);
+                }
+                Some((WindowKind::Sliding, ix.topk))
+            }
+            _ => window,
+        };
+        self.core = Core::Attention {
+            dk,
+            dv,
+            heads: model.heads,
+        };
         for &len in documents {
-            self.document(len, widths, model.heads, attention, window);
+            self.document(len, attention, window);
         }
     }
 
@@ -446,6 +494,11 @@ pub fn plan(
     for ((dense, windowed), times) in kinds {
         let mut b = Builder {
             kernels: Default::default(),
+            core: Core::Attention {
+                dk: 0,
+                dv: 0,
+                heads: 0,
+            },
         };
         b.attention(model, documents, attention, window.filter(|_| windowed), t);
         match model.dense.as_ref().filter(|_| dense) {

@@ -18,6 +18,10 @@
 //! r(r+1)/2` pairs for `T = q·C + r`. The mean over a histogram is token-weighted as above.
 //! Under the `dense` convention a windowed layer costs what a full one does (`T` keys per
 //! query): the convention counts the masked square, whatever the mask.
+//!
+//! A sparse attention indexer ([`crate::spec::Indexer`]) lets the `t`-th token attend
+//! `min(t, topk)` keys: the count of a sliding window of `topk` (only which keys differs),
+//! so its mean is the sliding window's; the indexer itself scores all `t`.
 
 use std::fmt;
 
@@ -171,18 +175,29 @@ impl Keys {
         let mean = self.full.queries as f64 / docs;
         let attention = spec.workload.attention;
         let keys = pairs_at(mean, attention, None) / mean;
-        // Only the attention core depends on c̄, linearly, kind by kind: full layers (and
-        // the counted MTP modules), then windowed ones.
+        // Only the attention core (and an indexer's scores) depends on c̄, linearly, kind
+        // by kind: full layers (and the counted MTP modules), then windowed ones; with an
+        // indexer, every layer's core attends the selected keys and its scores the full ones.
         let m = &spec.model;
         let width = super::layer::attention(m)?.core_width as f64;
         let (full, windowed) = super::attention_split(m)?;
         let mtp = if spec.counting.mtp { m.mtp_layers } else { 0 };
-        let per_token =
-            |c: f64, x: u64| 2.0 * width * c * x as f64 * super::TRAINING_OVER_FORWARD as f64;
-        let mut training = exact.as_f64() + per_token(keys - self.full.as_f64(), full + mtp);
+        let per_token = |width: f64, c: f64, x: u64| {
+            2.0 * width * c * x as f64 * super::TRAINING_OVER_FORWARD as f64
+        };
+        let full_change = keys - self.full.as_f64();
+        let mut training = exact.as_f64();
+        match (self.selected, super::layer::indexer(m)?) {
+            (Some((topk, s)), Some(ix)) => {
+                let short = pairs_at(mean, attention, Some((WindowKind::Sliding, topk))) / mean;
+                training += per_token(width, short - s.as_f64(), full + mtp);
+                training += per_token(ix.score_width as f64, full_change, full + mtp);
+            }
+            _ => training += per_token(width, full_change, full + mtp),
+        }
         if let Some((kind, size, w)) = self.windowed {
             let short = pairs_at(mean, attention, Some((kind, size))) / mean;
-            training += per_token(short - w.as_f64(), windowed);
+            training += per_token(width, short - w.as_f64(), windowed);
         }
         Ok(Some(Shortcut {
             mean_doc_len: mean,
@@ -208,6 +223,10 @@ pub struct Keys {
     pub full: MeanKeys,
     /// The windowed layers' kind, size and mean keys, when the model has any.
     pub windowed: Option<(WindowKind, u64, MeanKeys)>,
+    /// With a sparse attention indexer, its `topk` and the mean keys a query attends:
+    /// `min(t, topk)` for the `t`-th token (the count of a sliding window of `topk`), while
+    /// the indexer itself scores the `full` keys.
+    pub selected: Option<(u64, MeanKeys)>,
 }
 
 impl Keys {
@@ -226,27 +245,42 @@ impl Keys {
                     ))
                 })
                 .transpose()?,
+            selected: model
+                .indexer
+                .as_ref()
+                .map(|ix| {
+                    Ok((
+                        ix.topk,
+                        MeanKeys::windowed(workload, WindowKind::Sliding, ix.topk)?,
+                    ))
+                })
+                .transpose()?,
         })
     }
 
     /// A common denominator of every FLOP count made with these keys (the queries).
     pub fn denominator(&self) -> u128 {
+        let lcm = |a: u128, b: u128| a / gcd(a, b) * b;
         let q = self.full.queries;
-        match self.windowed {
-            None => q,
-            Some((_, _, w)) => q / gcd(q, w.queries) * w.queries,
-        }
+        let q = self.windowed.map_or(q, |(_, _, w)| lcm(q, w.queries));
+        self.selected.map_or(q, |(_, s)| lcm(q, s.queries))
     }
 
     /// An error unless these keys were made for `model`'s window.
     pub(crate) fn check(&self, model: &Model) -> Result<()> {
-        let theirs = model.window.as_ref().map(|w| (w.kind, w.size));
-        let ours = self.windowed.map(|(k, s, _)| (k, s));
+        let theirs = (
+            model.window.as_ref().map(|w| (w.kind, w.size)),
+            model.indexer.as_ref().map(|ix| ix.topk),
+        );
+        let ours = (
+            self.windowed.map(|(k, s, _)| (k, s)),
+            self.selected.map(|(k, _)| k),
+        );
         if theirs != ours {
             return Err(Error::Internal {
                 message: format!(
-                    "attention keys computed for window {ours:?} used for a model with \
-                     window {theirs:?}"
+                    "attention keys computed for (window, top-k) {ours:?} used for a model \
+                     with {theirs:?}"
                 ),
             });
         }

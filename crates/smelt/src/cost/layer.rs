@@ -16,7 +16,7 @@ pub(super) struct AttentionBlock {
     pub macs: u64,
     /// Query/key width plus value width over all heads: the attention core's width.
     pub core_width: u64,
-    /// KV-cache elements per token of one execution.
+    /// KV-cache elements per token of one execution (with an indexer's key).
     pub kv: u64,
 }
 
@@ -86,10 +86,41 @@ pub(super) fn attention(m: &Model) -> Result<AttentionBlock> {
             }
         }
     };
+    // The indexer's key is cached beside the latent.
+    let indexed = m.indexer.as_ref().map_or(0, |ix| ix.head_dim);
     Ok(AttentionBlock {
         params: add(block.params, sinks, WHAT)?,
+        kv: add(block.kv, indexed, "kv_cache.elements")?,
         ..block
     })
+}
+
+/// The sparse attention indexer of one layer.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct IndexerBlock {
+    /// Its weights and its key's LayerNorm.
+    pub params: u64,
+    /// Multiply-adds per token of its projections.
+    pub macs: u64,
+    /// Multiply-adds per query-key pair it scores: `heads·(head_dim + 1)`.
+    pub score_width: u64,
+}
+
+/// The indexer of `m`'s layers, if it has one (validated: with a query latent).
+pub(super) fn indexer(m: &Model) -> Result<Option<IndexerBlock>> {
+    const WHAT: &str = "params.indexer";
+    let (Some(ix), Some(a)) = (&m.indexer, &m.mla) else {
+        return Ok(None);
+    };
+    let q = product(&[a.q_lora_rank, ix.heads, ix.head_dim], WHAT)?;
+    let k = product(&[m.hidden, ix.head_dim], WHAT)?;
+    let w = product(&[m.hidden, ix.heads], WHAT)?;
+    let macs = add(add(q, k, WHAT)?, w, WHAT)?;
+    Ok(Some(IndexerBlock {
+        params: add(macs, product(&[2, ix.head_dim], WHAT)?, WHAT)?,
+        macs,
+        score_width: product(&[ix.heads, add(ix.head_dim, 1, WHAT)?], WHAT)?,
+    }))
 }
 
 /// The MoE FFN of one layer.

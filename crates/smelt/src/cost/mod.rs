@@ -56,7 +56,10 @@
 //! projections by the latent and up-projections and caches `kv_lora_rank + qk_rope_head_dim`
 //! per execution; windowed layers attend fewer keys ([`MeanKeys::windowed`]) and hold at
 //! most their window at the context ([`KvAtContext`]); sinks, router and expert biases are
-//! parameters without counted FLOPs; MTP modules count only with `[counting] mtp`.
+//! parameters without counted FLOPs; MTP modules count only with `[counting] mtp`; a sparse
+//! attention indexer adds its projections, `heads·(head_dim + 1)` multiply-adds per scored
+//! query-key pair over the full `c̄`, and its cached key, and the core then attends
+//! `min(t, topk)` keys ([`Keys::selected`]).
 //!
 //! **Compute-equivalent sparsity** (SMELT, Eq. 1): with `F0, N0` the training FLOPs and
 //! parameters of the fully-activated control (same shapes, not looped, `E = k`, see
@@ -77,7 +80,7 @@ pub use compare::{Comparison, compare};
 pub use per_budget::{BudgetKind, PerBudget, Ratios, Residuals};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
-    KvAtContext, KvReport, ParamBreakdown, ParamReport, Sparsity, WindowedKeys,
+    KvAtContext, KvReport, ParamBreakdown, ParamReport, SelectedKeys, Sparsity, WindowedKeys,
 };
 
 use crate::error::Result;
@@ -152,12 +155,14 @@ fn mtp_params(model: &Model, counting: &Counting) -> Result<(Params, Params)> {
     let h = model.hidden;
     let (a, f) = (layer::attention(model)?, layer::moe(model)?);
     let (embeddings, lm_head) = vocab_matrices(model, counting)?;
-    // The block (attention, MoE, two norms), the projection of [norm(h); norm(embedding)]
+    // The block (attention with its indexer, MoE, two norms), the projection of [norm(h); norm(embedding)]
     // (2H x H), three norms (enorm, hnorm, the head's norm) and the module's own embedding
     // and head, as the checkpoint stores them.
+    let indexer = layer::indexer(model)?.map_or(0, |ix| ix.params);
     let common = Params::sum(&[
         Params(a.params),
         Params(a.norms),
+        Params(indexer),
         Params(product(&[5, model.norm_params()], "params.mtp")?),
         Params(product(&[2, h, h], "params.mtp")?),
         Params(f.router),
@@ -198,6 +203,7 @@ pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, Par
         norms: Params(per_layer_norms)
             .checked_mul(l)?
             .checked_add(Params(norm))?,
+        indexer: Params(layer::indexer(model)?.map_or(0, |ix| ix.params)).checked_mul(l)?,
         embeddings,
         lm_head,
         mtp,
@@ -234,7 +240,17 @@ pub fn forward_flops_with(
     let flops = |macs: u64, times: u64, what| {
         Ok::<_, crate::Error>(Flops::from_int(product(&[2, macs, times], what)?))
     };
-    let core = keys.full.attention_flops(a.core_width)?;
+    // With an indexer, every layer's core attends the selected keys and the indexer scores
+    // the full ones: per execution, its projections and `score_width` per scored key.
+    let ix = layer::indexer(model)?;
+    let (core, indexer_per) = match (ix, keys.selected) {
+        (Some(ix), Some((_, selected))) => (
+            selected.attention_flops(a.core_width)?,
+            flops(ix.macs, 1, "flops.indexer")?
+                .checked_add(keys.full.attention_flops(ix.score_width)?)?,
+        ),
+        _ => (keys.full.attention_flops(a.core_width)?, Flops::ZERO),
+    };
     let mut attention_core = core.checked_mul(x_full)?;
     if let Some((_, _, w)) = keys.windowed {
         attention_core = attention_core
@@ -249,7 +265,7 @@ pub fn forward_flops_with(
     };
     let mtp = if counting.mtp && model.mtp_layers > 0 {
         // Per module: the projection of [norm(h); norm(embedding)], one MoE layer with full
-        // attention, and the head when it is counted.
+        // attention (and its indexer), and the head when it is counted.
         let macs = [a.macs, f.router_macs, f.expert_macs, f.shared_macs]
             .into_iter()
             .try_fold(product(&[2, h, h], "flops.mtp")?, |s, m| {
@@ -262,6 +278,7 @@ pub fn forward_flops_with(
             "flops.mtp",
         )?
         .checked_add(core.checked_mul(model.mtp_layers)?)?
+        .checked_add(indexer_per.checked_mul(model.mtp_layers)?)?
     } else {
         Flops::ZERO
     };
@@ -278,6 +295,7 @@ pub fn forward_flops_with(
         )?,
         lm_head,
         mtp,
+        indexer: indexer_per.checked_mul(executions(model)?)?,
     })
 }
 
@@ -424,6 +442,11 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
                 size,
                 mean_keys_per_query: w.as_f64(),
                 mean_keys_exact: w.to_string(),
+            }),
+            selected: keys.selected.map(|(topk, s)| SelectedKeys {
+                topk,
+                mean_keys_per_query: s.as_f64(),
+                mean_keys_exact: s.to_string(),
             }),
             mean_length_shortcut: shortcut,
         },

@@ -28,6 +28,8 @@ pub struct ParamBreakdown {
     pub lm_head: Params,
     /// Multi-token-prediction modules (0 unless `[counting] mtp`).
     pub mtp: Params,
+    /// Sparse attention indexers (0 without one), their key norms included.
+    pub indexer: Params,
 }
 
 impl ParamBreakdown {
@@ -43,6 +45,7 @@ impl ParamBreakdown {
             self.embeddings,
             self.lm_head,
             self.mtp,
+            self.indexer,
         ])
     }
 }
@@ -66,6 +69,9 @@ pub struct FlopBreakdown {
     pub lm_head: Flops,
     /// Multi-token-prediction modules (0 unless `[counting] mtp`).
     pub mtp: Flops,
+    /// Sparse attention indexers: their projections and the scores of every key (0 without
+    /// one).
+    pub indexer: Flops,
 }
 
 impl FlopBreakdown {
@@ -80,6 +86,7 @@ impl FlopBreakdown {
             self.dense,
             self.lm_head,
             self.mtp,
+            self.indexer,
         ])
     }
 }
@@ -224,9 +231,24 @@ pub struct AttentionReport {
     /// The windowed layers' `c̄`, when the model has any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub windowed: Option<WindowedKeys>,
+    /// With a sparse attention indexer, the keys a query attends (the indexer scores
+    /// `mean_keys_per_query`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selected: Option<SelectedKeys>,
     /// With a histogram: the cost at the mean document length, for comparison.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_length_shortcut: Option<Shortcut>,
+}
+
+/// The mean keys a query attends when an indexer selects its `topk` best.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SelectedKeys {
+    /// Keys selected per query (fewer when fewer precede it).
+    pub topk: u64,
+    /// `c̄` of the attention core.
+    pub mean_keys_per_query: f64,
+    /// As an exact fraction.
+    pub mean_keys_exact: String,
 }
 
 /// The mean keys a query of a windowed layer attends.

@@ -34,6 +34,7 @@ struct Extras {
     dense: bool,
     mtp: bool,
     windowed: bool,
+    indexer: bool,
 }
 
 impl Extras {
@@ -42,6 +43,7 @@ impl Extras {
             dense: costs.iter().any(|c| c.params.breakdown.dense.0 > 0),
             mtp: costs.iter().any(|c| c.params.breakdown.mtp.0 > 0),
             windowed: costs.iter().any(|c| c.attention.windowed.is_some()),
+            indexer: costs.iter().any(|c| c.params.breakdown.indexer.0 > 0),
         }
     }
 }
@@ -77,8 +79,12 @@ fn rows(c: &Cost, all: bool, extras: Extras) -> Vec<Row> {
         ("  embeddings", b.embeddings, true),
         ("  lm_head", b.lm_head, true),
         ("  MTP modules", b.mtp, true),
+        ("  indexer", b.indexer, true),
     ] {
-        if (label == "  dense FFN" && !extras.dense) || (label == "  MTP modules" && !extras.mtp) {
+        if (label == "  dense FFN" && !extras.dense)
+            || (label == "  MTP modules" && !extras.mtp)
+            || (label == "  indexer" && !extras.indexer)
+        {
             continue;
         }
         if all || v.0 > 0 || !optional {
@@ -107,11 +113,15 @@ fn rows(c: &Cost, all: bool, extras: Extras) -> Vec<Row> {
         ("  dense FFN", fb.dense),
         ("  lm_head", fb.lm_head),
         ("  MTP modules", fb.mtp),
+        ("  indexer", fb.indexer),
     ] {
-        if (label == "  dense FFN" && !extras.dense) || (label == "  MTP modules" && !extras.mtp) {
+        if (label == "  dense FFN" && !extras.dense)
+            || (label == "  MTP modules" && !extras.mtp)
+            || (label == "  indexer" && !extras.indexer)
+        {
             continue;
         }
-        let optional = matches!(label, "  lm_head" | "  MTP modules");
+        let optional = matches!(label, "  lm_head" | "  MTP modules" | "  indexer");
         if all || v != Flops::ZERO || !optional {
             push(label, fl(v), short(v.as_f64()));
         }
@@ -155,6 +165,15 @@ fn rows(c: &Cost, all: bool, extras: Extras) -> Vec<Row> {
         );
     } else if all && extras.windowed {
         push("  in windowed layers", Field::text("-"), String::new());
+    }
+    if let Some(s) = &c.attention.selected {
+        push(
+            "  selected by the indexer",
+            Field::shown(s.mean_keys_exact.clone(), s.mean_keys_per_query),
+            format!("top {}", s.topk),
+        );
+    } else if all && extras.indexer {
+        push("  selected by the indexer", Field::text("-"), String::new());
     }
     match &c.attention.mean_length_shortcut {
         Some(s) => push(

@@ -299,7 +299,8 @@ mod tests {
     /// biases, a gated shared expert, dense layers, a loop; with `extras`, windowed layers,
     /// sinks, router and expert biases, LayerNorm and LM-head biases, counted MTP modules and a
     /// KV budget at the context;
-    /// with `mla`, multi-head latent attention instead of GQA.
+    /// with `mla`, multi-head latent attention instead of GQA (with a sparse attention indexer
+    /// when there is no window).
     fn budget(qk: &str, bias: &str, extras: bool, mla: bool) -> Budget {
         let attention = if mla {
             "heads = 6\nkv_heads = 6\nhead_dim = 24\n\
@@ -311,6 +312,12 @@ mod tests {
                 "heads = 6\nkv_heads = 2\nhead_dim = 16\nqk_norm = \"{qk}\"\n\
                  attention_bias = \"{bias}\"\n"
             )
+        };
+        // An indexer wherever a query latent and no window are.
+        let indexer = if mla && !extras {
+            "[baseline.model.indexer]\nheads = 4\nhead_dim = 8\ntopk = 20\n"
+        } else {
+            ""
         };
         let extras = if extras {
             "[baseline.model.window]\nkind = \"sliding\"\nsize = 50\nlayers = [2, 3, 6]\n\
@@ -348,6 +355,7 @@ mod tests {
             layers = [1, 5]
             ffn = 200
             {mla_table}
+            {indexer}
             {extras}
             [baseline.workload]
             context = 512

@@ -30,7 +30,7 @@ pub struct Point {
 /// The looped model at one lattice point: the knobs given here, everything else (`top_k`,
 /// shared experts and their gate, dense layers, windowed layers, MLA's per-head widths and
 /// query rank, vocabulary, q/k norm, attention biases and sinks, router and expert biases,
-/// norm and LM-head biases, MTP modules) from the Baseline, shared-expert and dense FFN widths scaled as
+/// norm and LM-head biases, the indexer, MTP modules) from the Baseline, shared-expert and dense FFN widths scaled as
 /// [`crate::budget::FfnRule::shared_width`] says.
 pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Model {
     let base = &budget.baseline().model;
@@ -51,6 +51,7 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
             ..m.clone()
         }),
         window: base.window.clone(),
+        indexer: base.indexer.clone(),
         mtp_layers: base.mtp_layers,
         norm_bias: base.norm_bias,
         lm_head_bias: base.lm_head_bias,

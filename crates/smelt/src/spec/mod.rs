@@ -115,6 +115,10 @@ pub struct Model {
     /// Layers whose queries attend a bounded window of keys (none when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
+    /// A sparse attention indexer on every layer (DeepSeek-V3.2, GLM-5): each query attends
+    /// only the keys it selects (none when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexer: Option<Indexer>,
     /// The Mixture-of-Experts FFN of every layer not listed in `dense`.
     pub moe: Moe,
     /// Layers whose FFN is one dense SwiGLU instead of the MoE (none when absent).
@@ -162,6 +166,26 @@ pub struct Mla {
     pub qk_rope_head_dim: u64,
     /// Per-head value width.
     pub v_head_dim: u64,
+}
+
+/// A sparse attention indexer (DeepSeek-V3.2's lightning indexer, GLM-5's): on every layer,
+/// `heads` small heads of width `head_dim` score every earlier key of the document, and the
+/// attention core then runs on the `topk` best (all of them when there are fewer).
+///
+/// Its weights: `wq_b` from the query latent (`q_lora_rank x heads·head_dim`, so it needs
+/// `[model.mla]` with `q_lora_rank > 0`), `wk` (`hidden x head_dim`), a LayerNorm on the key
+/// (`2·head_dim`) and `weights_proj` (`hidden x heads`). Per query-key pair it costs
+/// `heads·(head_dim + 1)` multiply-adds (the per-head dot products, then their weighted
+/// sum). Its key, `head_dim` wide, is cached per token beside the latent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Indexer {
+    /// Indexer heads (`index_n_heads`).
+    pub heads: u64,
+    /// Width of an indexer head and of the key it caches (`index_head_dim`).
+    pub head_dim: u64,
+    /// Keys each query attends (`index_topk`).
+    pub topk: u64,
 }
 
 named_enum! {

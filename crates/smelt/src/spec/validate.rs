@@ -2,7 +2,7 @@
 //! rule. Every size is bounded (the `MAX_*` constants) so that no count can silently wrap
 //! and no loop runs over an absurd range.
 
-use super::{AttentionBias, Mla, Model, ModelSpec, QkNorm, Workload};
+use super::{AttentionBias, Indexer, Mla, Model, ModelSpec, QkNorm, Workload};
 use super::{
     MAX_CONTEXT, MAX_COUNT, MAX_EXPERTS, MAX_HISTOGRAM_TOKENS, MAX_REPEATS, MAX_VOCAB, MAX_WIDTH,
 };
@@ -102,6 +102,9 @@ impl Model {
         if let Some(mla) = &self.mla {
             self.validate_mla(mla)?;
         }
+        if let Some(ix) = &self.indexer {
+            self.validate_indexer(ix)?;
+        }
         at_most("model.mtp_layers", self.mtp_layers, MAX_COUNT)?;
         if let Some(l) = &self.looping {
             positive("model.loop.first", l.first, MAX_COUNT)?;
@@ -162,6 +165,26 @@ fn layer_list(field: &str, list: &[u64], layers: u64) -> Result<()> {
 }
 
 impl Model {
+    fn validate_indexer(&self, ix: &Indexer) -> Result<()> {
+        positive("model.indexer.heads", ix.heads, MAX_COUNT)?;
+        positive("model.indexer.head_dim", ix.head_dim, MAX_WIDTH)?;
+        positive("model.indexer.topk", ix.topk, MAX_CONTEXT)?;
+        ensure(
+            self.mla.as_ref().is_some_and(|a| a.q_lora_rank > 0),
+            "model.indexer",
+            || {
+                "needs [model.mla] with q_lora_rank > 0: the indexer's queries are projected \
+                 from the query latent"
+                    .to_owned()
+            },
+        )?;
+        ensure(self.window.is_none(), "model.indexer", || {
+            "cannot be combined with [model.window]: no family has both, and smelt does not \
+             define which keys a windowed layer's indexer would choose from"
+                .to_owned()
+        })
+    }
+
     fn validate_mla(&self, mla: &Mla) -> Result<()> {
         at_most("model.mla.q_lora_rank", mla.q_lora_rank, MAX_WIDTH)?;
         positive("model.mla.kv_lora_rank", mla.kv_lora_rank, MAX_WIDTH)?;

@@ -3,7 +3,9 @@
 //! the first `first_k_dense_replace` layers dense (`intermediate_size`), DeepSeek-V3's and
 //! GLM's router bias (`e_score_correction_bias`, stored in the checkpoint), and MTP modules
 //! (`num_nextn_predict_layers`). DeepSeek and Kimi-K2 attend with multi-head latent attention
-//! ([`Latent`]); GLM-4.5 with GQA ([`Glm`]).
+//! ([`Latent`]), DeepSeek-V3.2 with a sparse attention indexer beside it ([`Index`]: a
+//! LayerNorm-ed key of `index_head_dim`, `index_n_heads` scoring heads from the query latent,
+//! the core on the `index_topk` best keys); GLM-4.5 with GQA ([`Glm`]).
 //!
 //! Layer `i` (0-based) is MoE when `i >= first_k_dense_replace` and `i % moe_layer_freq ==
 //! 0` (DeepSeek's own modeling code; Transformers' reads only the first condition, the same
@@ -16,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::support::{Feature, Shared, Support, refuse};
 use super::{Common, Family, Parts};
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, Dense, Mla, Model, QkNorm};
+use crate::spec::{AttentionBias, Dense, Indexer, Mla, Model, QkNorm};
 
 fn one() -> u64 {
     1
@@ -70,7 +72,9 @@ impl Moe {
         let method = self.topk_method.as_deref();
         let router_bias = match family {
             Family::Glm4Moe => true,
-            Family::DeepseekV3 | Family::KimiK2 => method.unwrap_or("noaux_tc") == "noaux_tc",
+            Family::DeepseekV3 | Family::KimiK2 | Family::DeepseekV32 => {
+                method.unwrap_or("noaux_tc") == "noaux_tc"
+            }
             _ => method == Some("noaux_tc"),
         };
         let shared = self
@@ -160,6 +164,16 @@ impl Latent {
         required: &[Feature::Mla, Feature::RouterBias],
         ..Self::V2
     };
+    const V32: Support = Support {
+        features: &[
+            Feature::Mla,
+            Feature::RouterBias,
+            Feature::Mtp,
+            Feature::Indexer,
+        ],
+        required: &[Feature::Mla, Feature::RouterBias, Feature::Indexer],
+        ..Self::V2
+    };
 
     pub(super) fn parts(family: Family, c: &Common, latent: &Self, moe: &Moe) -> Result<Parts> {
         if latent.attention_bias {
@@ -181,10 +195,10 @@ impl Latent {
     }
 
     pub(super) fn of(m: &Model, family: Family) -> Result<Self> {
-        let support = if family == Family::DeepseekV2 {
-            Self::V2
-        } else {
-            Self::V3
+        let support = match family {
+            Family::DeepseekV2 => Self::V2,
+            Family::DeepseekV32 => Self::V32,
+            _ => Self::V3,
         };
         support.check(m, family)?;
         let a = m
@@ -245,5 +259,31 @@ impl Glm {
             attention_bias: m.attention_bias == AttentionBias::Qkv,
             use_qk_norm: m.qk_norm == QkNorm::PerHead,
         })
+    }
+}
+
+/// DeepSeek-V3.2's sparse attention indexer keys.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct Index {
+    index_n_heads: u64,
+    index_head_dim: u64,
+    index_topk: u64,
+}
+
+impl Index {
+    pub(super) fn indexer(&self) -> Indexer {
+        Indexer {
+            heads: self.index_n_heads,
+            head_dim: self.index_head_dim,
+            topk: self.index_topk,
+        }
+    }
+
+    pub(super) fn of(ix: &Indexer) -> Self {
+        Self {
+            index_n_heads: ix.heads,
+            index_head_dim: ix.head_dim,
+            index_topk: ix.topk,
+        }
     }
 }

@@ -10,6 +10,7 @@
 //! | `qwen2_moe` | `num_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V (`qkv_bias`, default true) | one of `shared_expert_intermediate_size`, sigmoid gate | Qwen rule |
 //! | `qwen3_moe` | `num_experts` or `num_local_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | per head (`2·head_dim`) | Q, K, V, O if `attention_bias` | none | Qwen rule |
 //! | `olmoe` | `num_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | whole projection | Q, K, V, O if `attention_bias` | none | none |
+//! | `deepseek_v32` | as `deepseek_v3`, with the indexer (`index_n_heads`, `index_head_dim`, `index_topk`) | | | | | |
 //! | `deepseek_v2`, `deepseek_v3`, `kimi_k2` | `n_routed_experts` (`moe_intermediate_size`) | MLA: `qk_nope_head_dim + qk_rope_head_dim` | none (latent norms) | none | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
 //! | `glm4_moe` | `n_routed_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | per head if `use_qk_norm` | Q, K, V if `attention_bias` | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
 //! | `gpt_oss` | `num_local_experts` (`intermediate_size`), with biases | `head_dim` | none | Q, K, V, O if `attention_bias` (default true), sinks | none | none |
@@ -27,11 +28,12 @@
 //! `tie_word_embeddings`), as model cards do. A config that uses something the cost model
 //! does not describe is refused with the reason, never approximated: a sliding window Qwen's
 //! code applies (with `use_sliding_window = true`) to the layers `max_window_layers` selects,
-//! sparse attention indexers, linear-attention and state-space hybrids, and any other
-//! `model_type` (see `support.rs`). Mixtral's and PhiMoE's `sliding_window` windows every
-//! layer; gpt-oss's and Llama-4's windows are read per layer from `layer_types`; MTP modules are kept
-//! (`mtp_layers`) but counted only with `[counting] mtp`. A `llama4` wrapper is read as its
-//! `text_config` (the vision encoder is not counted).
+//! sparse attention indexers outside `deepseek_v32`, linear-attention and state-space
+//! hybrids, and any other `model_type` (see `support.rs`). Mixtral's and PhiMoE's
+//! `sliding_window` windows every layer; gpt-oss's and Llama-4's windows are read per layer
+//! from `layer_types`; MTP modules are kept (`mtp_layers`) but counted only with
+//! `[counting] mtp`. A `llama4` wrapper is read as its `text_config` (the vision encoder is
+//! not counted).
 //!
 //! [`export`] writes a (matched, looped) spec back in a family's style — exactly the keys
 //! that family reads — with the loop in clearly named extra keys that [`import`] reads back.
@@ -52,8 +54,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    AttentionBias, Counting, Dense, Loop, Mla, Model, ModelSpec, Moe, QkNorm, Window, WindowKind,
-    Workload,
+    AttentionBias, Counting, Dense, Indexer, Loop, Mla, Model, ModelSpec, Moe, QkNorm, Window,
+    WindowKind, Workload,
 };
 use crate::error::{Error, Result};
 use crate::names::{Named, named_enum};
@@ -74,6 +76,8 @@ named_enum! {
         DeepseekV2 = "deepseek_v2",
         /// DeepSeek-V3 (MLA, DeepSeek MoE with a router bias, MTP).
         DeepseekV3 = "deepseek_v3",
+        /// DeepSeek-V3.2 (DeepSeek-V3 with a sparse attention indexer on every layer).
+        DeepseekV32 = "deepseek_v32",
         /// Kimi-K2 (Moonshot AI; DeepSeek-V3's code).
         KimiK2 = "kimi_k2",
         /// GLM-4.5 (Z.ai; GQA with DeepSeek-style MoE).
@@ -101,6 +105,7 @@ impl Family {
             Family::Olmoe => "OlmoeForCausalLM",
             Family::DeepseekV2 => "DeepseekV2ForCausalLM",
             Family::DeepseekV3 | Family::KimiK2 => "DeepseekV3ForCausalLM",
+            Family::DeepseekV32 => "DeepseekV32ForCausalLM",
             Family::Glm4Moe => "Glm4MoeForCausalLM",
             Family::GptOss => "GptOssForCausalLM",
             Family::MinimaxM2 => "MiniMaxM2ForCausalLM",
@@ -119,9 +124,12 @@ impl Family {
             Family::Qwen2Moe => field_names::<qwen::Qwen2Moe>(),
             Family::Qwen3Moe => field_names::<qwen::Qwen3Moe>(),
             Family::Olmoe => field_names::<olmoe::Config>(),
-            Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 => {
+            Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 | Family::DeepseekV32 => {
                 let mut k = field_names::<deepseek::Moe>();
                 k.extend(field_names::<deepseek::Latent>());
+                if self == Family::DeepseekV32 {
+                    k.extend(field_names::<deepseek::Index>());
+                }
                 k
             }
             Family::Glm4Moe => {
@@ -235,6 +243,7 @@ struct Parts {
     dense: Option<Dense>,
     mla: Option<Mla>,
     window: Option<Window>,
+    indexer: Option<Indexer>,
     sinks: bool,
     router_bias: bool,
     expert_bias: bool,
@@ -330,6 +339,7 @@ impl Common {
             attention_sinks: parts.sinks,
             mla: parts.mla,
             window: parts.window,
+            indexer: parts.indexer,
             moe: Moe {
                 experts: parts.experts,
                 top_k: self.num_experts_per_tok,
@@ -407,6 +417,10 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 => {
             deepseek::Latent::parts(family, &common, &read(value)?, &read(value)?)
         }
+        Family::DeepseekV32 => Ok(Parts {
+            indexer: Some(read::<deepseek::Index>(value)?.indexer()),
+            ..deepseek::Latent::parts(family, &common, &read(value)?, &read(value)?)?
+        }),
         Family::Glm4Moe => read::<deepseek::Glm>(value)?.parts(&common, &read(value)?),
         Family::GptOss => read::<gpt_oss::Config>(value)?.parts(&common),
         Family::MinimaxM2 => read::<minimax::Config>(value)?.parts(&common),
@@ -487,7 +501,8 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// The family whose conventions a spec follows: `deepseek_v3` with MLA, `llama4_text` with
+/// The family whose conventions a spec follows: `deepseek_v32` with an indexer,
+/// `deepseek_v3` with MLA, `llama4_text` with
 /// chunked attention, `phimoe` with norm or LM-head biases, `gpt_oss` with sinks, expert
 /// biases or sliding windows on some layers, `mixtral` with a window on every layer,
 /// `glm4_moe` with ungated shared experts or a router bias, `qwen3_moe` with per-head q/k norm, `olmoe` with q/k norm over the whole
@@ -496,6 +511,9 @@ fn kind_of(v: &Value) -> &'static str {
 pub fn family_of(spec: &ModelSpec) -> Family {
     let m = &spec.model;
     let ungated = m.moe.shared_experts > 0 && !m.moe.shared_gate;
+    if m.indexer.is_some() {
+        return Family::DeepseekV32;
+    }
     if m.mla.is_some() {
         return Family::DeepseekV3;
     }
@@ -573,9 +591,12 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
         Family::Qwen2Moe => object(qwen::Qwen2Moe::of(m)?)?,
         Family::Qwen3Moe => object(qwen::Qwen3Moe::of(m)?)?,
         Family::Olmoe => object(olmoe::Config::of(m)?)?,
-        Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 => {
+        Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 | Family::DeepseekV32 => {
             let mut out = object(deepseek::Latent::of(m, family)?)?;
             out.extend(object(deepseek::Moe::of(m, family)?)?);
+            if let Some(ix) = &m.indexer {
+                out.extend(object(deepseek::Index::of(ix))?);
+            }
             out
         }
         Family::Glm4Moe => {
