@@ -469,6 +469,54 @@ fn glm_45() {
     assert!(c.params.total.0 < 355_000_000_000 && t.params.total.0 > 355_000_000_000);
 }
 
+/// MLA's per-head widths are lattice knobs too: DeepSeek-V3 with `qk_nope_head_dim` and
+/// `v_head_dim` each in {96, 128} searches the four pairs (four times the lattice points)
+/// and finds a match at least as good as with the Baseline's widths alone; a GQA Baseline
+/// refuses them, naming the key.
+#[test]
+fn mla_head_widths_are_knobs() {
+    let base = std::fs::read_to_string(crate::common::budget("match-deepseek-v3.toml")).unwrap();
+    let dir = std::path::PathBuf::from(crate::common::budgets_dir());
+    let with = format!("{base}\n[lattice]\nqk_nope_head_dim = [128, 96]\nv_head_dim = [96, 128]\n");
+    let (b0, b1) = (
+        smelt::Budget::from_toml_str(&base, &dir).unwrap(),
+        smelt::Budget::from_toml_str(&with, &dir).unwrap(),
+    );
+    assert_eq!(
+        b1.lattice().mla_widths,
+        vec![(96, 96), (96, 128), (128, 96), (128, 128)]
+    );
+    assert_eq!(b1.lattice().head_dim, vec![160, 192]);
+    let (m0, m1) = (
+        smelt::match_budget(&b0, 1).unwrap(),
+        smelt::match_budget(&b1, 1).unwrap(),
+    );
+    assert_eq!(m1.lattice.lattice_points, 4 * m0.lattice.lattice_points);
+    let score = |m: &smelt::MatchReport| m.score[0];
+    assert!(score(&m1) <= score(&m0), "{} > {}", score(&m1), score(&m0));
+    let a = m1.looped.model.mla.as_ref().unwrap();
+    assert!([96, 128].contains(&a.qk_nope_head_dim) && [96, 128].contains(&a.v_head_dim));
+    assert_eq!(m1.looped.model.head_dim, a.qk_nope_head_dim + 64);
+    let gqa = std::fs::read_to_string(crate::common::budget("match-200m-s95.toml")).unwrap() + "\n";
+    let gqa = if gqa.contains("[lattice]") {
+        gqa.replacen("[lattice]", "[lattice]\nv_head_dim = [64]", 1)
+    } else {
+        gqa + "[lattice]\nv_head_dim = [64]\n"
+    };
+    let e = smelt::Budget::from_toml_str(&gqa, &dir)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lattice.v_head_dim") && e.contains("MLA"), "{e}");
+    let bad = with.replace("v_head_dim = [96, 128]", "v_head_dim = [0]");
+    let e = smelt::Budget::from_toml_str(&bad, &dir)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("lattice.v_head_dim") && e.contains("between 1"),
+        "{e}"
+    );
+}
+
 /// Each family's config written back from the imported model reads back as the same model.
 #[test]
 fn configs_round_trip_through_their_families() {

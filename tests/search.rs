@@ -29,12 +29,17 @@ fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
     let m0 = &b.baseline().model;
     let mut all = Vec::new();
     for hidden in l.hidden.values() {
-        // Every attention shape `(heads, kv_heads, head_dim, kv_lora_rank)` at this size.
+        // Every attention shape `(heads, kv_heads, head_dim, kv_lora_rank, MLA widths)` at
+        // this size.
         let mut shapes = Vec::new();
-        if let (Some(ranks), HeadsRule::Free { min, max }) = (l.kv_lora_rank, l.heads) {
-            for heads in min..=max {
-                for r in ranks.values() {
-                    shapes.push((heads, heads, l.head_dim[0], r));
+        if let (Some(ranks), HeadsRule::Free { min, max }, Some(a)) =
+            (l.kv_lora_rank, l.heads, &m0.mla)
+        {
+            for &(nope, v) in &l.mla_widths {
+                for heads in min..=max {
+                    for r in ranks.values() {
+                        shapes.push((heads, heads, nope + a.qk_rope_head_dim, r, (nope, v)));
+                    }
                 }
             }
         }
@@ -52,13 +57,13 @@ fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
                         }
                     };
                     if fits && l.kv_lora_rank.is_none() {
-                        shapes.push((heads, kv, d, 0));
+                        shapes.push((heads, kv, d, 0, (0, 0)));
                     }
                 }
             }
         }
         for ffn in l.expert_ffn.values(hidden) {
-            for &(heads, kv, d, rank) in &shapes {
+            for &(heads, kv, d, rank, (nope, v)) in &shapes {
                 for experts in l.experts.values().filter(|&e| e >= m0.moe.top_k) {
                     let mut spec = b.baseline().clone();
                     spec.model = Model {
@@ -69,6 +74,8 @@ fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
                         head_dim: d,
                         mla: m0.mla.as_ref().map(|a| Mla {
                             kv_lora_rank: rank,
+                            qk_nope_head_dim: nope,
+                            v_head_dim: v,
                             ..a.clone()
                         }),
                         moe: Moe {
@@ -259,6 +266,7 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                 ..baseline.counting
             };
             let mut mla_lattice = None;
+            let mut rope = 0;
             if let Some((shape, (rmin, rstep, rcount, hmax))) = mla {
                 common::with_mla(&mut baseline.model, common::mla(shape));
                 // A sparse attention indexer wherever it can be (a query latent, no window),
@@ -270,8 +278,19 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                         topk: 1 + doc / 3,
                     });
                 }
+                // The Baseline's per-head widths, and on every third budget two more pairs.
+                let a = baseline.model.mla.clone().unwrap();
+                let (n, v) = (a.qk_nope_head_dim, a.v_head_dim);
+                let widths = if hmul % 3 == 0 {
+                    vec![(n, v), (n, v + 2), (n + 1, v)]
+                } else {
+                    vec![(n, v)]
+                };
+                let mut widths = widths;
+                widths.sort_unstable();
+                rope = a.qk_rope_head_dim;
                 mla_lattice = Some((
-                    baseline.model.head_dim,
+                    widths,
                     Steps {
                         min: rmin,
                         max: rmin + rstep * (rcount - 1),
@@ -313,11 +332,17 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                 gqa: (1, gqamax),
                 q_width: (0.5, 2.0),
                 kv_lora_rank: None,
+                mla_widths: Vec::new(),
             };
             let lattice = match mla_lattice {
                 None => lattice,
-                Some((qk, ranks, hmax)) => Lattice {
-                    head_dim: vec![qk],
+                Some((widths, ranks, hmax)) => Lattice {
+                    head_dim: {
+                        let mut d: Vec<u64> = widths.iter().map(|&(n, _)| n + rope).collect();
+                        d.dedup();
+                        d
+                    },
+                    mla_widths: widths,
                     heads: HeadsRule::Free { min: 1, max: hmax },
                     kv_heads: Steps {
                         min: 1,

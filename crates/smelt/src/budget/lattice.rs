@@ -154,6 +154,11 @@ pub struct Lattice {
     /// stay the Baseline's (`head_dim` is their query/key width) and `kv_heads = heads`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_lora_rank: Option<Steps>,
+    /// With an MLA Baseline, the per-head widths searched: `(qk_nope_head_dim, v_head_dim)`
+    /// pairs (the Baseline's alone by default; `qk_rope_head_dim` stays the Baseline's).
+    /// Empty without MLA.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mla_widths: Vec<(u64, u64)>,
 }
 
 /// The most combinations of hidden size, expert width and attention shape
@@ -186,9 +191,10 @@ impl Lattice {
             })
             .sum();
         if let Some(ranks) = self.kv_lora_rank {
-            // MLA: every heads count with every latent rank.
+            // MLA: every heads count with every latent rank and per-head widths.
             let heads = u128::from(hmax.saturating_sub(hmin) + 1);
-            return u128::from(self.hidden.len()) * ffn * u128::from(ranks.len()) * heads;
+            let widths = self.mla_widths.len().max(1) as u128;
+            return u128::from(self.hidden.len()) * ffn * u128::from(ranks.len()) * heads * widths;
         }
         let per_hidden = match self.heads {
             // One heads count per head width; kv_heads must divide it.

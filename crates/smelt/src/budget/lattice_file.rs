@@ -102,6 +102,12 @@ pub(super) struct LatticeFile {
     q_width: RatioRangeFile,
     #[serde(default)]
     kv_lora_rank: RangeFile,
+    /// MLA per-head query/key widths without RoPE, a list.
+    #[serde(default)]
+    qk_nope_head_dim: Option<Vec<u64>>,
+    /// MLA per-head value widths, a list.
+    #[serde(default)]
+    v_head_dim: Option<Vec<u64>>,
 }
 
 /// Parses `"a/b"`, `"baseline"` or a number into a ratio `num/den`.
@@ -273,11 +279,17 @@ impl LatticeFile {
         if let Some(mla) = &m.mla {
             return self.resolve_mla(mla, hidden, experts, expert_ffn);
         }
-        if self.kv_lora_rank.is_set() {
-            return Err(Error::invalid(
-                "lattice.kv_lora_rank",
-                "is the KV knob of an MLA Baseline; this Baseline has no [model.mla]",
-            ));
+        for (knob, set) in [
+            ("kv_lora_rank", self.kv_lora_rank.is_set()),
+            ("qk_nope_head_dim", self.qk_nope_head_dim.is_some()),
+            ("v_head_dim", self.v_head_dim.is_some()),
+        ] {
+            if set {
+                return Err(Error::invalid(
+                    format!("lattice.{knob}"),
+                    "is a knob of an MLA Baseline; this Baseline has no [model.mla]",
+                ));
+            }
         }
         let head_dim = self.head_dim.resolve()?;
         let heads = self.heads.resolve()?;
@@ -316,11 +328,13 @@ impl LatticeFile {
             gqa: (gqa.min, gqa.max),
             q_width,
             kv_lora_rank: None,
+            mla_widths: Vec::new(),
         })
     }
 
-    /// The lattice of an MLA Baseline: heads and the latent rank are the attention knobs,
-    /// the per-head widths stay the Baseline's.
+    /// The lattice of an MLA Baseline: heads, the latent rank and the per-head widths
+    /// (`qk_nope_head_dim` and `v_head_dim` lists, the Baseline's by default) are the
+    /// attention knobs; the RoPE width and the query rank stay the Baseline's.
     fn resolve_mla(
         &self,
         mla: &crate::spec::Mla,
@@ -332,8 +346,8 @@ impl LatticeFile {
             if set {
                 Err(Error::invalid(
                     format!("lattice.{knob}"),
-                    "does not apply to an MLA Baseline: its per-head widths stay the \
-                     Baseline's and kv_heads = heads; the knobs are heads and kv_lora_rank",
+                    "does not apply to an MLA Baseline (kv_heads = heads); its knobs are heads, \
+                     kv_lora_rank, qk_nope_head_dim and v_head_dim",
                 ))
             } else {
                 Ok(())
@@ -355,19 +369,63 @@ impl LatticeFile {
             (32, rank.saturating_mul(2).max(32), 32),
             MAX_WIDTH,
         )?;
-        let qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
+        let rope = mla.qk_rope_head_dim;
+        let nope = widths_list(
+            "lattice.qk_nope_head_dim",
+            self.qk_nope_head_dim.as_deref(),
+            mla.qk_nope_head_dim,
+            u64::from(rope == 0),
+        )?;
+        let v = widths_list(
+            "lattice.v_head_dim",
+            self.v_head_dim.as_deref(),
+            mla.v_head_dim,
+            1,
+        )?;
+        let mla_widths: Vec<(u64, u64)> = nope
+            .iter()
+            .flat_map(|&n| v.iter().map(move |&v| (n, v)))
+            .collect();
         Ok(Lattice {
             hidden,
             experts,
             expert_ffn,
-            head_dim: vec![qk],
+            head_dim: nope.iter().map(|n| n + rope).collect(),
             heads,
             kv_heads: Steps::new("lattice.kv_heads", 1, 1, 1)?,
             gqa: (1, 1),
             q_width: (0.0, f64::INFINITY),
             kv_lora_rank: Some(kv_lora_rank),
+            mla_widths,
         })
     }
+}
+
+/// The most values a per-head width list of an MLA lattice takes.
+const MAX_WIDTHS: usize = 64;
+
+/// A list of MLA per-head widths (`default` when absent), sorted and deduplicated, each in
+/// `min..=MAX_WIDTH`.
+fn widths_list(field: &str, list: Option<&[u64]>, default: u64, min: u64) -> Result<Vec<u64>> {
+    let Some(list) = list else {
+        return Ok(vec![default]);
+    };
+    if list.is_empty() || list.len() > MAX_WIDTHS {
+        return Err(Error::invalid(
+            field,
+            format!("must list 1 to {MAX_WIDTHS} widths (got {})", list.len()),
+        ));
+    }
+    if let Some(&w) = list.iter().find(|&&w| w < min || w > MAX_WIDTH) {
+        return Err(Error::invalid(
+            field,
+            format!("widths must be between {min} and {MAX_WIDTH} (got {w})"),
+        ));
+    }
+    let mut out = list.to_vec();
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 /// The widths tied to `hidden` (the expert width, and the Baseline's shared and dense FFN

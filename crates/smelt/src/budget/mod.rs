@@ -58,7 +58,7 @@ pub use objective::{
 pub use recipe::{Placement, Recipe, Span};
 
 use crate::error::{Error, Result};
-use crate::spec::{Loop, ModelSpec, Workload};
+use crate::spec::{Loop, MAX_WIDTH, ModelSpec, Workload};
 use file::PlanFile;
 
 /// Where a budget's Baseline came from.
@@ -281,11 +281,15 @@ impl Budget {
     }
 }
 
-/// An MLA Baseline is searched on an MLA lattice (latent ranks, its own head width, free
-/// heads) and a GQA Baseline on a GQA one.
+/// An MLA Baseline is searched on an MLA lattice (latent ranks, per-head widths with its
+/// RoPE width, free heads) and a GQA Baseline on a GQA one.
 fn check_mla_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()> {
     match (&baseline.model.mla, lattice.kv_lora_rank) {
-        (None, None) => Ok(()),
+        (None, None) if lattice.mla_widths.is_empty() => Ok(()),
+        (None, None) => Err(Error::invalid(
+            "lattice.qk_nope_head_dim",
+            "is a knob of an MLA Baseline; this Baseline has no [model.mla]",
+        )),
         (None, Some(_)) => Err(Error::invalid(
             "lattice.kv_lora_rank",
             "is the KV knob of an MLA Baseline; this Baseline has no [model.mla]",
@@ -294,14 +298,25 @@ fn check_mla_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()> {
             "lattice.kv_lora_rank",
             "missing: an MLA Baseline's KV knob is its latent rank",
         )),
-        (Some(_), Some(_)) => {
-            let qk = baseline.model.head_dim;
-            if lattice.head_dim != [qk] || !matches!(lattice.heads, HeadsRule::Free { .. }) {
+        (Some(a), Some(_)) => {
+            let rope = a.qk_rope_head_dim;
+            let widths: Vec<u64> = lattice.mla_widths.iter().map(|w| w.0 + rope).collect();
+            let mut sorted = widths.clone();
+            sorted.dedup();
+            let valid = !lattice.mla_widths.is_empty()
+                && lattice
+                    .mla_widths
+                    .iter()
+                    .all(|&(n, v)| n + rope >= 1 && (1..=MAX_WIDTH).contains(&v) && n <= MAX_WIDTH)
+                && lattice.head_dim == sorted
+                && matches!(lattice.heads, HeadsRule::Free { .. });
+            if !valid {
                 return Err(Error::invalid(
                     "lattice",
                     format!(
-                        "an MLA Baseline keeps its head width ({qk}) and takes heads in a \
-                         min..max range"
+                        "an MLA lattice takes heads in a min..max range and per-head widths \
+                         (qk_nope_head_dim, v_head_dim) with the Baseline's RoPE width ({rope}); \
+                         its head_dim lists qk_nope_head_dim + {rope} for each"
                     ),
                 ));
             }

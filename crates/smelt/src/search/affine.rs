@@ -14,8 +14,10 @@
 //! evaluations (eight with sinks), and checked at one more point that changes every knob: a cost model that
 //! ever stopped being of this form would be reported as an error, not searched on.
 //!
-//! With an MLA Baseline the per-head widths are fixed and the attention knobs are the
-//! heads and the key/value latent rank `r`; the budgets are then of the same form with
+//! With an MLA Baseline the attention knobs are the heads and the key/value latent rank `r`,
+//! at each pair of per-head widths (`qk_nope_head_dim`, `v_head_dim`) of the lattice, which
+//! the search takes one at a time as it takes hidden sizes; the budgets are then of the
+//! same form with
 //! `q = heads`, `kv = r` and `d = heads·r` (the up-projection of the latent to every head's
 //! keys and values is the one product term), read off and checked the same way.
 
@@ -104,6 +106,8 @@ pub(crate) struct Eval<'a> {
     pub looping: Option<&'a Loop>,
     pub keys: &'a Keys,
     pub counting: &'a Counting,
+    /// With MLA, the per-head `(qk_nope_head_dim, v_head_dim)` searched (ignored otherwise).
+    pub widths: (u64, u64),
 }
 
 impl Eval<'_> {
@@ -120,7 +124,7 @@ impl Eval<'_> {
     }
 
     /// The model with knobs `(f, heads, kv_heads, head_dim, E)` (GQA), or `(f, heads, -,
-    /// kv_lora_rank, E)` (MLA: `kv_heads = heads`, the Baseline's head width).
+    /// kv_lora_rank, E)` (MLA: `kv_heads = heads`, the per-head widths `self.widths`).
     pub fn point(
         &self,
         hidden: u64,
@@ -135,15 +139,17 @@ impl Eval<'_> {
                 head_dim: d,
                 experts: e,
                 kv_lora_rank: 0,
+                mla_widths: (0, 0),
             },
             Some(m) => Point {
                 hidden,
                 expert_ffn: f,
                 heads,
                 kv_heads: heads,
-                head_dim: m.qk_nope_head_dim + m.qk_rope_head_dim,
+                head_dim: self.widths.0 + m.qk_rope_head_dim,
                 experts: e,
                 kv_lora_rank: d,
+                mla_widths: self.widths,
             },
         }
     }
@@ -384,7 +390,8 @@ mod tests {
             let b = budget(["none", "per_head", "full"][norm], ["none", "qkv", "all"][bias], extras, mla);
             let base = b.baseline();
             let keys = Keys::of(&base.workload, &base.model).unwrap();
-            let eval = Eval { budget: &b, looping: b.looping(), keys: &keys, counting: &base.counting };
+            let widths = base.model.mla.as_ref().map_or((0, 0), |a| (a.qk_nope_head_dim, a.v_head_dim));
+            let eval = Eval { budget: &b, looping: b.looping(), keys: &keys, counting: &base.counting, widths };
             let at = AtHidden::new(&eval, hidden).unwrap();
             let heads = heads_per_kv * kv_heads;
             let want = eval.at(eval.point(hidden, (f, heads, kv_heads, d, e))).unwrap();

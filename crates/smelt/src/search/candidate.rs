@@ -25,11 +25,13 @@ pub struct Point {
     pub experts: u64,
     /// The key/value latent rank of an MLA model (0 otherwise).
     pub kv_lora_rank: u64,
+    /// An MLA model's per-head `(qk_nope_head_dim, v_head_dim)` (ignored otherwise).
+    pub mla_widths: (u64, u64),
 }
 
 /// The looped model at one lattice point: the knobs given here, everything else (`top_k`,
-/// shared experts and their gate, dense layers, windowed layers, MLA's per-head widths and
-/// query rank, vocabulary, q/k norm, attention biases and sinks, router and expert biases,
+/// shared experts and their gate, dense layers, windowed layers, MLA's RoPE width and query
+/// rank, vocabulary, q/k norm, attention biases and sinks, router and expert biases,
 /// norm and LM-head biases, the indexer, MTP modules) from the Baseline, shared-expert and dense FFN widths scaled as
 /// [`crate::budget::FfnRule::shared_width`] says.
 pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Model {
@@ -48,6 +50,8 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
         attention_sinks: base.attention_sinks,
         mla: base.mla.as_ref().map(|m| Mla {
             kv_lora_rank: point.kv_lora_rank,
+            qk_nope_head_dim: point.mla_widths.0,
+            v_head_dim: point.mla_widths.1,
             ..m.clone()
         }),
         window: base.window.clone(),

@@ -83,14 +83,22 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
     }
     let mut pairs = Vec::new();
     let (fb, nb, kb) = (base.flops.as_f64(), base.params.as_f64(), base.kv.as_f64());
-    // The attention shapes `(heads, kv_heads, head_dim, kv_lora_rank)` of the lattice,
-    // enumerated directly from its ranges.
-    let shapes_at = |hidden: u64| -> Vec<(u64, u64, u64, u64)> {
+    // The attention shapes `(heads, kv_heads, head_dim, kv_lora_rank, MLA widths)` of the
+    // lattice, enumerated directly from its ranges.
+    let rope = baseline
+        .model
+        .mla
+        .as_ref()
+        .map_or(0, |a| a.qk_rope_head_dim);
+    type Shape = (u64, u64, u64, u64, (u64, u64));
+    let shapes_at = |hidden: u64| -> Vec<Shape> {
         let mut out = Vec::new();
         if let (Some(ranks), HeadsRule::Free { min, max }) = (l.kv_lora_rank, l.heads) {
-            for heads in min..=max {
-                for r in ranks.values() {
-                    out.push((heads, heads, l.head_dim[0], r));
+            for &(nope, v) in &l.mla_widths {
+                for heads in min..=max {
+                    for r in ranks.values() {
+                        out.push((heads, heads, nope + rope, r, (nope, v)));
+                    }
                 }
             }
             return out;
@@ -100,7 +108,7 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
                 for g in l.gqa.0..=l.gqa.1 {
                     let heads = kv_heads * g;
                     if l.admits_attention(hidden, heads, head_dim) {
-                        out.push((heads, kv_heads, head_dim, 0));
+                        out.push((heads, kv_heads, head_dim, 0, (0, 0)));
                     }
                 }
             }
@@ -109,7 +117,7 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
     };
     for hidden in l.hidden.values() {
         for ffn in l.expert_ffn.values(hidden) {
-            for (heads, kv_heads, head_dim, kv_lora_rank) in shapes_at(hidden) {
+            for (heads, kv_heads, head_dim, kv_lora_rank, mla_widths) in shapes_at(hidden) {
                 let model = looped_model(
                     budget,
                     looping,
@@ -121,6 +129,7 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
                         head_dim,
                         experts: e.at(first),
                         kv_lora_rank,
+                        mla_widths,
                     },
                 );
                 let b0 = budgets_with(&model, &keys, context, &baseline.counting)?;

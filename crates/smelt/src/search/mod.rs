@@ -289,8 +289,8 @@ impl Search<'_> {
         idx
     }
 
-    /// Searches the hidden sizes `hiddens`.
-    fn part(&self, hiddens: &[u64]) -> Result<Part> {
+    /// Searches the hidden sizes `hiddens` (with MLA, at the per-head widths `widths`).
+    fn part(&self, hiddens: &[u64], widths: (u64, u64)) -> Result<Part> {
         let budget = self.budget;
         let lattice = budget.lattice();
         let base_model = &budget.baseline().model;
@@ -307,6 +307,7 @@ impl Search<'_> {
             looping: self.looping.as_ref(),
             keys: &self.keys,
             counting: &budget.baseline().counting,
+            widths,
         };
         let mut at = Vec::with_capacity(hiddens.len());
         for &h in hiddens {
@@ -431,9 +432,17 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
         return Err(infeasible(budget, 0));
     }
     // Runs of hidden sizes of a fixed length (not one per thread: the output must not depend
-    // on the number of threads), searched in parallel by rayon's work-stealing pool.
-    let runs: Vec<&[u64]> = hiddens.chunks(HIDDEN_RUN).collect();
-    let parts = crate::par::map(&runs, |r| search.part(r));
+    // on the number of threads), searched in parallel by rayon's work-stealing pool; with
+    // MLA, each pair of per-head widths of the lattice in turn.
+    let widths: Vec<(u64, u64)> = match lattice.mla_widths.as_slice() {
+        [] => vec![(0, 0)],
+        w => w.to_vec(),
+    };
+    let runs: Vec<((u64, u64), &[u64])> = widths
+        .iter()
+        .flat_map(|&w| hiddens.chunks(HIDDEN_RUN).map(move |r| (w, r)))
+        .collect();
+    let parts = crate::par::map(&runs, |&(w, r)| search.part(r, w));
     let mut kept = Kept::new(options.top, search.margin, baseline.model.clone());
     let mut stats = SearchStats {
         lattice_points: 0,
