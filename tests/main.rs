@@ -12,6 +12,7 @@ mod figures;
 mod fit;
 mod hf;
 mod hf_families;
+mod hf_more;
 mod launcher;
 mod parsers;
 mod plot;

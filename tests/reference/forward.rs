@@ -4,7 +4,8 @@
 
 use smelt::{Attention, Counting, Model, ModelSpec};
 
-use super::layer::{Layer, Macs, Norm, Rng, Run, add_bias, matmul};
+use super::layer::{Layer, Run};
+use super::parts::{Macs, Norm, Rng, add_bias, matmul};
 
 /// A multi-token-prediction module: its own norms, projection, block, head norm, and its
 /// own copies of the embedding and the LM head, as DeepSeek-V3's checkpoint stores them.

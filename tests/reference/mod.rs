@@ -12,6 +12,7 @@
 
 mod forward;
 mod layer;
+mod parts;
 
 use proptest::prelude::*;
 use smelt::{
@@ -20,7 +21,7 @@ use smelt::{
 };
 
 use forward::Reference;
-use layer::Rng;
+use parts::Rng;
 
 /// The documents the reference runs for a workload: the histogram itself, or `repeat`
 /// documents of the mean length.

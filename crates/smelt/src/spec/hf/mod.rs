@@ -48,6 +48,7 @@ mod olmoe;
 mod phimoe;
 mod qwen;
 mod support;
+mod write;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -55,11 +56,12 @@ use serde_json::{Map, Value};
 
 use super::{
     AttentionBias, Counting, Dense, Indexer, Loop, Mla, Model, ModelSpec, Moe, QkNorm, Window,
-    WindowKind, Workload,
+    Workload,
 };
 use crate::error::{Error, Result};
 use crate::names::{Named, named_enum};
 use support::{in_config_words, refuse_unmodelled, refuse_windows};
+pub use write::{export, export_like, family_of, family_of_config};
 
 named_enum! {
     /// A Hugging Face model family (`model_type`) smelt reads and writes.
@@ -499,169 +501,4 @@ fn kind_of(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
-}
-
-/// The family whose conventions a spec follows: `deepseek_v32` with an indexer,
-/// `deepseek_v3` with MLA, `llama4_text` with
-/// chunked attention, `phimoe` with norm or LM-head biases, `gpt_oss` with sinks, expert
-/// biases or sliding windows on some layers, `mixtral` with a window on every layer,
-/// `glm4_moe` with ungated shared experts or a router bias, `qwen3_moe` with per-head q/k norm, `olmoe` with q/k norm over the whole
-/// projection, `qwen2_moe` with a gated shared expert, Q/K/V biases or dense layers,
-/// `mixtral` otherwise.
-pub fn family_of(spec: &ModelSpec) -> Family {
-    let m = &spec.model;
-    let ungated = m.moe.shared_experts > 0 && !m.moe.shared_gate;
-    if m.indexer.is_some() {
-        return Family::DeepseekV32;
-    }
-    if m.mla.is_some() {
-        return Family::DeepseekV3;
-    }
-    if m.window
-        .as_ref()
-        .is_some_and(|w| w.kind == WindowKind::Chunked)
-    {
-        return Family::Llama4Text;
-    }
-    if m.norm_bias || m.lm_head_bias {
-        return Family::Phimoe;
-    }
-    let everywhere = m
-        .window
-        .as_ref()
-        .is_some_and(|w| w.layers.len() as u64 == m.layers);
-    if m.attention_sinks || m.moe.expert_bias || (m.window.is_some() && !everywhere) {
-        return Family::GptOss;
-    }
-    if everywhere {
-        return Family::Mixtral;
-    }
-    if ungated || m.moe.router_bias || m.mtp_layers > 0 {
-        return Family::Glm4Moe;
-    }
-    match m.qk_norm {
-        QkNorm::PerHead => Family::Qwen3Moe,
-        QkNorm::Full => Family::Olmoe,
-        QkNorm::None
-            if m.moe.shared_gate || m.attention_bias == AttentionBias::Qkv || m.dense.is_some() =>
-        {
-            Family::Qwen2Moe
-        }
-        QkNorm::None => Family::Mixtral,
-    }
-}
-
-/// The family of a `config.json` smelt reads (a `llama4` wrapper's is `llama4_text`), so a
-/// match of it is written back in its own family; `None` for any other.
-pub fn family_of_config(config: &Value) -> Option<Family> {
-    match config.get("model_type").and_then(Value::as_str)? {
-        LLAMA4 => Some(Family::Llama4Text),
-        t => t.parse().ok(),
-    }
-}
-
-fn object(value: impl Serialize) -> Result<Map<String, Value>> {
-    match serde_json::to_value(value).map_err(|e| Error::serialize("config.json", e))? {
-        Value::Object(m) => Ok(m),
-        _ => Err(Error::serialize("config.json", "a config is not an object")),
-    }
-}
-
-/// A spec as a `config.json` of `family`: exactly the keys that family reads, with the
-/// loop, if any, in the extra keys `smelt_loop_first_layer` (1-based), `smelt_loop_span`,
-/// `smelt_loop_repeats` and `smelt_loop_residual_scale`, so a launcher can build it and
-/// [`import`] reads it back. `head_dim` is always written: a matched model's
-/// `heads * head_dim` need not equal `hidden_size`, and Transformers' current attention
-/// modules read `head_dim` from the config (older releases derived it as
-/// `hidden_size / num_attention_heads`; build such a model with a release that reads it). A
-/// model the family cannot express is refused with the reason.
-pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
-    spec.validate()?;
-    let m = &spec.model;
-    if m.vocab == 0 {
-        return Err(Error::invalid(
-            "model.vocab",
-            "is 0: the config would say vocab_size = 0 and a launcher could not build the \
-             model; give the vocabulary (smelt match --vocab N)",
-        ));
-    }
-    let mut out = object(Common::of(spec, family))?;
-    out.extend(match family {
-        Family::Mixtral => object(mixtral::Config::of(m)?)?,
-        Family::Qwen2Moe => object(qwen::Qwen2Moe::of(m)?)?,
-        Family::Qwen3Moe => object(qwen::Qwen3Moe::of(m)?)?,
-        Family::Olmoe => object(olmoe::Config::of(m)?)?,
-        Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 | Family::DeepseekV32 => {
-            let mut out = object(deepseek::Latent::of(m, family)?)?;
-            out.extend(object(deepseek::Moe::of(m, family)?)?);
-            if let Some(ix) = &m.indexer {
-                out.extend(object(deepseek::Index::of(ix))?);
-            }
-            out
-        }
-        Family::Glm4Moe => {
-            let mut out = object(deepseek::Glm::of(m)?)?;
-            out.extend(object(deepseek::Moe::of(m, family)?)?);
-            out
-        }
-        Family::GptOss => object(gpt_oss::Config::of(m)?)?,
-        Family::MinimaxM2 => object(minimax::Config::of(m)?)?,
-        Family::Llama4Text => object(llama4::Config::of(m)?)?,
-        Family::GraniteMoe => object(granite::Config::of(m)?)?,
-        Family::Phimoe => object(phimoe::Config::of(m)?)?,
-    });
-    if matches!(family, Family::Qwen2Moe | Family::Qwen3Moe) {
-        out.extend(object(qwen::Qwen::of(m))?);
-    }
-    Ok(Value::Object(out))
-}
-
-/// Keys of a Baseline's config that describe its checkpoint, not its architecture: a looped
-/// model is trained anew, so they are never carried over.
-const NOT_CARRIED: &[&str] = &["quantization_config", "_name_or_path"];
-
-/// [`export`], carrying over every other key of the Baseline's own `config.json` (RoPE base,
-/// norm epsilon, activation, token ids, dtype, router options, ...) when it is of the same
-/// family (but the checkpoint's storage format, `quantization_config`), so the looped model
-/// differs from its Baseline only where the match says. The
-/// keys the family reads ([`Family::keys`]) always come from the matched model, except
-/// `max_position_embeddings`, which keeps the Baseline's value when that is larger than the
-/// context the match was costed at.
-pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result<Value> {
-    let mut out = export(spec, family)?;
-    // A Llama-4 wrapper's text decoder is the llama4_text config to carry keys from.
-    let model_type = |v: &Value| {
-        v.get("model_type")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let (baseline, same_family) = match (family, model_type(baseline).as_deref()) {
-        (Family::Llama4Text, Some(LLAMA4)) => match baseline.get("text_config") {
-            Some(text) => (text, true),
-            None => (baseline, false),
-        },
-        (_, t) => (baseline, t == Some(family.as_str())),
-    };
-    let read = family.keys();
-    if let (true, Some(base), Some(map)) = (same_family, baseline.as_object(), out.as_object_mut())
-    {
-        for (k, v) in base {
-            if !read.contains(&k.as_str())
-                && !map.contains_key(k)
-                && !NOT_CARRIED.contains(&k.as_str())
-            {
-                map.insert(k.clone(), v.clone());
-            }
-        }
-        // Keep the Baseline's position capacity when it exceeds the matched context.
-        let key = "max_position_embeddings";
-        if let (Some(b), Some(c)) = (
-            base.get(key).and_then(Value::as_u64),
-            map.get(key).and_then(Value::as_u64),
-        ) && b > c
-        {
-            map.insert(key.to_owned(), Value::from(b));
-        }
-    }
-    Ok(out)
 }
