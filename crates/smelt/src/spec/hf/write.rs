@@ -79,7 +79,7 @@ fn object(value: impl Serialize) -> Result<Map<String, Value>> {
 /// A spec as a `config.json` of `family`: exactly the keys that family reads, with the
 /// loop, if any, in the extra keys `smelt_loop_first_layer` (1-based), `smelt_loop_span`,
 /// `smelt_loop_repeats` and `smelt_loop_residual_scale`, so a launcher can build it and
-/// [`import`] reads it back. `head_dim` is always written: a matched model's
+/// [`super::import`] reads it back. `head_dim` is always written: a matched model's
 /// `heads * head_dim` need not equal `hidden_size`, and Transformers' current attention
 /// modules read `head_dim` from the config (older releases derived it as
 /// `hidden_size / num_attention_heads`; build such a model with a release that reads it). A
