@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use super::{Deadline, KernelTime, Measurement};
+use super::{Deadline, Measurement};
 use crate::bench::plan::{Component, Kernel, Pass, Plan};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
@@ -115,11 +115,6 @@ impl Buffers {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// The ceiling kernel: a 1024³ GEMM.
 fn ceiling_kernel() -> Kernel {
     Kernel {
@@ -198,30 +193,7 @@ pub fn measure(
     let measurements = plans
         .iter()
         .zip(times)
-        .map(|(p, t)| {
-            let rounds = (0..repeats)
-                .map(|r| {
-                    p.kernels
-                        .iter()
-                        .zip(&t)
-                        .map(|(k, tk)| tk[r] * k.count as f64)
-                        .sum()
-                })
-                .collect();
-            Measurement {
-                device: device.clone(),
-                kernels: p
-                    .kernels
-                    .iter()
-                    .zip(t)
-                    .map(|(k, tk)| KernelTime {
-                        kernel: *k,
-                        seconds: median(tk) * k.count as f64,
-                    })
-                    .collect(),
-                rounds,
-            }
-        })
+        .map(|(p, t)| Measurement::of(p, t, repeats, &device))
         .collect();
     Ok((measurements, ceiling_rates, device))
 }

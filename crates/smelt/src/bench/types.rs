@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{Backend, Component, Kernel, Routing};
+use super::{Backend, Component, Kernel, Plan, Routing};
 use crate::units::Flops;
 
 /// Benchmark settings.
@@ -58,6 +58,40 @@ pub struct Measurement {
     /// The whole plan's seconds in each round (its kernels' times that round), for the
     /// spread.
     pub rounds: Vec<f64>,
+}
+
+impl Measurement {
+    /// The measurement of `plan` on `device` from each kernel shape's seconds per launch in
+    /// each of `repeats` rounds (`times[kernel][round]`): per shape the median round times
+    /// its launches, and per round the whole plan's time.
+    pub(crate) fn of(plan: &Plan, times: Vec<Vec<f64>>, repeats: usize, device: &str) -> Self {
+        let rounds = (0..repeats)
+            .map(|r| {
+                plan.kernels
+                    .iter()
+                    .zip(&times)
+                    .map(|(k, tk)| tk[r] * k.count as f64)
+                    .sum()
+            })
+            .collect();
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        Measurement {
+            device: device.to_owned(),
+            kernels: plan
+                .kernels
+                .iter()
+                .zip(times)
+                .map(|(k, tk)| KernelTime {
+                    kernel: *k,
+                    seconds: median(tk) * k.count as f64,
+                })
+                .collect(),
+            rounds,
+        }
+    }
 }
 
 /// One component's share of an (average) layer execution.

@@ -22,7 +22,7 @@ use half::bf16;
 
 use crate::bench::plan::{Component, Kernel, Pass, Plan};
 use crate::bench::pool::{Layout, Slot, layout};
-use crate::bench::{Deadline, KernelTime, Measurement};
+use crate::bench::{Deadline, Measurement};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 
@@ -276,37 +276,10 @@ pub fn measure(
         .synchronize()
         .map_err(|e| fail("synchronising", e))?;
     progress.end();
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let measurements = plans
         .iter()
         .zip(times)
-        .map(|(p, t)| {
-            let rounds = (0..repeats)
-                .map(|r| {
-                    p.kernels
-                        .iter()
-                        .zip(&t)
-                        .map(|(k, tk)| tk[r] * k.count as f64)
-                        .sum()
-                })
-                .collect();
-            Measurement {
-                device: device.clone(),
-                kernels: p
-                    .kernels
-                    .iter()
-                    .zip(t)
-                    .map(|(k, tk)| KernelTime {
-                        kernel: *k,
-                        seconds: median(tk) * k.count as f64,
-                    })
-                    .collect(),
-                rounds,
-            }
-        })
+        .map(|(p, t)| Measurement::of(p, t, repeats, &device))
         .collect();
     Ok((measurements, ceiling_rates, device))
 }
