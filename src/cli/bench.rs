@@ -35,6 +35,25 @@ pub struct TimingArgs {
     peak: Option<f64>,
 }
 
+/// `--bench BACKEND` with the timing flags, for `match` and `grid`.
+#[derive(Debug, clap::Args)]
+pub struct BenchFlag {
+    /// Also benchmark the Baseline and the match (under `grid`, every cell's) on this backend
+    /// (cpu or cuda) and report the measured time ratio (the `T ratio` column; `time` in
+    /// the JSON).
+    #[arg(long, value_name = "BACKEND", value_parser = named::<Backend>())]
+    bench: Option<Backend>,
+    #[command(flatten)]
+    timing: TimingArgs,
+}
+
+impl BenchFlag {
+    /// The benchmark's options, when one is asked for.
+    pub fn options(&self) -> Option<BenchOptions> {
+        self.bench.map(|b| self.timing.options(b))
+    }
+}
+
 impl TimingArgs {
     /// The options on `backend`.
     pub fn options(&self, backend: Backend) -> BenchOptions {

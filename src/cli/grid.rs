@@ -8,11 +8,8 @@ use smelt::budget::GridSpec;
 use smelt::report::Format;
 use smelt::search::SearchOptions;
 
-use super::bench::TimingArgs;
-use super::{
-    Reporter, WorkloadArgs, all_formats, budget_inputs, emit, named, tolerance_exit, write_file,
-};
-use smelt::bench::Backend;
+use super::bench::BenchFlag;
+use super::{Reporter, WorkloadArgs, all_formats, budget_inputs, emit, tolerance_exit, write_file};
 
 /// Match every cell of a grid (scales x sparsities) under one recipe and lattice.
 ///
@@ -34,12 +31,8 @@ pub struct Args {
     force: bool,
     #[command(flatten)]
     workload: WorkloadArgs,
-    /// Also benchmark every cell's Baseline and match on this backend (cpu or cuda) and add
-    /// the measured time ratio (the `T ratio` column; `time` in the JSON).
-    #[arg(long, value_name = "BACKEND", value_parser = named::<Backend>())]
-    bench: Option<Backend>,
     #[command(flatten)]
-    timing: TimingArgs,
+    bench: BenchFlag,
 }
 
 /// Runs `smelt grid`.
@@ -57,8 +50,8 @@ pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
         ..SearchOptions::default()
     };
     let mut r = smelt::search::match_grid_with(&grid, &options, progress)?;
-    if let Some(backend) = args.bench {
-        smelt::search::time_cells(&mut r, &args.timing.options(backend), progress)?;
+    if let Some(opts) = args.bench.options() {
+        smelt::search::time_cells(&mut r, &opts, progress)?;
     }
     let text = smelt::report::render(&r, args.format)?;
     if let Some(path) = &args.plot {

@@ -5,13 +5,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::bail;
-use smelt::bench::Backend;
 use smelt::budget::Budget;
 use smelt::report::{self, Format};
 use smelt::search::{self, MatchReport, SearchOptions};
 use smelt::spec::hf::{self, Family};
 
-use super::bench::TimingArgs;
+use super::bench::BenchFlag;
 
 use super::{
     Reporter, WorkloadArgs, broken_words, budget_inputs, emit, load_budget, named, tolerance_exit,
@@ -71,12 +70,8 @@ pub struct Args {
     advise: bool,
     #[command(flatten)]
     workload: WorkloadArgs,
-    /// Also benchmark the Baseline and the match on this backend (cpu or cuda) and report
-    /// the measured time ratio.
-    #[arg(long, value_name = "BACKEND", value_parser = named::<Backend>())]
-    bench: Option<Backend>,
     #[command(flatten)]
-    timing: TimingArgs,
+    bench: BenchFlag,
 }
 
 /// The matched model as a config.json of the asked (or the model's own) family.
@@ -116,8 +111,7 @@ pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let mut m = search::match_budget_with(&budget, &options)?;
     let elapsed = start.elapsed();
-    if let Some(backend) = args.bench {
-        let opts = args.timing.options(backend);
+    if let Some(opts) = args.bench.options() {
         m.time = Some(smelt::bench::time_ratio(
             &m.baseline,
             &m.looped,

@@ -35,15 +35,21 @@ pub(crate) const PLAN_TABLES: &[&str] = &[
     "counting",
 ];
 
-fn kind(v: &Value) -> &'static str {
+/// What kind of value `v` is, in words; a map is `object` ("a table" in a TOML file,
+/// "an object" in JSON).
+pub(crate) fn kind_of(v: &Value, object: &'static str) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
         Value::Number(_) => "a number",
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
-        Value::Object(_) => "a table",
+        Value::Object(_) => object,
     }
+}
+
+fn kind(v: &Value) -> &'static str {
+    kind_of(v, "a table")
 }
 
 fn not_a_table(path: &str, v: &Value) -> Error {

@@ -493,12 +493,5 @@ fn import_llama4(map: &Map<String, Value>, workload: Workload) -> Result<ModelSp
 }
 
 fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    crate::structure::kind_of(v, "an object")
 }
