@@ -11,6 +11,8 @@
 //! and one ungated shared expert of the same width. The attention temperature tuning and the
 //! sigmoid routing weights cost nothing counted.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use super::support::{Feature, Shared, Support, refuse};
@@ -75,7 +77,8 @@ pub(super) struct Config {
 impl Config {
     pub(super) fn parts(&self, c: &Common) -> Result<Parts> {
         let layers = c.num_hidden_layers;
-        let moe: Vec<u64> = match &self.moe_layers {
+        // A set: the list is the config's, of any length.
+        let moe: BTreeSet<u64> = match &self.moe_layers {
             Some(list) => {
                 if let Some(&i) = list.iter().find(|&&i| i >= layers) {
                     return Err(Error::invalid(
@@ -83,7 +86,7 @@ impl Config {
                         format!("names layer {i}; the layers are 0 to {}", layers - 1),
                     ));
                 }
-                list.clone()
+                list.iter().copied().collect()
             }
             None => {
                 let step = self.interleave_moe_layer_step;
@@ -196,8 +199,14 @@ impl Config {
                 ),
             ));
         }
-        let chunked = |i: u64| m.window.as_ref().is_some_and(|w| w.layers.contains(&i));
-        let dense = |i: u64| m.dense.as_ref().is_some_and(|d| d.layers.contains(&i));
+        let set =
+            |l: Option<&Vec<u64>>| l.map_or_else(BTreeSet::new, |l| l.iter().copied().collect());
+        let (windowed, dense_layers) = (
+            set(m.window.as_ref().map(|w| &w.layers)),
+            set(m.dense.as_ref().map(|d| &d.layers)),
+        );
+        let chunked = |i: u64| windowed.contains(&i);
+        let dense = |i: u64| dense_layers.contains(&i);
         let types: Vec<&str> = (1..=m.layers)
             .map(|i| if chunked(i) { CHUNKED } else { FULL })
             .collect();

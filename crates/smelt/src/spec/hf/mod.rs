@@ -10,14 +10,16 @@
 //! | `qwen2_moe` | `num_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V (`qkv_bias`, default true) | one of `shared_expert_intermediate_size`, sigmoid gate | Qwen rule |
 //! | `qwen3_moe` | `num_experts` or `num_local_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | per head (`2·head_dim`) | Q, K, V, O if `attention_bias` | none | Qwen rule |
 //! | `olmoe` | `num_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | whole projection | Q, K, V, O if `attention_bias` | none | none |
-//! | `deepseek_v32` | as `deepseek_v3`, with the indexer (`index_n_heads`, `index_head_dim`, `index_topk`) | | | | | |
-//! | `deepseek_v2`, `deepseek_v3`, `kimi_k2` | `n_routed_experts` (`moe_intermediate_size`) | MLA: `qk_nope_head_dim + qk_rope_head_dim` | none (latent norms) | none | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
+//! | `deepseek_v2`, `deepseek_v3`, `deepseek_v32`, `kimi_k2` | `n_routed_experts` (`moe_intermediate_size`) | MLA: `qk_nope_head_dim + qk_rope_head_dim` | none (latent norms) | none | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
 //! | `glm4_moe` | `n_routed_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | per head if `use_qk_norm` | Q, K, V if `attention_bias` | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
 //! | `gpt_oss` | `num_local_experts` (`intermediate_size`), with biases | `head_dim` | none | Q, K, V, O if `attention_bias` (default true), sinks | none | none |
 //! | `minimax_m2` | `num_local_experts` (`intermediate_size`), router bias | `head_dim` | whole projection | none | none | none |
 //! | `llama4_text` (`llama4`'s `text_config`) | `num_local_experts` (`intermediate_size`) | `head_dim` | none (L2, no weights) | Q, K, V, O if `attention_bias` | one, ungated, `intermediate_size` | not in `moe_layers` (`intermediate_size_mlp`) |
 //! | `phimoe` | `num_local_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V, O if `attention_bias`; LayerNorm and LM-head biases | none | none |
 //! | `granitemoe` | `num_local_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V, O if `attention_bias` | none | none |
+//!
+//! `deepseek_v32` also reads its sparse attention indexer (`index_n_heads`, `index_head_dim`,
+//! `index_topk`).
 //!
 //! The Qwen rule: 0-based layer `i` is MoE when `i` is not in `mlp_only_layers` and
 //! `(i + 1) % decoder_sparse_step == 0`; every other layer has a dense SwiGLU of width
