@@ -335,17 +335,7 @@ kv_heads = { min = 1, max = 4 }
 "#,
     );
     let grid = &grid.display().to_string();
-    let timing = [
-        "--bench",
-        "cpu",
-        "--mean-doc-len",
-        "64",
-        "--tokens",
-        "128",
-        "--repeats",
-        "1",
-        "-q",
-    ];
+    let timing: Vec<&str> = ["--bench", "cpu"].into_iter().chain(quick()).collect();
     let v = common::run_json(&[&["grid", grid, "--format", "json"], &timing[..]].concat());
     let cells = v["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
@@ -379,20 +369,17 @@ kv_heads = { min = 1, max = 4 }
     assert!(v["cells"][0].get("time").is_none() && v["summary"].get("time_ratio").is_none());
 }
 
+/// Short documents, a small batch, one round, no progress: a benchmark of a few seconds.
+fn quick() -> impl Iterator<Item = &'static str> {
+    "--mean-doc-len 64 --tokens 128 --repeats 1 -q".split(' ')
+}
+
 /// `match --bench cpu` adds the measured ratio to the report; `--max-seconds` too small
 /// refuses before timing, naming the flag; `--peak` is reported with its share.
 #[test]
 fn cli_match_bench_and_the_timing_flags() {
     let budget = common::budget("match-200m-s95.toml");
-    let timing = [
-        "--mean-doc-len",
-        "64",
-        "--tokens",
-        "128",
-        "--repeats",
-        "1",
-        "-q",
-    ];
+    let timing: Vec<&str> = quick().collect();
     let args = [&["match", &budget, "--bench", "cpu"], &timing[..]].concat();
     let v = common::run_json(&[&args[..], &["--format", "json"]].concat());
     let t = &v["time"];

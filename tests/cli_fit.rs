@@ -112,6 +112,9 @@ fn bad_endpoints_and_arguments() {
         err.contains("--reference 'base'") && err.contains("baseline, smelt"),
         "{err}"
     );
+    let (code, _, err) = run(&["gain", &csv, "--reference", "smelt", "--target", "smelt"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("both name 'smelt'"), "{err}");
     let (code, _, err) = gain(&csv, &["--sparsity", "1.5"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("sparsity"), "{err}");

@@ -1,7 +1,9 @@
 //! Scaling-law fitting against public data (Chinchilla, Epoch AI's replication) and against
 //! synthetic endpoints from known coefficients; the gain table and its bootstrap.
 
-use smelt::fit::{self, BootstrapOptions, FitOptions, Form, Scale, StartGrid, Surface, data};
+use smelt::fit::{
+    self, BootstrapOptions, FitOptions, Form, GainOptions, Scale, StartGrid, Surface, data,
+};
 
 fn chinchilla_points() -> Vec<fit::Endpoint> {
     let path = concat!(
@@ -132,15 +134,13 @@ fn gain_table_recovers_the_true_gains_and_bootstrap_is_deterministic() {
         seed: 3,
     });
     let table = |opts: &FitOptions, boot| {
-        fit::gain_table(
-            ("baseline", &b),
-            ("smelt", &s),
-            &[1e20, 1e21],
-            &[0.85, 0.95],
-            opts,
-            boot,
-        )
-        .unwrap()
+        let gain = GainOptions {
+            computes: vec![1e20, 1e21],
+            sparsities: vec![0.85, 0.95],
+            fit: opts.clone(),
+            bootstrap: boot,
+        };
+        fit::gain_table(("baseline", &b), ("smelt", &s), &gain).unwrap()
     };
     let t = table(&opts, boot);
     assert_eq!(t.cells, 12);
@@ -165,19 +165,52 @@ fn gain_table_recovers_the_true_gains_and_bootstrap_is_deterministic() {
         smelt::report::to_json(&again).unwrap()
     );
     // Another seed, another interval.
-    let other = fit::gain_table(
-        ("baseline", &b),
-        ("smelt", &s),
-        &[1e20],
-        &[0.85],
-        &opts,
-        Some(BootstrapOptions {
+    let gain = GainOptions {
+        computes: vec![1e20],
+        sparsities: vec![0.85],
+        fit: opts,
+        bootstrap: Some(BootstrapOptions {
             resamples: 64,
             seed: 4,
         }),
-    )
-    .unwrap();
+    };
+    let other = fit::gain_table(("baseline", &b), ("smelt", &s), &gain).unwrap();
     assert_ne!(other.rows[0].gain_interval, t.rows[0].gain_interval);
+}
+
+/// A gain table of an architecture over itself is refused (it would print zeros), as are
+/// an empty compute list and a sparsity of 1, each naming its field; the defaults are the
+/// command line's.
+#[test]
+fn gain_options_are_checked_and_default_to_the_command_line() {
+    let (b, s) = two_architectures();
+    let opts = GainOptions::standard().with_starts(fit::Starts::Small);
+    let err = |o: &GainOptions, target: &str| {
+        let t = (target, &s[..]);
+        match fit::gain_table(("baseline", &b), t, o) {
+            Err(smelt::Error::InvalidSpec { field, rule }) => format!("{field}: {rule}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    };
+    assert!(err(&opts, "baseline").starts_with("reference/target: both name 'baseline'"));
+    let none = GainOptions {
+        computes: vec![],
+        ..opts.clone()
+    };
+    assert!(err(&none, "smelt").starts_with("compute/sparsity"));
+    let full = GainOptions {
+        sparsities: vec![1.0],
+        ..opts.clone()
+    };
+    assert!(err(&full, "smelt").starts_with("sparsity: must be in [0, 1)"));
+    assert_eq!(opts.computes, [1e20, 1e21]);
+    assert_eq!(opts.sparsities, [0.85, 0.95, 0.97]);
+    assert_eq!(opts.fit.starts, StartGrid::small(Form::Surface));
+    assert_eq!(opts.bootstrap, None);
+    let boot = opts.with_bootstrap(10, 7).bootstrap;
+    assert_eq!(boot.map(|b| (b.resamples, b.seed)), Some((10, 7)));
+    let zero = GainOptions::standard().with_bootstrap(0, 7);
+    assert_eq!(zero.bootstrap, None);
 }
 
 #[test]

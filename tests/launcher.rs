@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use smelt::ModelSpec;
 use smelt::spec::hf::{self, Family};
 
-use crate::common::{BASE_200M, budget, data, run, run_json, temp_file};
+use crate::common::{budget, data, run, run_json, temp_file};
 
 /// A model costed under another convention than its Baseline's (embeddings and LM head
 /// counted, another workload) compares as if it were under the Baseline's, and says so.
@@ -277,5 +277,32 @@ fn exit_3_names_the_broken_tolerance() {
         err.contains("tolerance not met: kv: |-2.50%| > 0.10%"),
         "{err}"
     );
-    let _ = BASE_200M;
+}
+
+/// A grid and a sweep say which cells and values break which tolerance, as `grid` and
+/// `sweep` print before exit 3 (the library's `Verdict`, which a launcher logs too).
+#[test]
+fn grids_and_sweeps_name_what_breaks_a_tolerance() {
+    use smelt::search::{Knob, Verdict};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("budgets");
+    let text = std::fs::read_to_string(dir.join("smelt-grid.toml")).unwrap();
+    let tight = format!("{text}\n[tolerance]\nkv = 0.001\n");
+    let r = smelt::match_grid(&smelt::GridSpec::from_toml_str(&tight, &dir).unwrap()).unwrap();
+    let words = r.broken_tolerances();
+    let broken = r.cells.iter().filter(|c| !c.within_tolerance).count();
+    assert!(broken > 0 && words.len() == broken, "{words:?}");
+    assert!(
+        words.contains(&"cell 200m s95 (kv)".to_owned()),
+        "{words:?}"
+    );
+    let loose = smelt::GridSpec::from_toml_str(&text, &dir).unwrap();
+    assert!(
+        smelt::match_grid(&loose)
+            .unwrap()
+            .broken_tolerances()
+            .is_empty()
+    );
+    let b = smelt::Budget::load(budget("match-200m-s95.toml")).unwrap();
+    let s = smelt::sweep(&b, Knob::Span, &(0..=12).collect::<Vec<_>>()).unwrap();
+    assert_eq!(s.broken_tolerances(), ["span = 9 (kv)", "span = 11 (kv)"]);
 }

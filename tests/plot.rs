@@ -88,15 +88,13 @@ fn frontier_plot_draws_both_architectures_per_sparsity() {
         starts: StartGrid::small(Form::Surface),
         ..FitOptions::standard(Form::Surface)
     };
-    let t = fit::gain_table(
-        ("baseline", &bp),
-        ("smelt", &sp),
-        &[1e20, 1e21],
-        &[0.85, 0.95],
-        &opts,
-        None,
-    )
-    .unwrap();
+    let gain = fit::GainOptions {
+        computes: vec![1e20, 1e21],
+        sparsities: vec![0.85, 0.95],
+        fit: opts,
+        bootstrap: None,
+    };
+    let t = fit::gain_table(("baseline", &bp), ("smelt", &sp), &gain).unwrap();
     let svg = plot::frontiers(&t).unwrap();
     assert!(svg.starts_with("<svg") && balanced(&svg));
     assert!(svg.contains("S = 0.85") && svg.contains("S = 0.95"));

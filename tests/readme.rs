@@ -33,12 +33,31 @@ fn compare_two_models() -> smelt::Result<()> {
     Ok(())
 }
 
+/// README, "Library": checking the tolerances and writing the config a launcher builds.
+fn export_a_match() -> smelt::Result<()> {
+    // README begin
+    use smelt::budget::Budget;
+    use smelt::search::Verdict;
+    use smelt::spec::hf;
+
+    let budget = Budget::load("budgets/match-qwen1.5-moe-a2.7b.toml")?;
+    let report = smelt::match_budget(&budget, 1)?;
+    let broken = report.broken_tolerances(); // what `smelt match` prints before exit 3
+    assert!(broken.is_empty(), "{broken:?}");
+    // The config.json to build: the Baseline's family and keys, the loop in smelt_loop_* keys.
+    let config = hf::export_match(&budget, &report.looped, None, None)?;
+    assert_eq!(config["model_type"], "qwen2_moe");
+    // README end
+    Ok(())
+}
+
 #[test]
 fn readme_examples_run() {
     // Integration tests run in the package root, where the README's paths start.
     assert!(std::path::Path::new("budgets/match-200m-s95.toml").exists());
     match_a_budget().unwrap();
     compare_two_models().unwrap();
+    export_a_match().unwrap();
 }
 
 #[test]
@@ -60,5 +79,5 @@ fn readme_shows_these_examples() {
         );
         examples += 1;
     }
-    assert_eq!(examples, 2);
+    assert_eq!(examples, 3);
 }

@@ -217,14 +217,11 @@ fn fit(
     let fits = guarded(py, move || {
         let starts: smelt_core::fit::Starts = starts.parse()?;
         let groups = self::endpoints(endpoints, group.as_deref())?;
-        let mut fits = Vec::new();
-        for (name, points) in &groups {
-            let form = smelt_core::fit::form_of(points);
-            let mut opts = smelt_core::fit::FitOptions::standard(form);
-            opts.starts = starts.grid(form);
-            fits.push(smelt_core::fit::fit(name, points, &opts)?);
-        }
-        Ok(smelt_core::fit::Fits { fits })
+        let opts = |form| smelt_core::fit::FitOptions {
+            starts: starts.grid(form),
+            ..smelt_core::fit::FitOptions::standard(form)
+        };
+        smelt_core::fit::fit_groups(&groups, opts, &smelt_core::progress::Silent)
     })?;
     output(py, &fits)
 }
@@ -251,24 +248,19 @@ fn gain(
 ) -> PyResult<Py<PyAny>> {
     let (group, starts) = (group.to_owned(), starts.to_owned());
     let table = guarded(py, move || {
-        use smelt_core::fit::{self, BootstrapOptions, FitOptions, Form, Starts};
+        use smelt_core::fit::{self, GainOptions};
         let groups = self::endpoints(endpoints, Some(&group))?;
         let r = fit::data::group(&groups, &group, &reference)?;
         let t = fit::data::group(&groups, &group, &target)?;
-        let mut opts = FitOptions::standard(Form::Surface);
-        opts.starts = starts.parse::<Starts>()?.grid(Form::Surface);
-        let boot = (bootstrap > 0).then_some(BootstrapOptions {
-            resamples: bootstrap,
-            seed,
-        });
-        fit::gain_table(
-            (&reference, r),
-            (&target, t),
-            &compute,
-            &sparsity,
-            &opts,
-            boot,
-        )
+        let opts = GainOptions {
+            computes: compute,
+            sparsities: sparsity,
+            ..GainOptions::standard()
+        };
+        let opts = opts
+            .with_starts(starts.parse()?)
+            .with_bootstrap(bootstrap, seed);
+        fit::gain_table((&reference, r), (&target, t), &opts)
     })?;
     output(py, &table)
 }

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use smelt::ModelSpec;
 use smelt::bench::{self, Backend, BenchOptions, Routing};
+use smelt::progress::Terminal;
 use smelt::report::Format;
 
 use super::cost::load;
-use super::{Reporter, WorkloadArgs, emit_report, formats, load_budget, named};
+use super::{WorkloadArgs, emit_report, formats, load_budget, named};
 
 /// How kernels are timed: shared by `bench`, and by `match` and `grid` with `--bench`.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,6 +35,20 @@ pub struct TimingArgs {
     peak: Option<f64>,
 }
 
+impl TimingArgs {
+    /// The options on `backend`.
+    pub fn options(&self, backend: Backend) -> BenchOptions {
+        BenchOptions {
+            tokens: self.tokens.unwrap_or(backend.default_tokens()),
+            routing: self.routing,
+            repeats: self.repeats as usize,
+            max_seconds: self.max_seconds,
+            peak: self.peak.map(|t| t * 1e12),
+            ..BenchOptions::new(backend)
+        }
+    }
+}
+
 /// `--bench BACKEND` with the timing flags, for `match` and `grid`.
 #[derive(Debug, clap::Args)]
 pub struct BenchFlag {
@@ -51,20 +65,6 @@ impl BenchFlag {
     /// The benchmark's options, when one is asked for.
     pub fn options(&self) -> Option<BenchOptions> {
         self.bench.map(|b| self.timing.options(b))
-    }
-}
-
-impl TimingArgs {
-    /// The options on `backend`.
-    pub fn options(&self, backend: Backend) -> BenchOptions {
-        BenchOptions {
-            tokens: self.tokens.unwrap_or(backend.default_tokens()),
-            routing: self.routing,
-            repeats: self.repeats as usize,
-            max_seconds: self.max_seconds,
-            peak: self.peak.map(|t| t * 1e12),
-            ..BenchOptions::new(backend)
-        }
     }
 }
 
@@ -99,30 +99,19 @@ pub struct Args {
 }
 
 /// Runs `smelt bench`.
-pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
-    let opts = args.timing.options(args.backend);
+pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     let w = &args.workload;
-    let load = |path: &PathBuf| -> anyhow::Result<ModelSpec> {
-        let mut spec = load(path)?;
-        if w.is_set() {
-            spec.workload = w.apply(&spec.workload)?;
-        }
-        Ok(spec)
-    };
-    let specs: Vec<ModelSpec> = match (&args.model, &args.against, &args.budget) {
-        (Some(m), None, None) => vec![load(m)?],
-        (Some(m), Some(b), None) => vec![load(b)?, load(m)?],
-        (None, None, Some(b)) => {
-            let mut budget = load_budget(b)?;
-            if w.is_set() {
-                budget = budget.with_workload(w.apply(&budget.baseline().workload)?)?;
-            }
-            let m = smelt::search::match_budget(&budget, 1)?;
+    let specs = match (&args.budget, &args.against, &args.model) {
+        (Some(b), _, _) => {
+            let m = smelt::search::match_budget(&w.budget(load_budget(b)?)?, 1)?;
             vec![m.baseline, m.looped]
         }
+        (None, Some(b), Some(m)) => vec![w.spec(load(b)?)?, w.spec(load(m)?)?],
+        (None, None, Some(m)) => vec![w.spec(load(m)?)?],
         _ => anyhow::bail!("give a model file (optionally with --against) or --budget"),
     };
-    let refs: Vec<&ModelSpec> = specs.iter().collect();
+    let opts = args.timing.options(args.backend);
+    let refs: Vec<_> = specs.iter().collect();
     emit_report(&bench::bench_with(&refs, &opts, progress)?, args.format)?;
     Ok(ExitCode::SUCCESS)
 }

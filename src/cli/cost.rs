@@ -39,16 +39,11 @@ pub fn load(path: &Path) -> anyhow::Result<ModelSpec> {
 
 /// Runs `smelt cost`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let with_flags = |path: &Path| -> anyhow::Result<ModelSpec> {
-        let mut spec = load(path)?;
-        spec.workload = args.workload.apply(&spec.workload)?;
-        Ok(spec)
-    };
-    let model = with_flags(&args.model)?;
+    let model = args.workload.spec(load(&args.model)?)?;
     match &args.against {
         None => emit_report(&smelt::cost(&model)?, args.format)?,
         Some(path) => {
-            let cmp = smelt::compare(&with_flags(path)?, &model)?;
+            let cmp = smelt::compare(&args.workload.spec(load(path)?)?, &model)?;
             for note in &cmp.harmonised {
                 eprintln!("smelt: note: {note}");
             }

@@ -4,10 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use smelt::fit::{self, FitOptions, Fits, Scale, Starts};
+use smelt::fit::{self, FitOptions, Scale, Starts};
+use smelt::progress::Terminal;
 use smelt::report::Format;
 
-use super::{Reporter, all_formats, emit_report, named};
+use super::{all_formats, emit_report, named};
 
 /// Fit L(F,S,D) = E + A(1-S)^b / F^a + K / D^c to endpoints, one fit per group.
 ///
@@ -38,20 +39,16 @@ pub struct Args {
 }
 
 /// Runs `smelt fit`.
-pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     let groups = fit::data::load(&args.endpoints, args.group.as_deref())
         .with_context(|| format!("endpoints '{}'", args.endpoints.display()))?;
-    let mut fits = Vec::new();
-    for (name, points) in &groups {
-        let form = fit::form_of(points);
-        let mut opts = FitOptions::standard(form);
-        opts.delta = args.delta;
-        opts.starts = args.starts.grid(form);
-        if args.mean {
-            opts.scale = Scale::Mean;
-        }
-        fits.push(fit::fit_with(name, points, &opts, progress)?);
-    }
-    emit_report(&Fits { fits }, args.format)?;
+    let opts = |form| FitOptions {
+        delta: args.delta,
+        starts: args.starts.grid(form),
+        scale: if args.mean { Scale::Mean } else { Scale::Sum },
+        ..FitOptions::standard(form)
+    };
+    let fits = fit::fit_groups(&groups, opts, progress)?;
+    emit_report(&fits, args.format)?;
     Ok(ExitCode::SUCCESS)
 }

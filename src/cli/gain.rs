@@ -3,11 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
-use smelt::fit::{self, BootstrapOptions, FitOptions, Starts};
+use anyhow::Context;
+use smelt::fit::{self, GainOptions, Starts};
+use smelt::progress::Terminal;
 use smelt::report::Format;
 
-use super::{Reporter, all_formats, emit, named, write_file};
+use super::{all_formats, emit, named, write_file};
 
 /// Compute-efficiency gain of a target architecture over a reference.
 ///
@@ -55,39 +56,28 @@ pub struct Args {
 }
 
 /// Runs `smelt gain`.
-pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     let groups = fit::data::load(&args.endpoints, Some(&args.group))
         .with_context(|| format!("endpoints '{}'", args.endpoints.display()))?;
     let get = |name: &str, flag: &str| {
         fit::data::group(&groups, &args.group, name).with_context(|| format!("--{flag} '{name}'"))
     };
-    let (r, t) = (
-        get(&args.reference, "reference")?,
-        get(&args.target, "target")?,
-    );
-    if args.reference == args.target {
-        bail!("--reference and --target name the same architecture");
-    }
-    let mut opts = FitOptions::standard(fit::Form::Surface);
-    opts.starts = args.starts.grid(fit::Form::Surface);
-    let boot = (args.bootstrap > 0).then_some(BootstrapOptions {
-        resamples: args.bootstrap as usize,
-        seed: args.seed,
-    });
-    let (computes, sparsities) = (&args.compute, &args.sparsity);
-    let (reference, target) = ((&*args.reference, r), (&*args.target, t));
-    let table = fit::gain_table_with(
-        reference, target, computes, sparsities, &opts, boot, progress,
-    )?;
+    let reference = (&*args.reference, get(&args.reference, "reference")?);
+    let target = (&*args.target, get(&args.target, "target")?);
+    let opts = GainOptions {
+        computes: args.compute,
+        sparsities: args.sparsity,
+        ..GainOptions::standard()
+    };
+    let opts = opts
+        .with_starts(args.starts)
+        .with_bootstrap(args.bootstrap as usize, args.seed);
+    let table = fit::gain_table_with(reference, target, &opts, progress)?;
     let text = smelt::report::render(&table, args.format)?;
     if let Some(path) = &args.plot {
         let svg = smelt::report::plot::frontiers(&table)?;
-        write_file(
-            path,
-            &svg,
-            "the frontiers",
-            std::slice::from_ref(&args.endpoints),
-        )?;
+        let inputs = std::slice::from_ref(&args.endpoints);
+        write_file(path, &svg, "the frontiers", inputs)?;
     }
     emit(&text)?;
     Ok(ExitCode::SUCCESS)

@@ -4,18 +4,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::bail;
-use smelt::budget::Budget;
+use smelt::progress::{Progress, Terminal};
 use smelt::report::{self, Format};
-use smelt::search::{self, MatchReport, SearchOptions};
+use smelt::search::{self, SearchOptions};
 use smelt::spec::hf::{self, Family};
 
 use super::bench::BenchFlag;
-
-use super::{
-    Reporter, WorkloadArgs, broken_words, budget_inputs, emit, load_budget, named, tolerance_exit,
-    write_file,
-};
+use super::{WorkloadArgs, budget_inputs, emit, load_budget, named, tolerance_exit, write_file};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum MatchFormat {
@@ -74,43 +69,13 @@ pub struct Args {
     bench: BenchFlag,
 }
 
-/// The matched model as a config.json of the asked (or the model's own) family.
-fn hf_config(budget: &Budget, m: &MatchReport, args: &Args) -> anyhow::Result<String> {
-    let family = args
-        .hf_family
-        .or_else(|| budget.baseline_config().and_then(hf::family_of_config))
-        .unwrap_or_else(|| hf::family_of(&m.looped));
-    let mut looped = m.looped.clone();
-    match (looped.model.vocab, args.vocab) {
-        (0, Some(v)) => looped.model.vocab = v,
-        (0, None) => bail!(
-            "the Baseline has no vocabulary, so the config.json would say vocab_size = 0; \
-             give it with --vocab N"
-        ),
-        (have, Some(v)) if have != v => bail!("--vocab {v}: the Baseline's vocabulary is {have}"),
-        _ => {}
-    }
-    let config = match budget.baseline_config() {
-        Some(base) => hf::export_like(&looped, family, base)?,
-        None => hf::export(&looped, family)?,
-    };
-    Ok(report::to_json(&config)?)
-}
-
 /// Runs `smelt match`.
-pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
-    let mut budget = load_budget(&args.budget)?;
-    if args.workload.is_set() {
-        budget = budget.with_workload(args.workload.apply(&budget.baseline().workload)?)?;
-    }
-    let options = SearchOptions {
-        top: args.top as usize,
-        force: args.force,
-        advise: args.advise,
-    };
+pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
+    let budget = args.workload.budget(load_budget(&args.budget)?)?;
+    let (top, force, advise) = (args.top as usize, args.force, args.advise);
     let start = Instant::now();
-    let mut m = search::match_budget_with(&budget, &options)?;
-    let elapsed = start.elapsed();
+    let mut m = search::match_budget_with(&budget, &SearchOptions { top, force, advise })?;
+    let seconds = start.elapsed().as_secs_f64();
     if let Some(opts) = args.bench.options() {
         m.time = Some(smelt::bench::time_ratio(
             &m.baseline,
@@ -119,10 +84,11 @@ pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
             progress,
         )?);
     }
+    let (hf, family, vocab) = (args.format == MatchFormat::Hf, args.hf_family, args.vocab);
     let model_file = || -> anyhow::Result<String> {
-        Ok(match args.format {
-            MatchFormat::Hf => hf_config(&budget, &m, &args)?,
-            _ => report::model_file(&m)?,
+        Ok(match hf {
+            true => report::to_json(&hf::export_match(&budget, &m.looped, family, vocab)?)?,
+            false => report::model_file(&m)?,
         })
     };
     let text = match (args.format, &args.output) {
@@ -133,29 +99,20 @@ pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
         (MatchFormat::Toml | MatchFormat::Hf, Some(_)) => None,
     };
     if let Some(path) = &args.output {
-        let what = match args.format {
-            MatchFormat::Hf => "the matched model's config.json",
-            _ => "the matched model file",
+        let what = match hf {
+            true => "the matched model's config.json",
+            false => "the matched model file",
         };
-        write_file(
-            path,
-            &model_file()?,
-            what,
-            &budget_inputs(&args.budget, &budget),
-        )?;
+        let inputs = budget_inputs(&args.budget, &budget);
+        write_file(path, &model_file()?, what, &inputs)?;
     }
     if let Some(text) = text {
         emit(&text)?;
     }
-    use smelt::progress::Progress;
+    let rate = m.lattice.evaluated as f64 / seconds.max(1e-9);
+    let ms = seconds * 1e3;
     progress.note(&format!(
-        "solved in {:.1} ms ({:.0} candidates costed per second)",
-        elapsed.as_secs_f64() * 1e3,
-        m.lattice.evaluated as f64 / elapsed.as_secs_f64().max(1e-9)
+        "solved in {ms:.1} ms ({rate:.0} candidates costed per second)"
     ));
-    Ok(tolerance_exit(&broken_words(
-        &m.broken,
-        &m.residuals,
-        &m.tolerance,
-    )))
+    Ok(tolerance_exit(&m))
 }

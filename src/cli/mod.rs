@@ -7,12 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{CommandFactory, Parser, Subcommand};
 use smelt::budget::{BaselineSource, Budget};
 use smelt::names::Named;
+use smelt::progress::Terminal;
 use smelt::report::{Format, Report};
+use smelt::search::Verdict;
 
 mod bench;
 mod cost;
@@ -21,11 +23,9 @@ mod gain;
 mod grid;
 mod import;
 mod matching;
-mod progress;
 mod sweep;
 mod workload;
 
-pub use progress::Reporter;
 pub use workload::WorkloadArgs;
 
 /// Exit code for an error: bad input, unreadable file, infeasible lattice.
@@ -75,77 +75,9 @@ enum Command {
     },
 }
 
-/// A value parser for a named library enum: `--help` lists its names.
-pub fn named<T>() -> impl TypedValueParser<Value = T>
-where
-    T: Named + FromStr<Err = smelt::Error> + Clone + Send + Sync,
-{
-    PossibleValuesParser::new(T::ALL.iter().map(|v| v.as_str())).try_map(|s| s.parse::<T>())
-}
-
-/// A `--format` value parser offering only `allowed`.
-pub fn formats(allowed: &'static [Format]) -> impl TypedValueParser<Value = Format> {
-    let help = |f: Format| match f {
-        Format::Table => "human tables",
-        Format::Json => "JSON, the stable contract (README, \"JSON output\")",
-        Format::Csv => "the data table as CSV, full precision, no summary rows",
-        Format::Markdown => "Markdown tables, for notes",
-        Format::Toml => "the JSON contract's structure as TOML",
-    };
-    let values = allowed
-        .iter()
-        .map(move |&f| PossibleValue::new(f.as_str()).help(help(f)));
-    PossibleValuesParser::new(values).try_map(|s| s.parse::<Format>())
-}
-
-/// A `--format` value parser offering every format.
-pub fn all_formats() -> impl TypedValueParser<Value = Format> {
-    formats(Format::ALL)
-}
-
-/// Reads a budget file, naming it in errors.
-pub fn load_budget(path: &Path) -> anyhow::Result<Budget> {
-    Budget::load(path).with_context(|| format!("budget file '{}'", path.display()))
-}
-
-/// The files a budget was read from: the budget file and its Baseline's.
-pub fn budget_inputs(path: &Path, budget: &Budget) -> Vec<PathBuf> {
-    let mut out = vec![path.to_path_buf()];
-    match budget.source() {
-        BaselineSource::File(p) | BaselineSource::HfConfig { path: p, .. } => out.push(p.clone()),
-        BaselineSource::Inline => {}
-    }
-    out
-}
-
-/// Writes `text` to `path` atomically, refusing a path that is one of the run's `inputs`,
-/// and says on standard error what it wrote.
-pub fn write_file(path: &Path, text: &str, what: &str, inputs: &[PathBuf]) -> anyhow::Result<()> {
-    let canonical = |p: &Path| -> Option<PathBuf> {
-        let dir = p
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
-    };
-    let target = canonical(path);
-    for input in inputs {
-        if target.is_some() && canonical(input) == target {
-            bail!(
-                "refusing to write {what} to '{}': it is an input of this run",
-                path.display()
-            );
-        }
-    }
-    smelt::io::write_atomic(path, text.as_bytes())
-        .with_context(|| format!("writing '{}'", path.display()))?;
-    eprintln!("smelt: wrote {what} to '{}'", path.display());
-    Ok(())
-}
-
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let progress = Reporter::new(cli.quiet);
+    let progress = Terminal::new(cli.quiet);
     match cli.command {
         Command::Cost(args) => cost::run(args),
         Command::Match(args) => matching::run(args, &progress),
@@ -164,6 +96,51 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A value parser for a named library enum: `--help` lists its names.
+pub fn named<T>() -> impl TypedValueParser<Value = T>
+where
+    T: Named + FromStr<Err = smelt::Error> + Clone + Send + Sync,
+{
+    PossibleValuesParser::new(T::ALL.iter().map(|v| v.as_str())).try_map(|s| s.parse::<T>())
+}
+
+/// A `--format` value parser offering only `allowed` (`all_formats` for every one).
+pub fn formats(allowed: &'static [Format]) -> impl TypedValueParser<Value = Format> {
+    let values = allowed
+        .iter()
+        .map(|&f| PossibleValue::new(f.as_str()).help(f.help()));
+    PossibleValuesParser::new(values).try_map(|s| s.parse::<Format>())
+}
+
+/// A `--format` value parser offering every format.
+pub fn all_formats() -> impl TypedValueParser<Value = Format> {
+    formats(Format::ALL)
+}
+
+/// Reads a budget file, naming it in errors.
+pub fn load_budget(path: &Path) -> anyhow::Result<Budget> {
+    Budget::load(path).with_context(|| format!("budget file '{}'", path.display()))
+}
+
+/// The files a budget was read from: the budget file and its Baseline's.
+pub fn budget_inputs(path: &Path, budget: &Budget) -> Vec<PathBuf> {
+    match budget.source() {
+        BaselineSource::File(p) | BaselineSource::HfConfig { path: p, .. } => {
+            vec![path.to_path_buf(), p.clone()]
+        }
+        BaselineSource::Inline => vec![path.to_path_buf()],
+    }
+}
+
+/// Writes `text` to `path` (never over one of the run's `inputs`) and says so on standard
+/// error.
+pub fn write_file(path: &Path, text: &str, what: &str, inputs: &[PathBuf]) -> anyhow::Result<()> {
+    smelt::io::write_output(path, text.as_bytes(), inputs)
+        .with_context(|| format!("writing {what}"))?;
+    eprintln!("smelt: wrote {what} to '{}'", path.display());
+    Ok(())
+}
+
 /// Renders `report` in `format` and writes it to standard output.
 pub fn emit_report<R: Report + ?Sized>(report: &R, format: Format) -> anyhow::Result<()> {
     emit(&smelt::report::render(report, format)?)
@@ -178,31 +155,13 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
 }
 
 /// `SUCCESS`, or the tolerance exit code with each broken tolerance said on standard error.
-pub fn tolerance_exit(broken: &[String]) -> ExitCode {
-    if broken.is_empty() {
-        return ExitCode::SUCCESS;
-    }
-    for b in broken {
+pub fn tolerance_exit(result: &impl Verdict) -> ExitCode {
+    let broken = result.broken_tolerances();
+    for b in &broken {
         eprintln!("smelt: tolerance not met: {b}");
     }
-    ExitCode::from(EXIT_TOLERANCE)
-}
-
-/// The broken tolerances of a match, in words: `kv: |-2.50%| > 1.00%`.
-pub fn broken_words(
-    broken: &[smelt::BudgetKind],
-    residuals: &smelt::Residuals,
-    tolerance: &smelt::budget::Tolerance,
-) -> Vec<String> {
-    broken
-        .iter()
-        .map(|&k| {
-            format!(
-                "{}: |{}| > {:.2}%",
-                k.as_str(),
-                smelt::report::percent(*residuals.get(k)),
-                tolerance.get(k).unwrap_or(0.0) * 100.0
-            )
-        })
-        .collect()
+    match broken.is_empty() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::from(EXIT_TOLERANCE),
+    }
 }

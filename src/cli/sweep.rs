@@ -4,10 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::builder::TypedValueParser;
+use smelt::progress::Terminal;
 use smelt::report::Format;
 use smelt::search::{self, Knob, SearchOptions};
 
-use super::{Reporter, all_formats, emit_report, load_budget, tolerance_exit};
+use super::{all_formats, emit_report, load_budget, tolerance_exit};
 
 /// The values of a knob (a newtype, so that clap takes the list as one value).
 #[derive(Debug, Clone)]
@@ -47,7 +48,7 @@ pub struct Args {
 }
 
 /// Runs `smelt sweep`.
-pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     let budget = load_budget(&args.budget)?;
     let (knob, values) = match (args.span, args.depth, args.repeats) {
         (Some(Values(v)), None, None) => (Knob::Span, v),
@@ -61,14 +62,5 @@ pub fn run(args: Args, progress: &Reporter) -> anyhow::Result<ExitCode> {
     };
     let r = search::sweep_with(&budget, knob, &values, &options, progress)?;
     emit_report(&r, args.format)?;
-    let broken: Vec<String> = r
-        .rows
-        .iter()
-        .filter(|row| !row.within_tolerance)
-        .map(|row| {
-            let kinds: Vec<&str> = row.broken.iter().map(|k| k.as_str()).collect();
-            format!("{} = {} ({})", knob.as_str(), row.value, kinds.join(", "))
-        })
-        .collect();
-    Ok(tolerance_exit(&broken))
+    Ok(tolerance_exit(&r))
 }

@@ -1,9 +1,10 @@
-//! The workload flags of `cost`, `match`, `grid` and `import`.
+//! The workload flags of `cost`, `match`, `grid`, `bench` and `import`.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use smelt::{Attention, Workload};
+use smelt::budget::Budget;
+use smelt::{Attention, ModelSpec, Workload};
 
 /// The workload both models are costed at: by default the file's own `[workload]` (a
 /// budget's `[workload]` table, else its Baseline's), or for a config.json 4096-token
@@ -31,16 +32,13 @@ impl WorkloadArgs {
     /// `base` with the flags given applied, validated.
     pub fn apply(&self, base: &Workload) -> anyhow::Result<Workload> {
         let mut w = base.clone();
-        if let Some(c) = self.context {
-            w.context = c;
-        }
+        w.context = self.context.unwrap_or(w.context);
         if let Some(t) = self.mean_doc_len {
             (w.mean_doc_len, w.doc_lengths) = (Some(t), None);
         }
         if let Some(path) = &self.doc_lengths {
             let text = smelt::io::read_to_string(path)?;
-            let source = path.display().to_string();
-            let hist = Workload::histogram_from_csv(&text, &source)?;
+            let hist = Workload::histogram_from_csv(&text, &path.display().to_string())?;
             (w.mean_doc_len, w.doc_lengths) = (None, Some(hist));
         }
         if self.dense {
@@ -50,11 +48,18 @@ impl WorkloadArgs {
         Ok(w)
     }
 
-    /// Whether any flag is given.
-    pub fn is_set(&self) -> bool {
-        self.context.is_some()
-            || self.mean_doc_len.is_some()
-            || self.doc_lengths.is_some()
-            || self.dense
+    /// `spec` at the workload the flags give.
+    pub fn spec(&self, mut spec: ModelSpec) -> anyhow::Result<ModelSpec> {
+        spec.workload = self.apply(&spec.workload)?;
+        Ok(spec)
+    }
+
+    /// `budget` at the workload the flags give (unchanged when no flag is given).
+    pub fn budget(&self, budget: Budget) -> anyhow::Result<Budget> {
+        let set = self.context.is_some() || self.mean_doc_len.is_some();
+        if !(set || self.doc_lengths.is_some() || self.dense) {
+            return Ok(budget);
+        }
+        Ok(budget.with_workload(self.apply(&budget.baseline().workload)?)?)
     }
 }

@@ -1,7 +1,7 @@
 //! Files: read one or say which, and write one without ever leaving it half-written.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -47,6 +47,28 @@ pub fn write_atomic(path: impl AsRef<Path>, contents: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Writes a result to `path` as [`write_atomic`] does, refusing a `path` that is one of
+/// `inputs`, the files the result was computed from (a match written over its own budget
+/// file would lose the budget).
+pub fn write_output(path: impl AsRef<Path>, contents: &[u8], inputs: &[PathBuf]) -> Result<()> {
+    let path = path.as_ref();
+    let canonical = |p: &Path| -> Option<PathBuf> {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+    };
+    let target = canonical(path);
+    if target.is_some() && inputs.iter().any(|input| canonical(input) == target) {
+        return Err(Error::Io {
+            path: path.display().to_string(),
+            error: std::io::Error::other("refusing to write: it is an input of this run"),
+        });
+    }
+    write_atomic(path, contents)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,6 +89,23 @@ mod tests {
             Err(Error::Io { .. })
         ));
         assert!(matches!(read_to_string(&missing), Err(Error::Io { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A result is never written over one of its inputs, however the path is spelled.
+    #[test]
+    fn output_refuses_an_input() {
+        let dir = std::env::temp_dir().join(format!("smelt-out-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let input = dir.join("budget.toml");
+        std::fs::write(&input, "kept").unwrap();
+        let spelled = dir.join("sub/../budget.toml");
+        let e = write_output(&spelled, b"x", std::slice::from_ref(&input)).unwrap_err();
+        assert!(e.to_string().contains("it is an input of this run"), "{e}");
+        assert_eq!(read_to_string(&input).unwrap(), "kept");
+        let out = dir.join("out.toml");
+        write_output(&out, b"y", std::slice::from_ref(&input)).unwrap();
+        assert_eq!(read_to_string(&out).unwrap(), "y");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,6 +1,12 @@
 //! Progress of long work (a grid, a sweep, a fit's starts, a bootstrap, a benchmark), told
-//! to whoever asks: the library never prints; the command line draws a bar on a terminal or
-//! writes plain lines otherwise (`smelt ... --quiet` silences it).
+//! to whoever asks. The library prints nothing of itself; `Terminal` (feature `terminal`)
+//! is the command line's reporter: a bar on a terminal, plain lines on standard error
+//! otherwise, nothing when quiet (`smelt ... --quiet`).
+
+#[cfg(feature = "terminal")]
+mod terminal;
+#[cfg(feature = "terminal")]
+pub use terminal::Terminal;
 
 /// Receives progress reports. Calls may come from several threads at once.
 pub trait Progress: Sync {

@@ -10,10 +10,9 @@
 
 use std::time::Instant;
 
-use super::{Deadline, Measurement};
-use crate::bench::plan::{Component, Kernel, Pass, Plan};
+use super::{Job, Timings};
+use crate::bench::plan::{Component, Kernel, Pass};
 use crate::error::{Error, Result};
-use crate::progress::Progress;
 use crate::rng::Lcg;
 
 /// The pool's least length in floats (64 MiB).
@@ -128,14 +127,9 @@ fn ceiling_kernel() -> Kernel {
     }
 }
 
-/// Runs `plans` on the CPU, interleaved (module docs), within the `deadline`. Returns the
-/// measurements, the ceiling's FLOP/s in each round and the device.
-pub fn measure(
-    plans: &[&Plan],
-    repeats: usize,
-    deadline: &Deadline,
-    progress: &dyn Progress,
-) -> Result<(Vec<Measurement>, Vec<f64>, String)> {
+/// Runs the job's plans on the CPU, interleaved (module docs), within its deadline.
+pub fn measure(job: &Job) -> Result<Timings> {
+    let (plans, deadline, progress) = (job.plans, &job.deadline, job.progress);
     let ceiling = ceiling_kernel();
     let all: Vec<Kernel> = plans
         .iter()
@@ -143,7 +137,7 @@ pub fn measure(
         .chain([ceiling])
         .collect();
     let mut buffers = Buffers::new(&all)?;
-    let repeats = repeats.max(1);
+    let repeats = job.repeats.max(1);
     let shapes: usize = plans.iter().map(|p| p.kernels.len()).sum();
     // The first ceiling round gives the rate that estimates the whole run.
     let first = buffers.time(&ceiling);
@@ -190,10 +184,5 @@ pub fn measure(
         "CPU, 1 thread, f32 (matrixmultiply; {} cores available)",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    let measurements = plans
-        .iter()
-        .zip(times)
-        .map(|(p, t)| Measurement::of(p, t, repeats, &device))
-        .collect();
-    Ok((measurements, ceiling_rates, device))
+    Ok(Timings::of(plans, times, repeats, ceiling_rates, device))
 }

@@ -65,6 +65,49 @@ pub const MAX_TOKENS: u64 = 1 << 20;
 /// The most timed runs per kernel shape.
 pub const MAX_REPEATS: usize = 100;
 
+/// What a backend is asked to time ([`cpu::measure`], [`cuda::measure`]).
+pub struct Job<'a> {
+    /// The plans, timed interleaved with the ceiling kernel.
+    pub plans: &'a [&'a Plan],
+    /// Timed rounds per kernel shape (at least 1 is run).
+    pub repeats: usize,
+    /// The time the run may take.
+    pub deadline: Deadline,
+    /// Who hears of the rounds.
+    pub progress: &'a dyn Progress,
+}
+
+/// What a backend measured.
+pub struct Timings {
+    /// One per plan, in order.
+    pub measurements: Vec<Measurement>,
+    /// The ceiling kernel's FLOP/s in each round.
+    pub ceiling_rounds: Vec<f64>,
+    /// The device, in words.
+    pub device: String,
+}
+
+impl Timings {
+    /// Per plan the [`Measurement::of`] its `times[kernel][round]` on `device`, with the
+    /// ceiling's FLOP/s in each round.
+    pub(crate) fn of(
+        plans: &[&Plan],
+        times: Vec<Vec<Vec<f64>>>,
+        repeats: usize,
+        ceiling_rounds: Vec<f64>,
+        device: String,
+    ) -> Self {
+        let measurements = plans.iter().zip(times);
+        Self {
+            measurements: measurements
+                .map(|(p, t)| Measurement::of(p, t, repeats, &device))
+                .collect(),
+            ceiling_rounds,
+            device,
+        }
+    }
+}
+
 /// A run's time budget.
 pub struct Deadline {
     start: Instant,
@@ -308,10 +351,19 @@ pub fn bench_with(
         .map(|s| prepare(s, opts))
         .collect::<Result<Vec<_>>>()?;
     let plans: Vec<&Plan> = prepared.iter().map(|p| &p.plan).collect();
-    let deadline = Deadline::new(opts.max_seconds, opts.backend.as_str());
-    let (measured, ceiling_rounds, device) = match opts.backend {
-        Backend::Cpu => cpu::measure(&plans, opts.repeats, &deadline, progress)?,
-        Backend::Cuda => cuda::measure(&plans, opts.repeats, &deadline, progress)?,
+    let job = Job {
+        plans: &plans,
+        repeats: opts.repeats,
+        deadline: Deadline::new(opts.max_seconds, opts.backend.as_str()),
+        progress,
+    };
+    let Timings {
+        measurements: measured,
+        ceiling_rounds,
+        device,
+    } = match opts.backend {
+        Backend::Cpu => cpu::measure(&job)?,
+        Backend::Cuda => cuda::measure(&job)?,
     };
     let ceiling = ceiling_rounds.iter().fold(0.0f64, |m, &r| m.max(r));
     let out = models

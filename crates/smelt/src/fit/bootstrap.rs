@@ -123,17 +123,51 @@ fn refit(points: &[Endpoint], warm: &Fit, opts: &FitOptions) -> Option<Fit> {
         .then(|| finish(&warm.group, points, best, tie, 1, opts, form))
 }
 
-/// Builds the gain table of `target` over `reference` at every compute x sparsity, with an
-/// optional cell bootstrap.
+/// Where and how a gain table compares two architectures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GainOptions {
+    /// Training compute budgets C = F·D (positive).
+    pub computes: Vec<f64>,
+    /// Sparsities, each in [0, 1).
+    pub sparsities: Vec<f64>,
+    /// How both surfaces are fitted.
+    pub fit: FitOptions,
+    /// A cell bootstrap, for intervals.
+    pub bootstrap: Option<BootstrapOptions>,
+}
+
+impl GainOptions {
+    /// C of 1e20 and 1e21, S of 0.85, 0.95 and 0.97, the standard surface fit, no bootstrap.
+    pub fn standard() -> Self {
+        Self {
+            computes: vec![1e20, 1e21],
+            sparsities: vec![0.85, 0.95, 0.97],
+            fit: FitOptions::standard(super::Form::Surface),
+            bootstrap: None,
+        }
+    }
+
+    /// The surface fits from `starts`' grid.
+    pub fn with_starts(mut self, starts: super::Starts) -> Self {
+        self.fit.starts = starts.grid(super::Form::Surface);
+        self
+    }
+
+    /// A cell bootstrap of `resamples` resamples (0: none) from `seed`.
+    pub fn with_bootstrap(mut self, resamples: usize, seed: u64) -> Self {
+        self.bootstrap = (resamples > 0).then_some(BootstrapOptions { resamples, seed });
+        self
+    }
+}
+
+/// Builds the gain table of `target` over `reference` (each a name and its endpoints) at
+/// every compute x sparsity, with an optional cell bootstrap.
 pub fn gain_table(
     reference: (&str, &[Endpoint]),
     target: (&str, &[Endpoint]),
-    computes: &[f64],
-    sparsities: &[f64],
-    opts: &FitOptions,
-    boot: Option<BootstrapOptions>,
+    opts: &GainOptions,
 ) -> Result<GainTable> {
-    gain_table_with(reference, target, computes, sparsities, opts, boot, &Silent)
+    gain_table_with(reference, target, opts, &Silent)
 }
 
 /// The most bootstrap resamples a gain table takes.
@@ -143,12 +177,17 @@ pub const MAX_RESAMPLES: usize = 1_000_000;
 pub fn gain_table_with(
     reference: (&str, &[Endpoint]),
     target: (&str, &[Endpoint]),
-    computes: &[f64],
-    sparsities: &[f64],
-    opts: &FitOptions,
-    boot: Option<BootstrapOptions>,
+    gain: &GainOptions,
     progress: &dyn Progress,
 ) -> Result<GainTable> {
+    let (computes, sparsities, opts, boot) =
+        (&gain.computes, &gain.sparsities, &gain.fit, gain.bootstrap);
+    if reference.0 == target.0 {
+        return Err(Error::invalid(
+            "reference/target",
+            format!("both name '{}': compare two architectures", target.0),
+        ));
+    }
     if let Some(b) = boot
         && b.resamples > MAX_RESAMPLES
     {

@@ -33,7 +33,8 @@ mod surface;
 use serde::Serialize;
 
 pub use bootstrap::{
-    BootstrapOptions, GainRow, GainTable, Interval, MAX_RESAMPLES, gain_table, gain_table_with,
+    BootstrapOptions, GainOptions, GainRow, GainTable, Interval, MAX_RESAMPLES, gain_table,
+    gain_table_with,
 };
 pub use data::{Endpoint, Groups};
 pub use surface::{Surface, ce_gain, params_of};
@@ -278,16 +279,15 @@ pub fn objective(
     scale: Scale,
     form: Form,
 ) -> f64 {
-    objective_logs(&logs(points), p, grad, delta, scale, form)
+    objective_logs(&logs(points), p, grad, (delta, scale, form))
 }
 
+/// [`objective`] on prepared points, with the loss's `(delta, scale, form)`.
 pub(crate) fn objective_logs(
     points: &[Logs],
     p: &[f64],
     grad: &mut [f64],
-    delta: f64,
-    scale: Scale,
-    form: Form,
+    (delta, scale, form): (f64, Scale, Form),
 ) -> f64 {
     grad.iter_mut().for_each(|g| *g = 0.0);
     let mut total = 0.0;
@@ -349,7 +349,7 @@ pub(crate) fn minimise_from(
     let all: Vec<lbfgs::Minimum> = crate::par::with_threads(opts.threads, || {
         crate::par::map(starts, |x0| {
             let f = |p: &[f64], g: &mut [f64]| {
-                objective_logs(&prepared, p, g, opts.delta, opts.scale, form)
+                objective_logs(&prepared, p, g, (opts.delta, opts.scale, form))
             };
             let m = lbfgs::minimize(f, x0, &opts.lbfgs);
             progress.advance(1);
@@ -419,6 +419,22 @@ fn identifiable(group: &str, points: &[Endpoint], form: Form) -> Result<()> {
 /// Fits a surface to `points` (module docs).
 pub fn fit(group: &str, points: &[Endpoint], opts: &FitOptions) -> Result<Fit> {
     fit_with(group, points, opts, &Silent)
+}
+
+/// One fit per group, each with the options `opts` gives for the group's form
+/// ([`form_of`]).
+pub fn fit_groups(
+    groups: &Groups,
+    opts: impl Fn(Form) -> FitOptions,
+    progress: &dyn Progress,
+) -> Result<Fits> {
+    let fits = groups.iter().map(|(name, points)| {
+        let opts = opts(form_of(points));
+        fit_with(name, points, &opts, progress)
+    });
+    Ok(Fits {
+        fits: fits.collect::<Result<_>>()?,
+    })
 }
 
 /// [`fit`], reporting each start run to `progress`.

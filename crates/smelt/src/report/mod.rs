@@ -47,6 +47,19 @@ named_enum! {
     }
 }
 
+impl Format {
+    /// What the format gives, in a few words (for a command line's `--help`).
+    pub fn help(self) -> &'static str {
+        match self {
+            Format::Table => "human tables",
+            Format::Json => "JSON, the stable contract (README, \"JSON output\")",
+            Format::Csv => "the data table as CSV, full precision, no summary rows",
+            Format::Markdown => "Markdown tables, for notes",
+            Format::Toml => "the JSON contract's structure as TOML",
+        }
+    }
+}
+
 /// A cell: what a person reads, and what a CSV reader parses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Field {

@@ -75,6 +75,7 @@ pub mod milp;
 mod report;
 pub(crate) mod shapes;
 mod sweep;
+mod verdict;
 
 pub use candidate::{Candidate, Point, looped_model, rank_key};
 pub use grid::{
@@ -84,6 +85,7 @@ pub use report::{
     Alternative, BudgetPair, MatchReport, SparsityPair, match_budget, match_budget_with,
 };
 pub use sweep::{Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, parse_values, sweep, sweep_with};
+pub use verdict::Verdict;
 
 use serde::Serialize;
 

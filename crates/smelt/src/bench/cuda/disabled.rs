@@ -1,9 +1,7 @@
 //! Built without the `cuda` feature: every call says how to get the backend.
 
-use crate::bench::plan::Plan;
-use crate::bench::{Deadline, Measurement};
+use crate::bench::{Job, Timings};
 use crate::error::{Error, Result};
-use crate::progress::Progress;
 
 fn unavailable() -> Error {
     Error::Backend {
@@ -21,11 +19,6 @@ pub fn probe() -> Result<String> {
 }
 
 /// Always an error: no CUDA support in this build.
-pub fn measure(
-    _plans: &[&Plan],
-    _repeats: usize,
-    _deadline: &Deadline,
-    _progress: &dyn Progress,
-) -> Result<(Vec<Measurement>, Vec<f64>, String)> {
+pub fn measure(_: &Job) -> Result<Timings> {
     Err(unavailable())
 }

@@ -20,11 +20,10 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use half::bf16;
 
-use crate::bench::plan::{Component, Kernel, Pass, Plan};
+use crate::bench::plan::{Component, Kernel, Pass};
 use crate::bench::pool::{Layout, Slot, layout};
-use crate::bench::{Deadline, Measurement};
+use crate::bench::{Job, Timings};
 use crate::error::{Error, Result};
-use crate::progress::Progress;
 
 /// Warm-up calls per shape in the first round.
 const WARMUP: usize = 2;
@@ -195,14 +194,9 @@ impl Run {
     }
 }
 
-/// Runs `plans` on GPU 0 (module docs), within the `deadline`. Returns the measurements,
-/// the ceiling's FLOP/s in each round and the device.
-pub fn measure(
-    plans: &[&Plan],
-    repeats: usize,
-    deadline: &Deadline,
-    progress: &dyn Progress,
-) -> Result<(Vec<Measurement>, Vec<f64>, String)> {
+/// Runs the job's plans on GPU 0 (module docs), within its deadline.
+pub fn measure(job: &Job) -> Result<Timings> {
+    let (plans, deadline, progress) = (job.plans, &job.deadline, job.progress);
     let layout = layout(plans, CEILING)?;
     let gpu = init()?;
     let device = format!("{} (GPU 0), bf16 cuBLAS, fp32 accumulation", gpu.name);
@@ -224,7 +218,7 @@ pub fn measure(
         b: c,
         c,
     };
-    let repeats = repeats.max(1);
+    let repeats = job.repeats.max(1);
     let first = run.per_launch(&ceiling, false)?;
     let rate = ceiling_kernel.flops() as f64 / first;
     let shapes: usize = layout.slots.iter().map(Vec::len).sum();
@@ -276,10 +270,5 @@ pub fn measure(
         .synchronize()
         .map_err(|e| fail("synchronising", e))?;
     progress.end();
-    let measurements = plans
-        .iter()
-        .zip(times)
-        .map(|(p, t)| Measurement::of(p, t, repeats, &device))
-        .collect();
-    Ok((measurements, ceiling_rates, device))
+    Ok(Timings::of(plans, times, repeats, ceiling_rates, device))
 }

@@ -152,12 +152,11 @@ pub(super) struct Latent {
 
 impl Latent {
     const V2: Support = Support {
-        qk_norm: &[QkNorm::None],
-        biases: &[AttentionBias::None],
         shared: Shared::Ungated,
         dense: true,
         features: &[Feature::Mla],
         required: &[Feature::Mla],
+        ..Support::ROUTED
     };
     const V3: Support = Support {
         features: &[Feature::Mla, Feature::RouterBias, Feature::Mtp],

@@ -7,10 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::support::{Feature, Shared, Support, refuse};
+use super::support::{Feature, Support, refuse};
 use super::{Common, Family, Parts, yes};
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, Model, QkNorm, Window, WindowKind};
+use crate::spec::{AttentionBias, Model, Window, WindowKind};
 
 const SLIDING: &str = "sliding_attention";
 const FULL: &str = "full_attention";
@@ -18,10 +18,7 @@ const FULL: &str = "full_attention";
 const DEFAULT_WINDOW: u64 = 128;
 
 const SUPPORT: Support = Support {
-    qk_norm: &[QkNorm::None],
     biases: &[AttentionBias::None, AttentionBias::All],
-    shared: Shared::No,
-    dense: false,
     features: &[
         Feature::Sliding,
         Feature::Sinks,
@@ -29,6 +26,7 @@ const SUPPORT: Support = Support {
         Feature::ExpertBias,
     ],
     required: &[Feature::Sinks, Feature::RouterBias, Feature::ExpertBias],
+    ..Support::ROUTED
 };
 
 /// The keys `gpt_oss` adds to the common ones.

@@ -8,18 +8,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::support::{Shared, Support};
+use super::support::Support;
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::spec::{AttentionBias, Model, QkNorm};
+use crate::spec::{AttentionBias, Model};
 
 const SUPPORT: Support = Support {
-    qk_norm: &[QkNorm::None],
     biases: &[AttentionBias::None, AttentionBias::All],
-    shared: Shared::No,
-    dense: false,
-    features: &[],
-    required: &[],
+    ..Support::ROUTED
 };
 
 /// The keys `granitemoe` adds to the common ones.

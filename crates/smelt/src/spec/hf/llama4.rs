@@ -18,18 +18,17 @@ use serde::{Deserialize, Serialize};
 use super::support::{Feature, Shared, Support, refuse};
 use super::{Common, Family, Parts};
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, Dense, Model, QkNorm, Window, WindowKind};
+use crate::spec::{AttentionBias, Dense, Model, Window, WindowKind};
 
 const CHUNKED: &str = "chunked_attention";
 const FULL: &str = "full_attention";
 
 const SUPPORT: Support = Support {
-    qk_norm: &[QkNorm::None],
     biases: &[AttentionBias::None, AttentionBias::All],
     shared: Shared::Ungated,
     dense: true,
     features: &[Feature::Chunked],
-    required: &[],
+    ..Support::ROUTED
 };
 
 fn one() -> u64 {

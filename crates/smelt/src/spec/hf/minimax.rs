@@ -12,18 +12,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::support::{Feature, Shared, Support, refuse};
+use super::support::{Feature, Support, refuse};
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::spec::{AttentionBias, Model, QkNorm};
+use crate::spec::{Model, QkNorm};
 
 const SUPPORT: Support = Support {
     qk_norm: &[QkNorm::Full],
-    biases: &[AttentionBias::None],
-    shared: Shared::No,
-    dense: false,
     features: &[Feature::RouterBias],
     required: &[Feature::RouterBias],
+    ..Support::ROUTED
 };
 
 /// Softmax attention in MiniMax's `attn_type_list` (0 is lightning attention).

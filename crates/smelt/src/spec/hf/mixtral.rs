@@ -4,18 +4,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::support::{Feature, Shared, Support, every_layer, window_on_every_layer};
+use super::support::{Feature, Support, every_layer, window_on_every_layer};
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::spec::{AttentionBias, Model, QkNorm};
+use crate::spec::Model;
 
 const SUPPORT: Support = Support {
-    qk_norm: &[QkNorm::None],
-    biases: &[AttentionBias::None],
-    shared: Shared::No,
-    dense: false,
     features: &[Feature::Sliding],
-    required: &[],
+    ..Support::ROUTED
 };
 
 /// The keys `mixtral` adds to the common ones.

@@ -63,7 +63,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::names::{Named, named_enum};
 use support::{in_config_words, refuse_unmodelled, refuse_windows};
-pub use write::{export, export_like, family_of, family_of_config};
+pub use write::{export, export_like, export_match, family_of, family_of_config};
 
 named_enum! {
     /// A Hugging Face model family (`model_type`) smelt reads and writes.

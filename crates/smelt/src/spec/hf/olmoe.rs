@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::support::{Shared, Support};
+use super::support::Support;
 use super::{Common, Family, Parts};
 use crate::error::Result;
 use crate::spec::{AttentionBias, Model, QkNorm};
@@ -11,10 +11,7 @@ use crate::spec::{AttentionBias, Model, QkNorm};
 const SUPPORT: Support = Support {
     qk_norm: &[QkNorm::Full],
     biases: &[AttentionBias::None, AttentionBias::All],
-    shared: Shared::No,
-    dense: false,
-    features: &[],
-    required: &[],
+    ..Support::ROUTED
 };
 
 /// The keys `olmoe` adds to the common ones.

@@ -9,18 +9,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::support::{Feature, Shared, Support, every_layer, window_on_every_layer};
+use super::support::{Feature, Support, every_layer, window_on_every_layer};
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::spec::{AttentionBias, Model, QkNorm};
+use crate::spec::{AttentionBias, Model};
 
 const SUPPORT: Support = Support {
-    qk_norm: &[QkNorm::None],
     biases: &[AttentionBias::None, AttentionBias::All],
-    shared: Shared::No,
-    dense: false,
     features: &[Feature::Sliding, Feature::NormBias, Feature::LmHeadBias],
     required: &[Feature::NormBias],
+    ..Support::ROUTED
 };
 
 /// The keys `phimoe` adds to the common ones.

@@ -75,12 +75,10 @@ pub(super) struct Qwen2Moe {
 
 impl Qwen2Moe {
     const SUPPORT: Support = Support {
-        qk_norm: &[QkNorm::None],
         biases: &[AttentionBias::None, AttentionBias::Qkv],
         shared: Shared::OneGated,
         dense: true,
-        features: &[],
-        required: &[],
+        ..Support::ROUTED
     };
 
     pub(super) fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
@@ -130,10 +128,8 @@ impl Qwen3Moe {
     const SUPPORT: Support = Support {
         qk_norm: &[QkNorm::PerHead],
         biases: &[AttentionBias::None, AttentionBias::All],
-        shared: Shared::No,
         dense: true,
-        features: &[],
-        required: &[],
+        ..Support::ROUTED
     };
 
     pub(super) fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {

@@ -112,6 +112,17 @@ pub(super) struct Support {
 }
 
 impl Support {
+    /// Routed experts and nothing else: no q/k norm, no attention biases, no shared
+    /// experts, no dense layers, no other feature. Each family states what it adds.
+    pub const ROUTED: Support = Support {
+        qk_norm: &[QkNorm::None],
+        biases: &[AttentionBias::None],
+        shared: Shared::No,
+        dense: false,
+        features: &[],
+        required: &[],
+    };
+
     /// Refuses a model the family cannot express, naming what differs.
     pub fn check(&self, m: &Model, family: Family) -> Result<()> {
         let unfit = |why: String| Err(Error::invalid("family", format!("{family}: {why}")));

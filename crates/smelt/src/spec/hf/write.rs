@@ -7,6 +7,7 @@ use super::{
     Common, Family, LLAMA4, deepseek, gpt_oss, granite, llama4, minimax, mixtral, olmoe, phimoe,
     qwen,
 };
+use crate::budget::Budget;
 use crate::error::{Error, Result};
 use crate::spec::{AttentionBias, ModelSpec, QkNorm, WindowKind};
 
@@ -173,4 +174,34 @@ pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result
         }
     }
     Ok(out)
+}
+
+/// A match's looped model as a config.json: in `family`, else the Baseline's family when the
+/// Baseline is a config.json smelt reads ([`family_of_config`]), else the family whose
+/// conventions the model follows ([`family_of`]); with the Baseline config's other keys
+/// when there is one ([`export_like`]). `vocab` supplies the vocabulary a Baseline without
+/// one lacks; one that differs from the Baseline's is refused.
+pub fn export_match(
+    budget: &Budget,
+    looped: &ModelSpec,
+    family: Option<Family>,
+    vocab: Option<u64>,
+) -> Result<Value> {
+    let base = budget.baseline_config();
+    let family = family
+        .or_else(|| base.and_then(family_of_config))
+        .unwrap_or_else(|| family_of(looped));
+    let mut looped = looped.clone();
+    match (looped.model.vocab, vocab) {
+        (0, Some(v)) => looped.model.vocab = v,
+        (have, Some(v)) if have != v => {
+            let rule = format!("is {v}, but the Baseline's vocabulary is {have}");
+            return Err(Error::invalid("vocab", rule));
+        }
+        _ => {}
+    }
+    match base {
+        Some(base) => export_like(&looped, family, base),
+        None => export(&looped, family),
+    }
 }
