@@ -55,31 +55,26 @@ fn halve(s: Steps) -> Option<Steps> {
     })
 }
 
+/// `s` with half its step, and the change in words (`step 32 -> 16`).
+fn halved(s: Steps) -> Option<(String, Steps)> {
+    let h = halve(s)?;
+    Some((format!("step {} -> {}", s.step, h.step), h))
+}
+
 /// The refinements of `lattice` to try: `(knob, change, lattice)`.
 fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)> {
     let mut out = Vec::new();
-    let mut push = |knob: &str, change: String, l: Lattice| out.push((knob.to_owned(), change, l));
-    if let Some(h) = halve(lattice.hidden) {
-        let change = format!("step {} -> {}", lattice.hidden.step, h.step);
-        push(
-            "lattice.hidden",
-            change,
-            Lattice {
-                hidden: h,
-                ..lattice.clone()
-            },
-        );
+    // One refinement: `knob` changed as `change` says, by `set` on a copy of the lattice.
+    let mut refine = |knob: &str, change: String, set: &dyn Fn(&mut Lattice)| {
+        let mut l = lattice.clone();
+        set(&mut l);
+        out.push((knob.to_owned(), change, l));
+    };
+    if let Some((change, h)) = halved(lattice.hidden) {
+        refine("lattice.hidden", change, &|l| l.hidden = h);
     }
-    if let Some(e) = halve(lattice.experts) {
-        let change = format!("step {} -> {}", lattice.experts.step, e.step);
-        push(
-            "lattice.experts",
-            change,
-            Lattice {
-                experts: e,
-                ..lattice.clone()
-            },
-        );
+    if let Some((change, e)) = halved(lattice.experts) {
+        refine("lattice.experts", change, &|l| l.experts = e);
     }
     match lattice.expert_ffn {
         FfnRule::Tied { multiple, .. } => {
@@ -94,38 +89,24 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
                 step: multiple,
             };
             let change = format!("free, {}..={} in steps of {multiple}", free.min, free.max);
-            push(
-                "lattice.expert_ffn",
-                change,
-                Lattice {
-                    expert_ffn: FfnRule::Free(free),
-                    ..lattice.clone()
-                },
-            );
+            refine("lattice.expert_ffn", change, &|l| {
+                l.expert_ffn = FfnRule::Free(free)
+            });
         }
         FfnRule::Free(s) => {
-            if let Some(h) = halve(s) {
-                let change = format!("step {} -> {}", s.step, h.step);
-                push(
-                    "lattice.expert_ffn",
-                    change,
-                    Lattice {
-                        expert_ffn: FfnRule::Free(h),
-                        ..lattice.clone()
-                    },
-                );
+            if let Some((change, h)) = halved(s) {
+                refine("lattice.expert_ffn", change, &|l| {
+                    l.expert_ffn = FfnRule::Free(h)
+                });
             }
         }
     }
     if let Some(r) = lattice.kv_lora_rank {
         // MLA: the latent rank is the only attention knob with a step.
-        if let Some(h) = halve(r) {
-            let change = format!("step {} -> {}", r.step, h.step);
-            let l = Lattice {
-                kv_lora_rank: Some(h),
-                ..lattice.clone()
-            };
-            push("lattice.kv_lora_rank", change, l);
+        if let Some((change, h)) = halved(r) {
+            refine("lattice.kv_lora_rank", change, &|l| {
+                l.kv_lora_rank = Some(h)
+            });
         }
         return out;
     }
@@ -144,27 +125,13 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
             d.len(),
             finer.len()
         );
-        push(
-            "lattice.head_dim",
-            change,
-            Lattice {
-                head_dim: finer,
-                ..lattice.clone()
-            },
-        );
+        refine("lattice.head_dim", change, &|l| l.head_dim = finer.clone());
     }
     let (qmin, qmax) = lattice.q_width;
     let round = |x: f64| (x * 1e4).round() / 1e4;
     let wider = (round(qmin * 0.8), round(qmax * 1.25));
     let change = format!("{qmin}..{qmax} -> {}..{}", wider.0, wider.1);
-    push(
-        "lattice.q_width",
-        change,
-        Lattice {
-            q_width: wider,
-            ..lattice.clone()
-        },
-    );
+    refine("lattice.q_width", change, &|l| l.q_width = wider);
     let (gmin, gmax) = lattice.gqa;
     let kv = lattice.kv_heads;
     let (g2, kv2) = (
@@ -173,12 +140,10 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
     );
     if g2 > gmax || kv2 > kv.max {
         let change = format!("gqa max {gmax} -> {g2}, kv_heads max {} -> {kv2}", kv.max);
-        let wider = Lattice {
-            gqa: (gmin, g2),
-            kv_heads: Steps { max: kv2, ..kv },
-            ..lattice.clone()
-        };
-        push("lattice.gqa", change, wider);
+        refine("lattice.gqa", change, &|l| {
+            l.gqa = (gmin, g2);
+            l.kv_heads = Steps { max: kv2, ..kv };
+        });
     }
     out
 }
