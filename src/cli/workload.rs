@@ -56,10 +56,14 @@ impl WorkloadArgs {
 
     /// `budget` at the workload the flags give (unchanged when no flag is given).
     pub fn budget(&self, budget: Budget) -> anyhow::Result<Budget> {
-        let set = self.context.is_some() || self.mean_doc_len.is_some();
-        if !(set || self.doc_lengths.is_some() || self.dense) {
+        if !self.is_set() {
             return Ok(budget);
         }
         Ok(budget.with_workload(self.apply(&budget.baseline().workload)?)?)
+    }
+
+    fn is_set(&self) -> bool {
+        let lengths = self.mean_doc_len.is_some() || self.doc_lengths.is_some();
+        self.context.is_some() || lengths || self.dense
     }
 }

@@ -25,7 +25,7 @@ impl Verdict for MatchReport {
 }
 
 impl Verdict for GridReport {
-    /// Per cell outside its tolerances, the budgets it breaks: `cell 200M S95 (kv)`.
+    /// Per cell outside its tolerances, the budgets it breaks: `cell 200m s95 (kv)`.
     fn broken_tolerances(&self) -> Vec<String> {
         let cells = self.cells.iter().filter(|c| !c.within_tolerance);
         cells
