@@ -19,4 +19,5 @@ mod plot;
 mod readme;
 mod reference;
 mod search;
+mod search_ties;
 mod validation;

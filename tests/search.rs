@@ -22,7 +22,7 @@ fn baseline(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
 }
 
 /// Every lattice point, costed with the public API, in the documented total order.
-fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
+pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
     let base = smelt::budgets(b.baseline()).unwrap();
     let looping = b.looping().cloned();
     let l = b.lattice();
@@ -373,7 +373,7 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
     )
 }
 
-fn same(c: &Candidate, m: &Model, s: &[f64; 3]) -> bool {
+pub(crate) fn same(c: &Candidate, m: &Model, s: &[f64; 3]) -> bool {
     &c.model == m && c.score == *s
 }
 

@@ -141,9 +141,10 @@ impl Flops {
         }
     }
 
-    /// The value as a float (nearest), for ratios and display.
+    /// The value as a float: the nearest one (ties to even), so equal values give the same
+    /// float however the fraction is written ([`ratio_to_f64`]).
     pub fn as_f64(self) -> f64 {
-        self.numer() as f64 / self.denom() as f64
+        ratio_to_f64(self.numer(), self.denom())
     }
 
     /// Checked exact sum.
@@ -204,6 +205,33 @@ impl Serialize for Flops {
     }
 }
 
+/// `num / den` correctly rounded to the nearest float (ties to even): a function of the
+/// value alone, so `6/4` and `3/2` give the same float. (`num as f64 / den as f64` rounds
+/// up to three times once either term passes 2^53.) `den` must be positive.
+pub fn ratio_to_f64(num: u128, den: u128) -> f64 {
+    const EXACT: u128 = 1 << f64::MANTISSA_DIGITS;
+    if num < EXACT && den < EXACT {
+        // Both terms are exact floats, and IEEE division rounds the exact quotient once.
+        return num as f64 / den as f64;
+    }
+    // Long division to at least 56 significant quotient bits, the remainder folded into a
+    // sticky lowest bit: converting that integer rounds as the exact quotient would, and
+    // the power-of-two scaling after it is exact.
+    let (mut q, mut r) = (num / den, num % den);
+    let mut shift = 0i32;
+    while q < 1 << 55 {
+        // r < den, so 2r is computed without overflow as r - (den - r) or r + r.
+        let bit = r >= den - r;
+        r = if bit { r - (den - r) } else { r + r };
+        q = (q << 1) | u128::from(bit);
+        shift += 1;
+    }
+    let sticky = u128::from(r != 0);
+    // 2^-shift, built from its bits (shift is at most 128 + 55).
+    let scale = f64::from_bits(((1023 - shift) as u64) << 52);
+    ((q | sticky) as f64) * scale
+}
+
 /// Signed relative residual `value / reference - 1`.
 pub fn relative(value: f64, reference: f64) -> f64 {
     value / reference - 1.0
@@ -231,6 +259,71 @@ mod tests {
         let big = Flops::ratio(u128::MAX, 1).unwrap();
         assert!(big.checked_add(Flops::from_int(1)).is_err());
         assert!(mul(u64::MAX, 2, "x").is_err());
+    }
+
+    /// Whether `f` is the float nearest `num / den`: `|num/den - f| <= ulp(f)/2`, compared
+    /// in integers (for `num`, `den` below 2^60, where every product fits in 128 bits).
+    fn is_nearest(f: f64, num: u128, den: u128) -> bool {
+        if num == 0 {
+            return f == 0.0;
+        }
+        // f = m·2^e with m odd or 53 bits; the halfway points are (2m ± 1)·2^(e-1).
+        let bits = f.to_bits();
+        let exp = ((bits >> 52) & 0x7ff) as i32;
+        let m = u128::from((bits & ((1 << 52) - 1)) | (1 << 52));
+        let e = exp - 1075;
+        // num/den against (2m ± 1)·2^(e-1): num·2^(1-e) against den·(2m ± 1), or
+        // num against den·(2m ± 1)·2^(e-1).
+        let (lhs, lo, hi) = if e <= 1 {
+            let s = (1 - e) as u32;
+            (num << s, den * (2 * m - 1), den * (2 * m + 1))
+        } else {
+            let s = (e - 1) as u32;
+            (num, (den * (2 * m - 1)) << s, (den * (2 * m + 1)) << s)
+        };
+        let even = m % 2 == 0;
+        (lo < lhs || (lo == lhs && even)) && (lhs < hi || (lhs == hi && even))
+    }
+
+    #[test]
+    fn ratio_to_f64_rounds_to_nearest_even() {
+        assert_eq!(ratio_to_f64(6, 4), 1.5);
+        assert_eq!(ratio_to_f64(1, 3), 1.0 / 3.0);
+        assert_eq!(ratio_to_f64(0, 7), 0.0);
+        // 2^53 + 1 is halfway between two floats: ties to even (2^53), whole or as a fraction.
+        let half = (1u128 << 53) + 1;
+        assert_eq!(ratio_to_f64(half, 1), 9007199254740992.0);
+        assert_eq!(ratio_to_f64(half * 3, 3), 9007199254740992.0);
+        // Where rounding both terms first lands one float low (checked against Python's
+        // correctly rounded `float(Fraction(n, d))`, 0x1.760308af44ee9p+3).
+        let (num, den) = (11652879636272361973, 997006236827347679);
+        assert_eq!(ratio_to_f64(num, den), f64::from_bits(0x402760308af44ee9));
+        assert_eq!(num as f64 / den as f64, f64::from_bits(0x402760308af44ee8));
+        // Huge terms on both sides.
+        assert_eq!(ratio_to_f64(u128::MAX, u128::MAX), 1.0);
+        assert_eq!(ratio_to_f64(u128::MAX - 1, u128::MAX), 1.0);
+        assert_eq!(ratio_to_f64(1, u128::MAX), 2f64.powi(-128));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// The nearest float, checked in integers; and a function of the value alone.
+        #[test]
+        fn ratio_to_f64_is_the_nearest_float(
+            num in 0u128..(1 << 60),
+            den in 1u128..(1 << 60),
+            k in 1u128..(1 << 60),
+        ) {
+            let f = ratio_to_f64(num, den);
+            proptest::prop_assert!(is_nearest(f, num, den), "{num}/{den} -> {f}");
+            // The oracle can fail: the next float up is never the nearest.
+            let up = f64::from_bits(f.to_bits() + 1);
+            proptest::prop_assert!(num == 0 || !is_nearest(up, num, den));
+            if let (Some(n), Some(d)) = (num.checked_mul(k), den.checked_mul(k)) {
+                proptest::prop_assert_eq!(ratio_to_f64(n, d), f);
+            }
+        }
     }
 
     #[test]

@@ -41,9 +41,10 @@
 //!    of expert counts lie in an interval known exactly; if the nearest end of either is
 //!    already too far from the Baseline's, the shape is skipped at that width.
 //! 4. **Closed form in the expert count.** For fixed hidden size, expert width and shape,
-//!    FLOPs and parameters are affine in the expert count `E` with positive slopes; the KV
-//!    cache does not depend on it. Between consecutive *breakpoints* — the zeros of `r_F`
-//!    and `r_N` and every point where two of `w_F|r_F|`, `w_N|r_N|`, `w_KV|r_KV|` cross —
+//!    FLOPs and parameters are affine in the expert count `E` with positive slopes (zero
+//!    when no layer is MoE: then every `E` ties and the `N` counts nearest the Baseline's,
+//!    which the tie-break prefers, are scored); the KV cache does not depend on it.
+//!    Between consecutive *breakpoints* — the zeros of `r_F` and `r_N` and every point where two of `w_F|r_F|`, `w_N|r_N|`, `w_KV|r_KV|` cross —
 //!    each component of the sorted score is affine in `E`, and the component holding
 //!    `|r_N|` is strictly monotone, so the lexicographic minimum over the lattice points of
 //!    an interval is at one of its two ends and no interior point ties with it. It
@@ -53,11 +54,20 @@
 //!    locating a breakpoint). In conservative mode the admissible `E` form a prefix of the
 //!    range ending next to a zero of `r_F` or `r_N`, a breakpoint, so the same points
 //!    suffice.
-//! 5. **Exact finalists.** Scores from the coefficients can differ from the cost model's
-//!    in the last bits, so the solver keeps, besides the `N` best, every candidate within
-//!    `kept::MARGIN` of the N-th, costs each of them exactly with the cost model, and
-//!    ranks them on exact scores. Pruning only discards candidates more than the margin
-//!    worse than one already kept.
+//! 5. **The same floats as the cost model.** A candidate's budgets from the coefficients
+//!    are the cost model's integers, and its residuals are computed from them as
+//!    [`Budgets::residuals_against`] does (each budget rounded once to its nearest float,
+//!    the FLOPs fraction included, then divided), so its score is the cost model's bit for
+//!    bit. The `N` best are kept in the total order above, and the finalists are costed by
+//!    the cost model, which must give the same scores (an internal error otherwise). The
+//!    bounds of step 3 compare floats computed another way, so they prune only candidates
+//!    more than `kept::MARGIN` worse than the `N`-th kept.
+//!
+//! Scores are compared as floats, the floats the reports print. Two scores equal in exact
+//! arithmetic can differ in their last bit, and are then ordered by it: a FLOPs residual
+//! of exactly `+1/5` is the float `6/5 - 1 = 0.19999999999999996`, a KV residual of
+//! `-2/5` at weight `1/2` is `0.5 × |3/5 - 1| = 0.2`. The brute-force test ranks by the
+//! same floats.
 //!
 //! Hidden sizes are searched in parallel (rayon's work-stealing pool) with a shared bound;
 //! the answer does not depend on the order in which they finish, since only strictly
@@ -201,6 +211,10 @@ struct Search<'a> {
     looping: Option<Loop>,
     /// The Baseline's FLOPs (times the query count), parameters and KV elements.
     base: [i128; 3],
+    /// The query count the FLOPs are multiplied by ([`Keys::denominator`]).
+    queries: u128,
+    /// The Baseline's three budgets as the floats of [`Budgets::to_f64`].
+    base_f64: [f64; 3],
     top: usize,
     /// The lattice indices of the expert counts that can route `top_k`: `first..=last`.
     experts: (u64, u64),
@@ -216,12 +230,16 @@ struct Part {
 }
 
 impl Search<'_> {
+    /// The residuals of budgets `v`, as floats bit for bit equal to the cost model's
+    /// [`Budgets::residuals_against`]: each budget rounded to its nearest float once (the
+    /// FLOPs `v[0] / q` as [`crate::units::Flops::as_f64`] does), then divided.
     fn residuals(&self, v: [i128; 3]) -> crate::Residuals {
-        let r = |i: usize| v[i] as f64 / self.base[i] as f64 - 1.0;
+        let flops = crate::units::ratio_to_f64(v[0].unsigned_abs(), self.queries);
+        let r = |x: f64, i: usize| crate::units::relative(x, self.base_f64[i]);
         crate::Residuals {
-            flops: r(0),
-            params: r(1),
-            kv: r(2),
+            flops: r(flops, 0),
+            params: r(v[1] as f64, 1),
+            kv: r(v[2] as f64, 2),
         }
     }
 
@@ -262,7 +280,25 @@ impl Search<'_> {
                 ]
             })
             .collect();
-        if first < last {
+        if fs == 0 || ns == 0 {
+            // No MoE layer (every layer dense): no budget depends on `E`, every count ties,
+            // and the tie-break (module docs) ranks them by distance to the Baseline's
+            // count. The `N` best are the `N` nearest it, so score those.
+            let e = self.budget.lattice().experts;
+            let near = self
+                .budget
+                .baseline()
+                .model
+                .moe
+                .experts
+                .saturating_sub(e.min)
+                / e.step;
+            let near = near.clamp(first, last);
+            idx.extend(
+                (near.saturating_sub(radius as u64)..=near.saturating_add(radius as u64))
+                    .map(|i| i.clamp(first, last)),
+            );
+        } else if first < last {
             let (fb, nb) = (self.base[0] as f64, self.base[1] as f64);
             // r(x) = a + b·x, x the index counted from `first`.
             let (af, bf) = (f0 as f64 / fb - 1.0, fs as f64 / fb);
@@ -297,7 +333,7 @@ impl Search<'_> {
         let lattice = budget.lattice();
         let base_model = &budget.baseline().model;
         let mut part = Part {
-            kept: Kept::new(self.top, self.margin, base_model.clone()),
+            kept: Kept::new(self.top, base_model.clone()),
             points: 0,
             evaluated: 0,
             scored: 0,
@@ -421,11 +457,14 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
     let hiddens: Vec<u64> = lattice.hidden.values().collect();
     let weights = budget.weights();
     let base_flops = flops_scaled(base.flops, &keys)?;
+    let queries = keys.denominator();
     let search = Search {
         budget,
         keys,
         looping: budget.looping().cloned(),
         base: [base_flops, i128::from(base.params.0), i128::from(base.kv.0)],
+        queries,
+        base_f64: base.to_f64().into_array(),
         top: options.top,
         experts: (first, e.len().saturating_sub(1)),
         margin: MARGIN * weights.flops.max(weights.params).max(weights.kv).max(1.0),
@@ -445,7 +484,7 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
         .flat_map(|&w| hiddens.chunks(HIDDEN_RUN).map(move |r| (w, r)))
         .collect();
     let parts = crate::par::map(&runs, |&(w, r)| search.part(r, w));
-    let mut kept = Kept::new(options.top, search.margin, baseline.model.clone());
+    let mut kept = Kept::new(options.top, baseline.model.clone());
     let mut stats = SearchStats {
         lattice_points: 0,
         evaluated: 0,
@@ -458,7 +497,8 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
         stats.scored += part.scored;
         kept.merge(part.kept);
     }
-    // The finalists, costed exactly and ranked on exact scores.
+    // The finalists, costed by the cost model, which must agree with the coefficients
+    // bit for bit (module docs, step 5).
     let mut ranked = Vec::new();
     for entry in kept.into_entries() {
         stats.evaluated += 1;
@@ -467,8 +507,17 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
             continue;
         }
         let residuals = budgets.residuals_against(&base);
+        let exact = score(&residuals, weights);
+        if exact != entry.score {
+            return Err(Error::Internal {
+                message: format!(
+                    "the search scored {:?} as {:?} but the cost model gives {:?}",
+                    entry.model, entry.score, exact
+                ),
+            });
+        }
         ranked.push(Candidate {
-            score: score(&residuals, weights),
+            score: exact,
             model: entry.model,
             budgets,
             residuals,
