@@ -207,10 +207,11 @@ impl Serialize for Flops {
 
 /// `num / den` correctly rounded to the nearest float (ties to even): a function of the
 /// value alone, so `6/4` and `3/2` give the same float. (`num as f64 / den as f64` rounds
-/// up to three times once either term passes 2^53.) `den` must be positive.
+/// up to three times once either term passes 2^53.) A zero `den` gives what float
+/// division would: infinity, or NaN for `0/0`.
 pub fn ratio_to_f64(num: u128, den: u128) -> f64 {
     const EXACT: u128 = 1 << f64::MANTISSA_DIGITS;
-    if num < EXACT && den < EXACT {
+    if num == 0 || den == 0 || (num < EXACT && den < EXACT) {
         // Both terms are exact floats, and IEEE division rounds the exact quotient once.
         return num as f64 / den as f64;
     }
@@ -290,6 +291,9 @@ mod tests {
         assert_eq!(ratio_to_f64(6, 4), 1.5);
         assert_eq!(ratio_to_f64(1, 3), 1.0 / 3.0);
         assert_eq!(ratio_to_f64(0, 7), 0.0);
+        assert_eq!(ratio_to_f64(0, u128::MAX), 0.0);
+        assert_eq!(ratio_to_f64(u128::MAX, 0), f64::INFINITY);
+        assert!(ratio_to_f64(0, 0).is_nan());
         // 2^53 + 1 is halfway between two floats: ties to even (2^53), whole or as a fraction.
         let half = (1u128 << 53) + 1;
         assert_eq!(ratio_to_f64(half, 1), 9007199254740992.0);
