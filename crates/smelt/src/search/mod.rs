@@ -44,8 +44,8 @@
 //!    FLOPs and parameters are affine in the expert count `E` with positive slopes (zero
 //!    when no layer is MoE: then every `E` ties and the `N` counts nearest the Baseline's,
 //!    which the tie-break prefers, are scored); the KV cache does not depend on it.
-//!    Between consecutive *breakpoints* — the zeros of `r_F` and `r_N` and every point where two of `w_F|r_F|`, `w_N|r_N|`, `w_KV|r_KV|` cross —
-//!    each component of the sorted score is affine in `E`, and the component holding
+//!    Between consecutive *breakpoints* — the zeros of `r_F` and `r_N` and every point
+//!    where two of `w_F|r_F|`, `w_N|r_N|`, `w_KV|r_KV|` cross — each component of the sorted score is affine in `E`, and the component holding
 //!    `|r_N|` is strictly monotone, so the lexicographic minimum over the lattice points of
 //!    an interval is at one of its two ends and no interior point ties with it. It
 //!    suffices to score the lattice points next to each breakpoint and the range's ends;
@@ -214,7 +214,7 @@ struct Search<'a> {
     /// The query count the FLOPs are multiplied by ([`Keys::denominator`]).
     queries: u128,
     /// The Baseline's three budgets as the floats of [`Budgets::to_f64`].
-    base_f64: [f64; 3],
+    base_f64: crate::PerBudget<f64>,
     top: usize,
     /// The lattice indices of the expert counts that can route `top_k`: `first..=last`.
     experts: (u64, u64),
@@ -230,17 +230,17 @@ struct Part {
 }
 
 impl Search<'_> {
-    /// The residuals of budgets `v`, as floats bit for bit equal to the cost model's
-    /// [`Budgets::residuals_against`]: each budget rounded to its nearest float once (the
-    /// FLOPs `v[0] / q` as [`crate::units::Flops::as_f64`] does), then divided.
+    /// The residuals of budgets `v`, bit for bit the cost model's
+    /// [`Budgets::residuals_against`]: the same floats ([`Budgets::to_f64`]: each budget
+    /// rounded once, the FLOPs `v[0] / q` as [`crate::units::Flops::as_f64`] rounds the
+    /// fraction), divided by the same function.
     fn residuals(&self, v: [i128; 3]) -> crate::Residuals {
-        let flops = crate::units::ratio_to_f64(v[0].unsigned_abs(), self.queries);
-        let r = |x: f64, i: usize| crate::units::relative(x, self.base_f64[i]);
-        crate::Residuals {
-            flops: r(flops, 0),
-            params: r(v[1] as f64, 1),
-            kv: r(v[2] as f64, 2),
-        }
+        let value = crate::PerBudget {
+            flops: crate::units::ratio_to_f64(v[0].unsigned_abs(), self.queries),
+            params: v[1] as f64,
+            kv: v[2] as f64,
+        };
+        crate::Residuals::relative(value, self.base_f64)
     }
 
     fn admissible(&self, v: [i128; 3]) -> bool {
@@ -464,7 +464,7 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
         looping: budget.looping().cloned(),
         base: [base_flops, i128::from(base.params.0), i128::from(base.kv.0)],
         queries,
-        base_f64: base.to_f64().into_array(),
+        base_f64: base.to_f64(),
         top: options.top,
         experts: (first, e.len().saturating_sub(1)),
         margin: MARGIN * weights.flops.max(weights.params).max(weights.kv).max(1.0),
