@@ -6,7 +6,7 @@ use crate::common;
 
 use common::{data, data_text, run_json};
 use smelt::ModelSpec;
-use smelt::spec::hf::{self, Family};
+use smelt::hf::{self, Family};
 
 fn load(name: &str) -> ModelSpec {
     ModelSpec::load(data(&format!("hf/{name}"))).unwrap()

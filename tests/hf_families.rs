@@ -4,7 +4,7 @@
 //! configs written back in each family's style. Sources in tests/data/hf/SOURCE.md.
 
 use crate::common::data;
-use smelt::spec::hf::{self, Family};
+use smelt::hf::{self, Family};
 use smelt::{ModelSpec, WindowKind};
 
 pub(crate) fn load(name: &str) -> ModelSpec {

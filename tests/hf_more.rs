@@ -3,7 +3,7 @@
 //! family's Transformers code applies. Sources and hand counts in tests/data/hf/SOURCE.md.
 
 use crate::hf_families::{active_without_embedding, billions, load};
-use smelt::spec::hf::{self, Family};
+use smelt::hf::{self, Family};
 use smelt::{ModelSpec, WindowKind};
 
 /// Granite 3.0 MoE (IBM model cards): granite-3.0-3b-a800m "3.3B" total, "800M" active;

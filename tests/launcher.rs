@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use smelt::ModelSpec;
-use smelt::spec::hf::{self, Family};
+use smelt::hf::{self, Family};
 
 use crate::common::{budget, data, run, run_json, temp_file};
 

@@ -22,7 +22,7 @@ fn parse_all(text: &str) {
     }
     let _ = Budget::from_json_str(text, dir);
     let _ = GridSpec::from_toml_str(text, dir);
-    if let Ok(spec) = smelt::spec::hf::import(text, ModelSpec::default_workload()) {
+    if let Ok(spec) = smelt::hf::import(text, ModelSpec::default_workload()) {
         let _ = smelt::cost(&spec);
     }
     let _ = smelt::fit::data::parse(text, "fuzz.csv", Some("arch"));

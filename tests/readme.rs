@@ -37,15 +37,15 @@ fn compare_two_models() -> smelt::Result<()> {
 fn export_a_match() -> smelt::Result<()> {
     // README begin
     use smelt::budget::Budget;
+    use smelt::hf;
     use smelt::search::Verdict;
-    use smelt::spec::hf;
 
     let budget = Budget::load("budgets/match-qwen1.5-moe-a2.7b.toml")?;
     let report = smelt::match_budget(&budget, 1)?;
     let broken = report.broken_tolerances(); // what `smelt match` prints before exit 3
     assert!(broken.is_empty(), "{broken:?}");
     // The config.json to build: the Baseline's family and keys, the loop in smelt_loop_* keys.
-    let config = hf::export_match(&budget, &report.looped, None, None)?;
+    let config = hf::export_match(budget.baseline_config(), &report.looped, None, None)?;
     assert_eq!(config["model_type"], "qwen2_moe");
     // README end
     Ok(())

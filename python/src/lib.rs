@@ -320,7 +320,7 @@ fn import_hf(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
             Input::Json(text) => text,
             Input::Path(p) => smelt_core::io::read_to_string(&p)?,
         };
-        smelt_core::spec::hf::import(&text, smelt_core::ModelSpec::default_workload())
+        smelt_core::hf::import(&text, smelt_core::ModelSpec::default_workload())
     })?;
     output(py, &spec)
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use smelt::ModelSpec;
-use smelt::spec::hf;
+use smelt::hf;
 
 use super::{WorkloadArgs, emit, write_file};
 

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use smelt::hf::{self, Family};
 use smelt::progress::{Progress, Terminal};
 use smelt::report::{self, Format};
 use smelt::search::{self, SearchOptions};
-use smelt::spec::hf::{self, Family};
 
 use super::bench::BenchFlag;
 use super::{WorkloadArgs, budget_inputs, emit, load_budget, named, tolerance_exit, write_file};
@@ -87,7 +87,12 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     let (hf, family, vocab) = (args.format == MatchFormat::Hf, args.hf_family, args.vocab);
     let model_file = || -> anyhow::Result<String> {
         Ok(match hf {
-            true => report::to_json(&hf::export_match(&budget, &m.looped, family, vocab)?)?,
+            true => report::to_json(&hf::export_match(
+                budget.baseline_config(),
+                &m.looped,
+                family,
+                vocab,
+            )?)?,
             false => report::model_file(&m)?,
         })
     };

@@ -10,7 +10,7 @@
 //! Baseline on a declared lattice ([`search`], driven by [`budget`] files), reports the
 //! residual mismatch, fits the scaling-law surfaces matched models are compared with
 //! ([`fit`]), times the GEMMs a layer really issues ([`mod@bench`]), and reads and writes
-//! Hugging Face `config.json` files ([`spec::hf`]).
+//! Hugging Face `config.json` files ([`hf`]).
 //!
 //! Costing a model:
 //!
@@ -84,14 +84,15 @@ pub mod budget;
 pub mod cost;
 pub mod error;
 pub mod fit;
+pub mod hf;
 pub mod io;
+pub mod model;
 pub mod names;
 mod par;
 pub mod progress;
 pub mod report;
 pub mod rng;
 pub mod search;
-pub mod spec;
 mod structure;
 pub mod units;
 
@@ -101,9 +102,9 @@ pub use cost::{
     cost_against,
 };
 pub use error::{Error, Result};
-pub use search::{MatchReport, match_budget, match_grid, solve, sweep};
-pub use spec::{
+pub use model::{
     Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Mla, Model, ModelSpec, Moe,
     QkNorm, Window, WindowKind, Workload,
 };
+pub use search::{MatchReport, match_budget, match_grid, solve, sweep};
 pub use units::{Bytes, Flops, KvElements, Params};

@@ -238,6 +238,11 @@ pub fn relative(value: f64, reference: f64) -> f64 {
     value / reference - 1.0
 }
 
+/// A signed percentage with two decimals, e.g. `+2.91%`.
+pub fn percent(x: f64) -> String {
+    format!("{:+.2}%", x * 100.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,9 +35,9 @@ pub use types::{
 
 use crate::cost::{TRAINING_OVER_FORWARD, forward_flops};
 use crate::error::{Error, Result};
+use crate::model::{ModelSpec, Workload};
 use crate::names::named_enum;
 use crate::progress::{Progress, Silent};
-use crate::spec::{ModelSpec, Workload};
 use crate::units::Flops;
 
 named_enum! {

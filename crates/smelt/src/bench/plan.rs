@@ -55,7 +55,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::spec::{Attention, Model, WindowKind};
+use crate::model::{Attention, Model, WindowKind};
 
 /// Causal triangles of at most this many rows run one GEMM per query row.
 pub const TRIANGLE_ROWS: u64 = 32;
@@ -526,7 +526,7 @@ pub fn plan(
 /// The documents a workload describes, for a batch of about `tokens` tokens: whole
 /// documents of the mean length (at least one), or the histogram scaled to about `tokens`
 /// (at least one document per entry, rounding counts to the nearest whole number).
-pub fn documents(workload: &crate::spec::Workload, tokens: u64) -> Result<Vec<u64>> {
+pub fn documents(workload: &crate::model::Workload, tokens: u64) -> Result<Vec<u64>> {
     if tokens == 0 {
         return Err(Error::invalid("tokens", "must be at least 1"));
     }

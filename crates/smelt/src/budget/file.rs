@@ -11,8 +11,8 @@ use serde::Deserialize;
 
 use super::{BaselineSource, Budget, Mode, Placement, Recipe, Span, Tolerance, Weights};
 use crate::error::{Error, Result};
-use crate::spec::validate::check_name;
-use crate::spec::{Counting, ModelSpec, Workload};
+use crate::model::validate::check_name;
+use crate::model::{Counting, ModelSpec, Workload};
 
 /// The text format of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,8 +272,7 @@ pub(crate) fn baseline_from(
             };
             let text = crate::io::read_to_string(&path).map_err(wrap)?;
             if path.extension().is_some_and(|e| e == "json") {
-                let spec =
-                    crate::spec::hf::import(&text, ModelSpec::default_workload()).map_err(wrap)?;
+                let spec = crate::hf::import(&text, ModelSpec::default_workload()).map_err(wrap)?;
                 let config = serde_json::from_str(&text).map_err(|e| {
                     wrap(Error::Parse {
                         message: e.to_string(),

@@ -86,12 +86,12 @@ impl GridSpec {
             return Err(Error::invalid("cells", "the grid has no cells"));
         }
         if let Some(n) = &f.name {
-            crate::spec::validate::check_name("name", n)?;
+            crate::model::validate::check_name("name", n)?;
         }
         let mut cells = Vec::with_capacity(raw.len());
         for (i, (scale, sparsity, baseline)) in raw.into_iter().enumerate() {
-            crate::spec::validate::check_name(&format!("cells[{i}].scale"), &scale)?;
-            crate::spec::validate::check_name(&format!("cells[{i}].sparsity"), &sparsity)?;
+            crate::model::validate::check_name(&format!("cells[{i}].scale"), &scale)?;
+            crate::model::validate::check_name(&format!("cells[{i}].sparsity"), &sparsity)?;
             let field = format!("cells[{i}] ({scale}, {sparsity})");
             let (baseline, source) = file::baseline_from(&baseline, dir, &field)?;
             let budget = f

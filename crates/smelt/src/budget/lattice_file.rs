@@ -4,7 +4,7 @@ use serde::Deserialize;
 
 use super::{FfnRule, HeadsRule, Lattice, Steps};
 use crate::error::{Error, Result};
-use crate::spec::{MAX_COUNT, MAX_EXPERTS, MAX_WIDTH, ModelSpec};
+use crate::model::{MAX_COUNT, MAX_EXPERTS, MAX_WIDTH, ModelSpec};
 
 /// A `{ step, min, max }` knob as written; every part optional.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -337,7 +337,7 @@ impl LatticeFile {
     /// attention knobs; the RoPE width and the query rank stay the Baseline's.
     fn resolve_mla(
         &self,
-        mla: &crate::spec::Mla,
+        mla: &crate::model::Mla,
         hidden: Steps,
         experts: Steps,
         expert_ffn: FfnRule,

@@ -58,7 +58,7 @@ pub use objective::{
 pub use recipe::{Placement, Recipe, Span};
 
 use crate::error::{Error, Result};
-use crate::spec::{Loop, MAX_WIDTH, ModelSpec, Workload};
+use crate::model::{Loop, MAX_WIDTH, ModelSpec, Workload};
 use file::PlanFile;
 
 /// Where a budget's Baseline came from.

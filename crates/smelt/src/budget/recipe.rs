@@ -1,7 +1,7 @@
 //! The loop recipe: which layers of the looped model loop, and how often.
 
 use crate::error::{Error, Result};
-use crate::spec::{Loop, MAX_COUNT, MAX_REPEATS};
+use crate::model::{Loop, MAX_COUNT, MAX_REPEATS};
 
 /// How many layers are looped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

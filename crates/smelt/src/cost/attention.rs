@@ -11,7 +11,7 @@
 //!   gives what the shortcut at the histogram's mean document length `Σ n·T / Σ n` says.
 //!   Since `T(T+1)/2` is convex in `T`, the exact value is never below the shortcut.
 //!
-//! A windowed layer ([`crate::spec::Window`]) bounds the keys: with a sliding window `W`
+//! A windowed layer ([`crate::model::Window`]) bounds the keys: with a sliding window `W`
 //! the `t`-th token attends `min(t, W)` keys, a document `S(T) = T(T+1)/2` pairs for
 //! `T <= W` and `W(W+1)/2 + (T-W)·W` beyond; with chunks of `C` tokens (starting at the
 //! document's first token) it attends `((t-1) mod C) + 1`, a document `q·C(C+1)/2 +
@@ -19,7 +19,7 @@
 //! Under the `dense` convention a windowed layer costs what a full one does (`T` keys per
 //! query): the convention counts the masked square, whatever the mask.
 //!
-//! A sparse attention indexer ([`crate::spec::Indexer`]) lets the `t`-th token attend
+//! A sparse attention indexer ([`crate::model::Indexer`]) lets the `t`-th token attend
 //! `min(t, topk)` keys: the count of a sliding window of `topk` (only which keys differs),
 //! so its mean is the sliding window's; the indexer itself scores all `t`.
 
@@ -28,7 +28,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::spec::{Attention, Model, ModelSpec, WindowKind, Workload};
+use crate::model::{Attention, Model, ModelSpec, WindowKind, Workload};
 use crate::units::{Flops, relative};
 
 /// The mean number of keys a query attends, as an exact fraction.

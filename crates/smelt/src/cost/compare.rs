@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{Cost, Residuals, cost, cost_against};
 use crate::error::Result;
-use crate::spec::{Counting, ModelSpec};
+use crate::model::{Counting, ModelSpec};
 
 /// A model and its Baseline, side by side (`smelt cost MODEL --against BASELINE`).
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -2,7 +2,7 @@
 //! or MLA) and the MoE FFN.
 
 use crate::error::Result;
-use crate::spec::{AttentionBias, Model, QkNorm};
+use crate::model::{AttentionBias, Model, QkNorm};
 use crate::units::{add, product};
 
 /// The attention block of one layer.

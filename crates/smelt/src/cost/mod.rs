@@ -19,15 +19,15 @@
 //!
 //! **Parameters** (non-embedding, per physical layer unless stated):
 //! * attention: Q, K, V, O projections: `H*(heads + 2*kv_heads)*d + heads*d*H`, plus biases
-//!   when configured ([`crate::spec::AttentionBias`]: `(heads + 2*kv_heads)*d` for Q, K, V, plus `H` for O);
+//!   when configured ([`crate::model::AttentionBias`]: `(heads + 2*kv_heads)*d` for Q, K, V, plus `H` for O);
 //! * experts: `E * 3*H*f` (gate, up, down) per MoE layer;
 //! * router: `H * E` (linear, no bias) per MoE layer;
 //! * shared: `s * 3*H*f_s` per MoE layer, plus `H` for the sigmoid gate if configured;
 //! * dense: `3*H*f_d` per dense layer;
 //! * norms: `2*H` per layer (pre-attention and pre-FFN RMSNorm) plus `H` for the final norm
 //!   (twice that with `norm_bias`, LayerNorms with a bias), plus q/k norms if configured
-//!   (`2*d` per layer for [`crate::spec::QkNorm::PerHead`], `(heads + kv_heads)*d` for
-//!   [`crate::spec::QkNorm::Full`]);
+//!   (`2*d` per layer for [`crate::model::QkNorm::PerHead`], `(heads + kv_heads)*d` for
+//!   [`crate::model::QkNorm::Full`]);
 //! * embeddings `vocab*H` and LM head `vocab*H` only when `[counting]` asks (a tied LM head
 //!   is not counted twice), plus `vocab` for the head's bias with `lm_head_bias`.
 //!
@@ -84,7 +84,7 @@ pub use types::{
 };
 
 use crate::error::Result;
-use crate::spec::{Counting, KvCount, Model, ModelSpec, Workload};
+use crate::model::{Counting, KvCount, Model, ModelSpec, Workload};
 use crate::units::{Bytes, Flops, KvElements, Params, product};
 
 /// FLOPs per multiply-add.

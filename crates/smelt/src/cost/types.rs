@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::{PerBudget, Residuals, Shortcut};
 use crate::error::Result;
-use crate::spec::{Attention, KvCount, WindowKind, Workload};
+use crate::model::{Attention, KvCount, WindowKind, Workload};
 use crate::units::{Bytes, Flops, KvElements, Params};
 
 /// Parameters by component.

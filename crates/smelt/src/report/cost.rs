@@ -2,7 +2,7 @@
 
 use super::{Document, Field, Report, Table, group_digits, percent, short};
 use crate::cost::{Comparison, Cost};
-use crate::spec::KvCount;
+use crate::model::KvCount;
 use crate::units::Flops;
 
 /// FLOPs with digit groups, and three decimals when not whole.

@@ -3,8 +3,8 @@
 use super::cost::{flops, int};
 use super::{Document, Field, Format, Report, SHAPE_COLUMNS, Table, group_digits, percent};
 use crate::error::Result;
+use crate::model::Model;
 use crate::search::MatchReport;
-use crate::spec::Model;
 
 fn loop_text(model: &Model) -> String {
     match &model.looping {
@@ -81,7 +81,7 @@ impl Report for MatchReport {
             s.push_texts([label.to_owned(), a.to_string(), b.to_string()]);
         }
         if bm.mla.is_some() || lm.mla.is_some() {
-            let rank = |m: &crate::spec::Model| {
+            let rank = |m: &crate::model::Model| {
                 m.mla
                     .as_ref()
                     .map_or("-".to_owned(), |a| a.kv_lora_rank.to_string())
@@ -91,7 +91,7 @@ impl Report for MatchReport {
         for (label, text) in [
             (
                 "dense layers",
-                dense_text as fn(&crate::spec::Model) -> Option<String>,
+                dense_text as fn(&crate::model::Model) -> Option<String>,
             ),
             ("windowed layers", window_text),
         ] {
@@ -192,7 +192,7 @@ impl Report for MatchReport {
 
 /// A model file whose first line is the comment `# {comment}` (control characters in the
 /// comment escaped, so the file always reads back).
-pub fn commented_model_file(comment: &str, spec: &crate::spec::ModelSpec) -> Result<String> {
+pub fn commented_model_file(comment: &str, spec: &crate::model::ModelSpec) -> Result<String> {
     Ok(format!(
         "# {}\n{}",
         comment.escape_debug(),
@@ -201,7 +201,7 @@ pub fn commented_model_file(comment: &str, spec: &crate::spec::ModelSpec) -> Res
 }
 
 /// A `config.json` imported as a model file, its first line saying from where.
-pub fn imported_model_file(source: &str, spec: &crate::spec::ModelSpec) -> Result<String> {
+pub fn imported_model_file(source: &str, spec: &crate::model::ModelSpec) -> Result<String> {
     commented_model_file(
         &format!("Imported by smelt from {source} (embedding and LM head counted)."),
         spec,
@@ -224,14 +224,14 @@ pub fn model_file(m: &MatchReport) -> Result<String> {
 }
 
 /// The dense layers in words, when a model has any.
-fn dense_text(m: &crate::spec::Model) -> Option<String> {
+fn dense_text(m: &crate::model::Model) -> Option<String> {
     m.dense
         .as_ref()
         .map(|d| format!("{} (ffn {})", layer_list(&d.layers), d.ffn))
 }
 
 /// The windowed layers in words, when a model has any.
-fn window_text(m: &crate::spec::Model) -> Option<String> {
+fn window_text(m: &crate::model::Model) -> Option<String> {
     m.window
         .as_ref()
         .map(|w| format!("{} ({} {})", layer_list(&w.layers), w.kind.as_str(), w.size))

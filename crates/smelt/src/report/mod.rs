@@ -26,6 +26,7 @@ mod toml;
 
 use serde::Serialize;
 
+pub use crate::units::percent;
 pub use matching::{commented_model_file, imported_model_file, model_file};
 
 use crate::error::{Error, Result};
@@ -268,11 +269,6 @@ pub fn short(x: f64) -> String {
         return "0".to_owned();
     }
     format!("{x:.3e}")
-}
-
-/// A signed percentage with two decimals, e.g. `+2.91%`.
-pub fn percent(x: f64) -> String {
-    format!("{:+.2}%", x * 100.0)
 }
 
 #[cfg(test)]

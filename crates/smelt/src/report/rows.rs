@@ -2,8 +2,8 @@
 
 use super::{Document, Field, Report, SHAPE_COLUMNS, Table};
 use crate::cost::Ratios;
+use crate::model::Model;
 use crate::search::{GridReport, SweepReport};
-use crate::spec::Model;
 
 fn arrow(a: u64, b: u64) -> Field {
     if a == b {

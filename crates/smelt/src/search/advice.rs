@@ -13,7 +13,7 @@ use super::{Candidate, SearchOptions, solve_with};
 use crate::budget::{Budget, FfnRule, Lattice, Steps, Tolerance, broken};
 use crate::cost::{BudgetKind, Keys, Residuals, budgets_with};
 use crate::error::Result;
-use crate::spec::Model;
+use crate::model::Model;
 
 /// The budget that binds at the optimum and the lattice step behind it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -82,7 +82,7 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
                 .moe
                 .expert_ffn
                 .saturating_mul(2)
-                .min(crate::spec::MAX_WIDTH);
+                .min(crate::model::MAX_WIDTH);
             let free = Steps {
                 min: multiple,
                 max: max.max(multiple),
@@ -135,8 +135,8 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
     let (gmin, gmax) = lattice.gqa;
     let kv = lattice.kv_heads;
     let (g2, kv2) = (
-        gmax.saturating_mul(2).min(crate::spec::MAX_COUNT),
-        kv.max.saturating_mul(2).min(crate::spec::MAX_COUNT),
+        gmax.saturating_mul(2).min(crate::model::MAX_COUNT),
+        kv.max.saturating_mul(2).min(crate::model::MAX_COUNT),
     );
     if g2 > gmax || kv2 > kv.max {
         let change = format!("gqa max {gmax} -> {g2}, kv_heads max {} -> {kv2}", kv.max);

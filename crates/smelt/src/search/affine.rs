@@ -24,7 +24,7 @@
 use crate::budget::Budget;
 use crate::cost::{Keys, budgets_with};
 use crate::error::{Error, Result};
-use crate::spec::{Counting, Loop};
+use crate::model::{Counting, Loop};
 
 use super::{Point, looped_model};
 

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::budget::Budget;
 use crate::cost::{Budgets, Residuals};
-use crate::spec::{Dense, Loop, Mla, Model, Moe};
+use crate::model::{Dense, Loop, Mla, Model, Moe};
 
 /// The knobs of one lattice point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use crate::bench::{BenchOptions, TimeRatio, time_ratio};
 use crate::budget::{GridSpec, Mode};
 use crate::cost::{BudgetKind, PerBudget, Ratios, Residuals};
 use crate::error::Result;
+use crate::model::ModelSpec;
 use crate::progress::{Progress, Silent};
-use crate::spec::ModelSpec;
 
 /// One cell of a grid report.
 #[derive(Debug, Clone, PartialEq, Serialize)]

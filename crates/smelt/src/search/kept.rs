@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 
-use crate::spec::Model;
+use crate::model::Model;
 
 /// The slack of the search's bounds (module docs, step 3), which compare floats computed
 /// otherwise than the scores: far above the few units in the last place such a float can

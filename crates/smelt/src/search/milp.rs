@@ -24,7 +24,7 @@ use super::{Point, looped_model};
 use crate::budget::{Budget, HeadsRule, Mode};
 use crate::cost::{Keys, budgets_with};
 use crate::error::{Error, Result};
-use crate::spec::Model;
+use crate::model::Model;
 
 /// The MILP's optimum.
 #[derive(Debug, Clone, PartialEq)]

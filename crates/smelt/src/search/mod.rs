@@ -102,7 +102,7 @@ use serde::Serialize;
 use crate::budget::{Budget, Mode, score};
 use crate::cost::{Budgets, Keys, budgets_with};
 use crate::error::{Error, Result};
-use crate::spec::{Loop, ModelSpec};
+use crate::model::{Loop, ModelSpec};
 use affine::{AtHidden, Eval, Knobs, flops_scaled};
 use kept::{Entry, Kept, MARGIN};
 use shapes::{KvPairs, count_at, heads_at, mla_heads};

@@ -7,7 +7,7 @@ use super::{Candidate, SearchOptions, SearchStats, model_spec, solve_with};
 use crate::budget::{Budget, Mode, Tolerance, broken, serialize_tolerance};
 use crate::cost::{BudgetKind, Budgets, Ratios, Residuals, cost, cost_against};
 use crate::error::Result;
-use crate::spec::{Model, ModelSpec};
+use crate::model::{Model, ModelSpec};
 
 /// Compute-equivalent sparsity of both models, each against the Baseline's control.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

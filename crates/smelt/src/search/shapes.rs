@@ -13,7 +13,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
 use crate::budget::{HeadsRule, Lattice};
-use crate::spec::MAX_COUNT;
+use crate::model::MAX_COUNT;
 
 /// A `(kv_heads, head_dim)` pair with its weighted KV residual.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -7,9 +7,9 @@ use super::{SearchOptions, SparsityPair, match_budget_with};
 use crate::budget::{Budget, Span};
 use crate::cost::{BudgetKind, Ratios, Residuals};
 use crate::error::{Error, Result};
+use crate::model::ModelSpec;
 use crate::names::named_enum;
 use crate::progress::{Progress, Silent};
-use crate::spec::ModelSpec;
 
 named_enum! {
     /// Which recipe knob a sweep varies.

@@ -2,7 +2,7 @@
 //! before it exits with the tolerance code, and what a launcher logs before it refuses.
 
 use super::{GridReport, MatchReport, SweepReport};
-use crate::report::percent;
+use crate::units::percent;
 
 /// A result judged against its budget's `[tolerance]`.
 pub trait Verdict {

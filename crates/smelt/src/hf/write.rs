@@ -7,9 +7,8 @@ use super::{
     Common, Family, LLAMA4, deepseek, gpt_oss, granite, llama4, minimax, mixtral, olmoe, phimoe,
     qwen,
 };
-use crate::budget::Budget;
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, ModelSpec, QkNorm, WindowKind};
+use crate::model::{AttentionBias, ModelSpec, QkNorm, WindowKind};
 
 /// The family whose conventions a spec follows: `deepseek_v32` with an indexer,
 /// `deepseek_v3` with MLA, `llama4_text` with chunked attention, `phimoe` with norm or
@@ -176,18 +175,18 @@ pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result
     Ok(out)
 }
 
-/// A match's looped model as a config.json: in `family`, else the Baseline's family when the
-/// Baseline is a config.json smelt reads ([`family_of_config`]), else the family whose
-/// conventions the model follows ([`family_of`]); with the Baseline config's other keys
-/// when there is one ([`export_like`]). `vocab` supplies the vocabulary a Baseline without
+/// A match's looped model as a config.json: in `family`, else the family of the Baseline's
+/// config.json `base` (a budget's [`crate::budget::Budget::baseline_config`]) when smelt reads
+/// it ([`family_of_config`]), else the family whose conventions the model follows
+/// ([`family_of`]); with the Baseline config's other keys when there is one
+/// ([`export_like`]). `vocab` supplies the vocabulary a Baseline without
 /// one lacks; one that differs from the Baseline's is refused.
 pub fn export_match(
-    budget: &Budget,
+    base: Option<&Value>,
     looped: &ModelSpec,
     family: Option<Family>,
     vocab: Option<u64>,
 ) -> Result<Value> {
-    let base = budget.baseline_config();
     let family = family
         .or_else(|| base.and_then(family_of_config))
         .unwrap_or_else(|| family_of(looped));

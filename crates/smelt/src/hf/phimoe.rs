@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::support::{Feature, Support, every_layer, window_on_every_layer};
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::spec::{AttentionBias, Model};
+use crate::model::{AttentionBias, Model};
 
 const SUPPORT: Support = Support {
     biases: &[AttentionBias::None, AttentionBias::All],

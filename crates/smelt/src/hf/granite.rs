@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::support::Support;
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::spec::{AttentionBias, Model};
+use crate::model::{AttentionBias, Model};
 
 const SUPPORT: Support = Support {
     biases: &[AttentionBias::None, AttentionBias::All],

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::support::{Feature, Support, refuse};
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::spec::{Model, QkNorm};
+use crate::model::{Model, QkNorm};
 
 const SUPPORT: Support = Support {
     qk_norm: &[QkNorm::Full],

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::support::Support;
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::spec::{AttentionBias, Model, QkNorm};
+use crate::model::{AttentionBias, Model, QkNorm};
 
 const SUPPORT: Support = Support {
     qk_norm: &[QkNorm::Full],

@@ -23,7 +23,7 @@
 //!
 //! The Qwen rule: 0-based layer `i` is MoE when `i` is not in `mlp_only_layers` and
 //! `(i + 1) % decoder_sparse_step == 0`; every other layer has a dense SwiGLU of width
-//! `intermediate_size` ([`crate::spec::Dense`]). Keys a family's modeling code does not read
+//! `intermediate_size` ([`crate::model::Dense`]). Keys a family's modeling code does not read
 //! (e.g. `decoder_sparse_step` in a Mixtral config) are ignored, as Transformers ignores them.
 //!
 //! The import counts the embedding and the LM head (`[counting]`, with `vocab_size` and
@@ -44,6 +44,7 @@ mod deepseek;
 mod gpt_oss;
 mod granite;
 mod llama4;
+mod load;
 mod minimax;
 mod mixtral;
 mod olmoe;
@@ -56,11 +57,11 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{
+use crate::error::{Error, Result};
+use crate::model::{
     AttentionBias, Counting, Dense, Indexer, Loop, Mla, Model, ModelSpec, Moe, QkNorm, Window,
     Workload,
 };
-use crate::error::{Error, Result};
 use crate::names::{Named, named_enum};
 use support::{in_config_words, refuse_unmodelled, refuse_windows};
 pub use write::{export, export_like, export_match, family_of, family_of_config};
@@ -411,8 +412,12 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
     refuse_windows(family, map)?;
     let common: Common = read(value)?;
     // Bound the loop counts before any config value is iterated over.
-    super::validate::positive("model.layers", common.num_hidden_layers, super::MAX_COUNT)
-        .map_err(|e| in_config_words(e, family))?;
+    crate::model::validate::positive(
+        "model.layers",
+        common.num_hidden_layers,
+        crate::model::MAX_COUNT,
+    )
+    .map_err(|e| in_config_words(e, family))?;
     let parts = match family {
         Family::Mixtral => read::<mixtral::Config>(value)?.parts(&common),
         Family::Qwen2Moe => read::<qwen::Qwen2Moe>(value)?.parts(&common, &read(value)?),

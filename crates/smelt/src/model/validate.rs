@@ -28,7 +28,7 @@ pub(crate) fn check_name(field: &str, name: &str) -> Result<()> {
     })
 }
 
-pub(super) fn positive(field: &str, value: u64, max: u64) -> Result<()> {
+pub(crate) fn positive(field: &str, value: u64, max: u64) -> Result<()> {
     if value == 0 {
         return Err(Error::invalid(field, "must be at least 1"));
     }

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::support::{Feature, Shared, Support, refuse};
 use super::{Common, Family, Parts};
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, Dense, Model, Window, WindowKind};
+use crate::model::{AttentionBias, Dense, Model, Window, WindowKind};
 
 const CHUNKED: &str = "chunked_attention";
 const FULL: &str = "full_attention";

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::support::{Feature, Support, every_layer, window_on_every_layer};
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::spec::Model;
+use crate::model::Model;
 
 const SUPPORT: Support = Support {
     features: &[Feature::Sliding],

@@ -33,13 +33,10 @@
 //! built in code. Validation names the field and the rule it breaks, and bounds every size
 //! (see the `MAX_*` constants) so that no count can silently wrap.
 
-pub mod hf;
 pub(crate) mod validate;
 mod workload;
 
 pub use workload::{Attention, Counting, KvCount, Workload};
-
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -437,17 +434,6 @@ impl ModelSpec {
             attention: Attention::Causal,
             kv_dtype_bytes: 2,
         }
-    }
-
-    /// Reads, parses and validates a model file; a `.json` file is imported as a Hugging
-    /// Face `config.json` ([`hf`]) at [`ModelSpec::default_workload`].
-    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let text = crate::io::read_to_string(path)?;
-        if path.extension().is_some_and(|e| e == "json") {
-            return hf::import(&text, Self::default_workload());
-        }
-        Self::from_toml_str(&text)
     }
 
     /// The spec as a model file (TOML), which [`ModelSpec::from_toml_str`] reads back.

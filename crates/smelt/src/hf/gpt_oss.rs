@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::support::{Feature, Support, refuse};
 use super::{Common, Family, Parts, yes};
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, Model, Window, WindowKind};
+use crate::model::{AttentionBias, Model, Window, WindowKind};
 
 const SLIDING: &str = "sliding_attention";
 const FULL: &str = "full_attention";

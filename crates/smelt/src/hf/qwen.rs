@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::support::{Shared, Support};
 use super::{Common, Family, Parts, yes};
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, Dense, Model, QkNorm};
+use crate::model::{AttentionBias, Dense, Model, QkNorm};
 
 fn one() -> u64 {
     1

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::Family;
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, Model, QkNorm, Window, WindowKind};
+use crate::model::{AttentionBias, Model, QkNorm, Window, WindowKind};
 
 /// A refusal: the config uses what the cost model does not describe.
 pub(super) fn refuse(key: &str, why: impl Into<String>) -> Error {

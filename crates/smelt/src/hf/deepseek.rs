@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::support::{Feature, Shared, Support, refuse};
 use super::{Common, Family, Parts};
 use crate::error::{Error, Result};
-use crate::spec::{AttentionBias, Dense, Indexer, Mla, Model, QkNorm};
+use crate::model::{AttentionBias, Dense, Indexer, Mla, Model, QkNorm};
 
 fn one() -> u64 {
     1
