@@ -20,4 +20,5 @@ mod readme;
 mod reference;
 mod search;
 mod search_ties;
+mod snapshots;
 mod validation;
