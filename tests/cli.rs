@@ -169,12 +169,12 @@ fn a_qwen15_moe_config_costs_directly() {
     assert_eq!(v["params"]["active"], 2_689_173_504u64);
 }
 
-/// The README's annotated model file is a valid model file (every key it documents exists).
+/// The guide's annotated model file is a valid model file (every key it documents exists).
 #[test]
-fn readme_model_file_example_parses() {
-    let readme =
-        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    let section = &readme[readme.find("## Model files").unwrap()..];
+fn guide_model_file_example_parses() {
+    let guide =
+        std::fs::read_to_string(format!("{}/docs/guide.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let section = &guide[guide.find("## Model files").unwrap()..];
     let section = &section[..section[3..].find("\n## ").unwrap()];
     let blocks: Vec<&str> = section
         .split("```toml\n")

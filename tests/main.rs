@@ -21,4 +21,5 @@ mod reference;
 mod search;
 mod search_ties;
 mod snapshots;
+mod structure;
 mod validation;

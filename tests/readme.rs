@@ -60,12 +60,17 @@ fn readme_examples_run() {
     export_a_match().unwrap();
 }
 
+/// The Rust blocks of the README and the guide are exactly the examples above: each example
+/// is shown in one of them as it is, and no block shows code that is not run here.
 #[test]
-fn readme_shows_these_examples() {
+fn docs_show_these_examples() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let docs: Vec<(&str, String)> = ["README.md", "docs/guide.md"]
+        .into_iter()
+        .map(|f| (f, std::fs::read_to_string(format!("{root}/{f}")).unwrap()))
+        .collect();
     let source = std::fs::read_to_string(format!("{root}/tests/readme.rs")).unwrap();
-    let mut examples = 0;
+    let mut examples = Vec::new();
     for block in source.split("// README begin\n").skip(1) {
         let body = block.split("    // README end").next().unwrap();
         let text: String = body
@@ -74,10 +79,38 @@ fn readme_shows_these_examples() {
             .map(|l| format!("{l}\n"))
             .collect();
         assert!(
-            readme.contains(&format!("```rust\n{text}```")),
-            "the README does not show this example as it is:\n{text}"
+            docs.iter()
+                .any(|(_, d)| d.contains(&format!("```rust\n{text}```"))),
+            "neither the README nor the guide shows this example as it is:\n{text}"
         );
-        examples += 1;
+        examples.push(text);
     }
-    assert_eq!(examples, 3);
+    assert_eq!(examples.len(), 3);
+    for (file, doc) in &docs {
+        for block in doc.split("```rust\n").skip(1) {
+            let code = format!("{}\n", block.split("```").next().unwrap().trim_end());
+            assert!(
+                examples.contains(&code),
+                "{file} shows Rust code that tests/readme.rs does not run:\n{code}"
+            );
+        }
+    }
+}
+
+/// The README's budget in brief is a budget smelt reads and matches (its Baseline path is
+/// relative to `budgets/`, where such a file would live).
+#[test]
+fn readme_budget_example_matches() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let section = &readme[readme.find("## A budget, in brief").unwrap()..];
+    let toml = section.split("```toml\n").nth(1).unwrap();
+    let toml = &toml[..toml.find("```").unwrap()];
+    let budget =
+        smelt::budget::Budget::from_toml_str(toml, &std::path::Path::new(root).join("budgets"))
+            .unwrap();
+    let report = smelt::match_budget(&budget, 1).unwrap();
+    assert_eq!(report.looped.model.layers, 12);
+    assert!(report.looped.model.looping.is_some());
+    assert!(report.residuals.max_abs() < 0.04, "{:?}", report.residuals);
 }
