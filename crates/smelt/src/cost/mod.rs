@@ -3,68 +3,108 @@
 //!
 //! # Conventions
 //!
-//! Every count is exact (integers, or an exact fraction for per-token FLOPs) and checked
-//! for overflow. For a model with `L` physical layers, hidden size `H`, `heads` query heads
-//! and `kv_heads` key/value heads of width `d`, `E` routed experts of SwiGLU width `f`
-//! with `k` active, `s` shared experts of width `f_s`:
+//! Every count is exact (integers, or an exact fraction for per-token FLOPs) and checked for
+//! overflow. A model has `L` physical layers of hidden size `H`. A loop of `span` layers run
+//! `repeats` times gives `X = L + (repeats - 1)·span` layer executions. FLOPs and the KV cache
+//! are counted once per *execution*; parameters once per *physical* layer. A layer's FFN is the
+//! MoE, or, for the layers `[model.dense]` lists, a dense SwiGLU (a dense layer inside the loop
+//! counts once per visit).
 //!
-//! **Layer executions.** A loop of `span` layers run `repeats` times gives
-//! `X = L + (repeats - 1) * span` executions. FLOPs and KV cache are counted once per
-//! *execution*; parameters once per *physical* layer.
+//! The cost model counts, per token and per **execution** of a layer (a looped layer executed
+//! twice is counted twice), forward, 2 FLOPs per multiply-add:
 //!
-//! **Layer types.** A layer's FFN is the MoE, or, for the `D` layers `model.dense` lists, a
-//! dense SwiGLU of width `f_d`. `L_m = L - D` physical layers and `X_m` executions are MoE;
-//! `D` physical layers and `X_d = X - X_m` executions are dense (a dense layer inside the
-//! loop counts once per visit).
+//! | component | forward FLOPs per token | parameters (per physical layer) |
+//! |---|---|---|
+//! | Q, K, V, O projections | `2·H·(heads + 2·kv_heads)·head_dim + 2·heads·head_dim·H` | `H·(heads + 2·kv_heads)·head_dim + heads·head_dim·H` |
+//! | MLA projections (`[model.mla]`, ranks `r_q`, `r`, widths `d_n`, `d_r`, `d_v`) | 2 × the parameters | `H·r_q + r_q·heads·(d_n+d_r)` (or `H·heads·(d_n+d_r)` when `r_q = 0`) `+ H·(r+d_r) + r·heads·(d_n+d_v) + heads·d_v·H` |
+//! | attention biases (`attention_bias = "qkv"` or `"all"`) | not counted (adds) | `(heads + 2·kv_heads)·head_dim`, `+ H` with O |
+//! | attention sinks (`attention_sinks`) | not counted (softmax) | `heads` |
+//! | attention core (QKᵀ, PV) | `2·(qk width + v width)·c̄`: `4·heads·head_dim·c̄` for GQA, `2·heads·(d_n+d_r+d_v)·c̄` for MLA | – |
+//! | router (MoE layers) | `2·H·experts` | `H·experts`, `+ experts` with `router_bias` |
+//! | routed experts (MoE layers) | `top_k·2·3·H·expert_ffn` | `experts·3·H·expert_ffn`, `+ experts·(2·expert_ffn + H)` with `expert_bias` |
+//! | shared experts (MoE layers) | `shared_experts·2·3·H·shared_ffn` | `shared_experts·3·H·shared_ffn` |
+//! | shared-expert gate (`shared_gate = true`) | `2·H` | `H` |
+//! | dense FFN (layers in `[model.dense]`) | `2·3·H·ffn` | `3·H·ffn` |
+//! | norms | not counted | `2·H` (+ q/k norms, or MLA's `r_q + r` latent norms), plus `H` once for the final norm; with `norm_bias` (LayerNorms), twice the `H` terms |
+//! | LM head (only if counted) | `2·H·vocab`, once per token | `vocab·H` (embeddings likewise), `+ vocab` with `lm_head_bias` |
+//! | sparse attention indexer (`[model.indexer]`, `n_i` heads of width `d_i`, `topk`) | `2·(r_q·n_i·d_i + H·d_i + H·n_i)` + `2·n_i·(d_i+1)·c̄` (it scores every key the query may attend); the attention core then uses `c̄_topk` | `r_q·n_i·d_i + H·d_i + 2·d_i + H·n_i` (`wq_b`, `wk`, the key's LayerNorm, `weights_proj`) |
+//! | MTP module (`mtp_layers`, only if `[counting] mtp`) | per module: `2·2H·H` + one MoE layer with full attention + the LM head if counted | per module: one MoE layer, `2H·H`, `3·H` norms, and its own embedding and head when those are counted |
 //!
-//! **Parameters** (non-embedding, per physical layer unless stated):
-//! * attention: Q, K, V, O projections: `H*(heads + 2*kv_heads)*d + heads*d*H`, plus biases
-//!   when configured ([`crate::model::AttentionBias`]: `(heads + 2*kv_heads)*d` for Q, K, V, plus `H` for O);
-//! * experts: `E * 3*H*f` (gate, up, down) per MoE layer;
-//! * router: `H * E` (linear, no bias) per MoE layer;
-//! * shared: `s * 3*H*f_s` per MoE layer, plus `H` for the sigmoid gate if configured;
-//! * dense: `3*H*f_d` per dense layer;
-//! * norms: `2*H` per layer (pre-attention and pre-FFN RMSNorm) plus `H` for the final norm
-//!   (twice that with `norm_bias`, LayerNorms with a bias), plus q/k norms if configured
-//!   (`2*d` per layer for [`crate::model::QkNorm::PerHead`], `(heads + kv_heads)*d` for
-//!   [`crate::model::QkNorm::Full`]);
-//! * embeddings `vocab*H` and LM head `vocab*H` only when `[counting]` asks (a tied LM head
-//!   is not counted twice), plus `vocab` for the head's bias with `lm_head_bias`.
+//! * A layer listed in `[model.dense]` (`layers = [...]`, 1-based, and `ffn`) has one dense
+//!   SwiGLU FFN instead of the router, routed and shared experts (Qwen's `mlp_only_layers` and
+//!   `decoder_sparse_step`); a dense layer inside the loop is counted once per visit.
+//! * **Multi-head latent attention** (`[model.mla]`) is counted as training executes it: the
+//!   latents are projected up to every head's keys and values (not the absorbed inference
+//!   form). The KV cache holds the `kv_lora_rank` latent and the shared `qk_rope_head_dim` RoPE
+//!   key per token and layer execution, not `2·kv_heads·head_dim`.
+//! * **Windowed layers** (`[model.window]`): a sliding layer's query `t` attends `min(t, W)`
+//!   keys of its document, a document `T(T+1)/2` pairs for `T ≤ W` and `W(W+1)/2 + (T−W)·W`
+//!   beyond; a chunked layer's query attends the keys of its own `C`-token chunk (chunks start
+//!   at the document's first token): `q·C(C+1)/2 + r(r+1)/2` pairs for `T = q·C + r`. Token
+//!   weighted over the histogram as below; under `attention = "dense"` a windowed layer costs
+//!   what a full one does (that convention counts the masked square). A windowed layer inside
+//!   the loop stays windowed on every visit. The report gives the windowed layers' c̄ beside
+//!   the full layers'.
+//! * **A sparse attention indexer** (`[model.indexer]`, DeepSeek-V3.2's lightning indexer) on
+//!   every layer scores each key a query may attend with `heads` small heads from the query
+//!   latent, and the core runs on the `topk` best: query `t` attends `min(t, topk)` keys, the
+//!   count of a sliding window of `topk` (so `c̄_topk` is the sliding window's; which keys
+//!   differs). The indexer's scores cost `heads·(head_dim+1)` multiply-adds per pair (the dot
+//!   products, then their weighted sum) over the full `c̄`; its key (`head_dim` elements) is
+//!   cached per token beside MLA's latent. Its FP8 arithmetic is counted as any other FLOP, and
+//!   its training (DeepSeek trains it on a KL loss against the attention it replaces) as
+//!   3 × forward like the rest. The report gives `c̄_topk` beside the full `c̄`. Under
+//!   `attention = "dense"` the core counts the whole square, as for windows.
+//! * **Router and expert biases, sinks, MTP**: a router bias (gpt-oss's, DeepSeek-V3's
+//!   `e_score_correction_bias`, stored in its checkpoint) and expert biases are parameters
+//!   with no counted FLOPs; so are sinks (their logit joins the softmax). DeepSeek's grouped
+//!   routing, `routed_scaling_factor` and scoring function change which experts run and how
+//!   their outputs are weighted, not what is computed: no cost. MTP modules are training-only
+//!   extra heads: counted only with `[counting] mtp = true` (DeepSeek reports 671B without
+//!   them, 685B with them), never in the KV cache.
+//! * **Training FLOPs** = 3 × forward.
+//! * **c̄**, the mean number of keys a query attends: documents are packed into `context`-token
+//!   sequences with a document mask. A causal document of length `T` gives `(T+1)/2`
+//!   (`mean_doc_len`); `attention = "dense"` gives `T` (what most FLOP counters count). With a
+//!   histogram `doc_lengths` the exact token-weighted value `Σ n·T(T+1)/2 / Σ n·T` is used, and
+//!   the report also shows what the shortcut at the mean document length would have said (it is
+//!   never larger).
+//! * **Parameters** are counted once per physical layer; embeddings and the LM head are excluded
+//!   unless `[counting]` includes them. **Active** parameters are those one token touches: the
+//!   same with `top_k` experts instead of all.
+//! * **KV cache per token** = Σ over executions of `2·kv_heads·head_dim` elements (MLA:
+//!   `kv_lora_rank + qk_rope_head_dim`; the second visit of a looped layer keeps its own keys
+//!   and values); bytes = elements × `kv_dtype_bytes`. Every report also gives the cache **one
+//!   sequence holds at the end of the workload's context**: `context` entries per full layer
+//!   execution, `min(size, context)` per windowed one (a chunked layer holds at most its
+//!   chunk). The KV budget a match compares is the per-token figure unless `[counting] kv =
+//!   "at_context"` (in the model file or the budget's `[counting]`) picks the held one, which
+//!   is the one that sees windows.
+//! * **Sparsity** (SMELT Eq. 1): `N_act_eq = (F/F0)·N0`, `S = 1 − N_act_eq/N`, with `F0, N0`
+//!   the training FLOPs and parameters of the *fully-activated control*: same shapes, not
+//!   looped, `experts = top_k`. `smelt cost MODEL --against BASELINE` measures the model
+//!   against its Baseline's control, as the paper does for looped models.
 //!
-//! *Active* parameters are what one token touches in one pass over the physical layers:
-//! the same, with `k` experts instead of `E` (router, shared experts, dense FFNs and norms
-//! in full).
+//! Counts are exact integers (FLOPs per token are an exact fraction, since `(T+1)/2` need not
+//! be whole) and every operation is overflow-checked: a model too large to count in 64 bits is
+//! an error, never a wrapped number.
 //!
-//! **FLOPs per token**, forward, 2 FLOPs per multiply-add:
-//! * projections, per execution: `2*H*(heads + 2*kv_heads)*d + 2*heads*d*H`;
-//! * attention core (`QKᵀ` and `PV`), per execution: `4*heads*d*c̄`, with `c̄` the mean
-//!   number of keys a query attends inside its document (see [`MeanKeys`]);
-//! * per MoE execution: router `2*H*E`; routed experts `k * 2 * 3*H*f`; shared
-//!   `s * 2 * 3*H*f_s`, plus `2*H` for the gate;
-//! * per dense execution: `2 * 3*H*f_d`;
-//! * the LM head, when counted: `2*H*vocab`, once per token (not per execution).
+//! **Comparisons are under one convention.** `smelt cost MODEL --against BASELINE` (and
+//! `smelt::compare`) costs the model under the Baseline's `[counting]` and workload: a
+//! `config.json` (embeddings and LM head counted, the default workload) against a paper-style
+//! model file (neither counted, its own workload) would otherwise differ by convention, not by
+//! architecture. What was replaced is said on standard error, in the table and in the JSON
+//! (`harmonised`).
 //!
-//! Norms, biases, softmax, activations, the gate's sigmoid, routing top-k and residual adds
-//! are not counted. Training FLOPs are `3 x` forward (the backward pass is twice the
-//! forward).
+//! *Active* parameters are what one token touches in one pass over the physical layers: the
+//! same, with `top_k` experts instead of all (router, shared experts, dense FFNs and norms in
+//! full). Norms, biases, softmax, activations, the gate's sigmoid, routing top-k and residual
+//! adds are not counted as FLOPs.
 //!
-//! **KV cache per token**: `Σ over executions 2*kv_heads*d` elements (the second visit of a
-//! looped layer keeps its own keys and values); bytes are elements times
-//! `workload.kv_dtype_bytes`.
-//!
-//! **Beyond GQA** (see the README's conventions): multi-head latent attention replaces the
-//! projections by the latent and up-projections and caches `kv_lora_rank + qk_rope_head_dim`
-//! per execution; windowed layers attend fewer keys ([`MeanKeys::windowed`]) and hold at
-//! most their window at the context ([`KvAtContext`]); sinks, router and expert biases are
-//! parameters without counted FLOPs; MTP modules count only with `[counting] mtp`; a sparse
-//! attention indexer adds its projections, `heads·(head_dim + 1)` multiply-adds per scored
-//! query-key pair over the full `c̄`, and its cached key, and the core then attends
-//! `min(t, topk)` keys ([`Keys::selected`]).
-//!
-//! **Compute-equivalent sparsity** (SMELT, Eq. 1): with `F0, N0` the training FLOPs and
-//! parameters of the fully-activated control (same shapes, not looped, `E = k`, see
-//! [`ModelSpec::control`]), `N_act_eq = (F / F0) * N0` and `S = 1 - N_act_eq / N`. A looped
-//! model is measured against the control of its Baseline ([`cost_against`]).
+//! In the code: c̄ is [`MeanKeys`] (the windowed layers' [`MeanKeys::windowed`], an indexer's
+//! [`Keys::selected`]), the cache one sequence holds is [`KvAtContext`], the fully-activated
+//! control is [`ModelSpec::control`], and a model is measured against its Baseline's control
+//! by [`cost_against`].
 //!
 //! Reference: Wang et al., "SMELT: Scaling Laws for Compute-Matched MoE Looped
 //! Transformers", arXiv 2609.01343, §2 and Appendix A.

@@ -1,5 +1,7 @@
-//! The README's Rust examples: they run, and the README shows them exactly as they are
-//! here (between the `README` markers, indentation removed).
+//! The documentation against the code: the README's and the guide's Rust examples run and
+//! are shown exactly as they are here (between the `README` markers, indentation removed),
+//! the README's budget matches, and `docs/conventions.md` is the cost model's own
+//! documentation.
 
 /// README, "Library": matching a budget, as a launcher would.
 fn match_a_budget() -> smelt::Result<()> {
@@ -69,7 +71,7 @@ fn docs_show_these_examples() {
         .into_iter()
         .map(|f| (f, std::fs::read_to_string(format!("{root}/{f}")).unwrap()))
         .collect();
-    let source = std::fs::read_to_string(format!("{root}/tests/readme.rs")).unwrap();
+    let source = std::fs::read_to_string(format!("{root}/tests/docs.rs")).unwrap();
     let mut examples = Vec::new();
     for block in source.split("// README begin\n").skip(1) {
         let body = block.split("    // README end").next().unwrap();
@@ -91,7 +93,7 @@ fn docs_show_these_examples() {
             let code = format!("{}\n", block.split("```").next().unwrap().trim_end());
             assert!(
                 examples.contains(&code),
-                "{file} shows Rust code that tests/readme.rs does not run:\n{code}"
+                "{file} shows Rust code that tests/docs.rs does not run:\n{code}"
             );
         }
     }
@@ -113,4 +115,70 @@ fn readme_budget_example_matches() {
     assert_eq!(report.looped.model.layers, 12);
     assert!(report.looped.model.looping.is_some());
     assert!(report.residuals.max_abs() < 0.04, "{:?}", report.residuals);
+}
+
+/// `docs/conventions.md` is the module documentation of `crates/smelt/src/cost/mod.rs`
+/// (rustdoc links shown as code), so the two cannot drift apart.
+/// `SMELT_BLESS=1 cargo test --release --test tests conventions` rewrites it.
+#[test]
+fn conventions_doc_is_the_cost_model_docs() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let module = std::fs::read_to_string(format!("{root}/crates/smelt/src/cost/mod.rs")).unwrap();
+    let docs: Vec<&str> = module
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| {
+            l.strip_prefix("//!")
+                .unwrap()
+                .strip_prefix(' ')
+                .unwrap_or("")
+        })
+        .collect();
+    assert!(docs.len() > 50, "the cost model's module docs are missing");
+    let mut want = String::from(
+        "<!-- Generated from the module documentation of crates/smelt/src/cost/mod.rs by\n     \
+         `SMELT_BLESS=1 cargo test --release --test tests conventions`: edit the module docs,\n     \
+         not this file. -->\n\n# smelt — counting conventions\n\n",
+    );
+    for line in docs {
+        let line = line
+            .strip_prefix("# Conventions")
+            .map_or(line, |_| "## Conventions");
+        want.push_str(&unlink(line));
+        want.push('\n');
+    }
+    let path = format!("{root}/docs/conventions.md");
+    if std::env::var_os("SMELT_BLESS").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    let got = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        got == want,
+        "docs/conventions.md differs from the cost model's module docs; \
+         SMELT_BLESS=1 cargo test --release --test tests conventions rewrites it"
+    );
+}
+
+/// Each rustdoc link `` [`path`] `` of `line` as plain code `` `path` ``.
+fn unlink(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(open) = rest.find("[`") {
+        let Some(close) = rest[open + 2..].find("`]") else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        out.push_str(&rest[open + 1..open + 2 + close + 1]);
+        rest = &rest[open + 2 + close + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn unlink_keeps_code_with_brackets() {
+    assert_eq!(
+        unlink("see [`MeanKeys`] and `[model.dense]`, [`a::b`]."),
+        "see `MeanKeys` and `[model.dense]`, `a::b`."
+    );
 }
