@@ -45,6 +45,7 @@ mod gpt_oss;
 mod granite;
 mod llama4;
 mod load;
+pub mod looped;
 mod minimax;
 mod mixtral;
 mod olmoe;

@@ -1,0 +1,203 @@
+//! A looped model for Transformers: a model directory in the Hub's custom-code convention.
+//!
+//! A family's `config.json` cannot say that layers repeat: `AutoModelForCausalLM.from_config`
+//! on it builds the unlooped model, cheaper than the one smelt matched, and says nothing. So
+//! a looped match is written as a directory that builds exactly the model smelt costed:
+//!
+//! * `config.json`, with `model_type = "smelt_looped"` (a type stock Transformers does not
+//!   know, so without `trust_remote_code` it refuses instead of building another model),
+//!   `auto_map` naming the two files below, `text_config`: the family's own config for the
+//!   *physical* layers (what [`super::export`] writes, without the `smelt_loop_*` keys), and
+//!   the loop in `loop_first_layer` (1-based), `loop_span`, `loop_repeats` and
+//!   `loop_residual_scale`;
+//! * `configuration_smelt_looped.py` and `modeling_smelt_looped.py`: the family's causal-LM
+//!   class built as it is (its decoder layers, attention and experts are Transformers' own),
+//!   one layer per physical layer, run in the matched order (the layers before the span, the
+//!   span `loop_repeats` times, the rest) with each visit in its own KV-cache slot and the
+//!   span's residual updates scaled by `loop_residual_scale`.
+//!
+//! [`super::import_value`] reads such a `config.json` back with its loop (`smelt cost DIR`).
+//! The Python files are templates kept beside this module (`looped/`), tested by pytest
+//! against Transformers for every family smelt exports.
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// The `model_type` of a looped model directory.
+pub const MODEL_TYPE: &str = "smelt_looped";
+
+/// The configuration class a looped model directory carries.
+pub const CONFIGURATION_PY: &str = include_str!("looped/configuration_smelt_looped.py");
+
+/// The modeling class a looped model directory carries.
+pub const MODELING_PY: &str = include_str!("looped/modeling_smelt_looped.py");
+
+/// The loop keys of a family export and their names in a looped model directory.
+const LOOP_KEYS: [(&str, &str); 4] = [
+    ("smelt_loop_first_layer", "loop_first_layer"),
+    ("smelt_loop_span", "loop_span"),
+    ("smelt_loop_repeats", "loop_repeats"),
+    ("smelt_loop_residual_scale", "loop_residual_scale"),
+];
+
+/// The files of a model directory, by name, in the order they are written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelDir {
+    /// `(file name, contents)`: `config.json` first.
+    pub files: Vec<(&'static str, String)>,
+}
+
+/// Whether a family export (from [`super::export`] or [`super::export_match`]) loops, so
+/// that it must be written as a directory ([`model_dir`]) rather than a bare `config.json`.
+pub fn is_looped(family_config: &Value) -> bool {
+    family_config.get(LOOP_KEYS[0].0).is_some()
+}
+
+/// The directory of a looped family export: its `config.json` and the two Python files. An
+/// export without a loop is refused (it is a plain `config.json` of its family).
+pub fn model_dir(family_config: &Value) -> Result<ModelDir> {
+    let Some(map) = family_config.as_object() else {
+        return Err(Error::invalid("config.json", "must be an object"));
+    };
+    if !is_looped(family_config) {
+        return Err(Error::invalid(
+            "config.json",
+            "has no loop: write it as a plain config.json of its family",
+        ));
+    }
+    let mut text = map.clone();
+    let mut top = Map::new();
+    for (from, to) in LOOP_KEYS {
+        if let Some(v) = text.remove(from) {
+            top.insert(to.to_owned(), v);
+        }
+    }
+    top.insert(
+        "architectures".to_owned(),
+        Value::from(vec!["SmeltLoopedForCausalLM"]),
+    );
+    let mut auto_map = Map::new();
+    auto_map.insert(
+        "AutoConfig".to_owned(),
+        Value::from("configuration_smelt_looped.SmeltLoopedConfig"),
+    );
+    auto_map.insert(
+        "AutoModelForCausalLM".to_owned(),
+        Value::from("modeling_smelt_looped.SmeltLoopedForCausalLM"),
+    );
+    top.insert("auto_map".to_owned(), Value::Object(auto_map));
+    top.insert("model_type".to_owned(), Value::from(MODEL_TYPE));
+    if let Some(tie) = text.get("tie_word_embeddings") {
+        top.insert("tie_word_embeddings".to_owned(), tie.clone());
+    }
+    top.insert("text_config".to_owned(), Value::Object(text));
+    let config = serde_json::to_string_pretty(&Value::Object(top))
+        .map_err(|e| Error::serialize("config.json", e))?;
+    Ok(ModelDir {
+        files: vec![
+            ("config.json", format!("{config}\n")),
+            ("configuration_smelt_looped.py", CONFIGURATION_PY.to_owned()),
+            ("modeling_smelt_looped.py", MODELING_PY.to_owned()),
+        ],
+    })
+}
+
+/// A looped model directory's `config.json` as the family config [`super::import_value`]
+/// reads: its `text_config` with the loop in the `smelt_loop_*` keys.
+pub(super) fn as_family_config(map: &Map<String, Value>) -> Result<Value> {
+    let field = |key: &str| format!("config.json: {key}");
+    let mut text = match map.get("text_config") {
+        Some(Value::Object(t)) => t.clone(),
+        Some(_) => return Err(Error::invalid(field("text_config"), "must be an object")),
+        None => {
+            return Err(Error::invalid(
+                field("text_config"),
+                "missing: a smelt_looped config holds its family's config there",
+            ));
+        }
+    };
+    for (inner, outer) in LOOP_KEYS {
+        if text.contains_key(inner) {
+            return Err(Error::invalid(
+                field(&format!("text_config.{inner}")),
+                format!("a smelt_looped config gives its loop as {outer} beside text_config"),
+            ));
+        }
+        match map.get(outer) {
+            Some(v) => {
+                text.insert(inner.to_owned(), v.clone());
+            }
+            None if outer == "loop_residual_scale" => {}
+            None => return Err(Error::invalid(field(outer), "missing")),
+        }
+    }
+    Ok(Value::Object(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn export() -> Value {
+        serde_json::json!({
+            "model_type": "mixtral",
+            "num_hidden_layers": 4,
+            "tie_word_embeddings": false,
+            "smelt_loop_first_layer": 2,
+            "smelt_loop_span": 2,
+            "smelt_loop_repeats": 2,
+            "smelt_loop_residual_scale": 0.5,
+        })
+    }
+
+    #[test]
+    fn a_looped_export_becomes_a_directory_and_reads_back() {
+        let dir = model_dir(&export()).unwrap();
+        let names: Vec<_> = dir.files.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "config.json",
+                "configuration_smelt_looped.py",
+                "modeling_smelt_looped.py"
+            ]
+        );
+        let config: Value = serde_json::from_str(&dir.files[0].1).unwrap();
+        assert_eq!(config["model_type"], MODEL_TYPE);
+        assert_eq!(config["loop_span"], 2);
+        assert_eq!(config["text_config"]["model_type"], "mixtral");
+        assert!(config["text_config"].get("smelt_loop_span").is_none());
+        let back = as_family_config(config.as_object().unwrap()).unwrap();
+        assert_eq!(back, export());
+    }
+
+    #[test]
+    fn an_unlooped_export_is_not_a_directory() {
+        let mut plain = export();
+        for (k, _) in LOOP_KEYS {
+            plain.as_object_mut().unwrap().remove(k);
+        }
+        assert!(!is_looped(&plain));
+        let e = model_dir(&plain).unwrap_err().to_string();
+        assert!(e.contains("has no loop"), "{e}");
+    }
+
+    #[test]
+    fn a_looped_config_without_its_parts_is_refused() {
+        let config: Value =
+            serde_json::from_str(&model_dir(&export()).unwrap().files[0].1).unwrap();
+        let mut no_text = config.as_object().unwrap().clone();
+        no_text.remove("text_config");
+        let e = as_family_config(&no_text).unwrap_err().to_string();
+        assert!(e.contains("config.json: text_config: missing"), "{e}");
+        let mut no_span = config.as_object().unwrap().clone();
+        no_span.remove("loop_span");
+        let e = as_family_config(&no_span).unwrap_err().to_string();
+        assert!(e.contains("config.json: loop_span: missing"), "{e}");
+        let mut both = config.as_object().unwrap().clone();
+        both["text_config"]["smelt_loop_span"] = Value::from(2);
+        let e = as_family_config(&both).unwrap_err().to_string();
+        assert!(e.contains("text_config.smelt_loop_span"), "{e}");
+    }
+}
