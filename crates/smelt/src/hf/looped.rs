@@ -20,6 +20,8 @@
 //! The Python files are templates kept beside this module (`looped/`), tested by pytest
 //! against Transformers for every family smelt exports.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
@@ -103,6 +105,48 @@ pub fn model_dir(family_config: &Value) -> Result<ModelDir> {
     })
 }
 
+impl ModelDir {
+    /// The files of an export: a looped one's directory ([`model_dir`]), or the plain
+    /// `config.json` of an export without a loop.
+    pub fn of(family_config: &Value) -> Result<Self> {
+        if is_looped(family_config) {
+            return model_dir(family_config);
+        }
+        let config = serde_json::to_string_pretty(family_config)
+            .map_err(|e| Error::serialize("config.json", e))?;
+        Ok(Self {
+            files: vec![("config.json", format!("{config}\n"))],
+        })
+    }
+
+    /// Whether this is a looped model's directory (more than a `config.json`).
+    pub fn is_looped(&self) -> bool {
+        self.files.len() > 1
+    }
+
+    /// Writes the files into `dir` (created if missing; an existing directory keeps its other
+    /// files), each atomically and never over one of `inputs`; returns the paths written.
+    pub fn write(&self, dir: &Path, inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+        let io = |error| Error::Io {
+            path: dir.display().to_string(),
+            error,
+        };
+        if dir.exists() && !dir.is_dir() {
+            return Err(io(std::io::Error::other(
+                "is not a directory: a Hugging Face export is a model directory",
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let mut written = Vec::new();
+        for (name, contents) in &self.files {
+            let path = dir.join(name);
+            crate::io::write_output(&path, contents.as_bytes(), inputs)?;
+            written.push(path);
+        }
+        Ok(written)
+    }
+}
+
 /// A looped model directory's `config.json` as the family config [`super::import_value`]
 /// reads: its `text_config` with the loop in the `smelt_loop_*` keys.
 pub(super) fn as_family_config(map: &Map<String, Value>) -> Result<Value> {
@@ -170,6 +214,28 @@ mod tests {
         assert!(config["text_config"].get("smelt_loop_span").is_none());
         let back = as_family_config(config.as_object().unwrap()).unwrap();
         assert_eq!(back, export());
+    }
+
+    #[test]
+    fn a_directory_is_written_and_an_unlooped_export_is_one_file() {
+        let root = std::env::temp_dir().join(format!("smelt-looped-{}", std::process::id()));
+        let dir = root.join("looped");
+        let written = ModelDir::of(&export()).unwrap().write(&dir, &[]).unwrap();
+        assert_eq!(written.len(), 3);
+        let back = crate::io::read_to_string(dir.join("modeling_smelt_looped.py")).unwrap();
+        assert_eq!(back, MODELING_PY);
+        let mut plain = export();
+        plain
+            .as_object_mut()
+            .unwrap()
+            .remove("smelt_loop_first_layer");
+        let one = ModelDir::of(&plain).unwrap();
+        assert!(!one.is_looped());
+        let file = root.join("file");
+        std::fs::write(&file, "x").unwrap();
+        let e = one.write(&file, &[]).unwrap_err().to_string();
+        assert!(e.contains("is not a directory"), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

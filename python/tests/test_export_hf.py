@@ -1,0 +1,291 @@
+"""Exports a launcher trains: every family's looped match, built by Transformers.
+
+For a tiny Baseline of each family smelt imports (shrunk from the published configs in
+tests/data/hf), SMELT's recipe is matched and exported with `smelt.export_hf`; Transformers
+builds the exported directory with `trust_remote_code=True` (and refuses it without), and the
+model it builds is the model smelt costed:
+
+* its parameters are smelt's count (Transformers keeps a router's score-correction bias as a
+  buffer, not a parameter: those buffers are added, and the test says which);
+* one training step (forward and backward, eager attention and eager experts) executes
+  smelt's training FLOPs under the dense-attention convention (what eager attention
+  computes: the whole masked square), counted by torch's FlopCounterMode;
+* cached decoding, token by token, gives the full forward's logits.
+
+Where Transformers computes something else, the test states the exact difference:
+Llama-4's eager experts run every expert on every token, and DeepSeek-V3.2's indexer runs
+without gradient (and its top-k selection differs between a full forward and cached decoding,
+in the stock model as in the looped one).
+"""
+
+import copy
+import json
+import pathlib
+
+import pytest
+
+import smelt
+
+torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+HF = ROOT / "tests" / "data" / "hf"
+T = 12  # tokens of the test sequence
+VOCAB = 128
+
+COMMON = dict(
+    hidden_size=64,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    num_hidden_layers=4,
+    vocab_size=VOCAB,
+    max_position_embeddings=64,
+)
+DEEPSEEK = dict(
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=32,
+    n_shared_experts=1,
+    first_k_dense_replace=1,
+    intermediate_size=48,
+    q_lora_rank=32,
+    kv_lora_rank=32,
+    qk_nope_head_dim=16,
+    qk_rope_head_dim=8,
+    v_head_dim=16,
+    num_key_value_heads=4,
+    n_group=1,
+    topk_group=1,
+    num_nextn_predict_layers=0,
+    rope_scaling=None,
+)
+
+# family: (published config, what changes to make it tiny)
+TINY = {
+    "mixtral": ("mixtral-8x7b-v0.1", dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=32)),
+    "qwen2_moe": (
+        "qwen1.5-moe-a2.7b",
+        dict(
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=48,
+            intermediate_size=48,
+            decoder_sparse_step=1,
+        ),
+    ),
+    "qwen3_moe": (
+        "qwen3-30b-a3b",
+        dict(
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            intermediate_size=48,
+            head_dim=16,
+            mlp_only_layers=[],
+            decoder_sparse_step=1,
+        ),
+    ),
+    "olmoe": ("olmoe-1b-7b-0924", dict(num_experts=4, num_experts_per_tok=2, intermediate_size=32)),
+    "deepseek_v2": ("deepseek-v2", DEEPSEEK),
+    "deepseek_v3": ("deepseek-v3", DEEPSEEK),
+    "deepseek_v32": (
+        "deepseek-v3.2-exp",
+        dict(DEEPSEEK, index_n_heads=2, index_head_dim=16, index_topk=8),
+    ),
+    "kimi_k2": ("kimi-k2-instruct", DEEPSEEK),
+    "glm4_moe": (
+        "glm-4.5-air",
+        dict(
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            n_shared_experts=1,
+            first_k_dense_replace=1,
+            intermediate_size=48,
+            head_dim=16,
+            n_group=1,
+            topk_group=1,
+            num_nextn_predict_layers=0,
+        ),
+    ),
+    "gpt_oss": (
+        "gpt-oss-20b",
+        dict(
+            num_local_experts=4,
+            experts_per_token=2,
+            num_experts_per_tok=2,
+            intermediate_size=32,
+            head_dim=16,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention"] * 2,
+        ),
+    ),
+    "minimax_m2": (
+        "minimax-m2",
+        dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=32, head_dim=16, rotary_dim=8),
+    ),
+    "llama4_text": (
+        "llama-4-maverick-17b-128e-text",
+        dict(
+            num_local_experts=4,
+            num_experts_per_tok=1,
+            intermediate_size=32,
+            intermediate_size_mlp=48,
+            head_dim=16,
+            attention_chunk_size=4,
+            interleave_moe_layer_step=2,
+            no_rope_layers=[1, 1, 1, 0],
+            moe_layers=None,
+        ),
+    ),
+    "granitemoe": (
+        "granite-3.0-1b-a400m",
+        dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=32),
+    ),
+    "phimoe": (
+        "phi-3.5-moe-instruct",
+        dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=32, sliding_window=None),
+    ),
+}
+
+
+def tiny_config(family):
+    published, changes = TINY[family]
+    config = json.loads((HF / f"{published}.json").read_text())
+    config.pop("quantization_config", None)
+    config.pop("auto_map", None)
+    config.update(COMMON)
+    config.update(copy.deepcopy(changes))
+    for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
+        if isinstance(config.get(key), int) and config[key] >= VOCAB:
+            config[key] = 0
+        if isinstance(config.get(key), list):
+            config[key] = [0]
+    return config
+
+
+def export(family, tmp_path):
+    """The tiny Baseline of `family` matched with SMELT's recipe and exported."""
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps(tiny_config(family)))
+    budget = {
+        "name": f"tiny-{family}",
+        "baseline": str(baseline),
+        "recipe": {"span": "half", "repeats": 2},
+    }
+    out = tmp_path / "looped"
+    written = smelt.export_hf(budget, out)
+    assert written["looped"], written
+    return out
+
+
+def smelt_cost(directory):
+    """smelt's count of the exported model at a dense T-token workload."""
+    model = smelt.import_hf(directory)
+    model["workload"] = {"context": T, "mean_doc_len": T, "attention": "dense", "kv_dtype_bytes": 2}
+    return smelt.cost(model), model
+
+
+def build(directory):
+    config = transformers.AutoConfig.from_pretrained(directory, trust_remote_code=True)
+    return transformers.AutoModelForCausalLM.from_config(
+        config, trust_remote_code=True, attn_implementation="eager", experts_implementation="eager"
+    )
+
+
+def score_correction_buffers(model):
+    """Router biases Transformers keeps as buffers (smelt counts them: they are in checkpoints)."""
+    return sum(b.numel() for name, b in model.named_buffers() if name.endswith("e_score_correction_bias"))
+
+
+def training_flops_per_token(model):
+    torch.manual_seed(0)
+    x = torch.randint(0, VOCAB, (1, T))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(x, labels=x).loss.backward()
+    return counter.get_total_flops() / T
+
+
+def llama4_every_expert_extra(model_file):
+    """Llama-4's eager experts run all experts on every token: (E - k) extra experts' FLOPs."""
+    m = model_file["model"]
+    moe_layers = m["layers"] - len((m.get("dense") or {}).get("layers", []))
+    loop = m.get("loop")
+    executions_moe = moe_layers
+    if loop:
+        dense = set((m.get("dense") or {}).get("layers", []))
+        span = range(loop["first"], loop["first"] + loop["span"])
+        executions_moe += (loop["repeats"] - 1) * sum(1 for i in span if i not in dense)
+    e, k, f, h = m["moe"]["experts"], m["moe"]["top_k"], m["moe"]["expert_ffn"], m["hidden"]
+    return 3 * executions_moe * (e - k) * 2 * 3 * h * f
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_the_export_builds_the_model_smelt_costed(family, tmp_path):
+    directory = export(family, tmp_path)
+    config = json.loads((directory / "config.json").read_text())
+    assert config["model_type"] == "smelt_looped"
+    model = build(directory)
+    cost, model_file = smelt_cost(directory)
+    assert model_file["model"]["loop"]["repeats"] == 2
+
+    params = sum(p.numel() for p in model.parameters()) + score_correction_buffers(model)
+    assert params == cost["params"]["total"]
+
+    flops = training_flops_per_token(model)
+    want = cost["flops_per_token"]["training"]
+    if family == "llama4_text":
+        want += llama4_every_expert_extra(model_file)
+    if family == "deepseek_v32":
+        # The indexer's projections and scores run under no_grad: no backward for them
+        # (2/3 of the indexer's training FLOPs), and its scores are computed by matmuls
+        # over the whole key range, as smelt's dense convention counts them.
+        indexer = cost["flops_per_token"]["forward_breakdown"]["indexer"]
+        assert flops == pytest.approx(want - 2 * indexer, abs=0.5)
+    else:
+        assert flops == pytest.approx(want, abs=0.5)
+
+
+@pytest.mark.parametrize("family", sorted(set(TINY) - {"deepseek_v32"}))
+def test_cached_decoding_equals_the_full_forward(family, tmp_path):
+    model = build(export(family, tmp_path)).eval()
+    torch.manual_seed(1)
+    x = torch.randint(0, VOCAB, (1, T))
+    with torch.no_grad():
+        full = model(x).logits
+        out = model(x[:, :8], use_cache=True)
+        cache, steps = out.past_key_values, [out.logits]
+        for t in range(8, T):
+            out = model(x[:, t : t + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            steps.append(out.logits)
+    assert torch.allclose(full, torch.cat(steps, 1), atol=1e-5)
+
+
+def test_without_trust_remote_code_transformers_refuses(tmp_path):
+    directory = export("mixtral", tmp_path)
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        transformers.AutoConfig.from_pretrained(directory, trust_remote_code=False)
+
+
+def test_a_launcher_trains_the_looped_model(tmp_path):
+    directory = export("qwen3_moe", tmp_path)
+    model = build(directory)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    torch.manual_seed(2)
+    x = torch.randint(0, VOCAB, (2, T))
+    losses = []
+    for _ in range(3):
+        loss = model(x, labels=x).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+    model.save_pretrained(tmp_path / "trained")
+    again = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "trained", trust_remote_code=True)
+    assert sum(p.numel() for p in again.parameters()) == sum(p.numel() for p in model.parameters())
