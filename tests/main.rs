@@ -13,6 +13,7 @@ mod figures;
 mod fit;
 mod hf;
 mod hf_families;
+mod hf_looped;
 mod hf_more;
 mod launcher;
 mod parsers;

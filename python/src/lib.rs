@@ -316,13 +316,74 @@ fn bench_models(
 fn import_hf(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     let i = input(py, config)?;
     let spec = guarded(py, move || {
-        let text = match i {
-            Input::Json(text) => text,
-            Input::Path(p) => smelt_core::io::read_to_string(&p)?,
-        };
-        smelt_core::hf::import(&text, smelt_core::ModelSpec::default_workload())
+        match i {
+            Input::Json(text) => {
+                smelt_core::hf::import(&text, smelt_core::ModelSpec::default_workload())
+            }
+            // A config.json, or a model directory (a looped export) holding one.
+            Input::Path(p) => {
+                let p = if p.is_dir() { p.join("config.json") } else { p };
+                let text = smelt_core::io::read_to_string(&p)?;
+                smelt_core::hf::import(&text, smelt_core::ModelSpec::default_workload())
+            }
+        }
     })?;
     output(py, &spec)
+}
+
+/// export_hf(budget, dir, base_dir=None, family=None, vocab=None, force=False) -> dict:
+/// matches a budget and writes the looped model for Transformers into the folder `dir`, the
+/// same files as `smelt match BUDGET --format hf -o DIR`.
+///
+/// A looped match is a model directory (`config.json` of model_type "smelt_looped", with the
+/// family's config as `text_config`, and the configuration and modeling files), which
+/// `transformers.AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(dir,
+/// trust_remote_code=True), trust_remote_code=True)` builds with the family's own classes,
+/// looped as matched; a match without a loop is a plain `config.json` of its family. `family`
+/// names the family to write (default: the Baseline's), `vocab` supplies a vocabulary the
+/// Baseline lacks. Returns {"dir", "files", "looped", "residuals"}. No file of the budget is
+/// ever overwritten.
+#[pyfunction]
+#[pyo3(signature = (budget, dir, base_dir = None, family = None, vocab = None, force = false))]
+fn export_hf(
+    py: Python<'_>,
+    budget: &Bound<'_, PyAny>,
+    dir: PathBuf,
+    base_dir: Option<PathBuf>,
+    family: Option<String>,
+    vocab: Option<u64>,
+    force: bool,
+) -> PyResult<Py<PyAny>> {
+    let budget_path = budget.extract::<PathBuf>().ok();
+    let b = self::budget(py, budget, base_dir)?;
+    let written = guarded(py, move || {
+        let family = family
+            .map(|f| f.parse::<smelt_core::hf::Family>())
+            .transpose()?;
+        let options = SearchOptions {
+            top: 1,
+            force,
+            advise: false,
+        };
+        let report = smelt_core::search::match_budget_with(&b, &options)?;
+        let config =
+            smelt_core::hf::export_match(b.baseline_config(), &report.looped, family, vocab)?;
+        let files = smelt_core::hf::looped::ModelDir::of(&config)?;
+        let mut inputs: Vec<PathBuf> = budget_path.into_iter().collect();
+        if let smelt_core::budget::BaselineSource::File(p)
+        | smelt_core::budget::BaselineSource::HfConfig { path: p, .. } = b.source()
+        {
+            inputs.push(p.clone());
+        }
+        let paths = files.write(&dir, &inputs)?;
+        Ok(serde_json::json!({
+            "dir": dir,
+            "files": paths,
+            "looped": files.is_looped(),
+            "residuals": report.residuals,
+        }))
+    })?;
+    output(py, &written)
 }
 
 /// Compute-matched budgets for looped MoE Transformers (the smelt library).
@@ -336,6 +397,7 @@ fn smelt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gain, m)?)?;
     m.add_function(wrap_pyfunction!(bench_models, m)?)?;
     m.add_function(wrap_pyfunction!(import_hf, m)?)?;
+    m.add_function(wrap_pyfunction!(export_hf, m)?)?;
     m.add("SmeltError", m.py().get_type::<SmeltError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

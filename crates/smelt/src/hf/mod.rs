@@ -386,6 +386,16 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
     if map.get("model_type").and_then(Value::as_str) == Some(LLAMA4) {
         return import_llama4(map, workload);
     }
+    if map.get("model_type").and_then(Value::as_str) == Some(looped::MODEL_TYPE) {
+        let family = looped::as_family_config(map)?;
+        if family.get("model_type").and_then(Value::as_str) == Some(looped::MODEL_TYPE) {
+            return Err(Error::invalid(
+                "config.json: text_config.model_type",
+                "a smelt_looped config holds its family's config, not another smelt_looped one",
+            ));
+        }
+        return import_value(&family, workload);
+    }
     refuse_unmodelled(map)?;
     let family = match map.get("model_type") {
         None => {

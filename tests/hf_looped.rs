@@ -1,0 +1,56 @@
+//! Looped exports as Transformers model directories: what smelt writes for a looped match
+//! reads back as the same model, loop included, from the directory or its `config.json`.
+//! (That Transformers builds exactly this model is shown by python/tests/test_export_hf.py.)
+
+use std::path::PathBuf;
+
+use smelt::budget::Budget;
+use smelt::hf::looped::{MODEL_TYPE, ModelDir};
+
+use crate::common::{budget, run_json};
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("looped-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn a_looped_match_reads_back_from_its_directory() {
+    let b = Budget::load(budget("match-qwen1.5-moe-a2.7b.toml")).unwrap();
+    let report = smelt::match_budget(&b, 1).unwrap();
+    let config = smelt::hf::export_match(b.baseline_config(), &report.looped, None, None).unwrap();
+    let files = ModelDir::of(&config).unwrap();
+    assert!(files.is_looped());
+    let dir = fresh_dir("qwen");
+    files.write(&dir, &[]).unwrap();
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    assert_eq!(written["model_type"], MODEL_TYPE);
+    assert_eq!(written["text_config"]["model_type"], "qwen2_moe");
+    // The loop is read back, and the counts are the looped model's, from the folder and
+    // from its config.json alike.
+    let back = smelt::ModelSpec::load(&dir).unwrap();
+    assert_eq!(back.model.looping, report.looped.model.looping);
+    let want = smelt::cost(&report.looped.clone()).unwrap();
+    let want_json = serde_json::to_value(&want).unwrap();
+    for path in [dir.clone(), dir.join("config.json")] {
+        let path = path.display().to_string();
+        let got = run_json(&[
+            "cost",
+            &path,
+            "--context",
+            &report.looped.workload.context.to_string(),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(got["layer_executions"], want_json["layer_executions"]);
+        assert_eq!(got["params"]["total"], want_json["params"]["total"]);
+        assert_eq!(
+            got["kv_cache_per_token"]["elements"],
+            want_json["kv_cache_per_token"]["elements"]
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
