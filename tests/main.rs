@@ -13,6 +13,7 @@ mod fit;
 mod hf;
 mod hf_families;
 mod hf_more;
+mod hf_registry;
 mod launcher;
 mod parsers;
 mod plot;
