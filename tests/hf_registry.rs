@@ -136,3 +136,32 @@ fn the_help_lists_every_family() {
         );
     }
 }
+
+/// Every family has a published config in tests/data/hf/ (a family added without one fails
+/// here), and each config written back in its own family reads back as the same model.
+#[test]
+fn every_family_has_a_published_config_that_round_trips() {
+    let mut seen = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("tests/data/hf"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let name = path.display();
+        let family = hf::family_of_config(&raw).unwrap_or_else(|| panic!("{name}: no family"));
+        let spec = hf::import(&text, smelt::ModelSpec::default_workload()).unwrap();
+        let config = hf::export(&spec, family).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(config["model_type"], family.as_str(), "{name}");
+        assert_eq!(config["architectures"][0], family.architecture(), "{name}");
+        let back = hf::import(&config.to_string(), spec.workload.clone()).unwrap();
+        assert_eq!(back.model, spec.model, "{name}");
+        seen.push(family);
+    }
+    for f in Family::ALL {
+        assert!(seen.contains(f), "no config of {f} in tests/data/hf/");
+    }
+}

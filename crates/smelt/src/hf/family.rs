@@ -3,8 +3,8 @@
 //! command line's help, the Python docstring and the README's table of families are made
 //! from (or checked against) this list, so a family is described once.
 //!
-//! Adding a family: a [`Family`] variant, a module implementing [`FamilyConfig`] and its line
-//! in [`FAMILIES`] (in the enum's order); `SMELT_BLESS=1 cargo test --release --test tests
+//! Adding a family: a [`Family`] variant and its line in [`FAMILIES`] (here, in the same
+//! order), and a module implementing [`FamilyConfig`]; `SMELT_BLESS=1 cargo test --release --test tests
 //! hf_registry` then rewrites the README's table, and the tests name every other list
 //! (the Python docstring) that lacks it.
 
@@ -13,11 +13,46 @@ use serde_json::{Map, Value};
 
 use super::support::Support;
 use super::{
-    Common, Family, Parts, deepseek, gpt_oss, granite, llama4, minimax, mixtral, olmoe, phimoe,
-    qwen,
+    Common, Parts, deepseek, gpt_oss, granite, llama4, minimax, mixtral, olmoe, phimoe, qwen,
 };
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::names::named_enum;
+
+named_enum! {
+    /// A Hugging Face model family (`model_type`) smelt reads and writes; what it reads and
+    /// writes is its entry in the family list ([`families_markdown`] says what).
+    pub enum Family: "model_type" {
+        /// Mixtral (Mistral AI).
+        Mixtral = "mixtral",
+        /// Qwen1.5-MoE and Qwen2-MoE.
+        Qwen2Moe = "qwen2_moe",
+        /// Qwen3-MoE.
+        Qwen3Moe = "qwen3_moe",
+        /// OLMoE (AllenAI).
+        Olmoe = "olmoe",
+        /// DeepSeek-V2 (MLA, DeepSeek MoE).
+        DeepseekV2 = "deepseek_v2",
+        /// DeepSeek-V3 (MLA, DeepSeek MoE with a router bias, MTP).
+        DeepseekV3 = "deepseek_v3",
+        /// DeepSeek-V3.2 (DeepSeek-V3 with a sparse attention indexer on every layer).
+        DeepseekV32 = "deepseek_v32",
+        /// Kimi-K2 (Moonshot AI; DeepSeek-V3's code).
+        KimiK2 = "kimi_k2",
+        /// GLM-4.5 (Z.ai; GQA with DeepSeek-style MoE).
+        Glm4Moe = "glm4_moe",
+        /// gpt-oss (OpenAI; alternating sliding and full attention, sinks, biases).
+        GptOss = "gpt_oss",
+        /// MiniMax-M2 (q/k norm over the whole projections, a router bias).
+        MinimaxM2 = "minimax_m2",
+        /// Llama-4's text decoder (chunked attention, a shared expert, dense layers).
+        Llama4Text = "llama4_text",
+        /// Granite 3.0 MoE (IBM).
+        GraniteMoe = "granitemoe",
+        /// Phi-3.5-MoE (Microsoft; LayerNorms and an LM head with biases).
+        Phimoe = "phimoe",
+    }
+}
 
 /// One Hugging Face family (`model_type`): its names, how its config reads into a model and
 /// a model writes back as its config, what its modeling code can build, and its documentation.

@@ -52,45 +52,11 @@ use crate::model::{
     AttentionBias, Counting, Dense, Indexer, Loop, Mla, Model, ModelSpec, Moe, QkNorm, Window,
     Workload,
 };
-use crate::names::{Named, named_enum};
+use crate::names::Named;
 use family::Wrapper;
-pub use family::{families_list, families_markdown};
+pub use family::{Family, families_list, families_markdown};
 use support::{in_config_words, refuse_unmodelled};
 pub use write::{export, export_like, export_match, family_of, family_of_config};
-
-named_enum! {
-    /// A Hugging Face model family (`model_type`) smelt reads and writes.
-    pub enum Family: "model_type" {
-        /// Mixtral (Mistral AI).
-        Mixtral = "mixtral",
-        /// Qwen1.5-MoE and Qwen2-MoE.
-        Qwen2Moe = "qwen2_moe",
-        /// Qwen3-MoE.
-        Qwen3Moe = "qwen3_moe",
-        /// OLMoE (AllenAI).
-        Olmoe = "olmoe",
-        /// DeepSeek-V2 (MLA, DeepSeek MoE).
-        DeepseekV2 = "deepseek_v2",
-        /// DeepSeek-V3 (MLA, DeepSeek MoE with a router bias, MTP).
-        DeepseekV3 = "deepseek_v3",
-        /// DeepSeek-V3.2 (DeepSeek-V3 with a sparse attention indexer on every layer).
-        DeepseekV32 = "deepseek_v32",
-        /// Kimi-K2 (Moonshot AI; DeepSeek-V3's code).
-        KimiK2 = "kimi_k2",
-        /// GLM-4.5 (Z.ai; GQA with DeepSeek-style MoE).
-        Glm4Moe = "glm4_moe",
-        /// gpt-oss (OpenAI; alternating sliding and full attention, sinks, biases).
-        GptOss = "gpt_oss",
-        /// MiniMax-M2 (q/k norm over the whole projections, a router bias).
-        MinimaxM2 = "minimax_m2",
-        /// Llama-4's text decoder (chunked attention, a shared expert, dense layers).
-        Llama4Text = "llama4_text",
-        /// Granite 3.0 MoE (IBM).
-        GraniteMoe = "granitemoe",
-        /// Phi-3.5-MoE (Microsoft; LayerNorms and an LM head with biases).
-        Phimoe = "phimoe",
-    }
-}
 
 /// The field names a `Deserialize` struct asks for (serde hands them to
 /// `deserialize_struct`), so each family's key list is its struct, never a copy of it.
