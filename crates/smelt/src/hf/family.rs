@@ -4,9 +4,10 @@
 //! from (or checked against) this list, so a family is described once.
 //!
 //! Adding a family: a [`Family`] variant and its line in [`FAMILIES`] (here, in the same
-//! order), and a module implementing [`FamilyConfig`]; `SMELT_BLESS=1 cargo test --release --test tests
-//! hf_registry` then rewrites the README's table, and the tests name every other list
-//! (the Python docstring) that lacks it.
+//! order), and a module implementing [`FamilyConfig`]; `SMELT_BLESS=1 cargo test --release
+//! --test tests hf_registry` then rewrites the README's table, and the tests name every
+//! other list that lacks it (the Python docstring) and every family without a published
+//! config in tests/data/hf/.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
