@@ -1,5 +1,5 @@
 //! The published figures the reconstructed Baseline family and the SMELT example must
-//! reproduce (brief §4; SMELT, arXiv 2609.01343, Sec. 2 and 4).
+//! reproduce (SMELT, arXiv 2609.01343, Sec. 2 and 4).
 
 use smelt::{ModelSpec, compare, cost};
 

@@ -307,10 +307,11 @@ fn bench_models(
 
 /// import_hf(config) -> dict: a Hugging Face config.json (dict or path) as a model dict.
 ///
-/// Supported: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, deepseek_v32,
-/// kimi_k2, glm4_moe, gpt_oss, minimax_m2, llama4_text (and a llama4 wrapper's text
-/// decoder), granitemoe, phimoe; the embedding and LM head are counted (MTP modules are not); the
-/// workload is smelt's default (4096-token context, mean document length 991, causal).
+/// Families (model_type): mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3,
+/// deepseek_v32, kimi_k2, glm4_moe, gpt_oss, minimax_m2, llama4_text (and a llama4 wrapper's
+/// text decoder), granitemoe, phimoe. The embedding and LM head are counted (MTP modules are
+/// not); the workload is smelt's default (4096-token context, mean document length 991,
+/// causal).
 /// What the cost model cannot describe is refused with a SmeltError saying why.
 #[pyfunction]
 fn import_hf(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {

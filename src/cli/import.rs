@@ -4,22 +4,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use smelt::ModelSpec;
-use smelt::hf;
+use smelt::hf::{self, Family};
 
 use super::{WorkloadArgs, emit, write_file};
 
-/// Convert a Hugging Face config.json into a model file (mixtral, qwen2_moe, qwen3_moe, olmoe,
-/// deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, glm4_moe, gpt_oss, minimax_m2,
-/// llama4_text or a llama4 wrapper's text decoder, granitemoe, phimoe).
-///
-/// The embedding and the LM head are counted, as model cards do; MTP modules are kept but
-/// not counted. Attention biases and sinks, shared experts, dense layers mixed with MoE
-/// layers, multi-head latent attention, sliding-window and chunked layers, LayerNorm and
-/// LM-head biases are read as the family's Transformers code reads them; what the cost model
-/// cannot describe (indexers outside deepseek_v32, linear-attention and state-space layers,
-/// Qwen's max_window_layers windows, other families) is refused with the reason.
+/// Convert a Hugging Face config.json into a model file. The help names the families from
+/// the library's list of them ([`about`], [`long_about`]).
 #[derive(Debug, clap::Args)]
+#[command(about = about(), long_about = long_about())]
 pub struct Args {
     /// The config.json.
     config: PathBuf,
@@ -28,6 +22,47 @@ pub struct Args {
     output: Option<PathBuf>,
     #[command(flatten)]
     workload: WorkloadArgs,
+}
+
+/// The one-line help: what the command does and the families it reads.
+fn about() -> String {
+    format!(
+        "Convert a Hugging Face config.json into a model file ({})",
+        hf::families_list()
+    )
+}
+
+/// The help of `smelt import --help`: each family with what it holds, then what is counted
+/// and what is refused.
+fn long_about() -> String {
+    let width = Family::ALL
+        .iter()
+        .map(|f| f.as_str().len())
+        .max()
+        .unwrap_or(0);
+    let families: String = Family::ALL
+        .iter()
+        .map(|f| format!("\n  {:width$}  {}", f.as_str(), f.about()))
+        .collect();
+    format!(
+        "Convert a Hugging Face config.json into a model file.\n\n\
+         Families (model_type):{families}\n\n\
+         The embedding and the LM head are counted, as model cards do; MTP modules are kept \
+         but not counted. Attention biases and sinks, shared experts, dense layers mixed with \
+         MoE layers, multi-head latent attention, sliding-window and chunked layers, LayerNorm \
+         and LM-head biases are read as the family's Transformers code reads them; what the \
+         cost model cannot describe (indexers outside deepseek_v32, linear-attention and \
+         state-space layers, Qwen's max_window_layers windows, other families) is refused \
+         with the reason."
+    )
+}
+
+/// A value parser for a Hugging Face family: `--help` lists each with what it holds.
+pub fn families() -> impl TypedValueParser<Value = Family> {
+    let values = Family::ALL
+        .iter()
+        .map(|&f| PossibleValue::new(f.as_str()).help(f.about()));
+    PossibleValuesParser::new(values).try_map(|s| s.parse::<Family>())
 }
 
 /// Runs `smelt import`.

@@ -10,7 +10,7 @@ use smelt::report::{self, Format};
 use smelt::search::{self, SearchOptions};
 
 use super::bench::BenchFlag;
-use super::{WorkloadArgs, budget_inputs, emit, load_budget, named, tolerance_exit, write_file};
+use super::{WorkloadArgs, budget_inputs, emit, load_budget, tolerance_exit, write_file};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum MatchFormat {
@@ -47,7 +47,7 @@ pub struct Args {
     /// The Hugging Face family for --format hf (default: the Baseline's, when it is a
     /// config.json smelt reads; else the one whose conventions the model follows: MLA,
     /// windows, sinks, q/k norm, attention biases, shared experts, dense layers).
-    #[arg(long, value_name = "MODEL_TYPE", value_parser = named::<Family>())]
+    #[arg(long, value_name = "MODEL_TYPE", value_parser = super::import::families())]
     hf_family: Option<Family>,
     /// The vocabulary to write in the config.json (--format hf) when the Baseline has none.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 24))]

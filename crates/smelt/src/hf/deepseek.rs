@@ -14,9 +14,11 @@
 //! experts a token uses and how their outputs are weighted, not what is computed: no cost.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::family::{FamilyConfig, Words, object};
 use super::support::{Feature, Shared, Support, refuse};
-use super::{Common, Family, Parts};
+use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, Dense, Indexer, Mla, Model, QkNorm};
 
@@ -24,9 +26,171 @@ fn one() -> u64 {
     1
 }
 
+/// How a family's router gets its bias (`e_score_correction_bias`).
+#[derive(Debug, Clone, Copy)]
+enum Routing {
+    /// Always (GLM-4.5); no `topk_method` is read or written.
+    Biased,
+    /// With `topk_method = "noaux_tc"`; `default` is the method of a config that gives none.
+    Method {
+        /// The family's default `topk_method`.
+        default: &'static str,
+    },
+}
+
+/// The method that routes with a bias.
+const NOAUX_TC: &str = "noaux_tc";
+/// DeepSeek-V2's default method, without a bias.
+const GREEDY: &str = "greedy";
+
+/// A DeepSeek family with multi-head latent attention (DeepSeek-V2, V3, V3.2, Kimi-K2).
+pub(super) struct DeepSeek {
+    family: Family,
+    architecture: &'static str,
+    about: &'static str,
+    reads: &'static str,
+    support: Support,
+    routing: Routing,
+    /// Whether it reads the sparse attention indexer ([`Index`]).
+    indexer: bool,
+}
+
+/// `deepseek_v2`.
+pub(super) const V2: DeepSeek = DeepSeek {
+    family: Family::DeepseekV2,
+    architecture: "DeepseekV2ForCausalLM",
+    about: "DeepSeek-V2 (MLA, DeepSeek MoE)",
+    reads: "multi-head latent attention (`q_lora_rank`, null for a plain query projection; \
+            `kv_lora_rank`, `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`); \
+            `n_routed_experts` of `moe_intermediate_size`; `n_shared_experts` ungated shared \
+            experts of the same width; layer `i` is MoE when `i >= first_k_dense_replace` and \
+            `i % moe_layer_freq == 0`, the others dense of `intermediate_size`; a router bias \
+            with `topk_method = \"noaux_tc\"`; `num_nextn_predict_layers` MTP modules",
+    support: Latent::V2,
+    routing: Routing::Method { default: GREEDY },
+    indexer: false,
+};
+
+/// `deepseek_v3`.
+pub(super) const V3: DeepSeek = DeepSeek {
+    family: Family::DeepseekV3,
+    architecture: "DeepseekV3ForCausalLM",
+    about: "DeepSeek-V3 (MLA, DeepSeek MoE with a router bias, MTP)",
+    reads: "`deepseek_v2`'s keys, with a router bias unless `topk_method` names another \
+            method (`noaux_tc` is the default)",
+    support: Latent::V3,
+    routing: Routing::Method { default: NOAUX_TC },
+    indexer: false,
+};
+
+/// `deepseek_v32`.
+pub(super) const V32: DeepSeek = DeepSeek {
+    family: Family::DeepseekV32,
+    architecture: "DeepseekV32ForCausalLM",
+    about: "DeepSeek-V3.2 (DeepSeek-V3 with a sparse attention indexer on every layer)",
+    reads: "`deepseek_v3`'s keys and the sparse attention indexer: `index_n_heads`, \
+            `index_head_dim`, `index_topk`",
+    support: Latent::V32,
+    indexer: true,
+    ..V3
+};
+
+/// `kimi_k2`.
+pub(super) const KIMI_K2: DeepSeek = DeepSeek {
+    family: Family::KimiK2,
+    about: "Kimi-K2 (Moonshot AI; DeepSeek-V3's code)",
+    reads: "`deepseek_v3`'s keys (DeepSeek-V3's modeling code builds it)",
+    ..V3
+};
+
+impl FamilyConfig for DeepSeek {
+    fn family(&self) -> Family {
+        self.family
+    }
+    fn architecture(&self) -> &'static str {
+        self.architecture
+    }
+    fn about(&self) -> &'static str {
+        self.about
+    }
+    fn reads(&self) -> &'static str {
+        self.reads
+    }
+    fn support(&self) -> &Support {
+        &self.support
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        let mut keys = field_names::<Moe>();
+        keys.extend(field_names::<Latent>());
+        if self.indexer {
+            keys.extend(field_names::<Index>());
+        }
+        keys
+    }
+    fn words(&self) -> Words {
+        Words::ROUTED
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        let indexer = match self.indexer {
+            true => Some(read::<Index>(config)?.indexer()),
+            false => None,
+        };
+        Ok(Parts {
+            indexer,
+            ..Latent::parts(self.routing, common, &read(config)?, &read(config)?)?
+        })
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        let mut out = object(Latent::of(m, self.family)?)?;
+        out.extend(object(Moe::of(m, self.family, self.routing)?)?);
+        if let Some(ix) = &m.indexer {
+            out.extend(object(Index::of(ix))?);
+        }
+        Ok(out)
+    }
+}
+
+/// The `glm4_moe` family (GLM-4.5): GQA attention, DeepSeek's MoE.
+pub(super) struct Glm4Moe;
+
+impl FamilyConfig for Glm4Moe {
+    fn family(&self) -> Family {
+        Family::Glm4Moe
+    }
+    fn architecture(&self) -> &'static str {
+        "Glm4MoeForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "GLM-4.5 (Z.ai; GQA with DeepSeek-style MoE)"
+    }
+    fn reads(&self) -> &'static str {
+        "GQA with Q/K/V biases (`attention_bias`) and per-head q/k norm (`use_qk_norm`); \
+         `deepseek_v2`'s MoE keys, always with a router bias"
+    }
+    fn support(&self) -> &Support {
+        &Glm::SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        let mut keys = field_names::<Moe>();
+        keys.extend(field_names::<Glm>());
+        keys
+    }
+    fn words(&self) -> Words {
+        Words::ROUTED
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Glm>(config)?.parts(common, &read(config)?)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        let mut out = object(Glm::of(m))?;
+        out.extend(object(Moe::of(m, Family::Glm4Moe, Routing::Biased)?)?);
+        Ok(out)
+    }
+}
+
 /// The DeepSeek MoE keys.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Moe {
+struct Moe {
     n_routed_experts: u64,
     moe_intermediate_size: u64,
     #[serde(default)]
@@ -46,8 +210,8 @@ pub(super) struct Moe {
 }
 
 impl Moe {
-    /// The MoE parts of a config of `family` with `layers` layers.
-    fn parts(&self, family: Family, layers: u64) -> Result<Parts> {
+    /// The MoE parts of a config routed as `routing` with `layers` layers.
+    fn parts(&self, routing: Routing, layers: u64) -> Result<Parts> {
         if self.moe_layer_freq == 0 {
             return Err(Error::invalid(
                 "config.json: moe_layer_freq",
@@ -69,13 +233,11 @@ impl Moe {
             })?;
             Some(Dense { layers: dense, ffn })
         };
-        let method = self.topk_method.as_deref();
-        let router_bias = match family {
-            Family::Glm4Moe => true,
-            Family::DeepseekV3 | Family::KimiK2 | Family::DeepseekV32 => {
-                method.unwrap_or("noaux_tc") == "noaux_tc"
+        let router_bias = match routing {
+            Routing::Biased => true,
+            Routing::Method { default } => {
+                self.topk_method.as_deref().unwrap_or(default) == NOAUX_TC
             }
-            _ => method == Some("noaux_tc"),
         };
         let shared = self
             .n_shared_experts
@@ -94,7 +256,7 @@ impl Moe {
 
     /// The keys of `m` in `family`'s words: the dense layers must be the first ones, and
     /// the shared experts a whole number of routed experts' width.
-    pub(super) fn of(m: &Model, family: Family) -> Result<Self> {
+    fn of(m: &Model, family: Family, routing: Routing) -> Result<Self> {
         let unfit = |why: String| Error::invalid("family", format!("{family}: {why}"));
         let first_k = match &m.dense {
             None => 0,
@@ -118,10 +280,10 @@ impl Moe {
                  the model's are {width}"
             )));
         }
-        let topk_method = match family {
-            Family::Glm4Moe => None,
-            _ if m.moe.router_bias => Some("noaux_tc".to_owned()),
-            _ => Some("greedy".to_owned()),
+        let topk_method = match routing {
+            Routing::Biased => None,
+            Routing::Method { .. } if m.moe.router_bias => Some(NOAUX_TC.to_owned()),
+            Routing::Method { .. } => Some(GREEDY.to_owned()),
         };
         Ok(Self {
             n_routed_experts: m.moe.experts,
@@ -138,7 +300,7 @@ impl Moe {
 
 /// DeepSeek's multi-head latent attention keys.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Latent {
+struct Latent {
     /// `null` (DeepSeek-V2-Lite): a plain query projection.
     #[serde(default)]
     q_lora_rank: Option<u64>,
@@ -174,7 +336,7 @@ impl Latent {
         ..Self::V2
     };
 
-    pub(super) fn parts(family: Family, c: &Common, latent: &Self, moe: &Moe) -> Result<Parts> {
+    fn parts(routing: Routing, c: &Common, latent: &Self, moe: &Moe) -> Result<Parts> {
         if latent.attention_bias {
             return Err(refuse(
                 "attention_bias",
@@ -189,17 +351,11 @@ impl Latent {
                 qk_rope_head_dim: latent.qk_rope_head_dim,
                 v_head_dim: latent.v_head_dim,
             }),
-            ..moe.parts(family, c.num_hidden_layers)?
+            ..moe.parts(routing, c.num_hidden_layers)?
         })
     }
 
-    pub(super) fn of(m: &Model, family: Family) -> Result<Self> {
-        let support = match family {
-            Family::DeepseekV2 => Self::V2,
-            Family::DeepseekV32 => Self::V32,
-            _ => Self::V3,
-        };
-        support.check(m, family)?;
+    fn of(m: &Model, family: Family) -> Result<Self> {
         let a = m
             .mla
             .as_ref()
@@ -217,7 +373,7 @@ impl Latent {
 
 /// GLM-4.5's attention keys (GQA; the MoE is DeepSeek's).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Glm {
+struct Glm {
     /// Biases on Q, K and V (not O).
     #[serde(default)]
     attention_bias: bool,
@@ -236,7 +392,7 @@ impl Glm {
         required: &[Feature::RouterBias],
     };
 
-    pub(super) fn parts(&self, c: &Common, moe: &Moe) -> Result<Parts> {
+    fn parts(&self, c: &Common, moe: &Moe) -> Result<Parts> {
         Ok(Parts {
             qk_norm: if self.use_qk_norm {
                 QkNorm::PerHead
@@ -248,29 +404,28 @@ impl Glm {
             } else {
                 AttentionBias::None
             },
-            ..moe.parts(Family::Glm4Moe, c.num_hidden_layers)?
+            ..moe.parts(Routing::Biased, c.num_hidden_layers)?
         })
     }
 
-    pub(super) fn of(m: &Model) -> Result<Self> {
-        Self::SUPPORT.check(m, Family::Glm4Moe)?;
-        Ok(Self {
+    fn of(m: &Model) -> Self {
+        Self {
             attention_bias: m.attention_bias == AttentionBias::Qkv,
             use_qk_norm: m.qk_norm == QkNorm::PerHead,
-        })
+        }
     }
 }
 
 /// DeepSeek-V3.2's sparse attention indexer keys.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Index {
+struct Index {
     index_n_heads: u64,
     index_head_dim: u64,
     index_topk: u64,
 }
 
 impl Index {
-    pub(super) fn indexer(&self) -> Indexer {
+    fn indexer(&self) -> Indexer {
         Indexer {
             heads: self.index_n_heads,
             head_dim: self.index_head_dim,
@@ -278,7 +433,7 @@ impl Index {
         }
     }
 
-    pub(super) fn of(ix: &Indexer) -> Self {
+    fn of(ix: &Indexer) -> Self {
         Self {
             index_n_heads: ix.heads,
             index_head_dim: ix.head_dim,

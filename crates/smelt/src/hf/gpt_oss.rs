@@ -6,11 +6,46 @@
 //! (`swiglu_limit`) and YaRN RoPE cost nothing counted.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::family::{FamilyConfig, object};
 use super::support::{Feature, Support, refuse};
-use super::{Common, Family, Parts, yes};
+use super::{Common, Family, Parts, field_names, read, yes};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, Model, Window, WindowKind};
+
+/// The `gpt_oss` family.
+pub(super) struct GptOss;
+
+impl FamilyConfig for GptOss {
+    fn family(&self) -> Family {
+        Family::GptOss
+    }
+    fn architecture(&self) -> &'static str {
+        "GptOssForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "gpt-oss (OpenAI; alternating sliding and full attention, sinks, biases)"
+    }
+    fn reads(&self) -> &'static str {
+        "Q/K/V/O biases (`attention_bias`, true when absent), one sink per head, \
+         `layer_types` (`sliding_attention` layers windowed by `sliding_window`, by default \
+         every even 0-based layer, 128), a router bias, `num_local_experts` of \
+         `intermediate_size` with biases"
+    }
+    fn support(&self) -> &Support {
+        &SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Config>()
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Config>(config)?.parts(common)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        object(Config::of(m))
+    }
+}
 
 const SLIDING: &str = "sliding_attention";
 const FULL: &str = "full_attention";
@@ -31,7 +66,7 @@ const SUPPORT: Support = Support {
 
 /// The keys `gpt_oss` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Config {
+struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,7 +81,7 @@ pub(super) struct Config {
 }
 
 impl Config {
-    pub(super) fn parts(&self, c: &Common) -> Result<Parts> {
+    fn parts(&self, c: &Common) -> Result<Parts> {
         if let Some(k) = self.experts_per_token
             && k != c.num_experts_per_tok
         {
@@ -104,10 +139,9 @@ impl Config {
         })
     }
 
-    pub(super) fn of(m: &Model) -> Result<Self> {
-        SUPPORT.check(m, Family::GptOss)?;
+    fn of(m: &Model) -> Self {
         let windowed = |i: u64| m.window.as_ref().is_some_and(|w| w.layers.contains(&i));
-        Ok(Self {
+        Self {
             num_local_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,
             sliding_window: m.window.as_ref().map(|w| w.size),
@@ -118,6 +152,6 @@ impl Config {
             ),
             attention_bias: m.attention_bias == AttentionBias::All,
             experts_per_token: Some(m.moe.top_k),
-        })
+        }
     }
 }

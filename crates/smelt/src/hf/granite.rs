@@ -7,11 +7,44 @@
 //! elementwise, no counted cost.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::family::{FamilyConfig, object};
 use super::support::Support;
-use super::{Common, Family, Parts};
+use super::{Common, Family, Parts, field_names, read};
 use crate::error::Result;
 use crate::model::{AttentionBias, Model};
+
+/// The `granitemoe` family.
+pub(super) struct GraniteMoe;
+
+impl FamilyConfig for GraniteMoe {
+    fn family(&self) -> Family {
+        Family::GraniteMoe
+    }
+    fn architecture(&self) -> &'static str {
+        "GraniteMoeForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "Granite 3.0 MoE (IBM)"
+    }
+    fn reads(&self) -> &'static str {
+        "`num_local_experts` of `intermediate_size`, Q/K/V/O biases (`attention_bias`); the \
+         embedding, residual, attention and logit multipliers cost nothing counted"
+    }
+    fn support(&self) -> &Support {
+        &SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Config>()
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Config>(config)?.parts(common)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        object(Config::of(m))
+    }
+}
 
 const SUPPORT: Support = Support {
     biases: &[AttentionBias::None, AttentionBias::All],
@@ -20,7 +53,7 @@ const SUPPORT: Support = Support {
 
 /// The keys `granitemoe` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Config {
+struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default)]
@@ -28,7 +61,7 @@ pub(super) struct Config {
 }
 
 impl Config {
-    pub(super) fn parts(&self, _: &Common) -> Result<Parts> {
+    fn parts(&self, _: &Common) -> Result<Parts> {
         Ok(Parts {
             experts: self.num_local_experts,
             expert_ffn: self.intermediate_size,
@@ -37,12 +70,11 @@ impl Config {
         })
     }
 
-    pub(super) fn of(m: &Model) -> Result<Self> {
-        SUPPORT.check(m, Family::GraniteMoe)?;
-        Ok(Self {
+    fn of(m: &Model) -> Self {
+        Self {
             num_local_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,
             attention_bias: m.attention_bias == AttentionBias::All,
-        })
+        }
     }
 }

@@ -14,11 +14,63 @@
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::family::{FamilyConfig, Words, Wrapper, object};
 use super::support::{Feature, Shared, Support, refuse};
-use super::{Common, Family, Parts};
+use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, Dense, Model, Window, WindowKind};
+
+/// The `llama4_text` family, also read as the `text_config` of a `llama4` wrapper.
+pub(super) struct Llama4Text;
+
+impl FamilyConfig for Llama4Text {
+    fn family(&self) -> Family {
+        Family::Llama4Text
+    }
+    fn architecture(&self) -> &'static str {
+        "Llama4ForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "Llama-4's text decoder (chunked attention, a shared expert, dense layers); a llama4 \
+         config is read as its text_config"
+    }
+    fn reads(&self) -> &'static str {
+        "`num_local_experts` of `intermediate_size` plus one ungated shared expert of the same \
+         width; MoE layers from `moe_layers`, else every `interleave_moe_layer_step`-th, the \
+         others dense of `intermediate_size_mlp`; `layer_types` (`chunked_attention` layers \
+         chunked by `attention_chunk_size`; by default the RoPE layers of `no_rope_layers`); \
+         Q/K/V/O biases (`attention_bias`). Its L2 q/k norm has no weights. A wrapper's vision \
+         encoder and projector are not counted: the model is named \"... text decoder\""
+    }
+    fn support(&self) -> &Support {
+        &SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Config>()
+    }
+    fn words(&self) -> Words {
+        Words {
+            shared_ffn: "intermediate_size",
+            dense_ffn: "intermediate_size_mlp",
+            window: "attention_chunk_size",
+            ..Words::LOCAL
+        }
+    }
+    fn wrapper(&self) -> Option<Wrapper> {
+        Some(Wrapper {
+            model_type: "llama4",
+            architecture: "Llama4ForConditionalGeneration",
+        })
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Config>(config)?.parts(common)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        object(Config::of(m)?)
+    }
+}
 
 const CHUNKED: &str = "chunked_attention";
 const FULL: &str = "full_attention";
@@ -49,7 +101,7 @@ fn mlp() -> u64 {
 
 /// The keys `llama4_text` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Config {
+struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default = "mlp")]
@@ -74,7 +126,7 @@ pub(super) struct Config {
 }
 
 impl Config {
-    pub(super) fn parts(&self, c: &Common) -> Result<Parts> {
+    fn parts(&self, c: &Common) -> Result<Parts> {
         let layers = c.num_hidden_layers;
         // A set: the list is the config's, of any length.
         let moe: BTreeSet<u64> = match &self.moe_layers {
@@ -185,8 +237,7 @@ impl Config {
         Ok(types.into_iter().take(layers as usize).collect())
     }
 
-    pub(super) fn of(m: &Model) -> Result<Self> {
-        SUPPORT.check(m, Family::Llama4Text)?;
+    fn of(m: &Model) -> Result<Self> {
         let f = m.moe.expert_ffn;
         if (m.moe.shared_experts, m.moe.shared_ffn) != (1, f) {
             return Err(Error::invalid(

@@ -11,11 +11,47 @@
 //! build and whose structure is not published with it: not read, not counted.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::family::{FamilyConfig, object};
 use super::support::{Feature, Support, refuse};
-use super::{Common, Family, Parts};
+use super::{Common, Family, Parts, field_names, read};
 use crate::error::Result;
 use crate::model::{Model, QkNorm};
+
+/// The `minimax_m2` family.
+pub(super) struct MinimaxM2;
+
+impl FamilyConfig for MinimaxM2 {
+    fn family(&self) -> Family {
+        Family::MinimaxM2
+    }
+    fn architecture(&self) -> &'static str {
+        "MiniMaxM2ForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "MiniMax-M2 (q/k norm over the whole projections, a router bias)"
+    }
+    fn reads(&self) -> &'static str {
+        "`num_local_experts` of `intermediate_size`; q/k norm over the whole q and k \
+         projections; a router bias (`e_score_correction_bias`); MiniMax's own keys \
+         (`use_qk_norm`, `qk_norm_type`, `use_routing_bias`, `shared_intermediate_size`, \
+         `attn_type_list`) checked against that; its MTP keys not read (Transformers builds no \
+         MTP module)"
+    }
+    fn support(&self) -> &Support {
+        &SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Config>()
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Config>(config)?.parts(common)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        object(Config::of(m))
+    }
+}
 
 const SUPPORT: Support = Support {
     qk_norm: &[QkNorm::Full],
@@ -33,7 +69,7 @@ const PER_LAYER: &str = "per_layer";
 /// two; the others are MiniMax's own (its inference code and vLLM's read them), checked
 /// against what Transformers builds and written on export so both readers agree.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Config {
+struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,7 +85,7 @@ pub(super) struct Config {
 }
 
 impl Config {
-    pub(super) fn parts(&self, _: &Common) -> Result<Parts> {
+    fn parts(&self, _: &Common) -> Result<Parts> {
         let unlike = |key: &str, what: &str| {
             Err(refuse(
                 key,
@@ -96,9 +132,8 @@ impl Config {
         })
     }
 
-    pub(super) fn of(m: &Model) -> Result<Self> {
-        SUPPORT.check(m, Family::MinimaxM2)?;
-        Ok(Self {
+    fn of(m: &Model) -> Self {
+        Self {
             num_local_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,
             use_qk_norm: Some(true),
@@ -106,6 +141,6 @@ impl Config {
             use_routing_bias: Some(true),
             shared_intermediate_size: Some(0),
             attn_type_list: Some(vec![SOFTMAX; m.layers as usize]),
-        })
+        }
     }
 }

@@ -3,11 +3,44 @@
 //! `use_sliding_window` switch: its mask is windowed whenever the key is not null).
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::family::{FamilyConfig, object};
 use super::support::{Feature, Support, every_layer, window_on_every_layer};
-use super::{Common, Family, Parts};
+use super::{Common, Family, Parts, field_names, read};
 use crate::error::Result;
 use crate::model::Model;
+
+/// The `mixtral` family.
+pub(super) struct Mixtral;
+
+impl FamilyConfig for Mixtral {
+    fn family(&self) -> Family {
+        Family::Mixtral
+    }
+    fn architecture(&self) -> &'static str {
+        "MixtralForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "Mixtral (Mistral AI)"
+    }
+    fn reads(&self) -> &'static str {
+        "`num_local_experts`, `intermediate_size` (expert width); `sliding_window`, when set, \
+         windows every layer"
+    }
+    fn support(&self) -> &Support {
+        &SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Config>()
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Config>(config)?.parts(common)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        object(Config::of(m)?)
+    }
+}
 
 const SUPPORT: Support = Support {
     features: &[Feature::Sliding],
@@ -16,7 +49,7 @@ const SUPPORT: Support = Support {
 
 /// The keys `mixtral` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Config {
+struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default)]
@@ -24,7 +57,7 @@ pub(super) struct Config {
 }
 
 impl Config {
-    pub(super) fn parts(&self, c: &Common) -> Result<Parts> {
+    fn parts(&self, c: &Common) -> Result<Parts> {
         Ok(Parts {
             experts: self.num_local_experts,
             expert_ffn: self.intermediate_size,
@@ -33,8 +66,7 @@ impl Config {
         })
     }
 
-    pub(super) fn of(m: &Model) -> Result<Self> {
-        SUPPORT.check(m, Family::Mixtral)?;
+    fn of(m: &Model) -> Result<Self> {
         Ok(Self {
             num_local_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,

@@ -2,24 +2,13 @@
 //!
 //! Keys keep their Hugging Face names and unknown keys are ignored (these files are other
 //! tools' formats). Each family has its own typed config, read the way its Transformers
-//! modeling code reads it (as candle-transformers keeps one config per model):
-//!
-//! | `model_type` | experts (width) | head width | q/k norm | attention biases | shared expert | dense layers |
-//! |---|---|---|---|---|---|---|
-//! | `mixtral` | `num_local_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | none | none | none |
-//! | `qwen2_moe` | `num_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V (`qkv_bias`, default true) | one of `shared_expert_intermediate_size`, sigmoid gate | Qwen rule |
-//! | `qwen3_moe` | `num_experts` or `num_local_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | per head (`2·head_dim`) | Q, K, V, O if `attention_bias` | none | Qwen rule |
-//! | `olmoe` | `num_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | whole projection | Q, K, V, O if `attention_bias` | none | none |
-//! | `deepseek_v2`, `deepseek_v3`, `deepseek_v32`, `kimi_k2` | `n_routed_experts` (`moe_intermediate_size`) | MLA: `qk_nope_head_dim + qk_rope_head_dim` | none (latent norms) | none | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
-//! | `glm4_moe` | `n_routed_experts` (`moe_intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | per head if `use_qk_norm` | Q, K, V if `attention_bias` | `n_shared_experts`, ungated | the first `first_k_dense_replace` |
-//! | `gpt_oss` | `num_local_experts` (`intermediate_size`), with biases | `head_dim` | none | Q, K, V, O if `attention_bias` (default true), sinks | none | none |
-//! | `minimax_m2` | `num_local_experts` (`intermediate_size`), router bias | `head_dim` | whole projection | none | none | none |
-//! | `llama4_text` (`llama4`'s `text_config`) | `num_local_experts` (`intermediate_size`) | `head_dim` | none (L2, no weights) | Q, K, V, O if `attention_bias` | one, ungated, `intermediate_size` | not in `moe_layers` (`intermediate_size_mlp`) |
-//! | `phimoe` | `num_local_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V, O if `attention_bias`; LayerNorm and LM-head biases | none | none |
-//! | `granitemoe` | `num_local_experts` (`intermediate_size`) | `head_dim`, else `hidden_size / num_attention_heads` | none | Q, K, V, O if `attention_bias` | none | none |
-//!
-//! `deepseek_v32` also reads its sparse attention indexer (`index_n_heads`, `index_head_dim`,
-//! `index_topk`).
+//! modeling code reads it (as candle-transformers keeps one config per model), in its own
+//! module implementing the `FamilyConfig` trait of `family.rs`, whose one list of families
+//! the import, the export and the documentation read; [`families_markdown`] says what each
+//! family reads (the README's table). Every family takes `head_dim` from the config when it
+//! is there, else `hidden_size / num_attention_heads`, as Transformers' attention modules
+//! do; multi-head latent attention's query/key width is `qk_nope_head_dim +
+//! qk_rope_head_dim`.
 //!
 //! The Qwen rule: 0-based layer `i` is MoE when `i` is not in `mlp_only_layers` and
 //! `(i + 1) % decoder_sparse_step == 0`; every other layer has a dense SwiGLU of width
@@ -41,6 +30,7 @@
 //! that family reads — with the loop in clearly named extra keys that [`import`] reads back.
 
 mod deepseek;
+mod family;
 mod gpt_oss;
 mod granite;
 mod llama4;
@@ -63,103 +53,11 @@ use crate::model::{
     AttentionBias, Counting, Dense, Indexer, Loop, Mla, Model, ModelSpec, Moe, QkNorm, Window,
     Workload,
 };
-use crate::names::{Named, named_enum};
-use support::{in_config_words, refuse_unmodelled, refuse_windows};
+use crate::names::Named;
+use family::Wrapper;
+pub use family::{Family, families_list, families_markdown};
+use support::{in_config_words, refuse_unmodelled};
 pub use write::{export, export_like, export_match, family_of, family_of_config};
-
-named_enum! {
-    /// A Hugging Face model family (`model_type`) smelt reads and writes.
-    pub enum Family: "model_type" {
-        /// Mixtral (Mistral AI).
-        Mixtral = "mixtral",
-        /// Qwen1.5-MoE and Qwen2-MoE.
-        Qwen2Moe = "qwen2_moe",
-        /// Qwen3-MoE.
-        Qwen3Moe = "qwen3_moe",
-        /// OLMoE (AllenAI).
-        Olmoe = "olmoe",
-        /// DeepSeek-V2 (MLA, DeepSeek MoE).
-        DeepseekV2 = "deepseek_v2",
-        /// DeepSeek-V3 (MLA, DeepSeek MoE with a router bias, MTP).
-        DeepseekV3 = "deepseek_v3",
-        /// DeepSeek-V3.2 (DeepSeek-V3 with a sparse attention indexer on every layer).
-        DeepseekV32 = "deepseek_v32",
-        /// Kimi-K2 (Moonshot AI; DeepSeek-V3's code).
-        KimiK2 = "kimi_k2",
-        /// GLM-4.5 (Z.ai; GQA with DeepSeek-style MoE).
-        Glm4Moe = "glm4_moe",
-        /// gpt-oss (OpenAI; alternating sliding and full attention, sinks, biases).
-        GptOss = "gpt_oss",
-        /// MiniMax-M2 (q/k norm over the whole projections, a router bias).
-        MinimaxM2 = "minimax_m2",
-        /// Llama-4's text decoder (chunked attention, a shared expert, dense layers).
-        Llama4Text = "llama4_text",
-        /// Granite 3.0 MoE (IBM).
-        GraniteMoe = "granitemoe",
-        /// Phi-3.5-MoE (Microsoft; LayerNorms and an LM head with biases).
-        Phimoe = "phimoe",
-    }
-}
-
-impl Family {
-    /// The Transformers class an exported config names in `architectures`.
-    pub fn architecture(self) -> &'static str {
-        match self {
-            Family::Mixtral => "MixtralForCausalLM",
-            Family::Qwen2Moe => "Qwen2MoeForCausalLM",
-            Family::Qwen3Moe => "Qwen3MoeForCausalLM",
-            Family::Olmoe => "OlmoeForCausalLM",
-            Family::DeepseekV2 => "DeepseekV2ForCausalLM",
-            Family::DeepseekV3 | Family::KimiK2 => "DeepseekV3ForCausalLM",
-            Family::DeepseekV32 => "DeepseekV32ForCausalLM",
-            Family::Glm4Moe => "Glm4MoeForCausalLM",
-            Family::GptOss => "GptOssForCausalLM",
-            Family::MinimaxM2 => "MiniMaxM2ForCausalLM",
-            Family::Llama4Text => "Llama4ForCausalLM",
-            Family::GraniteMoe => "GraniteMoeForCausalLM",
-            Family::Phimoe => "PhimoeForCausalLM",
-        }
-    }
-
-    /// Every key smelt reads for this family (and writes on export, with the
-    /// `smelt_loop_*` keys when the model loops).
-    pub fn keys(self) -> Vec<&'static str> {
-        let mut keys = field_names::<Common>();
-        keys.extend(match self {
-            Family::Mixtral => field_names::<mixtral::Config>(),
-            Family::Qwen2Moe => field_names::<qwen::Qwen2Moe>(),
-            Family::Qwen3Moe => field_names::<qwen::Qwen3Moe>(),
-            Family::Olmoe => field_names::<olmoe::Config>(),
-            Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 | Family::DeepseekV32 => {
-                let mut k = field_names::<deepseek::Moe>();
-                k.extend(field_names::<deepseek::Latent>());
-                if self == Family::DeepseekV32 {
-                    k.extend(field_names::<deepseek::Index>());
-                }
-                k
-            }
-            Family::Glm4Moe => {
-                let mut k = field_names::<deepseek::Moe>();
-                k.extend(field_names::<deepseek::Glm>());
-                k
-            }
-            Family::GptOss => field_names::<gpt_oss::Config>(),
-            Family::MinimaxM2 => field_names::<minimax::Config>(),
-            Family::Llama4Text => field_names::<llama4::Config>(),
-            Family::GraniteMoe => field_names::<granite::Config>(),
-            Family::Phimoe => field_names::<phimoe::Config>(),
-        });
-        if matches!(self, Family::Qwen2Moe | Family::Qwen3Moe) {
-            keys.extend(field_names::<qwen::Qwen>());
-            keys.extend(qwen::WINDOW_KEYS);
-        }
-        keys.extend(match self {
-            Family::Qwen3Moe => qwen::Qwen3Moe::ALIASES,
-            _ => &[],
-        });
-        keys
-    }
-}
 
 /// The field names a `Deserialize` struct asks for (serde hands them to
 /// `deserialize_struct`), so each family's key list is its struct, never a copy of it.
@@ -383,8 +281,12 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
             ),
         ));
     };
-    if map.get("model_type").and_then(Value::as_str) == Some(LLAMA4) {
-        return import_llama4(map, workload);
+    if let Some((family, Some(wrapper))) = map
+        .get("model_type")
+        .and_then(Value::as_str)
+        .and_then(Family::of_model_type)
+    {
+        return import_wrapped(map, family, wrapper, workload);
     }
     if map.get("model_type").and_then(Value::as_str) == Some(looped::MODEL_TYPE) {
         let family = looped::as_family_config(map)?;
@@ -420,7 +322,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
             ));
         }
     };
-    refuse_windows(family, map)?;
+    family.config().refuse(map)?;
     let common: Common = read(value)?;
     // Bound the loop counts before any config value is iterated over.
     crate::model::validate::positive(
@@ -429,25 +331,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         crate::model::MAX_COUNT,
     )
     .map_err(|e| in_config_words(e, family))?;
-    let parts = match family {
-        Family::Mixtral => read::<mixtral::Config>(value)?.parts(&common),
-        Family::Qwen2Moe => read::<qwen::Qwen2Moe>(value)?.parts(&common, &read(value)?),
-        Family::Qwen3Moe => read::<qwen::Qwen3Moe>(value)?.parts(&common, &read(value)?),
-        Family::Olmoe => read::<olmoe::Config>(value)?.parts(&common),
-        Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 => {
-            deepseek::Latent::parts(family, &common, &read(value)?, &read(value)?)
-        }
-        Family::DeepseekV32 => Ok(Parts {
-            indexer: Some(read::<deepseek::Index>(value)?.indexer()),
-            ..deepseek::Latent::parts(family, &common, &read(value)?, &read(value)?)?
-        }),
-        Family::Glm4Moe => read::<deepseek::Glm>(value)?.parts(&common, &read(value)?),
-        Family::GptOss => read::<gpt_oss::Config>(value)?.parts(&common),
-        Family::MinimaxM2 => read::<minimax::Config>(value)?.parts(&common),
-        Family::Llama4Text => read::<llama4::Config>(value)?.parts(&common),
-        Family::GraniteMoe => read::<granite::Config>(value)?.parts(&common),
-        Family::Phimoe => read::<phimoe::Config>(value)?.parts(&common),
-    }?;
+    let parts = family.config().parts(value, &common)?;
     let spec = ModelSpec {
         name: Some(
             common
@@ -473,30 +357,32 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
     Ok(spec)
 }
 
-/// The `model_type` of Llama-4's multimodal wrapper, whose `text_config` is a `llama4_text`.
-const LLAMA4: &str = "llama4";
-
-/// A `llama4` wrapper: its `text_config` as a `llama4_text` model, named after the wrapper's
-/// architecture with " text decoder", since the vision encoder and projector are not
-/// counted.
-fn import_llama4(map: &Map<String, Value>, workload: Workload) -> Result<ModelSpec> {
+/// A multimodal wrapper (`llama4`): its `text_config` as a model of `family`, named after the
+/// wrapper's architecture with " text decoder", since the vision encoder and projector are
+/// not counted.
+fn import_wrapped(
+    map: &Map<String, Value>,
+    family: Family,
+    wrapper: Wrapper,
+    workload: Workload,
+) -> Result<ModelSpec> {
     let Some(Value::Object(text)) = map.get("text_config") else {
         return Err(Error::invalid(
             "config.json: text_config",
-            "a llama4 config holds its text decoder in text_config (an object); it is \
-             missing or not an object",
+            format!(
+                "a {} config holds its text decoder in text_config (an object); it is \
+                 missing or not an object",
+                wrapper.model_type
+            ),
         ));
     };
     let mut text = text.clone();
-    text.insert(
-        "model_type".to_owned(),
-        Value::from(Family::Llama4Text.as_str()),
-    );
+    text.insert("model_type".to_owned(), Value::from(family.as_str()));
     let arch = map
         .get("architectures")
         .and_then(|a| a.get(0))
         .and_then(Value::as_str)
-        .unwrap_or("Llama4ForConditionalGeneration");
+        .unwrap_or(wrapper.architecture);
     text.insert(
         "architectures".to_owned(),
         Value::from(vec![format!("{arch} text decoder")]),

@@ -2,11 +2,50 @@
 //! Q, K, V and O.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::family::{FamilyConfig, Words, object};
 use super::support::Support;
-use super::{Common, Family, Parts};
+use super::{Common, Family, Parts, field_names, read};
 use crate::error::Result;
 use crate::model::{AttentionBias, Model, QkNorm};
+
+/// The `olmoe` family.
+pub(super) struct Olmoe;
+
+impl FamilyConfig for Olmoe {
+    fn family(&self) -> Family {
+        Family::Olmoe
+    }
+    fn architecture(&self) -> &'static str {
+        "OlmoeForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "OLMoE (AllenAI)"
+    }
+    fn reads(&self) -> &'static str {
+        "`num_experts` of `intermediate_size`; q/k norm over the whole projection, \
+         `attention_bias` (Q, K, V, O)"
+    }
+    fn support(&self) -> &Support {
+        &SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Config>()
+    }
+    fn words(&self) -> Words {
+        Words {
+            experts: "num_experts",
+            ..Words::LOCAL
+        }
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Config>(config)?.parts(common)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        object(Config::of(m)?)
+    }
+}
 
 const SUPPORT: Support = Support {
     qk_norm: &[QkNorm::Full],
@@ -16,7 +55,7 @@ const SUPPORT: Support = Support {
 
 /// The keys `olmoe` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Config {
+struct Config {
     num_experts: u64,
     intermediate_size: u64,
     #[serde(default)]
@@ -24,7 +63,7 @@ pub(super) struct Config {
 }
 
 impl Config {
-    pub(super) fn parts(&self, c: &Common) -> Result<Parts> {
+    fn parts(&self, c: &Common) -> Result<Parts> {
         let q = c.num_attention_heads.saturating_mul(c.head_dim()?);
         if q != c.hidden_size {
             return Err(crate::Error::invalid(
@@ -45,8 +84,7 @@ impl Config {
         })
     }
 
-    pub(super) fn of(m: &Model) -> Result<Self> {
-        SUPPORT.check(m, Family::Olmoe)?;
+    fn of(m: &Model) -> Result<Self> {
         let q = m.heads * m.head_dim;
         if q != m.hidden {
             return Err(crate::Error::invalid(

@@ -8,11 +8,45 @@
 //! the jitter noise and the LongRoPE scaling cost nothing counted.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::family::{FamilyConfig, object};
 use super::support::{Feature, Support, every_layer, window_on_every_layer};
-use super::{Common, Family, Parts};
+use super::{Common, Family, Parts, field_names, read};
 use crate::error::Result;
 use crate::model::{AttentionBias, Model};
+
+/// The `phimoe` family.
+pub(super) struct Phimoe;
+
+impl FamilyConfig for Phimoe {
+    fn family(&self) -> Family {
+        Family::Phimoe
+    }
+    fn architecture(&self) -> &'static str {
+        "PhimoeForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "Phi-3.5-MoE (Microsoft; LayerNorms and an LM head with biases)"
+    }
+    fn reads(&self) -> &'static str {
+        "`num_local_experts` of `intermediate_size`, Q/K/V/O biases (`attention_bias`), \
+         LayerNorms with biases (always), an LM-head bias (`lm_head_bias`), `sliding_window` \
+         on every layer when set (Mixtral's mask)"
+    }
+    fn support(&self) -> &Support {
+        &SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Config>()
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Config>(config)?.parts(common)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        object(Config::of(m)?)
+    }
+}
 
 const SUPPORT: Support = Support {
     biases: &[AttentionBias::None, AttentionBias::All],
@@ -23,7 +57,7 @@ const SUPPORT: Support = Support {
 
 /// The keys `phimoe` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Config {
+struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default)]
@@ -35,7 +69,7 @@ pub(super) struct Config {
 }
 
 impl Config {
-    pub(super) fn parts(&self, c: &Common) -> Result<Parts> {
+    fn parts(&self, c: &Common) -> Result<Parts> {
         Ok(Parts {
             experts: self.num_local_experts,
             expert_ffn: self.intermediate_size,
@@ -47,8 +81,7 @@ impl Config {
         })
     }
 
-    pub(super) fn of(m: &Model) -> Result<Self> {
-        SUPPORT.check(m, Family::Phimoe)?;
+    fn of(m: &Model) -> Result<Self> {
         Ok(Self {
             num_local_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,

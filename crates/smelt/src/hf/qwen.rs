@@ -4,22 +4,126 @@
 //! optional biases on Q, K, V and O.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use super::support::{Shared, Support};
-use super::{Common, Family, Parts, yes};
+use super::family::{FamilyConfig, Words, object};
+use super::support::{Shared, Support, refuse_qwen_windows};
+use super::{Common, Family, Parts, field_names, read, yes};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, Dense, Model, QkNorm};
+
+/// What both Qwen MoE families add to a family's words.
+const WORDS: Words = Words {
+    experts: "num_experts",
+    expert_ffn: "moe_intermediate_size",
+    ..Words::LOCAL
+};
+
+/// The keys both Qwen MoE families read besides their own.
+fn qwen_keys() -> Vec<&'static str> {
+    let mut keys = field_names::<Qwen>();
+    keys.extend(WINDOW_KEYS);
+    keys
+}
+
+/// The `qwen2_moe` family (Qwen1.5-MoE, Qwen2-MoE).
+pub(super) struct Qwen2MoeFamily;
+
+impl FamilyConfig for Qwen2MoeFamily {
+    fn family(&self) -> Family {
+        Family::Qwen2Moe
+    }
+    fn architecture(&self) -> &'static str {
+        "Qwen2MoeForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "Qwen1.5-MoE and Qwen2-MoE"
+    }
+    fn reads(&self) -> &'static str {
+        "`num_experts` of `moe_intermediate_size`; Q/K/V biases (`qkv_bias`, true when \
+         absent), one shared expert of `shared_expert_intermediate_size` behind a sigmoid gate, \
+         dense layers by Qwen's rule"
+    }
+    fn support(&self) -> &Support {
+        &Qwen2Moe::SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        let mut keys = field_names::<Qwen2Moe>();
+        keys.extend(qwen_keys());
+        keys
+    }
+    fn words(&self) -> Words {
+        Words {
+            shared_ffn: "shared_expert_intermediate_size",
+            ..WORDS
+        }
+    }
+    fn refuse(&self, config: &Map<String, Value>) -> Result<()> {
+        refuse_qwen_windows(self.family(), config)
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Qwen2Moe>(config)?.parts(common, &read(config)?)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        let mut out = object(Qwen2Moe::of(m))?;
+        out.extend(object(Qwen::of(m))?);
+        Ok(out)
+    }
+}
+
+/// The `qwen3_moe` family.
+pub(super) struct Qwen3MoeFamily;
+
+impl FamilyConfig for Qwen3MoeFamily {
+    fn family(&self) -> Family {
+        Family::Qwen3Moe
+    }
+    fn architecture(&self) -> &'static str {
+        "Qwen3MoeForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "Qwen3-MoE"
+    }
+    fn reads(&self) -> &'static str {
+        "`num_experts` (or, in newer releases, `num_local_experts`) of \
+         `moe_intermediate_size`; per-head q/k norm, `attention_bias` (Q, K, V, O), dense \
+         layers by Qwen's rule"
+    }
+    fn support(&self) -> &Support {
+        &Qwen3Moe::SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        let mut keys = field_names::<Qwen3Moe>();
+        keys.extend(qwen_keys());
+        keys.extend(Qwen3Moe::ALIASES);
+        keys
+    }
+    fn words(&self) -> Words {
+        WORDS
+    }
+    fn refuse(&self, config: &Map<String, Value>) -> Result<()> {
+        refuse_qwen_windows(self.family(), config)
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Qwen3Moe>(config)?.parts(common, &read(config)?)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        let mut out = object(Qwen3Moe::of(m))?;
+        out.extend(object(Qwen::of(m))?);
+        Ok(out)
+    }
+}
 
 fn one() -> u64 {
     1
 }
 
 /// Keys Qwen reads that no struct here holds: the window, whose use is refused.
-pub(super) const WINDOW_KEYS: &[&str] = &["sliding_window"];
+const WINDOW_KEYS: &[&str] = &["sliding_window"];
 
 /// The keys both Qwen MoE families read besides the expert count.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Qwen {
+struct Qwen {
     moe_intermediate_size: u64,
     #[serde(default = "one")]
     decoder_sparse_step: u64,
@@ -27,7 +131,7 @@ pub(super) struct Qwen {
     mlp_only_layers: Vec<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     intermediate_size: Option<u64>,
-    /// With `sliding_window`, refused before this is read ([`super::refuse_windows`]).
+    /// With `sliding_window`, refused before this is read ([`refuse_qwen_windows`]).
     #[serde(default)]
     use_sliding_window: bool,
 }
@@ -49,7 +153,7 @@ impl Qwen {
         })
     }
 
-    pub(super) fn of(m: &Model) -> Self {
+    fn of(m: &Model) -> Self {
         Self {
             moe_intermediate_size: m.moe.expert_ffn,
             decoder_sparse_step: 1,
@@ -66,7 +170,7 @@ impl Qwen {
 
 /// The keys only `qwen2_moe` reads.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Qwen2Moe {
+struct Qwen2Moe {
     num_experts: u64,
     shared_expert_intermediate_size: u64,
     #[serde(default = "yes")]
@@ -81,7 +185,7 @@ impl Qwen2Moe {
         ..Support::ROUTED
     };
 
-    pub(super) fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
+    fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
         if self.shared_expert_intermediate_size == 0 {
             return Err(Error::invalid(
                 "config.json: shared_expert_intermediate_size",
@@ -99,21 +203,20 @@ impl Qwen2Moe {
         })
     }
 
-    pub(super) fn of(m: &Model) -> Result<Self> {
-        Self::SUPPORT.check(m, Family::Qwen2Moe)?;
-        Ok(Self {
+    fn of(m: &Model) -> Self {
+        Self {
             num_experts: m.moe.experts,
             // One gated shared expert of width s * f_s is, to the multiply-add, s shared
             // experts of width f_s behind one gate.
             shared_expert_intermediate_size: m.moe.shared_experts * m.moe.shared_ffn,
             qkv_bias: m.attention_bias == AttentionBias::Qkv,
-        })
+        }
     }
 }
 
 /// The keys only `qwen3_moe` reads.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-pub(super) struct Qwen3Moe {
+struct Qwen3Moe {
     /// Newer Transformers releases call it `num_local_experts`.
     #[serde(alias = "num_local_experts")]
     num_experts: u64,
@@ -123,7 +226,7 @@ pub(super) struct Qwen3Moe {
 
 impl Qwen3Moe {
     /// Keys read under another name.
-    pub(super) const ALIASES: &'static [&'static str] = &["num_local_experts"];
+    const ALIASES: &'static [&'static str] = &["num_local_experts"];
 
     const SUPPORT: Support = Support {
         qk_norm: &[QkNorm::PerHead],
@@ -132,17 +235,16 @@ impl Qwen3Moe {
         ..Support::ROUTED
     };
 
-    pub(super) fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
+    fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
         let bias = AttentionBias::all_if(self.attention_bias);
         qwen.parts(c, self.num_experts, QkNorm::PerHead, bias)
     }
 
-    pub(super) fn of(m: &Model) -> Result<Self> {
-        Self::SUPPORT.check(m, Family::Qwen3Moe)?;
-        Ok(Self {
+    fn of(m: &Model) -> Self {
+        Self {
             num_experts: m.moe.experts,
             attention_bias: m.attention_bias == AttentionBias::All,
-        })
+        }
     }
 }
 

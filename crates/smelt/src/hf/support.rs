@@ -173,42 +173,19 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
     let Error::InvalidSpec { field, rule } = e else {
         return e;
     };
-    let (experts, ffn) = match family {
-        Family::Mixtral
-        | Family::Phimoe
-        | Family::GptOss
-        | Family::MinimaxM2
-        | Family::Llama4Text
-        | Family::GraniteMoe => ("num_local_experts", "intermediate_size"),
-        Family::Olmoe => ("num_experts", "intermediate_size"),
-        Family::Qwen2Moe | Family::Qwen3Moe => ("num_experts", "moe_intermediate_size"),
-        Family::DeepseekV2
-        | Family::DeepseekV3
-        | Family::DeepseekV32
-        | Family::KimiK2
-        | Family::Glm4Moe => ("n_routed_experts", "moe_intermediate_size"),
-    };
-    let shared = match family {
-        Family::Qwen2Moe => "shared_expert_intermediate_size",
-        Family::Llama4Text => "intermediate_size",
-        _ => "moe_intermediate_size",
-    };
-    let (dense, window) = match family {
-        Family::Llama4Text => ("intermediate_size_mlp", "attention_chunk_size"),
-        _ => ("intermediate_size", "sliding_window"),
-    };
+    let w = family.config().words();
     let words = [
         ("model.moe.shared_experts", "n_shared_experts"),
-        ("model.moe.shared_ffn", shared),
-        ("model.moe.expert_ffn", ffn),
-        ("model.moe.experts", experts),
+        ("model.moe.shared_ffn", w.shared_ffn),
+        ("model.moe.expert_ffn", w.expert_ffn),
+        ("model.moe.experts", w.experts),
         ("model.moe.top_k", "num_experts_per_tok"),
         ("model.mla.q_lora_rank", "q_lora_rank"),
         ("model.mla.kv_lora_rank", "kv_lora_rank"),
         ("model.mla.qk_nope_head_dim", "qk_nope_head_dim"),
         ("model.mla.qk_rope_head_dim", "qk_rope_head_dim"),
         ("model.mla.v_head_dim", "v_head_dim"),
-        ("model.window.size", window),
+        ("model.window.size", w.window),
         ("model.window.layers", "layer_types"),
         ("model.mtp_layers", "num_nextn_predict_layers"),
         ("model.indexer.heads", "index_n_heads"),
@@ -221,7 +198,7 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         ("model.hidden", "hidden_size"),
         ("model.layers", "num_hidden_layers"),
         ("model.vocab", "vocab_size"),
-        ("model.dense.ffn", dense),
+        ("model.dense.ffn", w.dense_ffn),
         ("model.loop.first", "smelt_loop_first_layer"),
         ("model.loop.span", "smelt_loop_span"),
         ("model.loop.repeats", "smelt_loop_repeats"),
@@ -273,14 +250,10 @@ pub(super) fn window_on_every_layer(m: &Model, family: Family) -> Result<Option<
 /// `max_window_layers` windows has changed between releases. Checked before anything
 /// else. (Mixtral's and PhiMoE's every-layer windows and gpt-oss's and Llama-4's per-layer
 /// ones are read.)
-pub(super) fn refuse_windows(family: Family, map: &Map<String, Value>) -> Result<()> {
+pub(super) fn refuse_qwen_windows(family: Family, map: &Map<String, Value>) -> Result<()> {
     let window = map.get("sliding_window").filter(|v| !v.is_null());
     let switch = map.get("use_sliding_window").and_then(Value::as_bool);
-    let on = match family {
-        Family::Qwen2Moe | Family::Qwen3Moe => window.is_some() && switch == Some(true),
-        _ => false,
-    };
-    match (on, window) {
+    match (switch == Some(true), window) {
         (true, Some(w)) => Err(refuse(
             "sliding_window",
             format!(

@@ -1,12 +1,9 @@
 //! Writing a spec back as a family's `config.json`, and choosing the family.
 
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{
-    Common, Family, LLAMA4, deepseek, gpt_oss, granite, llama4, minimax, mixtral, olmoe, phimoe,
-    qwen,
-};
+use super::family::object;
+use super::{Common, Family};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, ModelSpec, QkNorm, WindowKind};
 
@@ -63,17 +60,8 @@ pub fn family_of(spec: &ModelSpec) -> Family {
 /// The family of a `config.json` smelt reads (a `llama4` wrapper's is `llama4_text`), so a
 /// match of it is written back in its own family; `None` for any other.
 pub fn family_of_config(config: &Value) -> Option<Family> {
-    match config.get("model_type").and_then(Value::as_str)? {
-        LLAMA4 => Some(Family::Llama4Text),
-        t => t.parse().ok(),
-    }
-}
-
-fn object(value: impl Serialize) -> Result<Map<String, Value>> {
-    match serde_json::to_value(value).map_err(|e| Error::serialize("config.json", e))? {
-        Value::Object(m) => Ok(m),
-        _ => Err(Error::serialize("config.json", "a config is not an object")),
-    }
+    let model_type = config.get("model_type").and_then(Value::as_str)?;
+    Family::of_model_type(model_type).map(|(family, _)| family)
 }
 
 /// A spec as a `config.json` of `family`: exactly the keys that family reads, with the
@@ -95,33 +83,9 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
         ));
     }
     let mut out = object(Common::of(spec, family))?;
-    out.extend(match family {
-        Family::Mixtral => object(mixtral::Config::of(m)?)?,
-        Family::Qwen2Moe => object(qwen::Qwen2Moe::of(m)?)?,
-        Family::Qwen3Moe => object(qwen::Qwen3Moe::of(m)?)?,
-        Family::Olmoe => object(olmoe::Config::of(m)?)?,
-        Family::DeepseekV2 | Family::DeepseekV3 | Family::KimiK2 | Family::DeepseekV32 => {
-            let mut out = object(deepseek::Latent::of(m, family)?)?;
-            out.extend(object(deepseek::Moe::of(m, family)?)?);
-            if let Some(ix) = &m.indexer {
-                out.extend(object(deepseek::Index::of(ix))?);
-            }
-            out
-        }
-        Family::Glm4Moe => {
-            let mut out = object(deepseek::Glm::of(m)?)?;
-            out.extend(object(deepseek::Moe::of(m, family)?)?);
-            out
-        }
-        Family::GptOss => object(gpt_oss::Config::of(m)?)?,
-        Family::MinimaxM2 => object(minimax::Config::of(m)?)?,
-        Family::Llama4Text => object(llama4::Config::of(m)?)?,
-        Family::GraniteMoe => object(granite::Config::of(m)?)?,
-        Family::Phimoe => object(phimoe::Config::of(m)?)?,
-    });
-    if matches!(family, Family::Qwen2Moe | Family::Qwen3Moe) {
-        out.extend(object(qwen::Qwen::of(m))?);
-    }
+    let config = family.config();
+    config.support().check(m, family)?;
+    out.extend(config.write(m)?);
     Ok(Value::Object(out))
 }
 
@@ -138,18 +102,19 @@ const NOT_CARRIED: &[&str] = &["quantization_config", "_name_or_path"];
 /// context the match was costed at.
 pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result<Value> {
     let mut out = export(spec, family)?;
-    // A Llama-4 wrapper's text decoder is the llama4_text config to carry keys from.
+    // A wrapper's text decoder (Llama-4's) is the config to carry keys from.
     let model_type = |v: &Value| {
         v.get("model_type")
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
-    let (baseline, same_family) = match (family, model_type(baseline).as_deref()) {
-        (Family::Llama4Text, Some(LLAMA4)) => match baseline.get("text_config") {
+    let wrapper = family.wrapper();
+    let (baseline, same_family) = match model_type(baseline) {
+        t if wrapper.is_some() && t.as_deref() == wrapper => match baseline.get("text_config") {
             Some(text) => (text, true),
             None => (baseline, false),
         },
-        (_, t) => (baseline, t == Some(family.as_str())),
+        t => (baseline, t.as_deref() == Some(family.as_str())),
     };
     let read = family.keys();
     if let (true, Some(base), Some(map)) = (same_family, baseline.as_object(), out.as_object_mut())

@@ -1,0 +1,279 @@
+//! How a Hugging Face `config.json` is read: the rules each family's Transformers code
+//! applies (Qwen's dense layers, Llama-4's layer patterns, MiniMax's own keys), the refusals
+//! of what the cost model cannot describe, and `smelt import` / `smelt cost` on a config.
+
+use crate::common::{self, data, run_json};
+use crate::hf_figures::{config_text, load};
+use smelt::ModelSpec;
+use smelt::hf::{self, Family};
+
+/// Qwen's dense-layer rule: layer `i` (0-based) is MoE when it is not in `mlp_only_layers`
+/// and `(i + 1) % decoder_sparse_step == 0`; the others get a dense SwiGLU of
+/// `intermediate_size`. Swapping MoE layers for dense ones changes the count by exactly
+/// their difference.
+#[test]
+fn qwen_dense_layers_follow_the_transformers_rule() {
+    let text = config_text("qwen1.5-moe-a2.7b.json");
+    let all_moe = hf::import(&text, ModelSpec::default_workload()).unwrap();
+    let step2 = hf::import(
+        &text.replace("\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 2"),
+        ModelSpec::default_workload(),
+    )
+    .unwrap();
+    let d = step2.model.dense.as_ref().unwrap();
+    assert_eq!(d.layers, (0..12).map(|i| 2 * i + 1).collect::<Vec<u64>>());
+    assert_eq!(d.ffn, 5632);
+    let only = hf::import(
+        &text.replace(
+            "\"decoder_sparse_step\": 1,",
+            "\"decoder_sparse_step\": 1, \"mlp_only_layers\": [0, 23],",
+        ),
+        ModelSpec::default_workload(),
+    )
+    .unwrap();
+    assert_eq!(only.model.dense.as_ref().unwrap().layers, vec![1, 24]);
+    let moe_layer: u64 = 60 * 3 * 2048 * 1408 + 2048 * 60 + 3 * 2048 * 5632 + 2048;
+    let dense_layer: u64 = 3 * 2048 * 5632;
+    let total = |s: &ModelSpec| smelt::cost(s).unwrap().params.total.0;
+    assert_eq!(
+        total(&all_moe) - total(&only),
+        2 * (moe_layer - dense_layer)
+    );
+    assert_eq!(
+        total(&all_moe) - total(&step2),
+        12 * (moe_layer - dense_layer)
+    );
+    // Qwen3-MoE reads the same keys.
+    let qwen3 = config_text("qwen3-30b-a3b.json");
+    let q = hf::import(
+        &qwen3.replace("\"mlp_only_layers\": []", "\"mlp_only_layers\": [0, 1]"),
+        ModelSpec::default_workload(),
+    )
+    .unwrap();
+    assert_eq!(
+        q.model.dense,
+        Some(smelt::Dense {
+            layers: vec![1, 2],
+            ffn: 6144
+        })
+    );
+}
+
+fn refused(json: &str, needles: &[&str]) {
+    let e = hf::import(json, ModelSpec::default_workload())
+        .unwrap_err()
+        .to_string();
+    for n in needles {
+        assert!(e.contains(n), "expected {n:?} in: {e}");
+    }
+}
+
+#[test]
+fn what_the_cost_model_cannot_describe_is_refused() {
+    let mixtral = config_text("mixtral-8x7b-v0.1.json");
+    let v3 = config_text("deepseek-v3.json");
+    refused(
+        &v3.replace(
+            "\"kv_lora_rank\": 512,",
+            "\"kv_lora_rank\": 512, \"index_topk\": 2048,",
+        ),
+        &["index_topk", "sparse attention indexer", "refuses"],
+    );
+    refused(
+        &v3.replace("\"deepseek_v3\"", "\"glm_moe_dsa\"").replace(
+            "\"kv_lora_rank\": 512,",
+            "\"kv_lora_rank\": 512, \"index_topk\": 2048,",
+        ),
+        &["index_topk", "glm_moe_dsa", "not read yet"],
+    );
+    refused(
+        &v3.replace("\"attention_bias\": false", "\"attention_bias\": true"),
+        &["attention_bias", "latent projections"],
+    );
+    for (family, why) in [
+        ("qwen3_next", "recurrent state"),
+        ("nemotron_h", "Mamba"),
+        ("minimax", "lightning (linear) attention"),
+    ] {
+        refused(
+            &format!(r#"{{"model_type": "{family}", "hidden_size": 7168}}"#),
+            &[family, why, "refuses"],
+        );
+    }
+    let oss = config_text("gpt-oss-20b.json");
+    refused(
+        &oss.replacen("\"full_attention\"", "\"linear_attention\"", 1),
+        &["layer_types[1]", "linear_attention"],
+    );
+    refused(
+        &oss.replacen("\"full_attention\",", "", 1),
+        &["layer_types", "each of the 24 layers; got 23"],
+    );
+    let qwen15 = config_text("qwen1.5-moe-a2.7b.json");
+    refused(
+        &qwen15.replace(
+            "\"use_sliding_window\": false",
+            "\"use_sliding_window\": true",
+        ),
+        &["sliding_window", "refuses"],
+    );
+    refused(
+        &qwen15.replace("\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 0"),
+        &["decoder_sparse_step", "at least 1"],
+    );
+    refused(
+        &qwen15.replace(
+            "\"decoder_sparse_step\": 1,",
+            "\"decoder_sparse_step\": 1, \"mlp_only_layers\": [24],",
+        ),
+        &["mlp_only_layers[0]", "below num_hidden_layers (24)"],
+    );
+    refused(
+        &qwen15.replace(
+            "\"shared_expert_intermediate_size\": 5632,",
+            "\"shared_expert_intermediate_size\": 0,",
+        ),
+        &["shared_expert_intermediate_size", "gated shared expert"],
+    );
+    refused(
+        &qwen15.replace("\"shared_expert_intermediate_size\": 5632,", ""),
+        &["shared_expert_intermediate_size", "missing"],
+    );
+    refused(
+        &qwen15.replace("\"num_experts\": 60", "\"num_experts\": 0"),
+        &["num_experts", "at least 1"],
+    );
+    refused(
+        r#"{"model_type": "llama", "hidden_size": 4096}"#,
+        &["'llama'", "supported"],
+    );
+    refused(
+        &mixtral.replace("\"hidden_size\": 4096,", ""),
+        &["hidden_size", "missing"],
+    );
+    let qwen3 = config_text("qwen3-30b-a3b.json");
+    refused(
+        &qwen3
+            .replace(
+                "\"use_sliding_window\": false",
+                "\"use_sliding_window\": true",
+            )
+            .replace("\"sliding_window\": null", "\"sliding_window\": 4096"),
+        &["sliding_window"],
+    );
+    refused("{not json", &["config.json"]);
+}
+
+/// Llama-4's config rules, refused or read as Transformers reads them.
+#[test]
+fn llama4_configs_are_read_as_transformers_reads_them() {
+    let text = crate::common::data_text("hf/llama-4-maverick-17b-128e-text.json");
+    let import = |t: &str| hf::import(t, ModelSpec::default_workload());
+    // Without layer_types or no_rope_layers: a NoPE (full) layer every fourth.
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut plain = v.clone();
+    plain.as_object_mut().unwrap().remove("no_rope_layers");
+    let spec = hf::import_value(&plain, ModelSpec::default_workload()).unwrap();
+    let w = spec.model.window.unwrap();
+    assert_eq!(
+        w.layers,
+        (1..=48).filter(|i| i % 4 != 0).collect::<Vec<_>>()
+    );
+    // No chunk size but chunked layers: refused, naming the key.
+    let e = import(&text.replace(
+        "\"attention_chunk_size\": 8192",
+        "\"attention_chunk_size\": null",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("attention_chunk_size"), "{e}");
+    let e = import(&text.replace(
+        "\"interleave_moe_layer_step\": 2",
+        "\"interleave_moe_layer_step\": 0",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("interleave_moe_layer_step") && e.contains("at least 1"),
+        "{e}"
+    );
+    let mut typed = v.clone();
+    let mut types = vec![serde_json::json!("full_attention"); 48];
+    types[5] = serde_json::json!("sliding_attention");
+    typed["layer_types"] = serde_json::Value::from(types);
+    let e = hf::import_value(&typed, ModelSpec::default_workload())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("layer_types[5]") && e.contains("sliding_attention"),
+        "{e}"
+    );
+    // A wrapper without its text decoder.
+    let e = import(r#"{"model_type": "llama4", "vision_config": {}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("text_config"), "{e}");
+    // A wrapper's errors name the key inside text_config.
+    let scout = crate::common::data_text("hf/llama-4-scout-17b-16e.json");
+    let e = import(&scout.replace("\"num_local_experts\": 16", "\"num_local_experts\": 0"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("text_config.num_local_experts"), "{e}");
+    // Its shared expert is always as wide as a routed one.
+    let mut spec = load("llama-4-scout-17b-16e.json");
+    spec.model.moe.expert_ffn = 4096;
+    let e = hf::export(&spec, Family::Llama4Text)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("exactly one shared expert"), "{e}");
+}
+
+/// MiniMax's own keys must describe the model Transformers' code builds.
+#[test]
+fn minimax_keys_that_disagree_with_the_code_are_refused() {
+    let text = crate::common::data_text("hf/minimax-m2.json");
+    for (from, to, needle) in [
+        (
+            "\"use_qk_norm\": true",
+            "\"use_qk_norm\": false",
+            "use_qk_norm",
+        ),
+        (
+            "\"qk_norm_type\": \"per_layer\"",
+            "\"qk_norm_type\": \"per_head\"",
+            "per_head",
+        ),
+        (
+            "\"use_routing_bias\": true",
+            "\"use_routing_bias\": false",
+            "use_routing_bias",
+        ),
+        (
+            "\"shared_intermediate_size\": 0",
+            "\"shared_intermediate_size\": 512",
+            "shared expert",
+        ),
+        (
+            "\"attn_type_list\": [\n    1,",
+            "\"attn_type_list\": [\n    0,",
+            "attn_type_list[0]",
+        ),
+    ] {
+        assert!(text.contains(from), "{from}");
+        let e = hf::import(&text.replace(from, to), ModelSpec::default_workload())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle) && e.contains("refuses"), "{e}");
+    }
+}
+
+#[test]
+fn cli_import_and_cost_of_a_config() {
+    let cfg = data("hf/mixtral-8x7b-v0.1.json");
+    let (code, toml_text, err) = common::run(&["import", &cfg]);
+    assert_eq!(code, Some(0), "{err}");
+    let spec = ModelSpec::from_toml_str(toml_text.trim_start_matches(|c| c != '\n')).unwrap();
+    assert_eq!(spec, load("mixtral-8x7b-v0.1.json"));
+    let v = run_json(&["cost", &cfg, "--format", "json"]);
+    assert_eq!(v["params"]["total"], 46_702_792_704u64);
+}
