@@ -298,3 +298,37 @@ fn shipped_budgets_match_within_three_percent() {
         assert_eq!(&back.model, looped, "{file}");
     }
 }
+
+/// What Transformers' own config classes would refuse is fixed or refused with the reason:
+/// Kimi-K2 is written as `deepseek_v3` (Transformers has no `kimi_k2`) without the remote
+/// code its `auto_map` names, Llama-4's `attn_temperature_tuning: 4` is written as the
+/// boolean Transformers 5 requires, and a DeepSeek-V2 whose heads do not divide its hidden
+/// size (which `DeepseekV2Config` rejects) is refused.
+#[test]
+fn exports_are_what_transformers_builds() {
+    let mut kimi_raw: serde_json::Value =
+        serde_json::from_str(&config_text("kimi-k2-instruct.json")).unwrap();
+    // Kimi-K2's config on the Hub names its own remote code.
+    kimi_raw["auto_map"] =
+        serde_json::json!({"AutoConfig": "configuration_deepseek.DeepseekV3Config"});
+    let kimi = load("kimi-k2-instruct.json");
+    let out = hf::export_like(&kimi, Family::KimiK2, &kimi_raw).unwrap();
+    assert_eq!(out["model_type"], "deepseek_v3");
+    assert_eq!(out["architectures"][0], "DeepseekV3ForCausalLM");
+    assert!(out.get("auto_map").is_none());
+
+    let llama_raw: serde_json::Value =
+        serde_json::from_str(&config_text("llama-4-maverick-17b-128e-text.json")).unwrap();
+    assert_eq!(llama_raw["attn_temperature_tuning"], 4);
+    let llama = load("llama-4-maverick-17b-128e-text.json");
+    let out = hf::export_like(&llama, Family::Llama4Text, &llama_raw).unwrap();
+    assert_eq!(out["attn_temperature_tuning"], true);
+
+    let mut v2 = load("deepseek-v2.json");
+    assert_eq!(v2.model.hidden % v2.model.heads, 0);
+    v2.model.heads = 211;
+    v2.model.kv_heads = 211;
+    let e = hf::export(&v2, Family::DeepseekV2).unwrap_err().to_string();
+    assert!(e.contains("DeepseekV2Config"), "{e}");
+    assert!(e.starts_with("model.heads: is 211"), "{e}");
+}

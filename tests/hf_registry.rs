@@ -155,7 +155,7 @@ fn every_family_has_a_published_config_that_round_trips() {
         let family = hf::family_of_config(&raw).unwrap_or_else(|| panic!("{name}: no family"));
         let spec = hf::import(&text, smelt::ModelSpec::default_workload()).unwrap();
         let config = hf::export(&spec, family).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(config["model_type"], family.as_str(), "{name}");
+        assert_eq!(config["model_type"], family.exported_model_type(), "{name}");
         assert_eq!(config["architectures"][0], family.architecture(), "{name}");
         let back = hf::import(&config.to_string(), spec.workload.clone()).unwrap();
         assert_eq!(back.model, spec.model, "{name}");

@@ -173,6 +173,16 @@ impl Family {
         self.config().architecture()
     }
 
+    /// The `model_type` an exported config names: the family's own, but `deepseek_v3` for
+    /// Kimi-K2, which Transformers knows only as DeepSeek-V3's classes (its checkpoints
+    /// reach them through their own remote code).
+    pub fn exported_model_type(self) -> &'static str {
+        match self {
+            Family::KimiK2 => Family::DeepseekV3.as_str(),
+            f => f.as_str(),
+        }
+    }
+
     /// One line for people: the models the family holds.
     pub fn about(self) -> &'static str {
         self.config().about()

@@ -85,13 +85,51 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
     let mut out = object(Common::of(spec, family))?;
     let config = family.config();
     config.support().check(m, family)?;
+    buildable(m, family)?;
     out.extend(config.write(m)?);
+    if family == Family::KimiK2 {
+        // Transformers has no `kimi_k2` type: Kimi-K2's checkpoints name DeepSeek-V3's
+        // classes (through their own remote code), and so does its export.
+        out.insert(
+            "model_type".to_owned(),
+            Value::from(Family::DeepseekV3.as_str()),
+        );
+    }
     Ok(Value::Object(out))
+}
+
+/// What Transformers' own config classes refuse, refused here first with the reason.
+fn buildable(m: &crate::model::Model, family: Family) -> Result<()> {
+    if family == Family::DeepseekV2 && m.hidden % m.heads != 0 {
+        return Err(Error::invalid(
+            "model.heads",
+            format!(
+                "is {}, which does not divide hidden_size {}: Transformers' DeepseekV2Config \
+                 refuses such a config (search only such shapes, or export another family \
+                 with --hf-family)",
+                m.heads, m.hidden
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Keys a Baseline's config may hold in a type Transformers no longer accepts, with the
+/// value it accepts: Llama-4's configs say `attn_temperature_tuning: 4`, which Transformers 5
+/// requires to be a boolean (its modeling code only tests it for truth).
+fn retyped(family: Family, key: &str, value: &Value) -> Value {
+    match (family, key, value) {
+        (Family::Llama4Text, "attn_temperature_tuning", Value::Number(n)) => {
+            Value::Bool(n.as_f64() != Some(0.0))
+        }
+        _ => value.clone(),
+    }
 }
 
 /// Keys of a Baseline's config that describe its checkpoint, not its architecture: a looped
 /// model is trained anew, so they are never carried over.
-const NOT_CARRIED: &[&str] = &["quantization_config", "_name_or_path"];
+/// (`auto_map` names remote code that the export does not carry: Kimi-K2's own files.)
+const NOT_CARRIED: &[&str] = &["quantization_config", "_name_or_path", "auto_map"];
 
 /// [`export`], carrying over every other key of the Baseline's own `config.json` (RoPE base,
 /// norm epsilon, activation, token ids, dtype, router options, ...) when it is of the same
@@ -124,7 +162,7 @@ pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result
                 && !map.contains_key(k)
                 && !NOT_CARRIED.contains(&k.as_str())
             {
-                map.insert(k.clone(), v.clone());
+                map.insert(k.clone(), retyped(family, k, v));
             }
         }
         // Keep the Baseline's position capacity when it exceeds the matched context.
