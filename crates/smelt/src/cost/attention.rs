@@ -28,8 +28,8 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::model::{Attention, Model, ModelSpec, WindowKind, Workload};
-use crate::units::{Flops, relative};
+use crate::model::{Attention, Model, WindowKind, Workload};
+use crate::units::Flops;
 
 /// The mean number of keys a query attends, as an exact fraction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +40,9 @@ pub struct MeanKeys {
     pub queries: u128,
 }
 
-/// What the mean-document-length shortcut would have said for a histogram workload.
+/// What the mean-document-length shortcut would have said for a histogram workload: the
+/// cost model's exact count with the keys at the histogram's mean length
+/// ([`Keys::at_mean_length`]), given as floats.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Shortcut {
     /// The histogram's mean document length `Σ n·T / Σ n`.
@@ -56,6 +58,14 @@ pub struct Shortcut {
 const OVERFLOW: Error = Error::Overflow {
     what: "attention keys per query",
 };
+
+/// A workload without a single token.
+fn no_documents() -> Error {
+    Error::invalid(
+        "workload",
+        "give mean_doc_len (tokens) or doc_lengths ([[length, count], ...])",
+    )
+}
 
 impl MeanKeys {
     /// The mean keys per query of a (validated) workload.
@@ -95,10 +105,7 @@ impl MeanKeys {
                 .ok_or(OVERFLOW)?;
         }
         if queries == 0 {
-            return Err(Error::invalid(
-                "workload",
-                "give mean_doc_len (tokens) or doc_lengths ([[length, count], ...])",
-            ));
+            return Err(no_documents());
         }
         Ok(Self { pairs, queries })
     }
@@ -141,70 +148,81 @@ impl MeanKeys {
     }
 }
 
-/// Pairs of a (possibly fractional) document length `t` under `window` (`None`: full), for
-/// the shortcut.
-fn pairs_at(t: f64, attention: Attention, window: Option<(WindowKind, u64)>) -> f64 {
-    match (attention, window) {
-        (Attention::Dense, _) => t * t,
-        (Attention::Causal, None) => t * (t + 1.0) / 2.0,
-        (Attention::Causal, Some((WindowKind::Sliding, w))) => {
-            let w = w as f64;
-            if t <= w {
-                t * (t + 1.0) / 2.0
-            } else {
-                w * (w + 1.0) / 2.0 + (t - w) * w
-            }
+impl Keys {
+    /// For a histogram workload, its mean document length `Σ n·T / Σ n` and these keys for
+    /// documents all of that (fractional) length: what the mean-length shortcut says, for
+    /// the exact count to be run with. `None` for a `mean_doc_len` workload.
+    pub fn at_mean_length(&self, workload: &Workload) -> Result<Option<(f64, Keys)>> {
+        let Some(hist) = workload.doc_lengths.as_deref() else {
+            return Ok(None);
+        };
+        let (mut tokens, mut docs) = (0u128, 0u128);
+        for &[len, count] in hist {
+            let n = u128::from(count);
+            tokens = n
+                .checked_mul(u128::from(len))
+                .and_then(|q| tokens.checked_add(q))
+                .ok_or(OVERFLOW)?;
+            docs = docs.checked_add(n).ok_or(OVERFLOW)?;
         }
-        (Attention::Causal, Some((WindowKind::Chunked, c))) => {
-            let c = c as f64;
-            let q = (t / c).floor();
-            let r = t - q * c;
-            q * c * (c + 1.0) / 2.0 + r * (r + 1.0) / 2.0
+        if tokens == 0 {
+            return Err(no_documents());
         }
+        let at = |window| MeanKeys::at_length(tokens, docs, workload.attention, window);
+        let keys = Keys {
+            full: at(None)?,
+            windowed: self
+                .windowed
+                .map(|(kind, size, _)| Ok((kind, size, at(Some((kind, size)))?)))
+                .transpose()?,
+            selected: self
+                .selected
+                .map(|(topk, _)| Ok((topk, at(Some((WindowKind::Sliding, topk)))?)))
+                .transpose()?,
+        };
+        Ok(Some((tokens as f64 / docs as f64, keys)))
     }
 }
 
-impl Keys {
-    /// For a histogram workload, what the mean-length shortcut says (given the exact
-    /// training FLOPs `exact` of `spec`); `None` for a `mean_doc_len` workload.
-    pub(crate) fn shortcut(&self, spec: &ModelSpec, exact: Flops) -> Result<Option<Shortcut>> {
-        let Some(hist) = spec.workload.doc_lengths.as_deref() else {
-            return Ok(None);
-        };
-        let docs: f64 = hist.iter().map(|&[_, n]| n as f64).sum();
-        let mean = self.full.queries as f64 / docs;
-        let attention = spec.workload.attention;
-        let keys = pairs_at(mean, attention, None) / mean;
-        // Only the attention core (and an indexer's scores) depends on c̄, linearly, kind
-        // by kind: full layers (and the counted MTP modules), then windowed ones; with an
-        // indexer, every layer's core attends the selected keys and its scores the full ones.
-        let m = &spec.model;
-        let width = super::layer::attention(m)?.core_width as f64;
-        let (full, windowed) = super::attention_split(m)?;
-        let mtp = if spec.counting.mtp { m.mtp_layers } else { 0 };
-        let per_token = |width: f64, c: f64, x: u64| {
-            2.0 * width * c * x as f64 * super::TRAINING_OVER_FORWARD as f64
-        };
-        let full_change = keys - self.full.as_f64();
-        let mut training = exact.as_f64();
-        match (self.selected, super::layer::indexer(m)?) {
-            (Some((topk, s)), Some(ix)) => {
-                let short = pairs_at(mean, attention, Some((WindowKind::Sliding, topk))) / mean;
-                training += per_token(width, short - s.as_f64(), full + mtp);
-                training += per_token(ix.score_width as f64, full_change, full + mtp);
+impl MeanKeys {
+    /// The mean keys per query of documents all of the fractional length `t = tokens / docs`
+    /// (positive), under `window` (`None`: full): the pairs of the module docs' `S(t)` over
+    /// `t`, exactly. Causal: `(t + 1)/2`; sliding beyond the window `W`:
+    /// `(W(W+1)/2 + (t - W)·W)/t`; chunked with `t = q·C + r`: `(q·C(C+1)/2 + r(r+1)/2)/t`;
+    /// dense: `t`.
+    fn at_length(
+        tokens: u128,
+        docs: u128,
+        attention: Attention,
+        window: Option<(WindowKind, u64)>,
+    ) -> Result<Self> {
+        let (q, d) = (tokens, docs);
+        let mul = |a: u128, b: u128| a.checked_mul(b).ok_or(OVERFLOW);
+        let add = |a: u128, b: u128| a.checked_add(b).ok_or(OVERFLOW);
+        let (pairs, queries) = match (attention, window) {
+            (Attention::Dense, _) => (q, d),
+            (Attention::Causal, Some((WindowKind::Sliding, w))) if q > mul(u128::from(w), d)? => {
+                // (W(W+1)·d + 2(q - W·d)·W) / 2q
+                let w = u128::from(w);
+                let inside = mul(mul(w, w + 1)?, d)?;
+                let beyond = mul(mul(2, q - w * d)?, w)?;
+                (add(inside, beyond)?, mul(2, q)?)
             }
-            _ => training += per_token(width, full_change, full + mtp),
-        }
-        if let Some((kind, size, w)) = self.windowed {
-            let short = pairs_at(mean, attention, Some((kind, size))) / mean;
-            training += per_token(width, short - w.as_f64(), windowed);
-        }
-        Ok(Some(Shortcut {
-            mean_doc_len: mean,
-            mean_keys_per_query: keys,
-            training_flops: training,
-            relative_to_exact: relative(training, exact.as_f64()),
-        }))
+            (Attention::Causal, Some((WindowKind::Chunked, c))) => {
+                // t = k·C + R/d with R = q - k·C·d: (k·C(C+1)·d² + R(R + d)) / 2dq
+                let c = u128::from(c);
+                let chunk = mul(c, d)?;
+                let (k, r) = (q / chunk, q % chunk);
+                let whole = mul(mul(mul(k, c)?, c + 1)?, mul(d, d)?)?;
+                (add(whole, mul(r, add(r, d)?)?)?, mul(mul(2, d)?, q)?)
+            }
+            (Attention::Causal, _) => (add(q, d)?, mul(2, d)?),
+        };
+        let g = gcd(pairs, queries);
+        Ok(Self {
+            pairs: pairs / g,
+            queries: queries / g,
+        })
     }
 }
 
