@@ -312,3 +312,110 @@ impl fmt::Display for MeanKeys {
         write!(f, "{r}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(hist: &[[u64; 2]], attention: Attention) -> Workload {
+        Workload {
+            context: 8192,
+            mean_doc_len: None,
+            doc_lengths: Some(hist.to_vec()),
+            attention,
+            kv_dtype_bytes: 2,
+        }
+    }
+
+    fn keys(hist: &[[u64; 2]], attention: Attention, window: Option<(WindowKind, u64)>) -> Keys {
+        let w = workload(hist, attention);
+        Keys {
+            full: MeanKeys::of(&w).unwrap(),
+            windowed: window.map(|(k, s)| (k, s, MeanKeys::windowed(&w, k, s).unwrap())),
+            selected: Some((3, MeanKeys::windowed(&w, WindowKind::Sliding, 3).unwrap())),
+        }
+    }
+
+    /// `pairs / queries` in lowest terms.
+    fn reduced(m: MeanKeys) -> (u128, u128) {
+        let g = gcd(m.pairs, m.queries);
+        (m.pairs / g, m.queries / g)
+    }
+
+    /// The keys at a fractional mean length, exactly: causal `(t+1)/2`, sliding and chunked
+    /// windows beyond their size, dense `t`, and the selected keys as a sliding window.
+    #[test]
+    fn keys_at_the_mean_length_are_exact_fractions() {
+        let hist = [[100, 30], [4096, 2]];
+        let k = keys(&hist, Attention::Causal, None);
+        let (mean, at) = k
+            .at_mean_length(&workload(&hist, Attention::Causal))
+            .unwrap()
+            .unwrap();
+        // 11192 tokens in 32 documents: 349.75, and (349.75 + 1) / 2 = 1403/8.
+        assert_eq!(mean, 349.75);
+        assert_eq!(reduced(at.full), (1403, 8));
+        // Beyond the top-k of 3: (3·4/2 + (349.75 - 3)·3) / 349.75 = 4185/1399.
+        assert_eq!(reduced(at.selected.unwrap().1), (4185, 1399));
+        // Mean 10.5 (documents of 10 and 11): chunks of 4 hold 2 whole chunks and 2.5
+        // tokens, (2·10 + 2.5·3.5/2) / 10.5 = 65/28; a sliding window of 4,
+        // (10 + 6.5·4) / 10.5 = 24/7.
+        let hist = [[10, 1], [11, 1]];
+        for (window, want) in [
+            ((WindowKind::Chunked, 4), (65, 28)),
+            ((WindowKind::Sliding, 4), (24, 7)),
+            ((WindowKind::Sliding, 11), (23, 4)),
+        ] {
+            let k = keys(&hist, Attention::Causal, Some(window));
+            let (_, at) = k
+                .at_mean_length(&workload(&hist, Attention::Causal))
+                .unwrap()
+                .unwrap();
+            assert_eq!(reduced(at.windowed.unwrap().2), want, "{window:?}");
+        }
+        let k = keys(&hist, Attention::Dense, Some((WindowKind::Chunked, 4)));
+        let (_, at) = k
+            .at_mean_length(&workload(&hist, Attention::Dense))
+            .unwrap()
+            .unwrap();
+        assert_eq!(reduced(at.full), (21, 2));
+        assert_eq!(reduced(at.windowed.unwrap().2), (21, 2));
+    }
+
+    /// Documents all of one length: the shortcut's keys are the exact ones, and a
+    /// `mean_doc_len` workload has no shortcut.
+    #[test]
+    fn one_length_is_its_own_shortcut() {
+        for attention in [Attention::Causal, Attention::Dense] {
+            for window in [(WindowKind::Sliding, 5), (WindowKind::Chunked, 3)] {
+                let hist = [[17, 4]];
+                let k = keys(&hist, attention, Some(window));
+                let (mean, at) = k
+                    .at_mean_length(&workload(&hist, attention))
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(mean, 17.0);
+                assert_eq!(reduced(at.full), reduced(k.full));
+                assert_eq!(
+                    reduced(at.windowed.unwrap().2),
+                    reduced(k.windowed.unwrap().2)
+                );
+                assert_eq!(
+                    reduced(at.selected.unwrap().1),
+                    reduced(k.selected.unwrap().1)
+                );
+            }
+        }
+        let w = Workload {
+            mean_doc_len: Some(17),
+            doc_lengths: None,
+            ..workload(&[], Attention::Causal)
+        };
+        let k = Keys {
+            full: MeanKeys::of(&w).unwrap(),
+            windowed: None,
+            selected: None,
+        };
+        assert_eq!(k.at_mean_length(&w).unwrap(), None);
+    }
+}

@@ -256,7 +256,7 @@ impl TimingBackend for Cuda {
         self.run.per_launch(&slot, warm)
     }
 
-    /// Each shape: warm-up, a probe and a run of at least [`MIN_RUN_SECONDS`] per round,
+    /// Each shape: warm-up, a probe and a run of at least 2 ms (`MIN_RUN_SECONDS`) per round,
     /// each call at a quarter of the ceiling's first rate plus 10 µs.
     fn estimate(&self, first: f64, repeats: usize) -> f64 {
         let rate = ceiling_kernel().flops() as f64 / first;
