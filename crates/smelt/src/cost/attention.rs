@@ -205,13 +205,16 @@ impl MeanKeys {
                 // (W(W+1)·d + 2(q - W·d)·W) / 2q
                 let w = u128::from(w);
                 let inside = mul(mul(w, w + 1)?, d)?;
-                let beyond = mul(mul(2, q - w * d)?, w)?;
+                let beyond = mul(mul(2, q - mul(w, d)?)?, w)?;
                 (add(inside, beyond)?, mul(2, q)?)
             }
             (Attention::Causal, Some((WindowKind::Chunked, c))) => {
                 // t = k·C + R/d with R = q - k·C·d: (k·C(C+1)·d² + R(R + d)) / 2dq
                 let c = u128::from(c);
                 let chunk = mul(c, d)?;
+                if chunk == 0 {
+                    return Err(Error::invalid("model.window.size", "must be positive"));
+                }
                 let (k, r) = (q / chunk, q % chunk);
                 let whole = mul(mul(mul(k, c)?, c + 1)?, mul(d, d)?)?;
                 (add(whole, mul(r, add(r, d)?)?)?, mul(mul(2, d)?, q)?)
