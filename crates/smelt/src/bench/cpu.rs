@@ -6,12 +6,13 @@
 //! operands at rotating offsets; outputs go to one scratch buffer. Each distinct kernel
 //! shape is run once to warm up and once timed in each of `repeats` rounds, the rounds
 //! interleaving the ceiling (a 1024³ GEMM) and every model, so that a drift in the
-//! machine's speed hits them alike; a shape's median is multiplied by its launch count.
+//! machine's speed hits them alike ([`super::measure`]); a shape's median is multiplied by
+//! its launch count.
 
 use std::time::Instant;
 
-use super::{Job, Timings};
-use crate::bench::plan::{Component, Kernel, Pass};
+use super::TimingBackend;
+use crate::bench::plan::{Component, Kernel, Pass, Plan};
 use crate::error::{Error, Result};
 use crate::rng::Lcg;
 
@@ -127,62 +128,62 @@ fn ceiling_kernel() -> Kernel {
     }
 }
 
-/// Runs the job's plans on the CPU, interleaved (module docs), within its deadline.
-pub fn measure(job: &Job) -> Result<Timings> {
-    let (plans, deadline, progress) = (job.plans, &job.deadline, job.progress);
-    let ceiling = ceiling_kernel();
-    let all: Vec<Kernel> = plans
-        .iter()
-        .flat_map(|p| p.kernels.iter().copied())
-        .chain([ceiling])
-        .collect();
-    let mut buffers = Buffers::new(&all)?;
-    let repeats = job.repeats.max(1);
-    let shapes: usize = plans.iter().map(|p| p.kernels.len()).sum();
-    // The first ceiling round gives the rate that estimates the whole run.
-    let first = buffers.time(&ceiling);
-    let rate = ceiling.flops() as f64 / first;
-    let per_round: f64 = plans
-        .iter()
-        .flat_map(|p| &p.kernels)
-        .map(|k| 2.0 * (k.flops() as f64 / k.count as f64 / (0.25 * rate) + 5e-6))
-        .sum();
-    deadline.refuse_over(
-        repeats as f64 * (per_round + 2.0 * first),
-        &format!("{shapes} kernel shapes"),
-    )?;
-    progress.begin(
-        &format!(
-            "timing {shapes} kernel shapes and the ceiling, {}",
-            super::rounds(repeats)
-        ),
-        (repeats * (shapes + 1)) as u64,
-    );
-    let mut ceiling_rates = Vec::with_capacity(repeats);
-    let mut times: Vec<Vec<Vec<f64>>> = plans
-        .iter()
-        .map(|p| vec![Vec::with_capacity(repeats); p.kernels.len()])
-        .collect();
-    for round in 0..repeats {
-        let t = if round == 0 {
-            first
-        } else {
-            buffers.time(&ceiling)
-        };
-        ceiling_rates.push(ceiling.flops() as f64 / t);
-        progress.advance(1);
-        for (p, tp) in plans.iter().zip(times.iter_mut()) {
-            for (k, tk) in p.kernels.iter().zip(tp.iter_mut()) {
-                deadline.check(&format!("timing a {}x{}x{} GEMM", k.m, k.n, k.k))?;
-                tk.push(buffers.time(k));
-                progress.advance(1);
-            }
-        }
+/// The CPU backend, opened on a run's plans: their kernels and the buffers they need.
+pub struct Cpu {
+    kernels: Vec<Vec<Kernel>>,
+    buffers: Buffers,
+}
+
+impl Cpu {
+    /// Opens the backend on `plans`: an error if one launch would take more memory than
+    /// [`MAX_LAUNCH_FLOATS`].
+    pub fn new(plans: &[&Plan]) -> Result<Self> {
+        let kernels: Vec<Vec<Kernel>> = plans.iter().map(|p| p.kernels.clone()).collect();
+        let all: Vec<Kernel> = kernels
+            .iter()
+            .flatten()
+            .copied()
+            .chain([ceiling_kernel()])
+            .collect();
+        Ok(Self {
+            buffers: Buffers::new(&all)?,
+            kernels,
+        })
     }
-    progress.end();
-    let device = format!(
-        "CPU, 1 thread, f32 (matrixmultiply; {} cores available)",
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    );
-    Ok(Timings::of(plans, times, repeats, ceiling_rates, device))
+}
+
+/// One warm-up launch and one timed per call, whether warm or not.
+impl TimingBackend for Cpu {
+    fn ceiling(&self) -> Kernel {
+        ceiling_kernel()
+    }
+
+    fn time_ceiling(&mut self, _warm: bool) -> Result<f64> {
+        Ok(self.buffers.time(&ceiling_kernel()))
+    }
+
+    fn time(&mut self, plan: usize, index: usize, _warm: bool) -> Result<f64> {
+        let k = super::backend::shape(&self.kernels, plan, index)?;
+        Ok(self.buffers.time(&k))
+    }
+
+    /// Each launch (warm-up and timed) at a quarter of the ceiling's first rate plus 5 µs,
+    /// and two ceiling launches per round.
+    fn estimate(&self, first: f64, repeats: usize) -> f64 {
+        let rate = ceiling_kernel().flops() as f64 / first;
+        let per_round: f64 = self
+            .kernels
+            .iter()
+            .flatten()
+            .map(|k| 2.0 * (k.flops() as f64 / k.count as f64 / (0.25 * rate) + 5e-6))
+            .sum();
+        repeats as f64 * (per_round + 2.0 * first)
+    }
+
+    fn device(&self) -> String {
+        format!(
+            "CPU, 1 thread, f32 (matrixmultiply; {} cores available)",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        )
+    }
 }

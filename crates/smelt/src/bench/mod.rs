@@ -2,7 +2,10 @@
 //! issues ([`plan`]), checks that their arithmetic equals the cost model's count exactly,
 //! runs them on a backend ([`cpu`] everywhere, [`cuda`] behind the `cuda` feature) and
 //! reports what each component costs in time, which arithmetic FLOPs hide: more experts
-//! mean smaller GEMMs, and the loop re-executes layers serially.
+//! mean smaller GEMMs, and the loop re-executes layers serially. A backend gives the
+//! [`TimingBackend`] primitives (time the ceiling, time one kernel shape, estimate a run);
+//! the rounds, the deadline and the progress are one bookkeeping, [`measure`], tested on a
+//! deterministic mock backend.
 //!
 //! Each distinct kernel shape of the stack is timed once and weighted by how often the stack
 //! runs it (a model with dense and MoE layers has two kinds of layer; a looped layer counts
@@ -18,15 +21,17 @@
 //! estimated, and one that would not finish within the budget is refused before it starts;
 //! one that overruns the budget anyway stops with an error rather than hang.
 
+mod backend;
 pub mod cpu;
 pub mod cuda;
+#[cfg(test)]
+mod mock;
 mod peak;
 pub mod plan;
 pub mod pool;
 mod types;
 
-use std::time::Instant;
-
+pub use backend::{Deadline, Job, TimingBackend, Timings, measure};
 pub use peak::peak_of;
 pub use plan::{Component, Kernel, Pass, Plan, Routing};
 pub use types::{
@@ -65,106 +70,6 @@ pub const MAX_TOKENS: u64 = 1 << 20;
 /// The most timed runs per kernel shape.
 pub const MAX_REPEATS: usize = 100;
 
-/// What a backend is asked to time ([`cpu::measure`], [`cuda::measure`]).
-pub struct Job<'a> {
-    /// The plans, timed interleaved with the ceiling kernel.
-    pub plans: &'a [&'a Plan],
-    /// Timed rounds per kernel shape (at least 1 is run).
-    pub repeats: usize,
-    /// The time the run may take.
-    pub deadline: Deadline,
-    /// Who hears of the rounds.
-    pub progress: &'a dyn Progress,
-}
-
-/// What a backend measured.
-pub struct Timings {
-    /// One per plan, in order.
-    pub measurements: Vec<Measurement>,
-    /// The ceiling kernel's FLOP/s in each round.
-    pub ceiling_rounds: Vec<f64>,
-    /// The device, in words.
-    pub device: String,
-}
-
-impl Timings {
-    /// Per plan the [`Measurement::of`] its `times[kernel][round]` on `device`, with the
-    /// ceiling's FLOP/s in each round.
-    pub(crate) fn of(
-        plans: &[&Plan],
-        times: Vec<Vec<Vec<f64>>>,
-        repeats: usize,
-        ceiling_rounds: Vec<f64>,
-        device: String,
-    ) -> Self {
-        let measurements = plans.iter().zip(times);
-        Self {
-            measurements: measurements
-                .map(|(p, t)| Measurement::of(p, t, repeats, &device))
-                .collect(),
-            ceiling_rounds,
-            device,
-        }
-    }
-}
-
-/// A run's time budget.
-pub struct Deadline {
-    start: Instant,
-    limit: f64,
-    backend: &'static str,
-}
-
-impl Deadline {
-    /// A budget of `limit` seconds from now.
-    pub fn new(limit: f64, backend: &'static str) -> Self {
-        Self {
-            start: Instant::now(),
-            limit,
-            backend,
-        }
-    }
-
-    /// Seconds since the start.
-    pub fn elapsed(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
-    }
-
-    /// An error if the run is past its budget.
-    pub fn check(&self, doing: &str) -> Result<()> {
-        if self.elapsed() > self.limit {
-            return Err(Error::Backend {
-                backend: self.backend,
-                message: format!(
-                    "stopped after {}, past the run's limit of {} (--max-seconds), \
-                     while {doing}; use fewer --tokens or --repeats, or a larger limit",
-                    seconds(self.elapsed()),
-                    seconds(self.limit)
-                )
-                .into(),
-            });
-        }
-        Ok(())
-    }
-
-    /// Refuses a run estimated at `estimate` more seconds than the budget leaves.
-    pub fn refuse_over(&self, estimate: f64, what: &str) -> Result<()> {
-        if self.elapsed() + estimate > self.limit {
-            return Err(Error::Backend {
-                backend: self.backend,
-                message: format!(
-                    "timing {what} would take about {}, over the limit of {} \
-                     (--max-seconds); use fewer --tokens or --repeats, or a larger limit",
-                    seconds(estimate),
-                    seconds(self.limit)
-                )
-                .into(),
-            });
-        }
-        Ok(())
-    }
-}
-
 /// "1 round", "3 rounds".
 pub(crate) fn rounds(n: usize) -> String {
     if n == 1 {
@@ -175,7 +80,7 @@ pub(crate) fn rounds(n: usize) -> String {
 }
 
 /// Seconds in words, to three significant figures.
-fn seconds(s: f64) -> String {
+pub(crate) fn seconds(s: f64) -> String {
     if s >= 100.0 {
         format!("{s:.0} s")
     } else {
@@ -227,7 +132,7 @@ pub fn analytic_per_execution(spec: &ModelSpec, docs: &[u64]) -> Result<Flops> {
         per_exec.numer(),
         per_exec
             .denom()
-            .checked_mul(u128::from(spec.model.executions()))
+            .checked_mul(u128::from(spec.model.checked_executions()?))
             .ok_or(Error::Overflow {
                 what: "a FLOP count",
             })?,
@@ -320,6 +225,42 @@ pub fn bench_with(
     opts: &BenchOptions,
     progress: &dyn Progress,
 ) -> Result<BenchReport> {
+    let deadline = || Deadline::new(opts.max_seconds, opts.backend.as_str());
+    bench_on(models, opts, progress, deadline, |plans| {
+        match opts.backend {
+            Backend::Cpu => Ok(Box::new(cpu::Cpu::new(plans)?) as Box<dyn TimingBackend>),
+            Backend::Cuda => Ok(Box::new(cuda::Cuda::new(plans)?)),
+        }
+    })
+}
+
+/// [`bench_with`] on the backend `open` opens on the plans, within the `deadline` made
+/// once they are planned.
+fn bench_on(
+    models: &[&ModelSpec],
+    opts: &BenchOptions,
+    progress: &dyn Progress,
+    deadline: impl FnOnce() -> Deadline,
+    open: impl FnOnce(&[&Plan]) -> Result<Box<dyn TimingBackend>>,
+) -> Result<BenchReport> {
+    check_options(opts)?;
+    let prepared = models
+        .iter()
+        .map(|s| prepare(s, opts))
+        .collect::<Result<Vec<_>>>()?;
+    let plans: Vec<&Plan> = prepared.iter().map(|p| &p.plan).collect();
+    let job = Job {
+        plans: &plans,
+        repeats: opts.repeats,
+        deadline: deadline(),
+        progress,
+    };
+    let timings = measure(open(&plans)?.as_mut(), &job)?;
+    report(models, &prepared, opts, timings)
+}
+
+/// An error unless the batch, the rounds, the time budget and the peak are in range.
+fn check_options(opts: &BenchOptions) -> Result<()> {
     if !(1..=MAX_TOKENS).contains(&opts.tokens) {
         return Err(Error::invalid(
             "tokens",
@@ -346,29 +287,25 @@ pub fn bench_with(
             "must be a positive number of FLOP/s",
         ));
     }
-    let prepared = models
-        .iter()
-        .map(|s| prepare(s, opts))
-        .collect::<Result<Vec<_>>>()?;
-    let plans: Vec<&Plan> = prepared.iter().map(|p| &p.plan).collect();
-    let job = Job {
-        plans: &plans,
-        repeats: opts.repeats,
-        deadline: Deadline::new(opts.max_seconds, opts.backend.as_str()),
-        progress,
-    };
+    Ok(())
+}
+
+/// The report of `models`, planned as `prepared`, from what the backend measured.
+fn report(
+    models: &[&ModelSpec],
+    prepared: &[Prepared],
+    opts: &BenchOptions,
+    timings: Timings,
+) -> Result<BenchReport> {
     let Timings {
         measurements: measured,
         ceiling_rounds,
         device,
-    } = match opts.backend {
-        Backend::Cpu => cpu::measure(&job)?,
-        Backend::Cuda => cuda::measure(&job)?,
-    };
+    } = timings;
     let ceiling = ceiling_rounds.iter().fold(0.0f64, |m, &r| m.max(r));
     let out = models
         .iter()
-        .zip(&prepared)
+        .zip(prepared)
         .zip(&measured)
         .map(|((s, p), m)| layer_bench(s, p, m, ceiling))
         .collect::<Result<Vec<_>>>()?;

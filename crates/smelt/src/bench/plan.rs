@@ -474,7 +474,7 @@ pub fn plan(
         ));
     }
     let t: u64 = documents.iter().sum();
-    let executions = model.executions();
+    let executions = model.checked_executions()?;
     // Executions of each kind of layer: (dense FFN, windowed attention).
     let mut kinds = std::collections::BTreeMap::new();
     for layer in model.execution_order() {

@@ -28,8 +28,8 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::model::{Attention, Model, ModelSpec, WindowKind, Workload};
-use crate::units::{Flops, relative};
+use crate::model::{Attention, Model, WindowKind, Workload};
+use crate::units::Flops;
 
 /// The mean number of keys a query attends, as an exact fraction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +40,9 @@ pub struct MeanKeys {
     pub queries: u128,
 }
 
-/// What the mean-document-length shortcut would have said for a histogram workload.
+/// What the mean-document-length shortcut would have said for a histogram workload: the
+/// cost model's exact count with the keys at the histogram's mean length
+/// ([`Keys::at_mean_length`]), given as floats.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Shortcut {
     /// The histogram's mean document length `Σ n·T / Σ n`.
@@ -56,6 +58,14 @@ pub struct Shortcut {
 const OVERFLOW: Error = Error::Overflow {
     what: "attention keys per query",
 };
+
+/// A workload without a single token.
+fn no_documents() -> Error {
+    Error::invalid(
+        "workload",
+        "give mean_doc_len (tokens) or doc_lengths ([[length, count], ...])",
+    )
+}
 
 impl MeanKeys {
     /// The mean keys per query of a (validated) workload.
@@ -95,10 +105,7 @@ impl MeanKeys {
                 .ok_or(OVERFLOW)?;
         }
         if queries == 0 {
-            return Err(Error::invalid(
-                "workload",
-                "give mean_doc_len (tokens) or doc_lengths ([[length, count], ...])",
-            ));
+            return Err(no_documents());
         }
         Ok(Self { pairs, queries })
     }
@@ -141,70 +148,84 @@ impl MeanKeys {
     }
 }
 
-/// Pairs of a (possibly fractional) document length `t` under `window` (`None`: full), for
-/// the shortcut.
-fn pairs_at(t: f64, attention: Attention, window: Option<(WindowKind, u64)>) -> f64 {
-    match (attention, window) {
-        (Attention::Dense, _) => t * t,
-        (Attention::Causal, None) => t * (t + 1.0) / 2.0,
-        (Attention::Causal, Some((WindowKind::Sliding, w))) => {
-            let w = w as f64;
-            if t <= w {
-                t * (t + 1.0) / 2.0
-            } else {
-                w * (w + 1.0) / 2.0 + (t - w) * w
-            }
+impl Keys {
+    /// For a histogram workload, its mean document length `Σ n·T / Σ n` and these keys for
+    /// documents all of that (fractional) length: what the mean-length shortcut says, for
+    /// the exact count to be run with. `None` for a `mean_doc_len` workload.
+    pub fn at_mean_length(&self, workload: &Workload) -> Result<Option<(f64, Keys)>> {
+        let Some(hist) = workload.doc_lengths.as_deref() else {
+            return Ok(None);
+        };
+        let (mut tokens, mut docs) = (0u128, 0u128);
+        for &[len, count] in hist {
+            let n = u128::from(count);
+            tokens = n
+                .checked_mul(u128::from(len))
+                .and_then(|q| tokens.checked_add(q))
+                .ok_or(OVERFLOW)?;
+            docs = docs.checked_add(n).ok_or(OVERFLOW)?;
         }
-        (Attention::Causal, Some((WindowKind::Chunked, c))) => {
-            let c = c as f64;
-            let q = (t / c).floor();
-            let r = t - q * c;
-            q * c * (c + 1.0) / 2.0 + r * (r + 1.0) / 2.0
+        if tokens == 0 {
+            return Err(no_documents());
         }
+        let at = |window| MeanKeys::at_length(tokens, docs, workload.attention, window);
+        let keys = Keys {
+            full: at(None)?,
+            windowed: self
+                .windowed
+                .map(|(kind, size, _)| Ok((kind, size, at(Some((kind, size)))?)))
+                .transpose()?,
+            selected: self
+                .selected
+                .map(|(topk, _)| Ok((topk, at(Some((WindowKind::Sliding, topk)))?)))
+                .transpose()?,
+        };
+        Ok(Some((tokens as f64 / docs as f64, keys)))
     }
 }
 
-impl Keys {
-    /// For a histogram workload, what the mean-length shortcut says (given the exact
-    /// training FLOPs `exact` of `spec`); `None` for a `mean_doc_len` workload.
-    pub(crate) fn shortcut(&self, spec: &ModelSpec, exact: Flops) -> Result<Option<Shortcut>> {
-        let Some(hist) = spec.workload.doc_lengths.as_deref() else {
-            return Ok(None);
-        };
-        let docs: f64 = hist.iter().map(|&[_, n]| n as f64).sum();
-        let mean = self.full.queries as f64 / docs;
-        let attention = spec.workload.attention;
-        let keys = pairs_at(mean, attention, None) / mean;
-        // Only the attention core (and an indexer's scores) depends on c̄, linearly, kind
-        // by kind: full layers (and the counted MTP modules), then windowed ones; with an
-        // indexer, every layer's core attends the selected keys and its scores the full ones.
-        let m = &spec.model;
-        let width = super::layer::attention(m)?.core_width as f64;
-        let (full, windowed) = super::attention_split(m)?;
-        let mtp = if spec.counting.mtp { m.mtp_layers } else { 0 };
-        let per_token = |width: f64, c: f64, x: u64| {
-            2.0 * width * c * x as f64 * super::TRAINING_OVER_FORWARD as f64
-        };
-        let full_change = keys - self.full.as_f64();
-        let mut training = exact.as_f64();
-        match (self.selected, super::layer::indexer(m)?) {
-            (Some((topk, s)), Some(ix)) => {
-                let short = pairs_at(mean, attention, Some((WindowKind::Sliding, topk))) / mean;
-                training += per_token(width, short - s.as_f64(), full + mtp);
-                training += per_token(ix.score_width as f64, full_change, full + mtp);
+impl MeanKeys {
+    /// The mean keys per query of documents all of the fractional length `t = tokens / docs`
+    /// (positive), under `window` (`None`: full): the pairs of the module docs' `S(t)` over
+    /// `t`, exactly. Causal: `(t + 1)/2`; sliding beyond the window `W`:
+    /// `(W(W+1)/2 + (t - W)·W)/t`; chunked with `t = q·C + r`: `(q·C(C+1)/2 + r(r+1)/2)/t`;
+    /// dense: `t`.
+    fn at_length(
+        tokens: u128,
+        docs: u128,
+        attention: Attention,
+        window: Option<(WindowKind, u64)>,
+    ) -> Result<Self> {
+        let (q, d) = (tokens, docs);
+        let mul = |a: u128, b: u128| a.checked_mul(b).ok_or(OVERFLOW);
+        let add = |a: u128, b: u128| a.checked_add(b).ok_or(OVERFLOW);
+        let (pairs, queries) = match (attention, window) {
+            (Attention::Dense, _) => (q, d),
+            (Attention::Causal, Some((WindowKind::Sliding, w))) if q > mul(u128::from(w), d)? => {
+                // (W(W+1)·d + 2(q - W·d)·W) / 2q
+                let w = u128::from(w);
+                let inside = mul(mul(w, w + 1)?, d)?;
+                let beyond = mul(mul(2, q - mul(w, d)?)?, w)?;
+                (add(inside, beyond)?, mul(2, q)?)
             }
-            _ => training += per_token(width, full_change, full + mtp),
-        }
-        if let Some((kind, size, w)) = self.windowed {
-            let short = pairs_at(mean, attention, Some((kind, size))) / mean;
-            training += per_token(width, short - w.as_f64(), windowed);
-        }
-        Ok(Some(Shortcut {
-            mean_doc_len: mean,
-            mean_keys_per_query: keys,
-            training_flops: training,
-            relative_to_exact: relative(training, exact.as_f64()),
-        }))
+            (Attention::Causal, Some((WindowKind::Chunked, c))) => {
+                // t = k·C + R/d with R = q - k·C·d: (k·C(C+1)·d² + R(R + d)) / 2dq
+                let c = u128::from(c);
+                let chunk = mul(c, d)?;
+                if chunk == 0 {
+                    return Err(Error::invalid("model.window.size", "must be positive"));
+                }
+                let (k, r) = (q / chunk, q % chunk);
+                let whole = mul(mul(mul(k, c)?, c + 1)?, mul(d, d)?)?;
+                (add(whole, mul(r, add(r, d)?)?)?, mul(mul(2, d)?, q)?)
+            }
+            (Attention::Causal, _) => (add(q, d)?, mul(2, d)?),
+        };
+        let g = gcd(pairs, queries);
+        Ok(Self {
+            pairs: pairs / g,
+            queries: queries / g,
+        })
     }
 }
 
@@ -292,5 +313,112 @@ impl fmt::Display for MeanKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let r = Flops::ratio(self.pairs, self.queries).map_err(|_| fmt::Error)?;
         write!(f, "{r}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(hist: &[[u64; 2]], attention: Attention) -> Workload {
+        Workload {
+            context: 8192,
+            mean_doc_len: None,
+            doc_lengths: Some(hist.to_vec()),
+            attention,
+            kv_dtype_bytes: 2,
+        }
+    }
+
+    fn keys(hist: &[[u64; 2]], attention: Attention, window: Option<(WindowKind, u64)>) -> Keys {
+        let w = workload(hist, attention);
+        Keys {
+            full: MeanKeys::of(&w).unwrap(),
+            windowed: window.map(|(k, s)| (k, s, MeanKeys::windowed(&w, k, s).unwrap())),
+            selected: Some((3, MeanKeys::windowed(&w, WindowKind::Sliding, 3).unwrap())),
+        }
+    }
+
+    /// `pairs / queries` in lowest terms.
+    fn reduced(m: MeanKeys) -> (u128, u128) {
+        let g = gcd(m.pairs, m.queries);
+        (m.pairs / g, m.queries / g)
+    }
+
+    /// The keys at a fractional mean length, exactly: causal `(t+1)/2`, sliding and chunked
+    /// windows beyond their size, dense `t`, and the selected keys as a sliding window.
+    #[test]
+    fn keys_at_the_mean_length_are_exact_fractions() {
+        let hist = [[100, 30], [4096, 2]];
+        let k = keys(&hist, Attention::Causal, None);
+        let (mean, at) = k
+            .at_mean_length(&workload(&hist, Attention::Causal))
+            .unwrap()
+            .unwrap();
+        // 11192 tokens in 32 documents: 349.75, and (349.75 + 1) / 2 = 1403/8.
+        assert_eq!(mean, 349.75);
+        assert_eq!(reduced(at.full), (1403, 8));
+        // Beyond the top-k of 3: (3·4/2 + (349.75 - 3)·3) / 349.75 = 4185/1399.
+        assert_eq!(reduced(at.selected.unwrap().1), (4185, 1399));
+        // Mean 10.5 (documents of 10 and 11): chunks of 4 hold 2 whole chunks and 2.5
+        // tokens, (2·10 + 2.5·3.5/2) / 10.5 = 65/28; a sliding window of 4,
+        // (10 + 6.5·4) / 10.5 = 24/7.
+        let hist = [[10, 1], [11, 1]];
+        for (window, want) in [
+            ((WindowKind::Chunked, 4), (65, 28)),
+            ((WindowKind::Sliding, 4), (24, 7)),
+            ((WindowKind::Sliding, 11), (23, 4)),
+        ] {
+            let k = keys(&hist, Attention::Causal, Some(window));
+            let (_, at) = k
+                .at_mean_length(&workload(&hist, Attention::Causal))
+                .unwrap()
+                .unwrap();
+            assert_eq!(reduced(at.windowed.unwrap().2), want, "{window:?}");
+        }
+        let k = keys(&hist, Attention::Dense, Some((WindowKind::Chunked, 4)));
+        let (_, at) = k
+            .at_mean_length(&workload(&hist, Attention::Dense))
+            .unwrap()
+            .unwrap();
+        assert_eq!(reduced(at.full), (21, 2));
+        assert_eq!(reduced(at.windowed.unwrap().2), (21, 2));
+    }
+
+    /// Documents all of one length: the shortcut's keys are the exact ones, and a
+    /// `mean_doc_len` workload has no shortcut.
+    #[test]
+    fn one_length_is_its_own_shortcut() {
+        for attention in [Attention::Causal, Attention::Dense] {
+            for window in [(WindowKind::Sliding, 5), (WindowKind::Chunked, 3)] {
+                let hist = [[17, 4]];
+                let k = keys(&hist, attention, Some(window));
+                let (mean, at) = k
+                    .at_mean_length(&workload(&hist, attention))
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(mean, 17.0);
+                assert_eq!(reduced(at.full), reduced(k.full));
+                assert_eq!(
+                    reduced(at.windowed.unwrap().2),
+                    reduced(k.windowed.unwrap().2)
+                );
+                assert_eq!(
+                    reduced(at.selected.unwrap().1),
+                    reduced(k.selected.unwrap().1)
+                );
+            }
+        }
+        let w = Workload {
+            mean_doc_len: Some(17),
+            doc_lengths: None,
+            ..workload(&[], Attention::Causal)
+        };
+        let k = Keys {
+            full: MeanKeys::of(&w).unwrap(),
+            windowed: None,
+            selected: None,
+        };
+        assert_eq!(k.at_mean_length(&w).unwrap(), None);
     }
 }

@@ -1,9 +1,72 @@
 //! One layer's pieces, shared by the parameter, FLOP and KV counts: the attention block (GQA
-//! or MLA) and the MoE FFN.
+//! or MLA), the sparse attention indexer and the MoE FFN, and how often each kind of layer
+//! runs. [`LayerCost::of`] computes them once per model; every count of the cost model reads
+//! them from that one value.
 
 use crate::error::Result;
 use crate::model::{AttentionBias, Model, QkNorm};
 use crate::units::{add, product};
+
+/// Everything the counts need about one model's layers, computed once.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LayerCost {
+    /// The attention block of every layer.
+    pub attention: AttentionBlock,
+    /// The indexer of every layer, if the model has one.
+    pub indexer: Option<IndexerBlock>,
+    /// The MoE FFN of the MoE layers.
+    pub moe: MoeBlock,
+    /// How often each kind of layer runs per forward pass.
+    pub runs: Executions,
+}
+
+impl LayerCost {
+    /// The layers of `m`.
+    pub fn of(m: &Model) -> Result<Self> {
+        Ok(Self {
+            attention: attention(m)?,
+            indexer: indexer(m)?,
+            moe: moe(m)?,
+            runs: Executions::of(m)?,
+        })
+    }
+}
+
+/// Layer executions per forward pass, by kind: `total = moe + dense = full + windowed`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Executions {
+    /// All of them ([`Model::checked_executions`]).
+    pub total: u64,
+    /// Those of MoE layers.
+    pub moe: u64,
+    /// Those of dense-FFN layers (a looped one counts once per visit).
+    pub dense: u64,
+    /// Those of layers with full attention.
+    pub full: u64,
+    /// Those of windowed layers.
+    pub windowed: u64,
+}
+
+impl Executions {
+    /// The executions of `m`'s layers.
+    fn of(m: &Model) -> Result<Self> {
+        let total = m.checked_executions()?;
+        let dense = m.dense_executions();
+        let windowed = m.window.as_ref().map_or(0, |w| {
+            m.execution_order()
+                .iter()
+                .filter(|&&l| w.layers.contains(&(l + 1)))
+                .count() as u64
+        });
+        Ok(Self {
+            total,
+            moe: total - dense,
+            dense,
+            full: total - windowed,
+            windowed,
+        })
+    }
+}
 
 /// The attention block of one layer.
 #[derive(Debug, Clone, Copy)]
@@ -23,7 +86,7 @@ pub(super) struct AttentionBlock {
 const WHAT: &str = "params.attention";
 
 /// The attention block of `m`'s layers.
-pub(super) fn attention(m: &Model) -> Result<AttentionBlock> {
+fn attention(m: &Model) -> Result<AttentionBlock> {
     let h = m.hidden;
     let sinks = if m.attention_sinks { m.heads } else { 0 };
     let block = match &m.mla {
@@ -107,7 +170,7 @@ pub(super) struct IndexerBlock {
 }
 
 /// The indexer of `m`'s layers, if it has one (validated: with a query latent).
-pub(super) fn indexer(m: &Model) -> Result<Option<IndexerBlock>> {
+fn indexer(m: &Model) -> Result<Option<IndexerBlock>> {
     const WHAT: &str = "params.indexer";
     let (Some(ix), Some(a)) = (&m.indexer, &m.mla) else {
         return Ok(None);
@@ -140,7 +203,7 @@ pub(super) struct MoeBlock {
 }
 
 /// The MoE FFN of `m`'s MoE layers.
-pub(super) fn moe(m: &Model) -> Result<MoeBlock> {
+fn moe(m: &Model) -> Result<MoeBlock> {
     let (h, e) = (m.hidden, &m.moe);
     let weights = product(&[3, h, e.expert_ffn], "params.experts")?;
     let bias = if e.expert_bias {

@@ -123,47 +123,20 @@ pub use types::{
     KvAtContext, KvReport, ParamBreakdown, ParamReport, SelectedKeys, Sparsity, WindowedKeys,
 };
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{Counting, KvCount, Model, ModelSpec, Workload};
 use crate::units::{Bytes, Flops, KvElements, Params, product};
+use layer::LayerCost;
 
 /// FLOPs per multiply-add.
 pub const FLOPS_PER_MULTIPLY_ADD: u64 = 2;
 /// Training FLOPs over forward FLOPs (forward + a backward of twice the forward).
 pub const TRAINING_OVER_FORWARD: u64 = 3;
 
-/// Layer executions, checked.
-fn executions(model: &Model) -> Result<u64> {
-    let extra = model.looping.as_ref().map_or(Ok(0), |l| {
-        product(&[l.repeats.saturating_sub(1), l.span], "layer executions")
-    })?;
-    crate::units::add(model.layers, extra, "layer executions")
-}
-
 /// `(MoE, dense)` physical layers.
 fn layer_split(model: &Model) -> (u64, u64) {
     let dense = model.dense_layers();
     (model.layers - dense, dense)
-}
-
-/// `(MoE, dense)` layer executions, checked.
-fn execution_split(model: &Model) -> Result<(u64, u64)> {
-    let x = executions(model)?;
-    let dense = model.dense_executions();
-    Ok((x - dense, dense))
-}
-
-/// `(full, windowed)` layer executions.
-fn attention_split(model: &Model) -> Result<(u64, u64)> {
-    let x = executions(model)?;
-    let windowed = model.window.as_ref().map_or(0, |w| {
-        model
-            .execution_order()
-            .iter()
-            .filter(|&&l| w.layers.contains(&(l + 1)))
-            .count() as u64
-    });
-    Ok((x - windowed, windowed))
 }
 
 /// The embedding and LM-head matrices counted: `(embeddings, lm_head)`.
@@ -188,17 +161,17 @@ fn vocab_matrices(model: &Model, counting: &Counting) -> Result<(Params, Params)
 }
 
 /// Parameters of the multi-token-prediction modules when counted: `(total, active)`.
-fn mtp_params(model: &Model, counting: &Counting) -> Result<(Params, Params)> {
+fn mtp_params(model: &Model, layer: &LayerCost, counting: &Counting) -> Result<(Params, Params)> {
     if !counting.mtp || model.mtp_layers == 0 {
         return Ok((Params::ZERO, Params::ZERO));
     }
     let h = model.hidden;
-    let (a, f) = (layer::attention(model)?, layer::moe(model)?);
+    let (a, f) = (&layer.attention, &layer.moe);
     let (embeddings, lm_head) = vocab_matrices(model, counting)?;
     // The block (attention with its indexer, MoE, two norms), the projection of [norm(h); norm(embedding)]
     // (2H x H), three norms (enorm, hnorm, the head's norm) and the module's own embedding
     // and head, as the checkpoint stores them.
-    let indexer = layer::indexer(model)?.map_or(0, |ix| ix.params);
+    let indexer = layer.indexer.map_or(0, |ix| ix.params);
     let common = Params::sum(&[
         Params(a.params),
         Params(a.norms),
@@ -220,10 +193,18 @@ fn mtp_params(model: &Model, counting: &Counting) -> Result<(Params, Params)> {
 
 /// Parameters of `model`: `(total, active)` breakdowns.
 pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, ParamBreakdown)> {
+    params_of(model, &LayerCost::of(model)?, counting)
+}
+
+/// [`params`] of `model`, whose layers are `layer`.
+fn params_of(
+    model: &Model,
+    layer: &LayerCost,
+    counting: &Counting,
+) -> Result<(ParamBreakdown, ParamBreakdown)> {
     let (h, l) = (model.hidden, model.layers);
     let (moe_layers, dense_layers) = layer_split(model);
-    let a = layer::attention(model)?;
-    let f = layer::moe(model)?;
+    let (a, f) = (&layer.attention, &layer.moe);
     let per_moe_layer = |x: u64| Params(x).checked_mul(moe_layers);
     let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
     let norm = model.norm_params();
@@ -233,7 +214,7 @@ pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, Par
         "params.norms",
     )?;
     let (embeddings, lm_head) = vocab_matrices(model, counting)?;
-    let (mtp, active_mtp) = mtp_params(model, counting)?;
+    let (mtp, active_mtp) = mtp_params(model, layer, counting)?;
     let total = ParamBreakdown {
         attention: Params(a.params).checked_mul(l)?,
         experts: per_moe_layer(f.experts)?,
@@ -243,7 +224,7 @@ pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, Par
         norms: Params(per_layer_norms)
             .checked_mul(l)?
             .checked_add(Params(norm))?,
-        indexer: Params(layer::indexer(model)?.map_or(0, |ix| ix.params)).checked_mul(l)?,
+        indexer: Params(layer.indexer.map_or(0, |ix| ix.params)).checked_mul(l)?,
         embeddings,
         lm_head,
         mtp,
@@ -272,18 +253,24 @@ pub fn forward_flops_with(
     counting: &Counting,
 ) -> Result<FlopBreakdown> {
     keys.check(model)?;
+    forward_of(model, &LayerCost::of(model)?, keys, counting)
+}
+
+/// [`forward_flops_with`] of `model`, whose layers are `layer`, with keys checked against it.
+fn forward_of(
+    model: &Model,
+    layer: &LayerCost,
+    keys: &Keys,
+    counting: &Counting,
+) -> Result<FlopBreakdown> {
     let h = model.hidden;
-    let (x_moe, x_dense) = execution_split(model)?;
-    let (x_full, x_windowed) = attention_split(model)?;
-    let a = layer::attention(model)?;
-    let f = layer::moe(model)?;
+    let (a, f, x) = (&layer.attention, &layer.moe, &layer.runs);
     let flops = |macs: u64, times: u64, what| {
         Ok::<_, crate::Error>(Flops::from_int(product(&[2, macs, times], what)?))
     };
     // With an indexer, every layer's core attends the selected keys and the indexer scores
     // the full ones: per execution, its projections and `score_width` per scored key.
-    let ix = layer::indexer(model)?;
-    let (core, indexer_per) = match (ix, keys.selected) {
+    let (core, indexer_per) = match (layer.indexer, keys.selected) {
         (Some(ix), Some((_, selected))) => (
             selected.attention_flops(a.core_width)?,
             flops(ix.macs, 1, "flops.indexer")?
@@ -291,10 +278,10 @@ pub fn forward_flops_with(
         ),
         _ => (keys.full.attention_flops(a.core_width)?, Flops::ZERO),
     };
-    let mut attention_core = core.checked_mul(x_full)?;
+    let mut attention_core = core.checked_mul(x.full)?;
     if let Some((_, _, w)) = keys.windowed {
         attention_core = attention_core
-            .checked_add(w.attention_flops(a.core_width)?.checked_mul(x_windowed)?)?;
+            .checked_add(w.attention_flops(a.core_width)?.checked_mul(x.windowed)?)?;
     }
     let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
     let lm_head_macs = product(&[h, model.vocab], "flops.lm_head")?;
@@ -323,38 +310,37 @@ pub fn forward_flops_with(
         Flops::ZERO
     };
     Ok(FlopBreakdown {
-        projections: flops(a.macs, executions(model)?, "flops.projections")?,
+        projections: flops(a.macs, x.total, "flops.projections")?,
         attention_core,
-        router: flops(f.router_macs, x_moe, "flops.router")?,
-        experts: flops(f.expert_macs, x_moe, "flops.experts")?,
-        shared: flops(f.shared_macs, x_moe, "flops.shared")?,
+        router: flops(f.router_macs, x.moe, "flops.router")?,
+        experts: flops(f.expert_macs, x.moe, "flops.experts")?,
+        shared: flops(f.shared_macs, x.moe, "flops.shared")?,
         dense: flops(
             product(&[3, h, dense_ffn], "flops.dense")?,
-            x_dense,
+            x.dense,
             "flops.dense",
         )?,
         lm_head,
         mtp,
-        indexer: indexer_per.checked_mul(executions(model)?)?,
+        indexer: indexer_per.checked_mul(x.total)?,
     })
 }
 
 /// KV-cache elements per token: the attention block's per execution, over all executions.
-fn kv_elements(model: &Model) -> Result<KvElements> {
+fn kv_elements(layer: &LayerCost) -> Result<KvElements> {
     Ok(KvElements(product(
-        &[layer::attention(model)?.kv, executions(model)?],
+        &[layer.attention.kv, layer.runs.total],
         "kv_cache.elements",
     )?))
 }
 
 /// KV-cache elements one sequence of `context` tokens holds at its end: `context` entries
 /// per full layer execution, at most the window per windowed one.
-fn kv_at_context(model: &Model, context: u64) -> Result<KvElements> {
-    let per = layer::attention(model)?.kv;
-    let (full, windowed) = attention_split(model)?;
+fn kv_at_context(model: &Model, layer: &LayerCost, context: u64) -> Result<KvElements> {
+    let per = layer.attention.kv;
     let held = model.window.as_ref().map_or(0, |w| w.size.min(context));
-    let full = product(&[per, full, context], "kv_cache.at_context")?;
-    let windowed = product(&[per, windowed, held], "kv_cache.at_context")?;
+    let full = product(&[per, layer.runs.full, context], "kv_cache.at_context")?;
+    let windowed = product(&[per, layer.runs.windowed, held], "kv_cache.at_context")?;
     Ok(KvElements(crate::units::add(
         full,
         windowed,
@@ -364,14 +350,24 @@ fn kv_at_context(model: &Model, context: u64) -> Result<KvElements> {
 
 /// KV cache of `model` on `workload`: per token, and held by one sequence at the context.
 pub fn kv_cache(model: &Model, workload: &Workload, counting: &Counting) -> Result<KvReport> {
+    kv_report(model, &LayerCost::of(model)?, workload, counting)
+}
+
+/// [`kv_cache`] of `model`, whose layers are `layer`.
+fn kv_report(
+    model: &Model,
+    layer: &LayerCost,
+    workload: &Workload,
+    counting: &Counting,
+) -> Result<KvReport> {
     let bytes = |e: KvElements| {
         Ok::<_, crate::Error>(Bytes(product(
             &[e.0, workload.kv_dtype_bytes],
             "kv_cache.bytes",
         )?))
     };
-    let elements = kv_elements(model)?;
-    let at_context = kv_at_context(model, workload.context)?;
+    let elements = kv_elements(layer)?;
+    let at_context = kv_at_context(model, layer, workload.context)?;
     Ok(KvReport {
         elements,
         bytes: bytes(elements)?,
@@ -385,10 +381,15 @@ pub fn kv_cache(model: &Model, workload: &Workload, counting: &Counting) -> Resu
 }
 
 /// The KV budget `counting` asks for.
-fn kv_budget(model: &Model, context: u64, counting: &Counting) -> Result<KvElements> {
+fn kv_budget(
+    model: &Model,
+    layer: &LayerCost,
+    context: u64,
+    counting: &Counting,
+) -> Result<KvElements> {
     match counting.kv {
-        KvCount::PerToken => kv_elements(model),
-        KvCount::AtContext => kv_at_context(model, context),
+        KvCount::PerToken => kv_elements(layer),
+        KvCount::AtContext => kv_at_context(model, layer, context),
     }
 }
 
@@ -410,13 +411,47 @@ pub fn budgets_with(
     context: u64,
     counting: &Counting,
 ) -> Result<Budgets> {
-    let (total, _) = params(model, counting)?;
-    let forward = forward_flops_with(model, keys, counting)?.total()?;
+    keys.check(model)?;
+    let layer = LayerCost::of(model)?;
+    let (total, _) = params_of(model, &layer, counting)?;
+    let forward = forward_of(model, &layer, keys, counting)?.total()?;
     Ok(Budgets {
         flops: forward.checked_mul(TRAINING_OVER_FORWARD)?,
         params: total.total()?,
-        kv: kv_budget(model, context, counting)?,
+        kv: kv_budget(model, &layer, context, counting)?,
     })
+}
+
+/// For a histogram workload, what the mean-length shortcut says: the exact count of
+/// `spec`'s model (whose layers are `layer`) with `keys` taken at the histogram's mean
+/// document length ([`Keys::at_mean_length`]), against the exact training FLOPs `exact`.
+/// `None` for a `mean_doc_len` workload, and when the count at that fractional length does
+/// not fit in 128 bits (its denominators are products of the document and token counts).
+fn shortcut(
+    spec: &ModelSpec,
+    layer: &LayerCost,
+    keys: &Keys,
+    exact: Flops,
+) -> Result<Option<Shortcut>> {
+    let at_mean = keys.at_mean_length(&spec.workload).and_then(|at| {
+        at.map(|(mean, short)| {
+            let forward = forward_of(&spec.model, layer, &short, &spec.counting)?.total()?;
+            Ok((mean, short, forward.checked_mul(TRAINING_OVER_FORWARD)?))
+        })
+        .transpose()
+    });
+    let (mean, short, training) = match at_mean {
+        Ok(Some(at)) => at,
+        Ok(None) | Err(Error::Overflow { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let training = training.as_f64();
+    Ok(Some(Shortcut {
+        mean_doc_len: mean,
+        mean_keys_per_query: short.full.as_f64(),
+        training_flops: training,
+        relative_to_exact: crate::units::relative(training, exact.as_f64()),
+    }))
 }
 
 /// The cost of `spec`, with sparsity measured against its own fully-activated control.
@@ -429,8 +464,10 @@ pub fn cost(spec: &ModelSpec) -> Result<Cost> {
 pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
     spec.validate()?;
     baseline.validate()?;
-    let (breakdown, active_breakdown) = params(&spec.model, &spec.counting)?;
-    let forward_breakdown = forward_flops(&spec.model, &spec.workload, &spec.counting)?;
+    let layer = LayerCost::of(&spec.model)?;
+    let keys = Keys::of(&spec.workload, &spec.model)?;
+    let (breakdown, active_breakdown) = params_of(&spec.model, &layer, &spec.counting)?;
+    let forward_breakdown = forward_of(&spec.model, &layer, &keys, &spec.counting)?;
     let forward = forward_breakdown.total()?;
     let training = forward.checked_mul(TRAINING_OVER_FORWARD)?;
     let total = breakdown.total()?;
@@ -439,8 +476,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
     let control_budgets = budgets(&control)?;
     let n_act_eq =
         training.as_f64() / control_budgets.flops.as_f64() * control_budgets.params.as_f64();
-    let keys = Keys::of(&spec.workload, &spec.model)?;
-    let shortcut = keys.shortcut(spec, training)?;
+    let shortcut = shortcut(spec, &layer, &keys, training)?;
 
     Ok(Cost {
         name: spec.name.clone(),
@@ -461,7 +497,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             workload: spec.workload.clone(),
         },
         physical_layers: spec.model.layers,
-        layer_executions: executions(&spec.model)?,
+        layer_executions: layer.runs.total,
         params: ParamReport {
             total,
             active: active_breakdown.total()?,
@@ -473,7 +509,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             forward,
             forward_breakdown,
         },
-        kv_cache_per_token: kv_cache(&spec.model, &spec.workload, &spec.counting)?,
+        kv_cache_per_token: kv_report(&spec.model, &layer, &spec.workload, &spec.counting)?,
         attention: AttentionReport {
             mean_keys_per_query: keys.full.as_f64(),
             mean_keys_exact: keys.full.to_string(),

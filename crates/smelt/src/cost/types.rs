@@ -235,7 +235,8 @@ pub struct AttentionReport {
     /// `mean_keys_per_query`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selected: Option<SelectedKeys>,
-    /// With a histogram: the cost at the mean document length, for comparison.
+    /// With a histogram: the cost at the mean document length, for comparison (counted
+    /// exactly; absent if that count does not fit in 128 bits).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_length_shortcut: Option<Shortcut>,
 }

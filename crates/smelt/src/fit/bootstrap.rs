@@ -180,44 +180,8 @@ pub fn gain_table_with(
     gain: &GainOptions,
     progress: &dyn Progress,
 ) -> Result<GainTable> {
-    let (computes, sparsities, opts, boot) =
-        (&gain.computes, &gain.sparsities, &gain.fit, gain.bootstrap);
-    if reference.0 == target.0 {
-        return Err(Error::invalid(
-            "reference/target",
-            format!("both name '{}': compare two architectures", target.0),
-        ));
-    }
-    if let Some(b) = boot
-        && b.resamples > MAX_RESAMPLES
-    {
-        return Err(Error::invalid(
-            "bootstrap",
-            format!("at most {MAX_RESAMPLES} resamples (got {})", b.resamples),
-        ));
-    }
-    for &c in computes {
-        if !(c.is_finite() && c > 0.0) {
-            return Err(Error::invalid(
-                "compute",
-                format!("must be positive (got {c})"),
-            ));
-        }
-    }
-    for &s in sparsities {
-        if !(s.is_finite() && (0.0..1.0).contains(&s)) {
-            return Err(Error::invalid(
-                "sparsity",
-                format!("must be in [0, 1) (got {s})"),
-            ));
-        }
-    }
-    if computes.is_empty() || sparsities.is_empty() {
-        return Err(Error::invalid(
-            "compute/sparsity",
-            "give at least one value of each",
-        ));
-    }
+    check(reference.0, target.0, gain)?;
+    let (opts, boot) = (&gain.fit, gain.bootstrap);
     let ref_fit = super::fit_with(reference.0, reference.1, opts, progress)?;
     let tgt_fit = super::fit_with(target.0, target.1, opts, progress)?;
     let mut cells: Vec<String> = reference
@@ -229,75 +193,26 @@ pub fn gain_table_with(
     cells.sort_unstable();
     cells.dedup();
 
-    let grid: Vec<(f64, f64)> = computes
+    let grid: Vec<(f64, f64)> = gain
+        .computes
         .iter()
-        .flat_map(|&c| sparsities.iter().map(move |&s| (c, s)))
+        .flat_map(|&c| gain.sparsities.iter().map(move |&s| (c, s)))
         .collect();
 
-    // Per resample: (gamma_ref, gamma_tgt, gain per grid point).
-    let mut samples: Vec<Option<(f64, f64, Vec<f64>)>> = Vec::new();
-    if let Some(b) = boot {
-        if b.resamples == 0 {
-            return Err(Error::invalid("bootstrap", "needs at least 1 resample"));
+    let samples = match boot {
+        Some(b) => Resampler {
+            seed: b.seed,
+            cells: &cells,
+            reference: (reference.1, &ref_fit),
+            target: (target.1, &tgt_fit),
+            grid: &grid,
+            opts,
         }
-        let resample = |i: usize| -> Option<(f64, f64, Vec<f64>)> {
-            let mut rng =
-                SplitMix64::new(b.seed ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
-            let mut count = std::collections::BTreeMap::new();
-            for _ in 0..cells.len() {
-                *count
-                    .entry(&cells[rng.below(cells.len())])
-                    .or_insert(0usize) += 1;
-            }
-            let take = |pts: &[Endpoint]| -> Vec<Endpoint> {
-                pts.iter()
-                    .flat_map(|p| {
-                        let k = count.get(&p.cell).copied().unwrap_or(0);
-                        std::iter::repeat_n(p.clone(), k)
-                    })
-                    .collect()
-            };
-            let (rp, tp) = (take(reference.1), take(target.1));
-            if rp.len() < ref_fit.points.min(7) || tp.len() < tgt_fit.points.min(7) {
-                return None;
-            }
-            let rf = refit(&rp, &ref_fit, opts)?;
-            let tf = refit(&tp, &tgt_fit, opts)?;
-            let (rs, ts) = (rf.surface, tf.surface);
-            let gains = grid
-                .iter()
-                .map(|&(c, s)| ce_gain(&rs, &ts, c, s).unwrap_or(f64::NAN))
-                .collect();
-            Some((rs.gamma(), ts.gamma(), gains))
-        };
-        progress.begin("bootstrap resamples", b.resamples as u64);
-        samples = crate::par::with_threads(opts.threads, || {
-            crate::par::map_range(b.resamples, |i| {
-                let r = resample(i);
-                progress.advance(1);
-                r
-            })
-        });
-        progress.end();
-    }
-    let ok: Vec<&(f64, f64, Vec<f64>)> = samples.iter().flatten().collect();
-    let (rs, ts) = (ref_fit.surface, tgt_fit.surface);
-    let rows = grid
-        .iter()
-        .enumerate()
-        .map(|(k, &(c, s))| GainRow {
-            compute: c,
-            sparsity: s,
-            gain: ce_gain(&rs, &ts, c, s),
-            gain_interval: boot.and_then(|_| interval(ok.iter().map(|x| x.2[k]).collect())),
-            loss_reference: rs.l_star(c, s),
-            loss_target: ts.l_star(c, s),
-            f_star_reference: rs.f_star(c, s),
-            f_star_target: ts.f_star(c, s),
-            tpp_reference: rs.tokens_per_parameter(c, s),
-            tpp_target: ts.tokens_per_parameter(c, s),
-        })
-        .collect();
+        .run(b.resamples, progress)?,
+        None => Vec::new(),
+    };
+    let ok: Vec<&Sample> = samples.iter().flatten().collect();
+    let rows = rows(&grid, &ref_fit, &tgt_fit, boot.map(|_| ok.as_slice()));
     Ok(GainTable {
         gamma_reference_interval: boot.and_then(|_| interval(ok.iter().map(|x| x.0).collect())),
         gamma_target_interval: boot.and_then(|_| interval(ok.iter().map(|x| x.1).collect())),
@@ -307,4 +222,142 @@ pub fn gain_table_with(
         cells: cells.len(),
         rows,
     })
+}
+
+/// An error unless the two names differ, the bootstrap is not too large, every compute is
+/// positive, every sparsity in `[0, 1)`, and there is at least one of each.
+fn check(reference: &str, target: &str, gain: &GainOptions) -> Result<()> {
+    if reference == target {
+        return Err(Error::invalid(
+            "reference/target",
+            format!("both name '{target}': compare two architectures"),
+        ));
+    }
+    if let Some(b) = gain.bootstrap
+        && b.resamples > MAX_RESAMPLES
+    {
+        return Err(Error::invalid(
+            "bootstrap",
+            format!("at most {MAX_RESAMPLES} resamples (got {})", b.resamples),
+        ));
+    }
+    for &c in &gain.computes {
+        if !(c.is_finite() && c > 0.0) {
+            return Err(Error::invalid(
+                "compute",
+                format!("must be positive (got {c})"),
+            ));
+        }
+    }
+    for &s in &gain.sparsities {
+        if !(s.is_finite() && (0.0..1.0).contains(&s)) {
+            return Err(Error::invalid(
+                "sparsity",
+                format!("must be in [0, 1) (got {s})"),
+            ));
+        }
+    }
+    if gain.computes.is_empty() || gain.sparsities.is_empty() {
+        return Err(Error::invalid(
+            "compute/sparsity",
+            "give at least one value of each",
+        ));
+    }
+    Ok(())
+}
+
+/// One resample's `(γ of the reference, γ of the target, the gain at each grid point)`.
+type Sample = (f64, f64, Vec<f64>);
+
+/// What the cell bootstrap draws from: both architectures' endpoints and full fits.
+struct Resampler<'a> {
+    seed: u64,
+    /// The distinct cells of both architectures, sorted.
+    cells: &'a [String],
+    reference: (&'a [Endpoint], &'a Fit),
+    target: (&'a [Endpoint], &'a Fit),
+    /// The (compute, sparsity) points of the table.
+    grid: &'a [(f64, f64)],
+    opts: &'a FitOptions,
+}
+
+impl Resampler<'_> {
+    /// `resamples` resamples, in parallel, each reported to `progress`; `None` for one
+    /// that keeps too few endpoints or whose refit fails.
+    fn run(&self, resamples: usize, progress: &dyn Progress) -> Result<Vec<Option<Sample>>> {
+        if resamples == 0 {
+            return Err(Error::invalid("bootstrap", "needs at least 1 resample"));
+        }
+        progress.begin("bootstrap resamples", resamples as u64);
+        let samples = crate::par::with_threads(self.opts.threads, || {
+            crate::par::map_range(resamples, |i| {
+                let r = self.draw(i);
+                progress.advance(1);
+                r
+            })
+        });
+        progress.end();
+        Ok(samples)
+    }
+
+    /// Resample `i`, from its own stream (module docs).
+    fn draw(&self, i: usize) -> Option<Sample> {
+        let cells = self.cells;
+        let mut rng =
+            SplitMix64::new(self.seed ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+        let mut count = std::collections::BTreeMap::new();
+        for _ in 0..cells.len() {
+            *count
+                .entry(&cells[rng.below(cells.len())])
+                .or_insert(0usize) += 1;
+        }
+        let take = |pts: &[Endpoint]| -> Vec<Endpoint> {
+            pts.iter()
+                .flat_map(|p| {
+                    let k = count.get(&p.cell).copied().unwrap_or(0);
+                    std::iter::repeat_n(p.clone(), k)
+                })
+                .collect()
+        };
+        let ((rpts, ref_fit), (tpts, tgt_fit)) = (self.reference, self.target);
+        let (rp, tp) = (take(rpts), take(tpts));
+        if rp.len() < ref_fit.points.min(7) || tp.len() < tgt_fit.points.min(7) {
+            return None;
+        }
+        let rf = refit(&rp, ref_fit, self.opts)?;
+        let tf = refit(&tp, tgt_fit, self.opts)?;
+        let (rs, ts) = (rf.surface, tf.surface);
+        let gains = self
+            .grid
+            .iter()
+            .map(|&(c, s)| ce_gain(&rs, &ts, c, s).unwrap_or(f64::NAN))
+            .collect();
+        Some((rs.gamma(), ts.gamma(), gains))
+    }
+}
+
+/// One row per grid point from the full fits, with the gain's interval over the bootstrap's
+/// defined resamples `ok` when one was run.
+fn rows(
+    grid: &[(f64, f64)],
+    reference: &Fit,
+    target: &Fit,
+    ok: Option<&[&Sample]>,
+) -> Vec<GainRow> {
+    let (rs, ts) = (reference.surface, target.surface);
+    grid.iter()
+        .enumerate()
+        .map(|(k, &(c, s))| GainRow {
+            compute: c,
+            sparsity: s,
+            gain: ce_gain(&rs, &ts, c, s),
+            gain_interval: ok.and_then(|ok| interval(ok.iter().map(|x| x.2[k]).collect())),
+            loss_reference: rs.l_star(c, s),
+            loss_target: ts.l_star(c, s),
+            f_star_reference: rs.f_star(c, s),
+            f_star_target: ts.f_star(c, s),
+            tpp_reference: rs.tokens_per_parameter(c, s),
+            tpp_target: ts.tokens_per_parameter(c, s),
+        })
+        .collect()
 }

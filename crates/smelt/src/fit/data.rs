@@ -41,58 +41,99 @@ pub fn parse(text: &str, source: &str, group: Option<&str>) -> Result<Groups> {
         .trim(csv::Trim::All)
         .from_reader(text.as_bytes());
     let headers = reader.headers().map_err(|e| csv_error(source, e))?.clone();
-    let col = |name: &str| headers.iter().position(|h| h == name);
-    for name in ["F", "S", "D", "loss", "cell"].into_iter().chain(group) {
-        let at: Vec<usize> = (0..headers.len())
-            .filter(|&i| &headers[i] == name)
-            .collect();
-        if at.len() > 1 {
-            return Err(Error::invalid(
-                format!("{source}: header"),
-                format!(
-                    "column '{name}' appears {} times (columns {}); name each column once",
-                    at.len(),
-                    at.iter()
-                        .map(|i| (i + 1).to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
-        }
-    }
-    let mut missing = Vec::new();
-    let mut need = |name: &'static str| {
-        let c = col(name);
-        if c.is_none() {
-            missing.push(name);
-        }
-        c.unwrap_or(0)
-    };
-    let (fc, sc, dc, lc) = (need("F"), need("S"), need("D"), need("loss"));
-    if !missing.is_empty() {
-        return Err(Error::invalid(
-            format!("{source}: header"),
-            format!(
-                "missing column(s) {}; the header needs F, S, D and loss (found: {})",
-                missing.join(", "),
-                headers.iter().collect::<Vec<_>>().join(", ")
-            ),
-        ));
-    }
-    let cell_col = col("cell");
-    let group_col = match group {
-        None => None,
-        Some(g) => Some(col(g).ok_or_else(|| {
-            Error::invalid(
-                format!("{source}: header"),
-                format!("no column named '{g}' to group by"),
-            )
-        })?),
-    };
+    let columns = Columns::of(&headers, source, group)?;
     let mut groups = Groups::new();
     for (i, record) in reader.records().enumerate() {
         let row = i + 2; // 1-based, after the header
         let record = record.map_err(|e| csv_error(source, e))?;
+        let (key, endpoint) = columns.endpoint(&record, row, source)?;
+        groups.entry(key).or_default().push(endpoint);
+    }
+    if groups.is_empty() {
+        return Err(Error::invalid(source, "has no data rows"));
+    }
+    Ok(groups)
+}
+
+/// Where the columns [`parse`] reads are.
+struct Columns {
+    f: usize,
+    s: usize,
+    d: usize,
+    loss: usize,
+    cell: Option<usize>,
+    group: Option<usize>,
+}
+
+impl Columns {
+    /// The columns of `headers`: an error if one is named twice, a required one is missing,
+    /// or the `group` column is not there.
+    fn of(headers: &csv::StringRecord, source: &str, group: Option<&str>) -> Result<Self> {
+        let col = |name: &str| headers.iter().position(|h| h == name);
+        for name in ["F", "S", "D", "loss", "cell"].into_iter().chain(group) {
+            let at: Vec<usize> = (0..headers.len())
+                .filter(|&i| &headers[i] == name)
+                .collect();
+            if at.len() > 1 {
+                return Err(Error::invalid(
+                    format!("{source}: header"),
+                    format!(
+                        "column '{name}' appears {} times (columns {}); name each column once",
+                        at.len(),
+                        at.iter()
+                            .map(|i| (i + 1).to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
+        let mut missing = Vec::new();
+        let mut need = |name: &'static str| {
+            let c = col(name);
+            if c.is_none() {
+                missing.push(name);
+            }
+            c.unwrap_or(0)
+        };
+        let (f, s, d, loss) = (need("F"), need("S"), need("D"), need("loss"));
+        if !missing.is_empty() {
+            return Err(Error::invalid(
+                format!("{source}: header"),
+                format!(
+                    "missing column(s) {}; the header needs F, S, D and loss (found: {})",
+                    missing.join(", "),
+                    headers.iter().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        let group = match group {
+            None => None,
+            Some(g) => Some(col(g).ok_or_else(|| {
+                Error::invalid(
+                    format!("{source}: header"),
+                    format!("no column named '{g}' to group by"),
+                )
+            })?),
+        };
+        Ok(Self {
+            f,
+            s,
+            d,
+            loss,
+            cell: col("cell"),
+            group,
+        })
+    }
+
+    /// Data row `row` (1-based, the header being row 1): its group and its endpoint, or an
+    /// error naming the row and column of a value that is not a number or out of range.
+    fn endpoint(
+        &self,
+        record: &csv::StringRecord,
+        row: usize,
+        source: &str,
+    ) -> Result<(String, Endpoint)> {
         let num = |c: usize, name: &str| -> Result<f64> {
             let raw = record.get(c).unwrap_or("");
             raw.parse::<f64>().map_err(|_| {
@@ -103,10 +144,10 @@ pub fn parse(text: &str, source: &str, group: Option<&str>) -> Result<Groups> {
             })
         };
         let (f, s, d, loss) = (
-            num(fc, "F")?,
-            num(sc, "S")?,
-            num(dc, "D")?,
-            num(lc, "loss")?,
+            num(self.f, "F")?,
+            num(self.s, "S")?,
+            num(self.d, "D")?,
+            num(self.loss, "loss")?,
         );
         for (name, v) in [("F", f), ("D", d), ("loss", loss)] {
             if !(v.is_finite() && v > 0.0) {
@@ -122,25 +163,25 @@ pub fn parse(text: &str, source: &str, group: Option<&str>) -> Result<Groups> {
                 format!("must be in [0, 1) (got {s})"),
             ));
         }
-        let cell = match cell_col {
+        let cell = match self.cell {
             Some(c) => record.get(c).unwrap_or("").to_owned(),
             None => format!("row {row}"),
         };
-        let key = group_col
+        let key = self
+            .group
             .map(|c| record.get(c).unwrap_or("").to_owned())
             .unwrap_or_default();
-        groups.entry(key).or_default().push(Endpoint {
-            f,
-            s,
-            d,
-            loss,
-            cell,
-        });
+        Ok((
+            key,
+            Endpoint {
+                f,
+                s,
+                d,
+                loss,
+                cell,
+            },
+        ))
     }
-    if groups.is_empty() {
-        return Err(Error::invalid(source, "has no data rows"));
-    }
-    Ok(groups)
 }
 
 /// The endpoints of `name` in column `column`, or an error listing the values there.

@@ -274,9 +274,12 @@ impl Loop {
             .unwrap_or_else(|| 1.0 / self.repeats.max(1) as f64)
     }
 
-    /// Extra layer executions the loop adds: `(repeats - 1) * span`.
-    pub fn extra_executions(&self) -> u64 {
-        self.repeats.saturating_sub(1).saturating_mul(self.span)
+    /// Extra layer executions the loop adds: `(repeats - 1) * span`, checked.
+    pub fn extra_executions(&self) -> Result<u64> {
+        crate::units::product(
+            &[self.repeats.saturating_sub(1), self.span],
+            "layer executions",
+        )
     }
 }
 
@@ -341,10 +344,21 @@ fn is_false(v: &bool) -> bool {
 }
 
 impl Model {
-    /// Layer executions per forward pass: `layers + (repeats - 1) * span`.
+    /// Layer executions per forward pass: `layers + (repeats - 1) * span`, checked (the
+    /// count the cost model multiplies by).
+    pub fn checked_executions(&self) -> Result<u64> {
+        let extra = self
+            .looping
+            .as_ref()
+            .map_or(Ok(0), Loop::extra_executions)?;
+        crate::units::add(self.layers, extra, "layer executions")
+    }
+
+    /// [`Model::checked_executions`] where no error can be returned (a report's row): the
+    /// same count for a validated model, whose sizes are bounded, and `u64::MAX` for one
+    /// whose count overflows.
     pub fn executions(&self) -> u64 {
-        self.layers
-            .saturating_add(self.looping.as_ref().map_or(0, |l| l.extra_executions()))
+        self.checked_executions().unwrap_or(u64::MAX)
     }
 
     /// Parameters of one hidden-width norm: `hidden`, twice that with a bias.

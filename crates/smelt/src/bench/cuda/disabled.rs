@@ -1,6 +1,7 @@
 //! Built without the `cuda` feature: every call says how to get the backend.
 
-use crate::bench::{Job, Timings};
+use crate::bench::TimingBackend;
+use crate::bench::plan::{Kernel, Plan};
 use crate::error::{Error, Result};
 
 fn unavailable() -> Error {
@@ -18,7 +19,34 @@ pub fn probe() -> Result<String> {
     Err(unavailable())
 }
 
-/// Always an error: no CUDA support in this build.
-pub fn measure(_: &Job) -> Result<Timings> {
-    Err(unavailable())
+/// The CUDA backend, which this build cannot open: no value of it exists.
+pub enum Cuda {}
+
+impl Cuda {
+    /// Always an error: no CUDA support in this build.
+    pub fn new(_: &[&Plan]) -> Result<Self> {
+        Err(unavailable())
+    }
+}
+
+impl TimingBackend for Cuda {
+    fn ceiling(&self) -> Kernel {
+        match *self {}
+    }
+
+    fn time_ceiling(&mut self, _: bool) -> Result<f64> {
+        match *self {}
+    }
+
+    fn time(&mut self, _: usize, _: usize, _: bool) -> Result<f64> {
+        match *self {}
+    }
+
+    fn estimate(&self, _: f64, _: usize) -> f64 {
+        match *self {}
+    }
+
+    fn device(&self) -> String {
+        match *self {}
+    }
 }

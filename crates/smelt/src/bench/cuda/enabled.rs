@@ -10,7 +10,8 @@
 //! run them as one launch, as a grouped-GEMM trainer does, but is not used yet (it has not
 //! been run on a GPU in this project's tests). Each call is timed with CUDA events over a
 //! run of at least [`MIN_RUN_SECONDS`], median of the rounds; the rounds interleave the
-//! ceiling (an 8192³ GEMM) and every shape; every call is checked.
+//! ceiling (an 8192³ GEMM) and every shape ([`crate::bench::measure`]); every call is
+//! checked.
 
 use std::sync::Arc;
 
@@ -20,9 +21,9 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use half::bf16;
 
-use crate::bench::plan::{Component, Kernel, Pass};
+use crate::bench::TimingBackend;
+use crate::bench::plan::{Component, Kernel, Pass, Plan};
 use crate::bench::pool::{Layout, Slot, layout};
-use crate::bench::{Job, Timings};
 use crate::error::{Error, Result};
 
 /// Warm-up calls per shape in the first round.
@@ -194,14 +195,9 @@ impl Run {
     }
 }
 
-/// Runs the job's plans on GPU 0 (module docs), within its deadline.
-pub fn measure(job: &Job) -> Result<Timings> {
-    let (plans, deadline, progress) = (job.plans, &job.deadline, job.progress);
-    let layout = layout(plans, CEILING)?;
-    let gpu = init()?;
-    let device = format!("{} (GPU 0), bf16 cuBLAS, fp32 accumulation", gpu.name);
-    let mut run = Run::new(gpu, &layout)?;
-    let ceiling_kernel = Kernel {
+/// The ceiling kernel: an 8192³ GEMM.
+fn ceiling_kernel() -> Kernel {
+    Kernel {
         component: Component::Projections,
         pass: Pass::Forward,
         m: CEILING,
@@ -209,66 +205,82 @@ pub fn measure(job: &Job) -> Result<Timings> {
         k: CEILING,
         batch: 1,
         count: 1,
-    };
-    let c = (CEILING * CEILING) as usize;
-    let ceiling = Slot {
-        kernel: ceiling_kernel,
-        group: 1,
-        a: c,
-        b: c,
-        c,
-    };
-    let repeats = job.repeats.max(1);
-    let first = run.per_launch(&ceiling, false)?;
-    let rate = ceiling_kernel.flops() as f64 / first;
-    let shapes: usize = layout.slots.iter().map(Vec::len).sum();
-    // Each shape: warm-up, a probe and a run of at least MIN_RUN_SECONDS per round.
-    let estimate: f64 = layout
-        .slots
-        .iter()
-        .flatten()
-        .map(|s| {
-            let call = s.kernel.flops() as f64 / s.kernel.count as f64 * s.group as f64
-                / (0.25 * rate)
-                + 10e-6;
-            (WARMUP + 1) as f64 * call + repeats as f64 * (call + MIN_RUN_SECONDS.max(call))
-        })
-        .sum();
-    deadline.refuse_over(estimate, &format!("{shapes} kernel shapes"))?;
-    progress.begin(
-        &format!(
-            "timing {shapes} kernel shapes and the ceiling, {}",
-            crate::bench::rounds(repeats)
-        ),
-        (repeats * (shapes + 1)) as u64,
-    );
-    let mut ceiling_rates = Vec::with_capacity(repeats);
-    let mut times: Vec<Vec<Vec<f64>>> = layout
-        .slots
-        .iter()
-        .map(|s| vec![Vec::with_capacity(repeats); s.len()])
-        .collect();
-    for round in 0..repeats {
-        let t = if round == 0 {
-            first
-        } else {
-            run.per_launch(&ceiling, true)?
-        };
-        ceiling_rates.push(ceiling_kernel.flops() as f64 / t);
-        progress.advance(1);
-        for (slots, tp) in layout.slots.iter().zip(times.iter_mut()) {
-            for (slot, tk) in slots.iter().zip(tp.iter_mut()) {
-                let k = &slot.kernel;
-                deadline.check(&format!("timing a {}x{}x{} GEMM", k.m, k.n, k.k))?;
-                tk.push(run.per_launch(slot, round > 0)?);
-                progress.advance(1);
-            }
-        }
     }
-    run.gpu
-        .stream
-        .synchronize()
-        .map_err(|e| fail("synchronising", e))?;
-    progress.end();
-    Ok(Timings::of(plans, times, repeats, ceiling_rates, device))
+}
+
+/// The CUDA backend, opened on a run's plans: GPU 0 with their pool laid out on it.
+pub struct Cuda {
+    run: Run,
+    slots: Vec<Vec<Slot>>,
+    ceiling: Slot,
+    device: String,
+}
+
+impl Cuda {
+    /// Lays out `plans` ([`crate::bench::pool::layout`]) and opens GPU 0 with their pool:
+    /// an error if they do not fit, or without a driver, cuBLAS or a device.
+    pub fn new(plans: &[&Plan]) -> Result<Self> {
+        let layout = layout(plans, CEILING)?;
+        let gpu = init()?;
+        let device = format!("{} (GPU 0), bf16 cuBLAS, fp32 accumulation", gpu.name);
+        let run = Run::new(gpu, &layout)?;
+        let c = (CEILING * CEILING) as usize;
+        Ok(Self {
+            run,
+            slots: layout.slots,
+            ceiling: Slot {
+                kernel: ceiling_kernel(),
+                group: 1,
+                a: c,
+                b: c,
+                c,
+            },
+            device,
+        })
+    }
+}
+
+/// CUDA-event timing of runs of calls (module docs).
+impl TimingBackend for Cuda {
+    fn ceiling(&self) -> Kernel {
+        ceiling_kernel()
+    }
+
+    fn time_ceiling(&mut self, warm: bool) -> Result<f64> {
+        let ceiling = self.ceiling;
+        self.run.per_launch(&ceiling, warm)
+    }
+
+    fn time(&mut self, plan: usize, index: usize, warm: bool) -> Result<f64> {
+        let slot = crate::bench::backend::shape(&self.slots, plan, index)?;
+        self.run.per_launch(&slot, warm)
+    }
+
+    /// Each shape: warm-up, a probe and a run of at least 2 ms (`MIN_RUN_SECONDS`) per round,
+    /// each call at a quarter of the ceiling's first rate plus 10 µs.
+    fn estimate(&self, first: f64, repeats: usize) -> f64 {
+        let rate = ceiling_kernel().flops() as f64 / first;
+        self.slots
+            .iter()
+            .flatten()
+            .map(|s| {
+                let call = s.kernel.flops() as f64 / s.kernel.count as f64 * s.group as f64
+                    / (0.25 * rate)
+                    + 10e-6;
+                (WARMUP + 1) as f64 * call + repeats as f64 * (call + MIN_RUN_SECONDS.max(call))
+            })
+            .sum()
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.run
+            .gpu
+            .stream
+            .synchronize()
+            .map_err(|e| fail("synchronising", e))
+    }
+
+    fn device(&self) -> String {
+        self.device.clone()
+    }
 }

@@ -1,5 +1,6 @@
 //! The CUDA backend, behind the cargo feature `cuda` (the one `cfg` switch: `enabled.rs`
-//! with cudarc, or `disabled.rs` with the same signatures returning a clear error).
+//! with cudarc, or `disabled.rs` with the same names: an uninhabited [`Cuda`] whose `new`
+//! returns a clear error).
 //!
 //! bf16 inputs and outputs with fp32 accumulation through cuBLAS (`cublasGemmEx`, and
 //! `cublasGemmStridedBatchedEx` for the per-head attention GEMMs); random inputs, never
@@ -12,9 +13,9 @@
 #[cfg(feature = "cuda")]
 mod enabled;
 #[cfg(feature = "cuda")]
-pub use enabled::{measure, probe};
+pub use enabled::{Cuda, probe};
 
 #[cfg(not(feature = "cuda"))]
 mod disabled;
 #[cfg(not(feature = "cuda"))]
-pub use disabled::{measure, probe};
+pub use disabled::{Cuda, probe};
