@@ -9,7 +9,8 @@ use smelt::budget::{
 };
 use smelt::search::{self, Candidate};
 use smelt::{
-    Attention, AttentionBias, Counting, Dense, KvCount, Mla, Model, ModelSpec, Moe, Residuals,
+    Attention, AttentionBias, Counting, Dense, KvCount, Mla, Model, ModelSpec, Moe, PerBudget,
+    Residuals,
 };
 
 use crate::common;
@@ -355,11 +356,12 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                     ..lattice
                 },
             };
-            let weights = Weights {
+            let weights = Weights::new(PerBudget {
                 flops: 1.0,
                 params: 1.0,
                 kv: wkv,
-            };
+            })
+            .expect("positive weights");
             let mode = if conservative {
                 Mode::Conservative
             } else {
@@ -374,7 +376,7 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
 }
 
 pub(crate) fn same(c: &Candidate, m: &Model, s: &[f64; 3]) -> bool {
-    &c.model == m && c.score == *s
+    &c.model == m && c.score.components() == s
 }
 
 proptest! {

@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use super::{Candidate, SearchOptions, solve_with};
-use crate::budget::{Budget, FfnRule, Lattice, Steps, Tolerance, broken};
+use crate::budget::{Budget, FfnRule, Lattice, Score, Steps, Tolerance};
 use crate::cost::{BudgetKind, Keys, Residuals, budgets_with};
 use crate::error::Result;
 use crate::model::Model;
@@ -40,7 +40,7 @@ pub struct Refinement {
     pub residuals: Option<Residuals>,
     /// Its weighted residuals, largest first (absent when not tried).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub score: Option<[f64; 3]>,
+    pub score: Option<Score>,
     /// Whether it meets every tolerance.
     pub within_tolerance: bool,
     /// Why it was not tried, if it was not.
@@ -272,7 +272,7 @@ pub fn advise(budget: &Budget, best: &Candidate) -> Result<(Floor, Vec<Refinemen
                     change,
                     residuals: Some(b.residuals),
                     score: Some(b.score),
-                    within_tolerance: broken(tolerance, &b.residuals).is_empty(),
+                    within_tolerance: tolerance.broken(&b.residuals).is_empty(),
                     not_tried: None,
                 }
             }
@@ -288,7 +288,7 @@ pub fn advise(budget: &Budget, best: &Candidate) -> Result<(Floor, Vec<Refinemen
     }
     out.sort_by(|a, b| {
         b.within_tolerance.cmp(&a.within_tolerance).then_with(|| {
-            let s = |r: &Refinement| r.score.map_or(f64::INFINITY, |s| s[0]);
+            let s = |r: &Refinement| r.score.map_or(f64::INFINITY, |s| s.worst());
             s(a).total_cmp(&s(b))
         })
     });
