@@ -279,41 +279,19 @@ impl AtHidden {
         } else {
             None
         };
-        let solve = |i: BudgetKind| {
-            let cfe = pfe[i] - pf[i] - pe[i] + p0[i];
-            let (f0, e0) = (f0 as i128, e0 as i128);
-            let cf = pf[i] - p0[i] - cfe * e0;
-            let ce = pe[i] - p0[i] - cfe * f0;
-            let (cq, ckv, cd, ch) = if mla {
-                let (a, b, c) = (pq[i] - p0[i], pkv[i] - p0[i], pd[i] - p0[i]);
-                let cd = c - a - b;
-                (a - cd, b - cd, cd, 0)
-            } else if let Some(ph) = ph {
-                // pq - p0 = cq + ch; pd - p0 = cq + ckv + cd; ph - p0 = 3cq + ckv + cd + ch.
-                let (a, dd, x) = (pq[i] - p0[i], pd[i] - p0[i], ph[i] - p0[i]);
-                let cq = x - dd - a;
-                let ckv = pkv[i] - pq[i];
-                (cq, ckv, dd - cq - ckv, a - cq)
-            } else {
-                let cq = pq[i] - p0[i];
-                let ckv = pkv[i] - pq[i];
-                (cq, ckv, pd[i] - pkv[i], 0)
-            };
-            let c1 = p0[i] - cf * f0 - cq - ckv - cd - ch - ce * e0 - cfe * f0 * e0;
-            Linear {
-                c1,
-                cf,
-                cq,
-                ckv,
-                cd,
-                ch,
-                ce,
-                cfe,
-            }
+        let probes = Probes {
+            p0,
+            pf,
+            pe,
+            pfe,
+            pq,
+            pkv,
+            pd,
+            ph,
         };
         let at = Self {
             hidden,
-            budgets: PerBudget::from_fn(solve),
+            budgets: PerBudget::from_fn(|i| probes.solve(i, (f0, e0), mla)),
         };
         // The check: every knob changed at once.
         let check = Shape {
@@ -335,6 +313,66 @@ impl AtHidden {
             });
         }
         Ok(at)
+    }
+}
+
+/// The budgets at the shapes [`AtHidden::new`] reads the coefficients off: `s0`, then one
+/// knob (or, where named, two) changed.
+struct Probes {
+    p0: PerBudget<i128>,
+    pf: PerBudget<i128>,
+    pe: PerBudget<i128>,
+    /// Expert width and count.
+    pfe: PerBudget<i128>,
+    pq: PerBudget<i128>,
+    pkv: PerBudget<i128>,
+    pd: PerBudget<i128>,
+    /// Heads and width (GQA with sinks only).
+    ph: Option<PerBudget<i128>>,
+}
+
+impl Probes {
+    /// The coefficients of budget `i`, the probes taken around expert width and count
+    /// `(f0, e0)`.
+    fn solve(&self, i: BudgetKind, (f0, e0): (u64, u64), mla: bool) -> Linear {
+        let cfe = self.pfe[i] - self.pf[i] - self.pe[i] + self.p0[i];
+        let (f0, e0) = (f0 as i128, e0 as i128);
+        let cf = self.pf[i] - self.p0[i] - cfe * e0;
+        let ce = self.pe[i] - self.p0[i] - cfe * f0;
+        let (cq, ckv, cd, ch) = if mla {
+            let (a, b, c) = (
+                self.pq[i] - self.p0[i],
+                self.pkv[i] - self.p0[i],
+                self.pd[i] - self.p0[i],
+            );
+            let cd = c - a - b;
+            (a - cd, b - cd, cd, 0)
+        } else if let Some(ph) = self.ph {
+            // pq - p0 = cq + ch; pd - p0 = cq + ckv + cd; ph - p0 = 3cq + ckv + cd + ch.
+            let (a, dd, x) = (
+                self.pq[i] - self.p0[i],
+                self.pd[i] - self.p0[i],
+                ph[i] - self.p0[i],
+            );
+            let cq = x - dd - a;
+            let ckv = self.pkv[i] - self.pq[i];
+            (cq, ckv, dd - cq - ckv, a - cq)
+        } else {
+            let cq = self.pq[i] - self.p0[i];
+            let ckv = self.pkv[i] - self.pq[i];
+            (cq, ckv, self.pd[i] - self.pkv[i], 0)
+        };
+        let c1 = self.p0[i] - cf * f0 - cq - ckv - cd - ch - ce * e0 - cfe * f0 * e0;
+        Linear {
+            c1,
+            cf,
+            cq,
+            ckv,
+            cd,
+            ch,
+            ce,
+            cfe,
+        }
     }
 }
 
