@@ -10,6 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{Budgets, Keys};
+
 /// One of the budgets a fair comparison matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -132,6 +134,32 @@ impl<T> std::ops::Index<BudgetKind> for PerBudget<T> {
 
     fn index(&self, kind: BudgetKind) -> &T {
         self.get(kind)
+    }
+}
+
+/// The conversions every budget provides, listed here with the budgets themselves (the
+/// floats of [`Budgets::to_f64`] are the others).
+impl Budgets {
+    /// Each budget as an exact fraction `(numerator, denominator)`: the training FLOPs as
+    /// their rational, the counts over 1.
+    pub fn fractions(&self) -> PerBudget<(u128, u128)> {
+        PerBudget::from_fn(|kind| match kind {
+            BudgetKind::Flops => (self.flops.numer(), self.flops.denom()),
+            BudgetKind::Params => (u128::from(self.params.0), 1),
+            BudgetKind::Kv => (u128::from(self.kv.0), 1),
+        })
+    }
+}
+
+impl PerBudget<u128> {
+    /// A common denominator of each budget's [`Budgets::fractions`] over every model
+    /// costed with `keys`: the query count ([`Keys::denominator`]) for the training FLOPs,
+    /// 1 for the counts.
+    pub fn common_denominators(keys: &Keys) -> Self {
+        PerBudget::from_fn(|kind| match kind {
+            BudgetKind::Flops => keys.denominator(),
+            BudgetKind::Params | BudgetKind::Kv => 1,
+        })
     }
 }
 

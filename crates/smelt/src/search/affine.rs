@@ -112,24 +112,27 @@ pub(crate) struct AtHidden {
     pub budgets: PerBudget<Linear>,
 }
 
-/// The integer the search holds for each budget of `b`: the budget times its
-/// [`denominators`] (the training FLOPs times the query count, which makes them whole;
-/// the parameters and KV elements as they are). A budget added to [`BudgetKind`] gives
-/// its integer here.
-pub(crate) fn exact(b: &Budgets, keys: &Keys) -> Result<PerBudget<i128>> {
-    PerBudget::try_from_fn(|kind| match kind {
-        BudgetKind::Flops => flops_scaled(b.flops, keys),
-        BudgetKind::Params => Ok(i128::from(b.params.0)),
-        BudgetKind::Kv => Ok(i128::from(b.kv.0)),
-    })
-}
-
-/// What each budget's integer of [`exact`] is over: the query count for the FLOPs, 1 for
-/// the counts.
-pub(crate) fn denominators(keys: &Keys) -> PerBudget<u128> {
-    PerBudget::from_fn(|kind| match kind {
-        BudgetKind::Flops => keys.denominator(),
-        BudgetKind::Params | BudgetKind::Kv => 1,
+/// The integer the search holds for each budget of `b`: its exact fraction
+/// ([`Budgets::fractions`]) times the common denominator of its kind at the keys
+/// ([`PerBudget::common_denominators`]: the training FLOPs times the query count, which
+/// makes them whole; the parameters and KV elements as they are).
+pub(crate) fn exact(b: &Budgets, denominators: PerBudget<u128>) -> Result<PerBudget<i128>> {
+    let fractions = b.fractions();
+    PerBudget::try_from_fn(|kind| {
+        let ((n, d), q) = (fractions[kind], denominators[kind]);
+        if !q.is_multiple_of(d) {
+            return Err(Error::Internal {
+                message: format!(
+                    "a {} count {n}/{d} whose denominator does not divide {q}",
+                    kind.as_str()
+                ),
+            });
+        }
+        n.checked_mul(q / d)
+            .and_then(|v| i128::try_from(v).ok())
+            .ok_or(Error::Overflow {
+                what: "a budget scaled to a whole number",
+            })
     })
 }
 
@@ -151,7 +154,7 @@ impl Eval<'_> {
         let context = self.budget.baseline().workload.context;
         exact(
             &budgets_with(&model, self.keys, context, self.counting)?,
-            self.keys,
+            PerBudget::common_denominators(self.keys),
         )
     }
 
@@ -188,23 +191,6 @@ impl Eval<'_> {
             },
         }
     }
-}
-
-/// `flops × Q` as an integer (`Q` = the keys' common denominator, which every FLOP count's
-/// denominator divides).
-pub(crate) fn flops_scaled(f: crate::units::Flops, keys: &Keys) -> Result<i128> {
-    let q = keys.denominator();
-    if !q.is_multiple_of(f.denom()) {
-        return Err(Error::Internal {
-            message: format!("a FLOP count {f} whose denominator does not divide {q}"),
-        });
-    }
-    f.numer()
-        .checked_mul(q / f.denom())
-        .and_then(|v| i128::try_from(v).ok())
-        .ok_or(Error::Overflow {
-            what: "a FLOP count",
-        })
 }
 
 impl AtHidden {

@@ -20,6 +20,15 @@
 //! and deterministic. In [`Mode::Conservative`] only candidates with every residual `<= 0`
 //! (compared exactly, in integers) are admissible.
 //!
+//! # Budgets
+//!
+//! The budgets are a set ([`crate::PerBudget`] over [`crate::BudgetKind::ALL`]), and the
+//! search goes through it: each budget is held as an exact integer (`affine::exact`), its
+//! coefficients are read like the others', every budget but the one the shapes are
+//! streamed by (the KV cache) is bounded over the expert counts at each shape (step 3),
+//! and the breakpoints of step 4 are taken for every budget and every pair of them. The
+//! text below names the three there are.
+//!
 //! # Why the result is the optimum of the lattice
 //!
 //! The solver considers every lattice point except those it can prove cannot win:
@@ -105,7 +114,7 @@ use crate::budget::{Budget, Mode, Score};
 use crate::cost::{BudgetKind, Budgets, Keys, PerBudget, Residuals, budgets_with};
 use crate::error::{Error, Result};
 use crate::model::{Loop, ModelSpec};
-use affine::{AtHidden, Eval, Knobs, Shape, denominators, exact};
+use affine::{AtHidden, Eval, Knobs, Shape, exact};
 use kept::{Entry, Kept, MARGIN};
 use shapes::{KvPair, KvPairs, count_at, heads_at, mla_heads};
 
@@ -226,7 +235,7 @@ struct Search<'a> {
     looping: Option<Loop>,
     /// The Baseline's budgets as the search's integers ([`affine::exact`]).
     base: PerBudget<i128>,
-    /// What each of those integers is over ([`affine::denominators`]).
+    /// What each of those integers is over ([`PerBudget::common_denominators`]).
     denominators: PerBudget<u128>,
     /// The Baseline's budgets as the floats of [`Budgets::to_f64`].
     base_f64: PerBudget<f64>,
@@ -525,8 +534,8 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
     let hiddens: Vec<u64> = lattice.hidden.values().collect();
     let search = Search {
         budget,
-        base: exact(&base, &keys)?,
-        denominators: denominators(&keys),
+        base: exact(&base, PerBudget::common_denominators(&keys))?,
+        denominators: PerBudget::common_denominators(&keys),
         keys,
         looping: budget.looping().cloned(),
         base_f64: base.to_f64(),
