@@ -9,8 +9,8 @@ use smelt::budget::{
 };
 use smelt::search::{self, Candidate};
 use smelt::{
-    Attention, AttentionBias, Counting, Dense, KvCount, Mla, Model, ModelSpec, Moe, PerBudget,
-    Residuals,
+    Attention, AttentionBias, BudgetKind, Counting, Dense, KvCount, Mla, Model, ModelSpec, Moe,
+    PerBudget, Residuals,
 };
 
 use crate::common;
@@ -23,7 +23,7 @@ fn baseline(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
 }
 
 /// Every lattice point, costed with the public API, in the documented total order.
-pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
+pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; BudgetKind::COUNT], Residuals)> {
     let base = smelt::budgets(b.baseline()).unwrap();
     let looping = b.looping().cloned();
     let l = b.lattice();
@@ -97,20 +97,16 @@ pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
                         ..m0.clone()
                     };
                     let got = smelt::budgets(&spec).unwrap();
-                    if b.mode() == Mode::Conservative
-                        && !(got.flops <= base.flops
-                            && got.params <= base.params
-                            && got.kv <= base.kv)
-                    {
+                    // No budget above the Baseline's, compared as exact fractions.
+                    let within = got
+                        .fractions()
+                        .zip(base.fractions())
+                        .all(|&((n, d), (bn, bd))| n * bd <= bn * d);
+                    if b.mode() == Mode::Conservative && !within {
                         continue;
                     }
                     let r: Residuals = got.residuals_against(&base);
-                    let w = *b.weights();
-                    let mut s = [
-                        w.flops * r.flops.abs(),
-                        w.params * r.params.abs(),
-                        w.kv * r.kv.abs(),
-                    ];
+                    let mut s = r.zip(**b.weights()).map(|(r, w)| w * r.abs()).into_array();
                     s.sort_by(|a, b| b.total_cmp(a));
                     all.push((spec.model, s, r));
                 }
@@ -375,7 +371,7 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
     )
 }
 
-pub(crate) fn same(c: &Candidate, m: &Model, s: &[f64; 3]) -> bool {
+pub(crate) fn same(c: &Candidate, m: &Model, s: &[f64; BudgetKind::COUNT]) -> bool {
     &c.model == m && c.score.components() == s
 }
 
