@@ -179,8 +179,11 @@ impl fmt::Debug for Score {
 mod tests {
     use super::*;
 
-    fn per(flops: f64, params: f64, kv: f64) -> PerBudget<f64> {
-        PerBudget { flops, params, kv }
+    /// FLOPs, parameters and KV as given, any other budget `rest`.
+    fn per<T: Copy>(rest: T, flops: T, params: T, kv: T) -> PerBudget<T> {
+        let mut p = PerBudget::splat(rest);
+        (p.flops, p.params, p.kv) = (flops, params, kv);
+        p
     }
 
     fn field(e: Error) -> String {
@@ -192,53 +195,38 @@ mod tests {
 
     #[test]
     fn weights_refuse_what_is_not_positive_and_finite_naming_the_budget() {
-        assert!(Weights::new(per(1.0, 0.5, 2.0)).is_ok());
-        for (bad, name) in [
-            (per(0.0, 1.0, 1.0), "objective.weights.flops"),
-            (per(1.0, -1.0, 1.0), "objective.weights.params"),
-            (per(1.0, 1.0, f64::NAN), "objective.weights.kv"),
-            (per(1.0, 1.0, f64::INFINITY), "objective.weights.kv"),
-        ] {
-            let e = Weights::new(bad).unwrap_err();
-            assert!(e.to_string().contains("positive finite"), "{e}");
-            assert_eq!(field(e), name);
+        assert!(Weights::new(per(1.0, 1.0, 0.5, 2.0)).is_ok());
+        for kind in BudgetKind::ALL {
+            for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+                let w = PerBudget::from_fn(|k| if k == kind { bad } else { 1.0 });
+                let e = Weights::new(w).unwrap_err();
+                assert!(e.to_string().contains("positive finite"), "{e}");
+                assert_eq!(field(e), format!("objective.weights.{}", kind.as_str()));
+            }
         }
         assert_eq!(*Weights::default(), PerBudget::splat(1.0));
-        assert_eq!(Weights::new(per(1.0, 3.0, 2.0)).unwrap().max(), 3.0);
+        assert_eq!(Weights::new(per(1.0, 1.0, 3.0, 2.0)).unwrap().max(), 3.0);
     }
 
     #[test]
     fn tolerances_refuse_what_is_not_non_negative_and_finite_naming_the_budget() {
         assert!(Tolerance::new(PerBudget::splat(None)).is_ok());
-        assert!(
-            Tolerance::new(PerBudget {
-                flops: Some(0.0),
-                params: None,
-                kv: Some(0.1)
-            })
-            .is_ok()
-        );
-        for (bad, name) in [
-            (per(-0.1, 0.0, 0.0), "tolerance.flops"),
-            (per(0.0, f64::NAN, 0.0), "tolerance.params"),
-            (per(0.0, 0.0, f64::INFINITY), "tolerance.kv"),
-        ] {
-            let e = Tolerance::new(bad.map(Some)).unwrap_err();
-            assert!(e.to_string().contains("non-negative finite"), "{e}");
-            assert_eq!(field(e), name);
+        assert!(Tolerance::new(per(None, Some(0.0), None, Some(0.1))).is_ok());
+        for kind in BudgetKind::ALL {
+            for bad in [-0.1, f64::NAN, f64::INFINITY] {
+                let t = PerBudget::from_fn(|k| (k == kind).then_some(bad));
+                let e = Tolerance::new(t).unwrap_err();
+                assert!(e.to_string().contains("non-negative finite"), "{e}");
+                assert_eq!(field(e), format!("tolerance.{}", kind.as_str()));
+            }
         }
     }
 
     #[test]
     fn tolerance_breaks_and_serialises_only_what_is_set() {
-        let t = Tolerance::new(PerBudget {
-            flops: Some(0.01),
-            params: None,
-            kv: Some(0.05),
-        })
-        .unwrap();
+        let t = Tolerance::new(per(None, Some(0.01), None, Some(0.05))).unwrap();
         assert_eq!(
-            t.broken(&per(-0.02, 0.5, 0.05)),
+            t.broken(&per(0.5, -0.02, 0.5, 0.05)),
             vec![BudgetKind::Flops],
             "params has no limit; kv is at its limit"
         );
@@ -251,12 +239,14 @@ mod tests {
 
     #[test]
     fn score_is_sorted_weighted_and_ranked_lexicographically() {
-        let w = Weights::new(per(1.0, 2.0, 0.5)).unwrap();
-        let s = Score::of(&per(-0.1, 0.02, 0.3), &w);
-        assert_eq!(s.components(), &[0.15, 0.1, 0.04]);
+        let w = Weights::new(per(1.0, 1.0, 2.0, 0.5)).unwrap();
+        let s = Score::of(&per(0.0, -0.1, 0.02, 0.3), &w);
+        assert_eq!(&s.components()[..3], &[0.15, 0.1, 0.04]);
+        assert!(s.components()[3..].iter().all(|&c| c == 0.0));
         assert_eq!(s.worst(), s[0]);
-        assert_eq!(serde_json::to_string(&s).unwrap(), "[0.15,0.1,0.04]");
-        let t = Score::of(&per(-0.1, 0.03, 0.3), &w);
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.starts_with("[0.15,0.1,0.04"), "{json}");
+        let t = Score::of(&per(0.0, -0.1, 0.03, 0.3), &w);
         assert_eq!(s.rank(&t), Ordering::Less);
         assert_eq!(t.rank(&s), Ordering::Greater);
         assert_eq!(s.rank(&s), Ordering::Equal);
