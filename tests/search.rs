@@ -352,11 +352,10 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                     ..lattice
                 },
             };
-            let weights = Weights::new(PerBudget {
-                flops: 1.0,
-                params: 1.0,
-                kv: wkv,
-            })
+            // The KV weight drawn, every other 1.
+            let weights = Weights::new(PerBudget::from_fn(|k| {
+                if k == BudgetKind::Kv { wkv } else { 1.0 }
+            }))
             .expect("positive weights");
             let mode = if conservative {
                 Mode::Conservative
