@@ -195,14 +195,18 @@ impl RecipeFile {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ObjectiveFile {
-    /// `[objective.weights]` as written: a weight per budget, each 1 when not given.
+    /// `[objective.weights]` as written: a weight per budget, the default one
+    /// ([`Weights::default`]) when not given.
     #[serde(default)]
     weights: PerBudget<Option<f64>>,
 }
 
 impl ObjectiveFile {
     fn weights(&self) -> Result<Weights> {
-        Weights::new(self.weights.map(|w| w.unwrap_or(1.0)))
+        let default = Weights::default();
+        Weights::new(PerBudget::from_fn(|k| {
+            self.weights[k].unwrap_or(default[k])
+        }))
     }
 }
 

@@ -30,7 +30,8 @@ named_enum! {
 }
 
 /// Weights of the residuals in the objective: every one a positive finite number, checked
-/// by [`Weights::new`]. Reads as the [`PerBudget`] of the weights; 1 each by default.
+/// by [`Weights::new`]. Reads as the [`PerBudget`] of the weights; by default each
+/// budget's [`BudgetKind::default_weight`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Weights(PerBudget<f64>);
 
@@ -57,7 +58,7 @@ impl Weights {
 
 impl Default for Weights {
     fn default() -> Self {
-        Self(PerBudget::splat(1.0))
+        Self(PerBudget::from_fn(BudgetKind::default_weight))
     }
 }
 
@@ -204,7 +205,9 @@ mod tests {
                 assert_eq!(field(e), format!("objective.weights.{}", kind.as_str()));
             }
         }
-        assert_eq!(*Weights::default(), PerBudget::splat(1.0));
+        for kind in [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv] {
+            assert_eq!(Weights::default()[kind], 1.0, "{kind:?}");
+        }
         assert_eq!(Weights::new(per(1.0, 1.0, 3.0, 2.0)).unwrap().max(), 3.0);
     }
 

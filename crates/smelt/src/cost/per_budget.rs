@@ -32,6 +32,14 @@ impl BudgetKind {
     pub const ALL: [BudgetKind; Self::COUNT] =
         [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv];
 
+    /// Its weight in the objective when a budget file gives none (1: every budget is
+    /// matched alike).
+    pub fn default_weight(self) -> f64 {
+        match self {
+            BudgetKind::Flops | BudgetKind::Params | BudgetKind::Kv => 1.0,
+        }
+    }
+
     /// `"flops"`, `"params"` or `"kv"` (the JSON keys).
     pub fn as_str(self) -> &'static str {
         match self {
