@@ -9,7 +9,8 @@ use smelt::budget::{
 };
 use smelt::search::{self, Candidate};
 use smelt::{
-    Attention, AttentionBias, Counting, Dense, KvCount, Mla, Model, ModelSpec, Moe, Residuals,
+    Attention, AttentionBias, BudgetKind, Counting, Dense, KvCount, Mla, Model, ModelSpec, Moe,
+    PerBudget, Residuals,
 };
 
 use crate::common;
@@ -22,7 +23,7 @@ fn baseline(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
 }
 
 /// Every lattice point, costed with the public API, in the documented total order.
-pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
+pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; BudgetKind::COUNT], Residuals)> {
     let base = smelt::budgets(b.baseline()).unwrap();
     let looping = b.looping().cloned();
     let l = b.lattice();
@@ -96,20 +97,16 @@ pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; 3], Residuals)> {
                         ..m0.clone()
                     };
                     let got = smelt::budgets(&spec).unwrap();
-                    if b.mode() == Mode::Conservative
-                        && !(got.flops <= base.flops
-                            && got.params <= base.params
-                            && got.kv <= base.kv)
-                    {
+                    // No budget above the Baseline's, compared as exact fractions.
+                    let within = got
+                        .fractions()
+                        .zip(base.fractions())
+                        .all(|&((n, d), (bn, bd))| n * bd <= bn * d);
+                    if b.mode() == Mode::Conservative && !within {
                         continue;
                     }
                     let r: Residuals = got.residuals_against(&base);
-                    let w = *b.weights();
-                    let mut s = [
-                        w.flops * r.flops.abs(),
-                        w.params * r.params.abs(),
-                        w.kv * r.kv.abs(),
-                    ];
+                    let mut s = r.zip(**b.weights()).map(|(r, w)| w * r.abs()).into_array();
                     s.sort_by(|a, b| b.total_cmp(a));
                     all.push((spec.model, s, r));
                 }
@@ -355,11 +352,11 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                     ..lattice
                 },
             };
-            let weights = Weights {
-                flops: 1.0,
-                params: 1.0,
-                kv: wkv,
-            };
+            // The KV weight drawn, every other 1.
+            let weights = Weights::new(PerBudget::from_fn(|k| {
+                if k == BudgetKind::Kv { wkv } else { 1.0 }
+            }))
+            .expect("positive weights");
             let mode = if conservative {
                 Mode::Conservative
             } else {
@@ -373,8 +370,8 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
     )
 }
 
-pub(crate) fn same(c: &Candidate, m: &Model, s: &[f64; 3]) -> bool {
-    &c.model == m && c.score == *s
+pub(crate) fn same(c: &Candidate, m: &Model, s: &[f64; BudgetKind::COUNT]) -> bool {
+    &c.model == m && c.score.components() == s
 }
 
 proptest! {

@@ -545,3 +545,59 @@ fn mla_and_window_budget_rules() {
     let ranks = ok.lattice().kv_lora_rank.unwrap();
     assert_eq!((ranks.min, ranks.max, ranks.step), (32, 1024, 64));
 }
+
+/// Every `Budget::with_*` that can make a budget invalid goes through the checks of
+/// `Budget::new`: a lattice of one kind of attention given to a Baseline of the other is
+/// refused by `with_lattice` as it is in a file.
+#[test]
+fn with_lattice_checks_the_lattice_against_the_baseline() {
+    let hf = format!("{}/tests/data/hf", env!("CARGO_MANIFEST_DIR"));
+    let mla = Budget::from_toml_str(
+        &format!("baseline = \"{hf}/deepseek-v3.json\"\n[lattice]\n"),
+        Path::new("."),
+    )
+    .unwrap();
+    let gqa = budget(SMALL).unwrap();
+    let case: Case = ("", "GQA lattice", "lattice.kv_lora_rank", &["missing"]);
+    check(mla.with_lattice(gqa.lattice().clone()), &case);
+    let case: Case = (
+        "",
+        "MLA lattice",
+        "lattice.kv_lora_rank",
+        &["no [model.mla]"],
+    );
+    check(gqa.with_lattice(mla.lattice().clone()), &case);
+    assert!(gqa.with_lattice(gqa.lattice().clone()).is_ok());
+}
+
+/// The weights and tolerances are read per budget by key: an unknown key is refused,
+/// a key left out is the default (a weight of 1, no tolerance).
+#[test]
+fn weights_and_tolerances_are_read_by_budget_key() {
+    let case: Case = (
+        "",
+        "flop",
+        "unknown field",
+        &["flop", "flops", "params", "kv"],
+    );
+    let text = SMALL.replace(
+        "[lattice]",
+        "[objective]\nweights = { flop = 2 }\n[lattice]",
+    );
+    check(budget(&text), &case);
+    let text = SMALL.replace("[lattice]", "[tolerance]\nparam = 0.1\n[lattice]");
+    check(budget(&text), &("", "param", "unknown field", &["param"]));
+    let text = SMALL.replace(
+        "[lattice]",
+        "[objective]\nweights = { kv = 2 }\n[tolerance]\nparams = 0.1\n[lattice]",
+    );
+    let b = budget(&text).unwrap();
+    assert_eq!(
+        (b.weights().flops, b.weights().params, b.weights().kv),
+        (1.0, 1.0, 2.0)
+    );
+    assert_eq!(
+        (b.tolerance().flops, b.tolerance().params, b.tolerance().kv),
+        (None, Some(0.1), None)
+    );
+}

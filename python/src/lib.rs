@@ -188,12 +188,7 @@ fn sweep(
             Ok(v) => v,
             Err(text) => smelt_core::search::parse_values("values", &text)?,
         };
-        if values.len() > smelt_core::search::MAX_SWEEP_VALUES {
-            return Err(smelt_core::Error::invalid(
-                "values",
-                format!("at most {} values", smelt_core::search::MAX_SWEEP_VALUES),
-            ));
-        }
+        // The library checks the count (search::check_values), wherever the values came from.
         smelt_core::search::sweep(&b, knob, &values)
     })?;
     output(py, &report)

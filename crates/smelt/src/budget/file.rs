@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::{BaselineSource, Budget, Mode, Placement, Recipe, Span, Tolerance, Weights};
+use crate::cost::PerBudget;
 use crate::error::{Error, Result};
 use crate::model::validate::check_name;
 use crate::model::{Counting, ModelSpec, Workload};
@@ -87,7 +88,7 @@ pub(crate) struct PlanFile {
     #[serde(default)]
     objective: ObjectiveFile,
     #[serde(default)]
-    tolerance: ToleranceFile,
+    tolerance: PerBudget<Option<f64>>,
     /// Overrides the Baseline's `[counting]` (e.g. the paper's convention for a
     /// `config.json` Baseline, which counts the embedding and LM head).
     #[serde(default)]
@@ -124,9 +125,9 @@ impl PlanFile {
         let recipe = self.recipe.resolve()?;
         let lattice = self.lattice.resolve(&baseline)?;
         Ok(
-            Budget::new(baseline, recipe, lattice, self.objective.weights.resolve())?
+            Budget::new(baseline, recipe, lattice, self.objective.weights()?)?
                 .with_mode(self.mode)
-                .with_tolerance(self.tolerance.resolve())?
+                .with_tolerance(Tolerance::new(self.tolerance)?)
                 .with_name(name)
                 .with_source(source),
         )
@@ -190,66 +191,22 @@ impl RecipeFile {
     }
 }
 
-fn one() -> f64 {
-    1.0
-}
-
 /// `[objective]` as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ObjectiveFile {
+    /// `[objective.weights]` as written: a weight per budget, the default one
+    /// ([`Weights::default`]) when not given.
     #[serde(default)]
-    weights: WeightsFile,
+    weights: PerBudget<Option<f64>>,
 }
 
-/// `[objective.weights]` as written: each weight defaults to 1.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WeightsFile {
-    #[serde(default = "one")]
-    flops: f64,
-    #[serde(default = "one")]
-    params: f64,
-    #[serde(default = "one")]
-    kv: f64,
-}
-
-impl Default for WeightsFile {
-    fn default() -> Self {
-        Self {
-            flops: 1.0,
-            params: 1.0,
-            kv: 1.0,
-        }
-    }
-}
-
-impl WeightsFile {
-    fn resolve(&self) -> Weights {
-        Weights {
-            flops: self.flops,
-            params: self.params,
-            kv: self.kv,
-        }
-    }
-}
-
-/// `[tolerance]` as written.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ToleranceFile {
-    flops: Option<f64>,
-    params: Option<f64>,
-    kv: Option<f64>,
-}
-
-impl ToleranceFile {
-    fn resolve(&self) -> Tolerance {
-        Tolerance {
-            flops: self.flops,
-            params: self.params,
-            kv: self.kv,
-        }
+impl ObjectiveFile {
+    fn weights(&self) -> Result<Weights> {
+        let default = Weights::default();
+        Weights::new(PerBudget::from_fn(|k| {
+            self.weights[k].unwrap_or(default[k])
+        }))
     }
 }
 

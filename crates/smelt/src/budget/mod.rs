@@ -51,10 +51,7 @@ use std::path::{Path, PathBuf};
 
 pub use grid::{Cell, GridSpec};
 pub use lattice::{FfnRule, HeadsRule, Lattice, MAX_COMBINATIONS, Steps};
-pub use objective::{
-    Mode, Tolerance, Weights, broken, score, serialize_tolerance, validate_tolerance,
-    validate_weights,
-};
+pub use objective::{Mode, Score, Tolerance, Weights};
 pub use recipe::{Placement, Recipe, Span};
 
 use crate::error::{Error, Result};
@@ -103,7 +100,6 @@ impl Budget {
     ) -> Result<Self> {
         baseline.validate()?;
         recipe.validate()?;
-        validate_weights(&weights)?;
         let layers = recipe.layers(baseline.model.layers);
         let looping = recipe.resolve(layers)?;
         // The looped model keeps the Baseline's layer pattern at its positions.
@@ -151,11 +147,10 @@ impl Budget {
         self
     }
 
-    /// The same budget with tolerances (each non-negative and finite, or absent).
-    pub fn with_tolerance(mut self, tolerance: Tolerance) -> Result<Self> {
-        validate_tolerance(&tolerance)?;
+    /// The same budget with tolerances (checked when made: [`Tolerance::new`]).
+    pub fn with_tolerance(mut self, tolerance: Tolerance) -> Self {
         self.tolerance = tolerance;
-        Ok(self)
+        self
     }
 
     /// The same budget, recording where its Baseline came from.
@@ -166,7 +161,7 @@ impl Budget {
 
     /// The same budget under another recipe (checked like [`Budget::new`]).
     pub fn with_recipe(&self, recipe: Recipe) -> Result<Self> {
-        self.rebuilt(self.baseline.clone(), recipe)
+        self.rebuilt(self.baseline.clone(), recipe, self.lattice.clone())
     }
 
     /// The same budget with both models costed at `workload` (checked like
@@ -174,18 +169,18 @@ impl Budget {
     pub fn with_workload(&self, workload: Workload) -> Result<Self> {
         let mut baseline = self.baseline.clone();
         baseline.workload = workload;
-        self.rebuilt(baseline, self.recipe)
+        self.rebuilt(baseline, self.recipe, self.lattice.clone())
     }
 
     /// The same budget on another lattice (checked like [`Budget::new`]).
     pub fn with_lattice(&self, lattice: Lattice) -> Result<Self> {
-        let mut b = self.rebuilt(self.baseline.clone(), self.recipe)?;
-        b.lattice = lattice;
-        Ok(b)
+        self.rebuilt(self.baseline.clone(), self.recipe, lattice)
     }
 
-    fn rebuilt(&self, baseline: ModelSpec, recipe: Recipe) -> Result<Self> {
-        let b = Budget::new(baseline, recipe, self.lattice.clone(), self.weights)?;
+    /// Everything but the parts given kept, and checked again by [`Budget::new`]: the one
+    /// path every `with_*` that can make a budget invalid goes through.
+    fn rebuilt(&self, baseline: ModelSpec, recipe: Recipe, lattice: Lattice) -> Result<Self> {
+        let b = Budget::new(baseline, recipe, lattice, self.weights)?;
         Ok(Self {
             name: self.name.clone(),
             source: self.source.clone(),

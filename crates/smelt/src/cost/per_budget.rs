@@ -1,10 +1,18 @@
-//! The three budgets as one type: a value per budget, with `map`, `zip` and `iter`, so
-//! that residuals, ratios, weights, tolerances and summaries are never spelled out three
-//! times by hand.
+//! The budgets as one type: a value per budget, with `from_fn`, `map`, `zip` and `iter`,
+//! so that residuals, ratios, weights, tolerances, scores and summaries are never spelled
+//! out budget by budget.
+//!
+//! This file is where the set of budgets is defined: a budget added here (a
+//! [`BudgetKind`] variant, its place in [`BudgetKind::ALL`], its key, its field in
+//! [`PerBudget`] and in the few methods below that name every field) is weighed, given a
+//! tolerance, scored, kept and serialised by everything that goes through [`PerBudget`]
+//! (the objective, the search, its reports) with no change there.
 
 use serde::{Deserialize, Serialize};
 
-/// One of the three budgets a fair comparison matches.
+use super::{Budgets, Keys};
+
+/// One of the budgets a fair comparison matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetKind {
@@ -17,8 +25,20 @@ pub enum BudgetKind {
 }
 
 impl BudgetKind {
-    /// The three, in report order.
-    pub const ALL: [BudgetKind; 3] = [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv];
+    /// How many budgets there are.
+    pub const COUNT: usize = 3;
+
+    /// Every budget, in report order.
+    pub const ALL: [BudgetKind; Self::COUNT] =
+        [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv];
+
+    /// Its weight in the objective when a budget file gives none (1: every budget is
+    /// matched alike).
+    pub fn default_weight(self) -> f64 {
+        match self {
+            BudgetKind::Flops | BudgetKind::Params | BudgetKind::Kv => 1.0,
+        }
+    }
 
     /// `"flops"`, `"params"` or `"kv"` (the JSON keys).
     pub fn as_str(self) -> &'static str {
@@ -30,8 +50,10 @@ impl BudgetKind {
     }
 }
 
-/// A value per budget. Serialised as `{"flops": .., "params": .., "kv": ..}`.
+/// A value per budget. Serialised as `{"flops": .., "params": .., "kv": ..}`; read from the
+/// same keys, no other (with `Option` values, a key left out is `None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PerBudget<T> {
     /// Training FLOPs per token.
     pub flops: T,
@@ -61,6 +83,15 @@ impl<T> PerBudget<T> {
             params: f(BudgetKind::Params),
             kv: f(BudgetKind::Kv),
         }
+    }
+
+    /// `f(kind)` for every budget, or the first error, in report order.
+    pub fn try_from_fn<E>(mut f: impl FnMut(BudgetKind) -> Result<T, E>) -> Result<Self, E> {
+        Ok(Self {
+            flops: f(BudgetKind::Flops)?,
+            params: f(BudgetKind::Params)?,
+            kv: f(BudgetKind::Kv)?,
+        })
     }
 
     /// The value of one budget.
@@ -95,16 +126,55 @@ impl<T> PerBudget<T> {
         BudgetKind::ALL.into_iter().map(move |k| (k, self.get(k)))
     }
 
-    /// `[flops, params, kv]`.
-    pub fn into_array(self) -> [T; 3] {
+    /// The values in report order (`[flops, params, kv]`).
+    pub fn into_array(self) -> [T; BudgetKind::COUNT] {
         [self.flops, self.params, self.kv]
+    }
+
+    /// Whether `f` holds for every budget's value.
+    pub fn all(&self, mut f: impl FnMut(&T) -> bool) -> bool {
+        self.iter().all(|(_, v)| f(v))
     }
 }
 
-/// Signed relative residuals `model / baseline - 1` of the three budgets.
+impl<T> std::ops::Index<BudgetKind> for PerBudget<T> {
+    type Output = T;
+
+    fn index(&self, kind: BudgetKind) -> &T {
+        self.get(kind)
+    }
+}
+
+/// The conversions every budget provides, listed here with the budgets themselves (the
+/// floats of [`Budgets::to_f64`] are the others).
+impl Budgets {
+    /// Each budget as an exact fraction `(numerator, denominator)`: the training FLOPs as
+    /// their rational, the counts over 1.
+    pub fn fractions(&self) -> PerBudget<(u128, u128)> {
+        PerBudget::from_fn(|kind| match kind {
+            BudgetKind::Flops => (self.flops.numer(), self.flops.denom()),
+            BudgetKind::Params => (u128::from(self.params.0), 1),
+            BudgetKind::Kv => (u128::from(self.kv.0), 1),
+        })
+    }
+}
+
+impl PerBudget<u128> {
+    /// A common denominator of each budget's [`Budgets::fractions`] over every model
+    /// costed with `keys`: the query count ([`Keys::denominator`]) for the training FLOPs,
+    /// 1 for the counts.
+    pub fn common_denominators(keys: &Keys) -> Self {
+        PerBudget::from_fn(|kind| match kind {
+            BudgetKind::Flops => keys.denominator(),
+            BudgetKind::Params | BudgetKind::Kv => 1,
+        })
+    }
+}
+
+/// Signed relative residuals `model / baseline - 1` of the budgets.
 pub type Residuals = PerBudget<f64>;
 
-/// `model / baseline` of the three budgets.
+/// `model / baseline` of the budgets.
 pub type Ratios = PerBudget<f64>;
 
 impl PerBudget<f64> {
@@ -137,6 +207,19 @@ mod tests {
             kv: 0.02,
         };
         assert_eq!(r.max_abs(), 0.03);
+        assert_eq!(r[BudgetKind::Params], 0.01);
+        assert!(r.all(|v| v.abs() < 0.05) && !r.all(|&v| v > 0.0));
+        let ok: Result<PerBudget<usize>, String> = PerBudget::try_from_fn(|k| Ok(k as usize));
+        assert_eq!(ok.map(PerBudget::into_array), Ok([0, 1, 2]));
+        let first_error: Result<PerBudget<usize>, BudgetKind> = PerBudget::try_from_fn(|k| {
+            if k == BudgetKind::Flops {
+                Ok(0)
+            } else {
+                Err(k)
+            }
+        });
+        assert_eq!(first_error, Err(BudgetKind::Params));
+        assert_eq!(BudgetKind::ALL.len(), BudgetKind::COUNT);
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
             r#"{"flops":-0.03,"params":0.01,"kv":0.02}"#

@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use super::{Candidate, SearchOptions, solve_with};
-use crate::budget::{Budget, FfnRule, Lattice, Steps, Tolerance, broken};
+use crate::budget::{Budget, FfnRule, Lattice, Score, Steps, Tolerance};
 use crate::cost::{BudgetKind, Keys, Residuals, budgets_with};
 use crate::error::Result;
 use crate::model::Model;
@@ -40,7 +40,7 @@ pub struct Refinement {
     pub residuals: Option<Residuals>,
     /// Its weighted residuals, largest first (absent when not tried).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub score: Option<[f64; 3]>,
+    pub score: Option<Score>,
     /// Whether it meets every tolerance.
     pub within_tolerance: bool,
     /// Why it was not tried, if it was not.
@@ -152,71 +152,16 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
 fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
     let w = budget.weights();
     let r = best.residuals;
-    let kinds = [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv];
-    let binding = kinds
+    let binding = BudgetKind::ALL
         .into_iter()
-        .max_by(|a, b| (w.get(*a) * r.get(*a).abs()).total_cmp(&(w.get(*b) * r.get(*b).abs())))
+        .max_by(|&a, &b| (w[a] * r[a].abs()).total_cmp(&(w[b] * r[b].abs())))
         .unwrap_or(BudgetKind::Kv);
     let lattice = budget.lattice();
-    let baseline = budget.baseline();
-    let keys = Keys::of(&baseline.workload, &baseline.model)?;
-    let context = baseline.workload.context;
     let m = &best.model;
-    // The budgets one step away along the knob that moves the binding budget most directly.
-    let stepped = |knob: &str| -> Result<Option<f64>> {
-        let mut next = m.clone();
-        match knob {
-            "lattice.experts" => next.moe.experts += lattice.experts.step,
-            "lattice.hidden" => next.hidden += lattice.hidden.step,
-            _ => return Ok(None),
-        }
-        let (a, b) = (
-            budgets_with(m, &keys, context, &baseline.counting)?,
-            budgets_with(&next, &keys, context, &baseline.counting)?,
-        );
-        let base = budgets_with(&baseline.model, &keys, context, &baseline.counting)?;
-        let (a, b, base) = (a.to_f64(), b.to_f64(), base.to_f64());
-        Ok(Some((b.get(binding) - a.get(binding)) / base.get(binding)))
-    };
     let (knob, step_moves, why) = match binding {
-        BudgetKind::Kv if m.mla.is_some() => {
-            let rank = m.mla.as_ref().map_or(0, |a| a.kv_lora_rank);
-            let step = lattice.kv_lora_rank.map_or(1, |r| r.step);
-            (
-                "lattice.kv_lora_rank".to_owned(),
-                step as f64 / rank.max(1) as f64,
-                format!(
-                    "the KV cache of MLA depends on the latent rank alone (kv_lora_rank + \
-                     qk_rope_head_dim per layer execution); the lattice's nearest to the \
-                     Baseline's is a rank of {rank}, {:+.2}% off",
-                    100.0 * r.kv
-                ),
-            )
-        }
-        BudgetKind::Kv => {
-            let kv = m.kv_heads * m.head_dim;
-            let moves = 1.0 / kv as f64;
-            (
-                "lattice.head_dim".to_owned(),
-                moves
-                    * (lattice
-                        .head_dim
-                        .windows(2)
-                        .map(|p| p[1] - p[0])
-                        .min()
-                        .unwrap_or(1) as f64)
-                    * m.kv_heads as f64,
-                format!(
-                    "the KV cache depends on the key width kv_heads x head_dim alone; the \
-                     lattice's nearest to the Baseline's is {} x {} = {kv}, {:+.2}% off",
-                    m.kv_heads,
-                    m.head_dim,
-                    100.0 * r.kv
-                ),
-            )
-        }
+        BudgetKind::Kv => kv_floor(lattice, m, r.kv),
         BudgetKind::Params => {
-            let moves = stepped("lattice.experts")?.unwrap_or(0.0);
+            let moves = step_moves(budget, m, binding, Knob::Experts)?;
             (
                 "lattice.experts".to_owned(),
                 moves,
@@ -231,7 +176,7 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
             )
         }
         BudgetKind::Flops => {
-            let moves = stepped("lattice.hidden")?.unwrap_or(0.0);
+            let moves = step_moves(budget, m, binding, Knob::Hidden)?;
             (
                 "lattice.hidden".to_owned(),
                 moves,
@@ -252,18 +197,88 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
     })
 }
 
+/// A lattice knob [`step_moves`] steps.
+#[derive(Debug, Clone, Copy)]
+enum Knob {
+    Experts,
+    Hidden,
+}
+
+/// How much one lattice step of `knob` from the optimum `m` moves budget `binding`,
+/// relative to the Baseline's.
+fn step_moves(budget: &Budget, m: &Model, binding: BudgetKind, knob: Knob) -> Result<f64> {
+    let lattice = budget.lattice();
+    let baseline = budget.baseline();
+    let keys = Keys::of(&baseline.workload, &baseline.model)?;
+    let context = baseline.workload.context;
+    let mut next = m.clone();
+    match knob {
+        Knob::Experts => next.moe.experts += lattice.experts.step,
+        Knob::Hidden => next.hidden += lattice.hidden.step,
+    }
+    let (a, b) = (
+        budgets_with(m, &keys, context, &baseline.counting)?,
+        budgets_with(&next, &keys, context, &baseline.counting)?,
+    );
+    let base = budgets_with(&baseline.model, &keys, context, &baseline.counting)?;
+    let (a, b, base) = (a.to_f64(), b.to_f64(), base.to_f64());
+    Ok((b[binding] - a[binding]) / base[binding])
+}
+
+/// The floor of the KV cache at the optimum `m` (its residual `r_kv`): the key width
+/// (GQA) or the latent rank (MLA), the one knob it depends on.
+fn kv_floor(lattice: &Lattice, m: &Model, r_kv: f64) -> (String, f64, String) {
+    if let Some(a) = &m.mla {
+        let rank = a.kv_lora_rank;
+        let step = lattice.kv_lora_rank.map_or(1, |r| r.step);
+        return (
+            "lattice.kv_lora_rank".to_owned(),
+            step as f64 / rank.max(1) as f64,
+            format!(
+                "the KV cache of MLA depends on the latent rank alone (kv_lora_rank + \
+                 qk_rope_head_dim per layer execution); the lattice's nearest to the \
+                 Baseline's is a rank of {rank}, {:+.2}% off",
+                100.0 * r_kv
+            ),
+        );
+    }
+    let kv = m.kv_heads * m.head_dim;
+    let moves = 1.0 / kv as f64;
+    (
+        "lattice.head_dim".to_owned(),
+        moves
+            * (lattice
+                .head_dim
+                .windows(2)
+                .map(|p| p[1] - p[0])
+                .min()
+                .unwrap_or(1) as f64)
+            * m.kv_heads as f64,
+        format!(
+            "the KV cache depends on the key width kv_heads x head_dim alone; the \
+             lattice's nearest to the Baseline's is {} x {} = {kv}, {:+.2}% off",
+            m.kv_heads,
+            m.head_dim,
+            100.0 * r_kv
+        ),
+    )
+}
+
 /// The floor of `best` on `budget`'s lattice and the refinements that move it.
 pub fn advise(budget: &Budget, best: &Candidate) -> Result<(Floor, Vec<Refinement>)> {
     let floor = floor(budget, best)?;
     let tolerance: &Tolerance = budget.tolerance();
     let mut out = Vec::new();
     for (knob, change, lattice) in refinements(budget.lattice(), &budget.baseline().model) {
-        let refined = budget.with_lattice(lattice)?;
         let options = SearchOptions::top(1);
-        let tried = match options.check(&refined) {
-            Err(e) => Err(e.to_string()),
-            Ok(()) => solve_with(&refined, &options).map_err(|e| e.to_string()),
-        };
+        // A refinement the budget's checks refuse is listed as not tried, with the reason.
+        let tried = budget
+            .with_lattice(lattice)
+            .and_then(|refined| {
+                options.check(&refined)?;
+                solve_with(&refined, &options)
+            })
+            .map_err(|e| e.to_string());
         out.push(match tried {
             Ok(sol) => {
                 let b = sol.best();
@@ -272,7 +287,7 @@ pub fn advise(budget: &Budget, best: &Candidate) -> Result<(Floor, Vec<Refinemen
                     change,
                     residuals: Some(b.residuals),
                     score: Some(b.score),
-                    within_tolerance: broken(tolerance, &b.residuals).is_empty(),
+                    within_tolerance: tolerance.broken(&b.residuals).is_empty(),
                     not_tried: None,
                 }
             }
@@ -288,7 +303,7 @@ pub fn advise(budget: &Budget, best: &Candidate) -> Result<(Floor, Vec<Refinemen
     }
     out.sort_by(|a, b| {
         b.within_tolerance.cmp(&a.within_tolerance).then_with(|| {
-            let s = |r: &Refinement| r.score.map_or(f64::INFINITY, |s| s[0]);
+            let s = |r: &Refinement| r.score.map_or(f64::INFINITY, |s| s.worst());
             s(a).total_cmp(&s(b))
         })
     });

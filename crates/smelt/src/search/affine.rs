@@ -1,9 +1,10 @@
-//! The three budgets of the looped model at one hidden size, as exact affine functions of
-//! the other knobs, read off the cost model.
+//! The budgets of the looped model at one hidden size, as exact affine functions of the
+//! other knobs, read off the cost model.
 //!
+//! Each budget is held as an integer ([`exact`]): the training FLOPs times the workload's
+//! query count `Q` (which makes them whole), the parameters and KV elements as they are.
 //! At a fixed hidden size `H` (with the loop, the dense layers and the shared experts
-//! fixed, their widths tied to `H`), the cost model's training FLOPs (times the workload's
-//! query count `Q`, which makes them whole), parameters and KV elements are each
+//! fixed, their widths tied to `H`), every budget is
 //!
 //! `c1 + cf·f + cq·q + ckv·kv + cd·d + ch·heads + ce·E + cfe·f·E`
 //!
@@ -22,7 +23,7 @@
 //! keys and values is the one product term), read off and checked the same way.
 
 use crate::budget::Budget;
-use crate::cost::{Keys, budgets_with};
+use crate::cost::{BudgetKind, Budgets, Keys, PerBudget, budgets_with};
 use crate::error::{Error, Result};
 use crate::model::{Counting, Loop};
 
@@ -39,6 +40,21 @@ pub(crate) struct Linear {
     ch: i128,
     ce: i128,
     cfe: i128,
+}
+
+/// The knobs of a lattice point at one hidden size, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// Expert width.
+    pub expert_ffn: u64,
+    /// Query heads.
+    pub heads: u64,
+    /// Key/value heads (GQA; with MLA every query head has its own).
+    pub kv_heads: u64,
+    /// The head width (GQA) or the key/value latent rank (MLA).
+    pub width: u64,
+    /// Routed experts.
+    pub experts: u64,
 }
 
 /// The knobs the coefficients multiply.
@@ -89,14 +105,35 @@ impl Linear {
     }
 }
 
-/// The three budgets at one hidden size.
+/// The budgets at one hidden size: each budget's integer ([`exact`]) as a [`Linear`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AtHidden {
     pub hidden: u64,
-    /// Training FLOPs per token times the workload's query count.
-    pub flops: Linear,
-    pub params: Linear,
-    pub kv: Linear,
+    pub budgets: PerBudget<Linear>,
+}
+
+/// The integer the search holds for each budget of `b`: its exact fraction
+/// ([`Budgets::fractions`]) times the common denominator of its kind at the keys
+/// ([`PerBudget::common_denominators`]: the training FLOPs times the query count, which
+/// makes them whole; the parameters and KV elements as they are).
+pub(crate) fn exact(b: &Budgets, denominators: PerBudget<u128>) -> Result<PerBudget<i128>> {
+    let fractions = b.fractions();
+    PerBudget::try_from_fn(|kind| {
+        let ((n, d), q) = (fractions[kind], denominators[kind]);
+        if !q.is_multiple_of(d) {
+            return Err(Error::Internal {
+                message: format!(
+                    "a {} count {n}/{d} whose denominator does not divide {q}",
+                    kind.as_str()
+                ),
+            });
+        }
+        n.checked_mul(q / d)
+            .and_then(|v| i128::try_from(v).ok())
+            .ok_or(Error::Overflow {
+                what: "a budget scaled to a whole number",
+            })
+    })
 }
 
 /// The search's fixed context for cost-model evaluations.
@@ -111,65 +148,49 @@ pub(crate) struct Eval<'a> {
 }
 
 impl Eval<'_> {
-    /// `[flops × Q, params, kv]` of the model at `point`.
-    pub fn at(&self, point: Point) -> Result<[i128; 3]> {
+    /// The budgets' integers ([`exact`]) of the model at `point`.
+    pub fn at(&self, point: Point) -> Result<PerBudget<i128>> {
         let model = looped_model(self.budget, self.looping, point);
         let context = self.budget.baseline().workload.context;
-        let b = budgets_with(&model, self.keys, context, self.counting)?;
-        Ok([
-            flops_scaled(b.flops, self.keys)?,
-            i128::from(b.params.0),
-            i128::from(b.kv.0),
-        ])
+        exact(
+            &budgets_with(&model, self.keys, context, self.counting)?,
+            PerBudget::common_denominators(self.keys),
+        )
     }
 
-    /// The model with knobs `(f, heads, kv_heads, head_dim, E)` (GQA), or `(f, heads, -,
-    /// kv_lora_rank, E)` (MLA: `kv_heads = heads`, the per-head widths `self.widths`).
-    pub fn point(
-        &self,
-        hidden: u64,
-        (f, heads, kv_heads, d, e): (u64, u64, u64, u64, u64),
-    ) -> Point {
+    /// The model at `hidden` with the knobs of `shape`: its width the head width (GQA), or
+    /// the latent rank (MLA: `kv_heads = heads`, the per-head widths `self.widths`).
+    pub fn point(&self, hidden: u64, shape: Shape) -> Point {
+        let Shape {
+            expert_ffn,
+            heads,
+            kv_heads,
+            width,
+            experts,
+        } = shape;
         match &self.budget.baseline().model.mla {
             None => Point {
                 hidden,
-                expert_ffn: f,
+                expert_ffn,
                 heads,
                 kv_heads,
-                head_dim: d,
-                experts: e,
+                head_dim: width,
+                experts,
                 kv_lora_rank: 0,
                 mla_widths: (0, 0),
             },
             Some(m) => Point {
                 hidden,
-                expert_ffn: f,
+                expert_ffn,
                 heads,
                 kv_heads: heads,
                 head_dim: self.widths.0 + m.qk_rope_head_dim,
-                experts: e,
-                kv_lora_rank: d,
+                experts,
+                kv_lora_rank: width,
                 mla_widths: self.widths,
             },
         }
     }
-}
-
-/// `flops × Q` as an integer (`Q` = the keys' common denominator, which every FLOP count's
-/// denominator divides).
-pub(crate) fn flops_scaled(f: crate::units::Flops, keys: &Keys) -> Result<i128> {
-    let q = keys.denominator();
-    if !q.is_multiple_of(f.denom()) {
-        return Err(Error::Internal {
-            message: format!("a FLOP count {f} whose denominator does not divide {q}"),
-        });
-    }
-    f.numer()
-        .checked_mul(q / f.denom())
-        .and_then(|v| i128::try_from(v).ok())
-        .ok_or(Error::Overflow {
-            what: "a FLOP count",
-        })
 }
 
 impl AtHidden {
@@ -188,76 +209,87 @@ impl AtHidden {
     pub fn new(eval: &Eval, hidden: u64) -> Result<Self> {
         let (f0, e0) = (1u64, eval.budget.baseline().model.moe.top_k);
         let mla = eval.budget.baseline().model.mla.is_some();
-        let v = |p| eval.at(eval.point(hidden, p));
-        // (f, heads, kv_heads, head_dim or rank, E): one knob changed at a time.
-        let p0 = v((f0, 1, 1, 1, e0))?;
-        let pf = v((f0 + 1, 1, 1, 1, e0))?;
-        let pe = v((f0, 1, 1, 1, e0 + 1))?;
-        let pfe = v((f0 + 1, 1, 1, 1, e0 + 1))?;
+        let v = |shape| eval.at(eval.point(hidden, shape));
+        // One knob changed at a time from `s0`.
+        let s0 = Shape {
+            expert_ffn: f0,
+            heads: 1,
+            kv_heads: 1,
+            width: 1,
+            experts: e0,
+        };
+        let p0 = v(s0)?;
+        let pf = v(Shape {
+            expert_ffn: f0 + 1,
+            ..s0
+        })?;
+        let pe = v(Shape {
+            experts: e0 + 1,
+            ..s0
+        })?;
+        let pfe = v(Shape {
+            expert_ffn: f0 + 1,
+            experts: e0 + 1,
+            ..s0
+        })?;
         // GQA: q 1 -> 2; kv 1 -> 2; d 1 -> 2 (q = kv = 2). MLA: heads 1 -> 2 (q and d move
         // by 1); rank 1 -> 2 (kv and d by 1); both (q, kv by 1, d by 3).
-        let pq = v((f0, 2, 1, 1, e0))?;
+        let pq = v(Shape { heads: 2, ..s0 })?;
         let pkv = if mla {
-            v((f0, 1, 1, 2, e0))?
+            v(Shape { width: 2, ..s0 })?
         } else {
-            v((f0, 2, 2, 1, e0))?
+            v(Shape {
+                heads: 2,
+                kv_heads: 2,
+                ..s0
+            })?
         };
         let pd = if mla {
-            v((f0, 2, 1, 2, e0))?
+            v(Shape {
+                heads: 2,
+                width: 2,
+                ..s0
+            })?
         } else {
-            v((f0, 1, 1, 2, e0))?
+            v(Shape { width: 2, ..s0 })?
         };
         // GQA with sinks (parameters per query head): heads 2, width 2 (q 1 -> 4, kv and d
         // 1 -> 2), to separate q from heads. Without sinks no term counts heads (the check
         // below would say so if one did).
         let ph = if Self::heads_term(eval.budget) {
-            Some(v((f0, 2, 1, 2, e0))?)
+            Some(v(Shape {
+                heads: 2,
+                width: 2,
+                ..s0
+            })?)
         } else {
             None
         };
-        let solve = |i: usize| {
-            let cfe = pfe[i] - pf[i] - pe[i] + p0[i];
-            let (f0, e0) = (f0 as i128, e0 as i128);
-            let cf = pf[i] - p0[i] - cfe * e0;
-            let ce = pe[i] - p0[i] - cfe * f0;
-            let (cq, ckv, cd, ch) = if mla {
-                let (a, b, c) = (pq[i] - p0[i], pkv[i] - p0[i], pd[i] - p0[i]);
-                let cd = c - a - b;
-                (a - cd, b - cd, cd, 0)
-            } else if let Some(ph) = ph {
-                // pq - p0 = cq + ch; pd - p0 = cq + ckv + cd; ph - p0 = 3cq + ckv + cd + ch.
-                let (a, dd, x) = (pq[i] - p0[i], pd[i] - p0[i], ph[i] - p0[i]);
-                let cq = x - dd - a;
-                let ckv = pkv[i] - pq[i];
-                (cq, ckv, dd - cq - ckv, a - cq)
-            } else {
-                let cq = pq[i] - p0[i];
-                let ckv = pkv[i] - pq[i];
-                (cq, ckv, pd[i] - pkv[i], 0)
-            };
-            let c1 = p0[i] - cf * f0 - cq - ckv - cd - ch - ce * e0 - cfe * f0 * e0;
-            Linear {
-                c1,
-                cf,
-                cq,
-                ckv,
-                cd,
-                ch,
-                ce,
-                cfe,
-            }
+        let probes = Probes {
+            p0,
+            pf,
+            pe,
+            pfe,
+            pq,
+            pkv,
+            pd,
+            ph,
         };
         let at = Self {
             hidden,
-            flops: solve(0),
-            params: solve(1),
-            kv: solve(2),
+            budgets: PerBudget::from_fn(|i| probes.solve(i, (f0, e0), mla)),
         };
         // The check: every knob changed at once.
-        let (f, heads, kv_heads, d, e) = (f0 + 3, 4, if mla { 1 } else { 2 }, 3, e0 + 5);
-        let want = v((f, heads, kv_heads, d, e))?;
-        let k = Knobs::of(mla, f, heads, kv_heads, d, e);
-        let got = [at.flops.at(k), at.params.at(k), at.kv.at(k)];
+        let check = Shape {
+            expert_ffn: f0 + 3,
+            heads: 4,
+            kv_heads: if mla { 1 } else { 2 },
+            width: 3,
+            experts: e0 + 5,
+        };
+        let want = v(check)?;
+        let k = Knobs::of(mla, check);
+        let got = at.budgets.map(|l| l.at(k));
         if got != want {
             return Err(Error::Internal {
                 message: format!(
@@ -270,10 +302,77 @@ impl AtHidden {
     }
 }
 
+/// The budgets at the shapes [`AtHidden::new`] reads the coefficients off: `s0`, then one
+/// knob (or, where named, two) changed.
+struct Probes {
+    p0: PerBudget<i128>,
+    pf: PerBudget<i128>,
+    pe: PerBudget<i128>,
+    /// Expert width and count.
+    pfe: PerBudget<i128>,
+    pq: PerBudget<i128>,
+    pkv: PerBudget<i128>,
+    pd: PerBudget<i128>,
+    /// Heads and width (GQA with sinks only).
+    ph: Option<PerBudget<i128>>,
+}
+
+impl Probes {
+    /// The coefficients of budget `i`, the probes taken around expert width and count
+    /// `(f0, e0)`.
+    fn solve(&self, i: BudgetKind, (f0, e0): (u64, u64), mla: bool) -> Linear {
+        let cfe = self.pfe[i] - self.pf[i] - self.pe[i] + self.p0[i];
+        let (f0, e0) = (f0 as i128, e0 as i128);
+        let cf = self.pf[i] - self.p0[i] - cfe * e0;
+        let ce = self.pe[i] - self.p0[i] - cfe * f0;
+        let (cq, ckv, cd, ch) = if mla {
+            let (a, b, c) = (
+                self.pq[i] - self.p0[i],
+                self.pkv[i] - self.p0[i],
+                self.pd[i] - self.p0[i],
+            );
+            let cd = c - a - b;
+            (a - cd, b - cd, cd, 0)
+        } else if let Some(ph) = self.ph {
+            // pq - p0 = cq + ch; pd - p0 = cq + ckv + cd; ph - p0 = 3cq + ckv + cd + ch.
+            let (a, dd, x) = (
+                self.pq[i] - self.p0[i],
+                self.pd[i] - self.p0[i],
+                ph[i] - self.p0[i],
+            );
+            let cq = x - dd - a;
+            let ckv = self.pkv[i] - self.pq[i];
+            (cq, ckv, dd - cq - ckv, a - cq)
+        } else {
+            let cq = self.pq[i] - self.p0[i];
+            let ckv = self.pkv[i] - self.pq[i];
+            (cq, ckv, self.pd[i] - self.pkv[i], 0)
+        };
+        let c1 = self.p0[i] - cf * f0 - cq - ckv - cd - ch - ce * e0 - cfe * f0 * e0;
+        Linear {
+            c1,
+            cf,
+            cq,
+            ckv,
+            cd,
+            ch,
+            ce,
+            cfe,
+        }
+    }
+}
+
 impl Knobs {
     /// The knobs of a shape: GQA `(heads·d, kv_heads·d, d, heads)`; MLA (`d` the latent
     /// rank) `(heads, d, heads·d, 0)`.
-    pub fn of(mla: bool, f: u64, heads: u64, kv_heads: u64, d: u64, e: u64) -> Self {
+    pub fn of(mla: bool, shape: Shape) -> Self {
+        let Shape {
+            expert_ffn: f,
+            heads,
+            kv_heads,
+            width: d,
+            experts: e,
+        } = shape;
         if mla {
             Knobs {
                 f,
@@ -394,9 +493,9 @@ mod tests {
             let eval = Eval { budget: &b, looping: b.looping(), keys: &keys, counting: &base.counting, widths };
             let at = AtHidden::new(&eval, hidden).unwrap();
             let heads = heads_per_kv * kv_heads;
-            let want = eval.at(eval.point(hidden, (f, heads, kv_heads, d, e))).unwrap();
-            let k = Knobs::of(mla, f, heads, kv_heads, d, e);
-            prop_assert_eq!([at.flops.at(k), at.params.at(k), at.kv.at(k)], want);
+            let shape = Shape { expert_ffn: f, heads, kv_heads, width: d, experts: e };
+            let want = eval.at(eval.point(hidden, shape)).unwrap();
+            prop_assert_eq!(at.budgets.map(|l| l.at(Knobs::of(mla, shape))), want);
         }
     }
 }

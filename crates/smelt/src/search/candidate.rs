@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 
 use serde::Serialize;
 
-use crate::budget::Budget;
+use crate::budget::{Budget, Score};
 use crate::cost::{Budgets, Residuals};
 use crate::model::{Dense, Loop, Mla, Model, Moe};
 
@@ -82,25 +82,21 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
 pub struct Candidate {
     /// The looped model's architecture.
     pub model: Model,
-    /// Its three budgets.
+    /// Its budgets.
     pub budgets: Budgets,
     /// Signed residuals against the Baseline.
     pub residuals: Residuals,
     /// Weighted |residuals|, largest first.
-    pub score: [f64; 3],
+    pub score: Score,
 }
 
 impl Candidate {
     /// The total order of the module docs: score, then closeness to the Baseline's shape
     /// `base`, then the final tie-breaks.
     pub fn cmp_rank(&self, other: &Self, base: &Model) -> Ordering {
-        for (a, b) in self.score.iter().zip(&other.score) {
-            match a.total_cmp(b) {
-                Ordering::Equal => {}
-                o => return o,
-            }
-        }
-        rank_key(&self.model, base).cmp(&rank_key(&other.model, base))
+        self.score
+            .rank(&other.score)
+            .then_with(|| rank_key(&self.model, base).cmp(&rank_key(&other.model, base)))
     }
 }
 

@@ -28,7 +28,7 @@ pub struct GridCell {
     /// `looped / Baseline - 1` per budget.
     pub residuals: Residuals,
     /// Weighted |residuals|, largest first: the objective's value.
-    pub score: [f64; 3],
+    pub score: crate::budget::Score,
     /// Sparsity of both models.
     pub sparsity: SparsityPair,
     /// Whether the residuals are within the tolerances.

@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 
+use crate::budget::Score;
 use crate::model::Model;
 
 /// The slack of the search's bounds (module docs, step 3), which compare floats computed
@@ -14,17 +15,8 @@ pub(crate) const MARGIN: f64 = 1e-9;
 /// A scored candidate.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
-    pub score: [f64; 3],
+    pub score: Score,
     pub model: Model,
-}
-
-/// Lexicographic order of scores, exact on the floats.
-fn cmp_scores(a: &[f64; 3], b: &[f64; 3]) -> Ordering {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| x.total_cmp(y))
-        .find(|o| o.is_ne())
-        .unwrap_or(Ordering::Equal)
 }
 
 /// The kept candidates, best first.
@@ -45,22 +37,22 @@ impl Kept {
     }
 
     fn cmp(&self, a: &Entry, b: &Entry) -> Ordering {
-        cmp_scores(&a.score, &b.score).then_with(|| {
+        a.score.rank(&b.score).then_with(|| {
             super::rank_key(&a.model, &self.base).cmp(&super::rank_key(&b.model, &self.base))
         })
     }
 
     /// The score of the `top`-th kept, once `top` are kept: a candidate scoring worse
     /// cannot be kept.
-    pub fn bar(&self) -> Option<[f64; 3]> {
+    pub fn bar(&self) -> Option<Score> {
         (self.entries.len() >= self.top).then(|| self.entries[self.top - 1].score)
     }
 
     /// Whether a candidate scoring `score` could still be kept (a tie with the `top`-th
     /// can, on its shape).
-    pub fn admits(&self, score: &[f64; 3]) -> bool {
+    pub fn admits(&self, score: &Score) -> bool {
         self.bar()
-            .is_none_or(|bar| cmp_scores(score, &bar) != Ordering::Greater)
+            .is_none_or(|bar| score.rank(&bar) != Ordering::Greater)
     }
 
     pub fn offer(&mut self, e: Entry) {

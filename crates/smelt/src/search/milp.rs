@@ -10,9 +10,10 @@
 //!   restricted to `E >= top_k`;
 //! * `v_p = u_p · e`, linearised exactly (McCormick, with `M` the largest index):
 //!   `0 <= v_p <= M·u_p`, `v_p <= e`, `v_p >= e - M·(1 - u_p)`;
-//! * residuals `r_F = Σ_p u_p·a_p + v_p·b_p` and likewise `r_N`, with the intercepts and
-//!   slopes read off the cost model at the first two expert counts of each pair (FLOPs and
-//!   parameters are affine in `E`); `r_KV = Σ_p u_p·kv_p`;
+//! * residuals `r_F = Σ_p u_p·a_p + v_p·b_p` and likewise `r_N` and `r_KV` (and any other
+//!   budget), with the intercepts and slopes read off the cost model at the first two
+//!   expert counts of each pair (every budget is affine in `E`; the KV cache's slope is 0,
+//!   and a zero slope adds no term);
 //! * `t >= ±w·r` for each budget; in conservative mode also `r <= 0`;
 //! * minimise `t`.
 
@@ -22,7 +23,7 @@ use good_lp::{
 
 use super::{Point, looped_model};
 use crate::budget::{Budget, HeadsRule, Mode};
-use crate::cost::{Keys, budgets_with};
+use crate::cost::{Keys, PerBudget, budgets_with};
 use crate::error::{Error, Result};
 use crate::model::Model;
 
@@ -48,16 +49,22 @@ fn infeasible(budget: &Budget, reason: &str) -> Error {
     }
 }
 
-/// Solves the MILP for `budget`. Meant for small lattices (tests, benchmarks).
-pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
-    let baseline = budget.baseline();
-    let keys = Keys::of(&baseline.workload, &baseline.model)?;
-    let context = baseline.workload.context;
-    let base = budgets_with(&baseline.model, &keys, context, &baseline.counting)?;
-    let looping = budget.looping();
-    let l = budget.lattice();
-    let top_k = baseline.model.moe.top_k;
-    let e = l.experts;
+/// One pair `p` of the formulation, with its residuals `r = a + b·e` in the expert-count
+/// index `e`, per budget (`b` is 0 for a budget that does not depend on `E`).
+struct Pair {
+    model: Model,
+    a: PerBudget<f64>,
+    b: PerBudget<f64>,
+}
+
+/// An attention shape of the lattice: `(heads, kv_heads, head_dim, kv_lora_rank, MLA
+/// widths)`, the fields of [`Point`] besides the hidden size, expert width and count.
+type AttentionShape = (u64, u64, u64, u64, (u64, u64));
+
+/// The lattice indices `first..=last` of the expert counts that can route `top_k`.
+fn routable(budget: &Budget) -> Result<(u64, u64)> {
+    let top_k = budget.baseline().model.moe.top_k;
+    let e = budget.lattice().experts;
     let first = if e.min >= top_k {
         0
     } else {
@@ -69,91 +76,94 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
             "no expert count on the lattice can route top_k",
         ));
     }
-    let last = e.len() - 1;
-    let big_m = last as f64;
+    Ok((first, e.len() - 1))
+}
 
-    // Enumerate the pairs with their affine coefficients.
-    struct Pair {
-        model: Model,
-        af: f64,
-        bf: f64,
-        an: f64,
-        bn: f64,
-        kv: f64,
+/// The attention shapes of the lattice at `hidden`, enumerated directly from its ranges.
+fn shapes_at(budget: &Budget, hidden: u64) -> Vec<AttentionShape> {
+    let l = budget.lattice();
+    let mut out = Vec::new();
+    if let (Some(ranks), HeadsRule::Free { min, max }, Some(mla)) =
+        (l.kv_lora_rank, l.heads, &budget.baseline().model.mla)
+    {
+        let rope = mla.qk_rope_head_dim;
+        for &(nope, v) in &l.mla_widths {
+            for heads in min..=max {
+                for r in ranks.values() {
+                    out.push((heads, heads, nope + rope, r, (nope, v)));
+                }
+            }
+        }
+        return out;
     }
-    let mut pairs = Vec::new();
-    let (fb, nb, kb) = (base.flops.as_f64(), base.params.as_f64(), base.kv.as_f64());
-    // The attention shapes `(heads, kv_heads, head_dim, kv_lora_rank, MLA widths)` of the
-    // lattice, enumerated directly from its ranges.
-    let rope = baseline
-        .model
-        .mla
-        .as_ref()
-        .map_or(0, |a| a.qk_rope_head_dim);
-    type Shape = (u64, u64, u64, u64, (u64, u64));
-    let shapes_at = |hidden: u64| -> Vec<Shape> {
-        let mut out = Vec::new();
-        if let (Some(ranks), HeadsRule::Free { min, max }) = (l.kv_lora_rank, l.heads) {
-            for &(nope, v) in &l.mla_widths {
-                for heads in min..=max {
-                    for r in ranks.values() {
-                        out.push((heads, heads, nope + rope, r, (nope, v)));
-                    }
-                }
-            }
-            return out;
-        }
-        for head_dim in l.head_dim.iter().copied() {
-            for kv_heads in l.kv_heads.values() {
-                for g in l.gqa.0..=l.gqa.1 {
-                    let heads = kv_heads * g;
-                    if l.admits_attention(hidden, heads, head_dim) {
-                        out.push((heads, kv_heads, head_dim, 0, (0, 0)));
-                    }
+    for head_dim in l.head_dim.iter().copied() {
+        for kv_heads in l.kv_heads.values() {
+            for g in l.gqa.0..=l.gqa.1 {
+                let heads = kv_heads * g;
+                if l.admits_attention(hidden, heads, head_dim) {
+                    out.push((heads, kv_heads, head_dim, 0, (0, 0)));
                 }
             }
         }
-        out
+    }
+    out
+}
+
+/// Every pair of the lattice with its coefficients, read off the cost model at the first
+/// two routable expert counts.
+fn pairs(budget: &Budget, (first, last): (u64, u64)) -> Result<Vec<Pair>> {
+    let baseline = budget.baseline();
+    let keys = Keys::of(&baseline.workload, &baseline.model)?;
+    let context = baseline.workload.context;
+    let costed = |m: &Model| -> Result<PerBudget<f64>> {
+        Ok(budgets_with(m, &keys, context, &baseline.counting)?.to_f64())
     };
+    let base = costed(&baseline.model)?;
+    let l = budget.lattice();
+    let e = l.experts;
+    let mut pairs = Vec::new();
     for hidden in l.hidden.values() {
         for ffn in l.expert_ffn.values(hidden) {
-            for (heads, kv_heads, head_dim, kv_lora_rank, mla_widths) in shapes_at(hidden) {
-                let model = looped_model(
-                    budget,
-                    looping,
-                    Point {
-                        hidden,
-                        expert_ffn: ffn,
-                        heads,
-                        kv_heads,
-                        head_dim,
-                        experts: e.at(first),
-                        kv_lora_rank,
-                        mla_widths,
-                    },
-                );
-                let b0 = budgets_with(&model, &keys, context, &baseline.counting)?;
+            for (heads, kv_heads, head_dim, kv_lora_rank, mla_widths) in shapes_at(budget, hidden) {
+                let point = Point {
+                    hidden,
+                    expert_ffn: ffn,
+                    heads,
+                    kv_heads,
+                    head_dim,
+                    experts: e.at(first),
+                    kv_lora_rank,
+                    mla_widths,
+                };
+                let model = looped_model(budget, budget.looping(), point);
+                let b0 = costed(&model)?;
                 let mut next = model.clone();
                 next.moe.experts = e.at((first + 1).min(last));
-                let b1 = budgets_with(&next, &keys, context, &baseline.counting)?;
+                let b1 = costed(&next)?;
                 // r(e) = a + b * e, with e the lattice index.
-                let bf = (b1.flops.as_f64() - b0.flops.as_f64()) / fb;
-                let bn = (b1.params.as_f64() - b0.params.as_f64()) / nb;
-                pairs.push(Pair {
-                    af: b0.flops.as_f64() / fb - 1.0 - bf * first as f64,
-                    bf,
-                    an: b0.params.as_f64() / nb - 1.0 - bn * first as f64,
-                    bn,
-                    kv: b0.kv.as_f64() / kb - 1.0,
-                    model,
-                });
+                let b = b1
+                    .zip(b0)
+                    .zip(base)
+                    .map(|((b1, b0), base)| (b1 - b0) / base);
+                let a = b0
+                    .zip(base)
+                    .zip(b)
+                    .map(|((b0, base), b)| b0 / base - 1.0 - b * first as f64);
+                pairs.push(Pair { model, a, b });
             }
         }
     }
+    Ok(pairs)
+}
+
+/// Solves the MILP for `budget`. Meant for small lattices (tests, benchmarks).
+pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
+    let (first, last) = routable(budget)?;
+    let pairs = pairs(budget, (first, last))?;
     if pairs.is_empty() {
         return Err(infeasible(budget, "the lattice is empty"));
     }
-
+    let big_m = last as f64;
     let mut vars = ProblemVariables::new();
     let t = vars.add(variable().min(0.0));
     let ei = vars.add(variable().integer().min(first as f64).max(last as f64));
@@ -165,17 +175,18 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
         .iter()
         .map(|_| vars.add(variable().min(0.0).max(big_m)))
         .collect();
-    let mut rf = Expression::from(0.0);
-    let mut rn = Expression::from(0.0);
-    let mut rk = Expression::from(0.0);
+    let mut r = PerBudget::from_fn(|_| Expression::from(0.0));
     let mut one = Expression::from(0.0);
     for (i, p) in pairs.iter().enumerate() {
-        rf += p.af * u[i] + p.bf * v[i];
-        rn += p.an * u[i] + p.bn * v[i];
-        rk += p.kv * u[i];
+        r = r.zip(p.a.zip(p.b)).map(|(mut r, (a, b))| {
+            r += a * u[i];
+            if b != 0.0 {
+                r += b * v[i];
+            }
+            r
+        });
         one += u[i];
     }
-    let w = *budget.weights();
     let mut model = vars.minimise(t).using(microlp);
     model = model.with(constraint!(one == 1.0));
     for i in 0..pairs.len() {
@@ -184,12 +195,12 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
             .with(constraint!(v[i] <= ei))
             .with(constraint!(v[i] >= ei - big_m + big_m * u[i]));
     }
-    for (weight, r) in [(w.flops, &rf), (w.params, &rn), (w.kv, &rk)] {
+    for (weight, r) in budget.weights().zip(r).into_array() {
         model = model
             .with(constraint!(t >= weight * r.clone()))
             .with(constraint!(t >= -weight * r.clone()));
         if budget.mode() == Mode::Conservative {
-            model = model.with(constraint!(r.clone() <= 0.0));
+            model = model.with(constraint!(r <= 0.0));
         }
     }
     let sol = model.solve().map_err(lp_error)?;
@@ -198,7 +209,7 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
         .position(|&x| sol.value(x) > 0.5)
         .ok_or_else(|| lp_error("no pair selected"))?;
     let mut chosen_model = pairs[chosen].model.clone();
-    chosen_model.moe.experts = e.at(sol.value(ei).round() as u64);
+    chosen_model.moe.experts = budget.lattice().experts.at(sol.value(ei).round() as u64);
     Ok(MilpOptimum {
         objective: sol.value(t),
         model: chosen_model,

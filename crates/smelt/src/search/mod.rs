@@ -20,6 +20,15 @@
 //! and deterministic. In [`Mode::Conservative`] only candidates with every residual `<= 0`
 //! (compared exactly, in integers) are admissible.
 //!
+//! # Budgets
+//!
+//! The budgets are a set ([`crate::PerBudget`] over [`crate::BudgetKind::ALL`]), and the
+//! search goes through it: each budget is held as an exact integer (`affine::exact`), its
+//! coefficients are read like the others', every budget but the one the shapes are
+//! streamed by (the KV cache) is bounded over the expert counts at each shape (step 3),
+//! and the breakpoints of step 4 are taken for every budget and every pair of them. The
+//! text below names the three there are.
+//!
 //! # Why the result is the optimum of the lattice
 //!
 //! The solver considers every lattice point except those it can prove cannot win:
@@ -94,18 +103,20 @@ pub use grid::{
 pub use report::{
     Alternative, BudgetPair, MatchReport, SparsityPair, match_budget, match_budget_with,
 };
-pub use sweep::{Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, parse_values, sweep, sweep_with};
+pub use sweep::{
+    Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, check_values, parse_values, sweep, sweep_with,
+};
 pub use verdict::Verdict;
 
 use serde::Serialize;
 
-use crate::budget::{Budget, Mode, score};
-use crate::cost::{Budgets, Keys, budgets_with};
+use crate::budget::{Budget, Mode, Score};
+use crate::cost::{BudgetKind, Budgets, Keys, PerBudget, Residuals, budgets_with};
 use crate::error::{Error, Result};
 use crate::model::{Loop, ModelSpec};
-use affine::{AtHidden, Eval, Knobs, flops_scaled};
+use affine::{AtHidden, Eval, Knobs, Shape, exact};
 use kept::{Entry, Kept, MARGIN};
-use shapes::{KvPairs, count_at, heads_at, mla_heads};
+use shapes::{KvPair, KvPairs, count_at, heads_at, mla_heads};
 
 /// How big the search was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -204,20 +215,32 @@ pub fn solve(budget: &Budget, top: usize) -> Result<Solution> {
 /// Hidden sizes per part of a parallel search.
 const HIDDEN_RUN: usize = 64;
 
+/// The budget the attention shapes are streamed in order of (module docs, step 2): the KV
+/// cache, which depends on the key width alone. Every other budget is bounded over the
+/// expert counts at each shape and expert width (step 3) and located by its breakpoints in
+/// the expert count (step 4).
+const STREAMED: BudgetKind = BudgetKind::Kv;
+
+/// The lattice indices of the expert counts that can route `top_k`: `first..=last`.
+#[derive(Debug, Clone, Copy)]
+struct Routable {
+    first: u64,
+    last: u64,
+}
+
 /// The fixed context of one search.
 struct Search<'a> {
     budget: &'a Budget,
     keys: Keys,
     looping: Option<Loop>,
-    /// The Baseline's FLOPs (times the query count), parameters and KV elements.
-    base: [i128; 3],
-    /// The query count the FLOPs are multiplied by ([`Keys::denominator`]).
-    queries: u128,
-    /// The Baseline's three budgets as the floats of [`Budgets::to_f64`].
-    base_f64: crate::PerBudget<f64>,
+    /// The Baseline's budgets as the search's integers ([`affine::exact`]).
+    base: PerBudget<i128>,
+    /// What each of those integers is over ([`PerBudget::common_denominators`]).
+    denominators: PerBudget<u128>,
+    /// The Baseline's budgets as the floats of [`Budgets::to_f64`].
+    base_f64: PerBudget<f64>,
     top: usize,
-    /// The lattice indices of the expert counts that can route `top_k`: `first..=last`.
-    experts: (u64, u64),
+    experts: Routable,
     margin: f64,
 }
 
@@ -232,26 +255,28 @@ struct Part {
 impl Search<'_> {
     /// The residuals of budgets `v`, bit for bit the cost model's
     /// [`Budgets::residuals_against`]: the same floats ([`Budgets::to_f64`]: each budget
-    /// rounded once, the FLOPs `v[0] / q` as [`crate::units::Flops::as_f64`] rounds the
+    /// rounded once, the FLOPs `v / Q` as [`crate::units::Flops::as_f64`] rounds the
     /// fraction), divided by the same function.
-    fn residuals(&self, v: [i128; 3]) -> crate::Residuals {
-        let value = crate::PerBudget {
-            flops: crate::units::ratio_to_f64(v[0].unsigned_abs(), self.queries),
-            params: v[1] as f64,
-            kv: v[2] as f64,
-        };
-        crate::Residuals::relative(value, self.base_f64)
+    fn residuals(&self, v: PerBudget<i128>) -> Residuals {
+        let value = v.zip(self.denominators).map(|(v, q)| {
+            if q == 1 {
+                v as f64
+            } else {
+                crate::units::ratio_to_f64(v.unsigned_abs(), q)
+            }
+        });
+        Residuals::relative(value, self.base_f64)
     }
 
-    fn admissible(&self, v: [i128; 3]) -> bool {
-        self.budget.mode() == Mode::TwoSided || v.iter().zip(&self.base).all(|(a, b)| a <= b)
+    fn admissible(&self, v: PerBudget<i128>) -> bool {
+        self.budget.mode() == Mode::TwoSided || v.zip(self.base).all(|(a, b)| a <= b)
     }
 
     /// The bound a candidate's first score component must not exceed: the worst kept in
     /// this part, plus the margin. (Parts do not share bounds, so that what is scored, and
     /// reported, does not depend on which part finishes first.)
     fn bar(&self, kept: &Kept) -> f64 {
-        kept.bar().map_or(f64::INFINITY, |b| b[0]) + self.margin
+        kept.bar().map_or(f64::INFINITY, |b| b.worst()) + self.margin
     }
 
     /// The distance of `[lo, hi]` from the Baseline's value `base`, relative, weighted.
@@ -266,11 +291,10 @@ impl Search<'_> {
         weight * d as f64 / base as f64
     }
 
-    /// Lattice indices of `E` worth scoring (module docs, step 4), given the FLOPs and
-    /// parameters at the first routable index and their slopes per index, and the weighted
-    /// KV residual.
-    fn expert_candidates(&self, f0: i128, fs: i128, n0: i128, ns: i128, kv_score: f64) -> Vec<u64> {
-        let (first, last) = self.experts;
+    /// Lattice indices of `E` worth scoring (module docs, step 4), given the budgets at the
+    /// first routable index and their slopes per index.
+    fn expert_candidates(&self, v0: PerBudget<i128>, slopes: PerBudget<i128>) -> Vec<u64> {
+        let Routable { first, last } = self.experts;
         let radius = self.top as i64 + 1;
         let mut idx: Vec<u64> = (0..=radius as u64)
             .flat_map(|d| {
@@ -280,7 +304,7 @@ impl Search<'_> {
                 ]
             })
             .collect();
-        if fs == 0 || ns == 0 {
+        if slopes.all(|&s| s == 0) {
             // No MoE layer (every layer dense): no budget depends on `E`, every count ties,
             // and the tie-break (module docs) ranks them by distance to the Baseline's
             // count. The `N` best are the `N` nearest it, so score those.
@@ -299,20 +323,7 @@ impl Search<'_> {
                     .map(|i| i.clamp(first, last)),
             );
         } else if first < last {
-            let (fb, nb) = (self.base[0] as f64, self.base[1] as f64);
-            // r(x) = a + b·x, x the index counted from `first`.
-            let (af, bf) = (f0 as f64 / fb - 1.0, fs as f64 / fb);
-            let (an, bn) = (n0 as f64 / nb - 1.0, ns as f64 / nb);
-            let w = *self.budget.weights();
-            let c = kv_score;
-            let mut points = vec![-af / bf, -an / bn];
-            for s in [1.0, -1.0] {
-                points
-                    .push((s * w.params * an - w.flops * af) / (w.flops * bf - s * w.params * bn));
-                points.push((s * c / w.flops - af) / bf);
-                points.push((s * c / w.params - an) / bn);
-            }
-            for p in points.into_iter().filter(|p| p.is_finite()) {
+            for p in self.breakpoints(v0, slopes) {
                 let base = p.floor();
                 for d in -radius..=radius {
                     let x = base + d as f64;
@@ -327,19 +338,50 @@ impl Search<'_> {
         idx
     }
 
-    /// Searches the hidden sizes `hiddens` (with MLA, at the per-head widths `widths`).
+    /// The breakpoints in `E` (module docs, step 4), as lattice indices counted from the
+    /// first routable one (finite ones only): the zeros of the residuals that depend on
+    /// `E`, the crossings of two such weighted `|r|`, and the points where one meets the
+    /// weighted `|r|` of a budget that does not depend on `E`.
+    fn breakpoints(&self, v0: PerBudget<i128>, slopes: PerBudget<i128>) -> Vec<f64> {
+        let w = self.budget.weights();
+        // r(x) = a + b·x, x the index counted from `first`.
+        let lines = v0.zip(slopes).zip(self.base).map(|((v, s), base)| {
+            let base = base as f64;
+            (v as f64 / base - 1.0, s as f64 / base)
+        });
+        let mut points: Vec<f64> = lines
+            .iter()
+            .filter(|(_, (_, b))| *b != 0.0)
+            .map(|(_, (a, b))| -a / b)
+            .collect();
+        for (i, &(ai, bi)) in lines.iter().filter(|(_, (_, b))| *b != 0.0) {
+            for (j, &(aj, bj)) in lines.iter() {
+                for s in [1.0, -1.0] {
+                    if bj == 0.0 {
+                        let c = w[j] * aj.abs();
+                        points.push((s * c / w[i] - ai) / bi);
+                    } else if i < j {
+                        points.push((s * w[j] * aj - w[i] * ai) / (w[i] * bi - s * w[j] * bj));
+                    }
+                }
+            }
+        }
+        points.retain(|p| p.is_finite());
+        points
+    }
+
+    /// Searches the hidden sizes `hiddens` (with MLA, at the per-head widths `widths`):
+    /// the attention shapes in the order of the streamed budget (module docs, step 2),
+    /// until its weighted residual alone is worse than the kept (step 3).
     fn part(&self, hiddens: &[u64], widths: (u64, u64)) -> Result<Part> {
         let budget = self.budget;
         let lattice = budget.lattice();
-        let base_model = &budget.baseline().model;
         let mut part = Part {
-            kept: Kept::new(self.top, base_model.clone()),
+            kept: Kept::new(self.top, budget.baseline().model.clone()),
             points: 0,
             evaluated: 0,
             scored: 0,
         };
-        let (first, last) = self.experts;
-        let routable = u128::from(last + 1 - first);
         let eval = Eval {
             budget,
             looping: self.looping.as_ref(),
@@ -347,95 +389,130 @@ impl Search<'_> {
             counting: &budget.baseline().counting,
             widths,
         };
-        let mut at = Vec::with_capacity(hiddens.len());
-        for &h in hiddens {
-            at.push(AtHidden::new(&eval, h)?);
-            part.evaluated += AtHidden::EVALUATIONS + u64::from(AtHidden::heads_term(budget));
-            let ffns = lattice.expert_ffn.values(h).len() as u128;
-            part.points += count_at(lattice, h) * ffns * routable;
-        }
+        let at = self.coefficients(&eval, hiddens, &mut part)?;
         let Some(first_at) = at.first() else {
             return Ok(part);
         };
-        let w = *budget.weights();
-        let e = lattice.experts;
-        let (e_first, e_last) = (e.at(first), e.at(last));
-        let step = i128::from(e.step);
-        let conservative = budget.mode() == Mode::Conservative;
-        let ranks: Vec<u64>;
         let mla = lattice.kv_lora_rank.is_some();
-        let form = first_at.kv.kv_form(mla)?;
+        let form = first_at.budgets[STREAMED].kv_form(mla)?;
+        let (base, weight) = (self.base[STREAMED] as u64, budget.weights()[STREAMED]);
+        let ranks: Vec<u64>;
         let pairs = match lattice.kv_lora_rank {
             Some(r) => {
                 ranks = r.values().collect();
-                KvPairs::new(&ranks, [1].into_iter(), form, self.base[2] as u64, w.kv)
+                KvPairs::new(&ranks, [1].into_iter(), form, base, weight)
             }
             None => KvPairs::new(
                 &lattice.head_dim,
                 lattice.kv_heads.values(),
                 form,
-                self.base[2] as u64,
-                w.kv,
+                base,
+                weight,
             ),
         };
         for pair in pairs {
             if pair.kv_score > self.bar(&part.kept) {
                 break;
             }
-            let (kv_heads, d) = (pair.kv_heads, pair.head_dim);
             for a in &at {
-                let heads: Box<dyn Iterator<Item = u64>> = if mla {
-                    Box::new(mla_heads(lattice))
-                } else {
-                    Box::new(heads_at(lattice, a.hidden, kv_heads, d))
-                };
-                for heads in heads {
-                    let k = Knobs::of(mla, 0, heads, kv_heads, d, 0);
-                    let kvv = a.kv.in_experts(k).0;
-                    if conservative && kvv > self.base[2] {
-                        break;
-                    }
-                    for f in lattice.expert_ffn.values(a.hidden) {
-                        let (fa, fs) = a.flops.in_experts(Knobs { f, ..k });
-                        let (na, ns) = a.params.in_experts(Knobs { f, ..k });
-                        let bar = self.bar(&part.kept);
-                        let lb = Self::gap(
-                            fa + fs * e_first as i128,
-                            fa + fs * e_last as i128,
-                            self.base[0],
-                            w.flops,
-                        )
-                        .max(Self::gap(
-                            na + ns * e_first as i128,
-                            na + ns * e_last as i128,
-                            self.base[1],
-                            w.params,
-                        ));
-                        if lb > bar {
-                            continue;
-                        }
-                        let (f0, n0) = (fa + fs * e_first as i128, na + ns * e_first as i128);
-                        for i in self.expert_candidates(f0, fs * step, n0, ns * step, pair.kv_score)
-                        {
-                            let experts = e.at(i);
-                            let v = [fa + fs * experts as i128, na + ns * experts as i128, kvv];
-                            part.scored += 1;
-                            if !self.admissible(v) {
-                                continue;
-                            }
-                            let s = score(&self.residuals(v), &w);
-                            if !part.kept.admits(&s) {
-                                continue;
-                            }
-                            let point = eval.point(a.hidden, (f, heads, kv_heads, d, experts));
-                            let model = looped_model(budget, self.looping.as_ref(), point);
-                            part.kept.offer(Entry { score: s, model });
-                        }
-                    }
-                }
+                self.shapes_at(&eval, a, &pair, &mut part);
             }
         }
         Ok(part)
+    }
+
+    /// The coefficients at each of `hiddens` (module docs, step 1), counting the lattice
+    /// points and the evaluations into `part`.
+    fn coefficients(&self, eval: &Eval, hiddens: &[u64], part: &mut Part) -> Result<Vec<AtHidden>> {
+        let budget = self.budget;
+        let lattice = budget.lattice();
+        let routable = u128::from(self.experts.last + 1 - self.experts.first);
+        let mut at = Vec::with_capacity(hiddens.len());
+        for &h in hiddens {
+            at.push(AtHidden::new(eval, h)?);
+            part.evaluated += AtHidden::EVALUATIONS + u64::from(AtHidden::heads_term(budget));
+            let ffns = lattice.expert_ffn.values(h).len() as u128;
+            part.points += count_at(lattice, h) * ffns * routable;
+        }
+        Ok(at)
+    }
+
+    /// Every query-head count and expert width at hidden size `a` and the key shape of
+    /// `pair`.
+    fn shapes_at(&self, eval: &Eval, a: &AtHidden, pair: &KvPair, part: &mut Part) {
+        let lattice = self.budget.lattice();
+        let mla = lattice.kv_lora_rank.is_some();
+        let conservative = self.budget.mode() == Mode::Conservative;
+        let heads: Box<dyn Iterator<Item = u64>> = if mla {
+            Box::new(mla_heads(lattice))
+        } else {
+            Box::new(heads_at(lattice, a.hidden, pair.kv_heads, pair.head_dim))
+        };
+        for heads in heads {
+            let shape = Shape {
+                expert_ffn: 0,
+                heads,
+                kv_heads: pair.kv_heads,
+                width: pair.head_dim,
+                experts: 0,
+            };
+            let streamed = a.budgets[STREAMED].in_experts(Knobs::of(mla, shape)).0;
+            if conservative && streamed > self.base[STREAMED] {
+                break;
+            }
+            for expert_ffn in lattice.expert_ffn.values(a.hidden) {
+                self.experts_at(
+                    eval,
+                    a,
+                    Shape {
+                        expert_ffn,
+                        ..shape
+                    },
+                    part,
+                );
+            }
+        }
+    }
+
+    /// The expert counts worth scoring at hidden size `a` and `shape` (its expert count
+    /// ignored), skipped at once if a budget's distance over the whole range of counts
+    /// is already too large (module docs, steps 3 and 4).
+    fn experts_at(&self, eval: &Eval, a: &AtHidden, shape: Shape, part: &mut Part) {
+        let budget = self.budget;
+        let mla = budget.lattice().kv_lora_rank.is_some();
+        let w = budget.weights();
+        let e = budget.lattice().experts;
+        let Routable { first, last } = self.experts;
+        let (e_first, e_last) = (i128::from(e.at(first)), i128::from(e.at(last)));
+        // Each budget as `intercept + slope·E`.
+        let lines = a.budgets.map(|l| l.in_experts(Knobs::of(mla, shape)));
+        let bar = self.bar(&part.kept);
+        let lb = lines
+            .zip(self.base)
+            .iter()
+            .filter(|&(k, _)| k != STREAMED)
+            .map(|(k, &((c, s), base))| Self::gap(c + s * e_first, c + s * e_last, base, w[k]))
+            .fold(f64::NEG_INFINITY, f64::max);
+        if lb > bar {
+            return;
+        }
+        let step = i128::from(e.step);
+        let v0 = lines.map(|(c, s)| c + s * e_first);
+        for i in self.expert_candidates(v0, lines.map(|(_, s)| s * step)) {
+            let experts = e.at(i);
+            let v = lines.map(|(c, s)| c + s * i128::from(experts));
+            part.scored += 1;
+            if !self.admissible(v) {
+                continue;
+            }
+            let s = Score::of(&self.residuals(v), w);
+            if !part.kept.admits(&s) {
+                continue;
+            }
+            let point = eval.point(a.hidden, Shape { experts, ..shape });
+            let model = looped_model(budget, self.looping.as_ref(), point);
+            part.kept.offer(Entry { score: s, model });
+        }
     }
 }
 
@@ -455,19 +532,19 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
         (top_k - e.min).div_ceil(e.step)
     };
     let hiddens: Vec<u64> = lattice.hidden.values().collect();
-    let weights = budget.weights();
-    let base_flops = flops_scaled(base.flops, &keys)?;
-    let queries = keys.denominator();
     let search = Search {
         budget,
+        base: exact(&base, PerBudget::common_denominators(&keys))?,
+        denominators: PerBudget::common_denominators(&keys),
         keys,
         looping: budget.looping().cloned(),
-        base: [base_flops, i128::from(base.params.0), i128::from(base.kv.0)],
-        queries,
         base_f64: base.to_f64(),
         top: options.top,
-        experts: (first, e.len().saturating_sub(1)),
-        margin: MARGIN * weights.flops.max(weights.params).max(weights.kv).max(1.0),
+        experts: Routable {
+            first,
+            last: e.len().saturating_sub(1),
+        },
+        margin: MARGIN * budget.weights().max().max(1.0),
     };
     if first >= e.len() {
         return Err(infeasible(budget, 0));
@@ -497,17 +574,41 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
         stats.scored += part.scored;
         kept.merge(part.kept);
     }
-    // The finalists, costed by the cost model, which must agree with the coefficients
-    // bit for bit (module docs, step 5).
+    let mut ranked = finalists(&search, kept, &base, &mut stats)?;
+    ranked.sort_by(|a, b| a.cmp_rank(b, &baseline.model));
+    ranked.truncate(options.top);
+    if ranked.is_empty() {
+        return Err(infeasible(budget, stats.lattice_points));
+    }
+    Ok(Solution {
+        baseline: base,
+        looping: budget.looping().cloned(),
+        ranked,
+        stats,
+    })
+}
+
+/// The kept candidates, costed by the cost model, which must agree with the coefficients
+/// bit for bit (module docs, step 5); in conservative mode, those within the Baseline's
+/// budgets `base`.
+fn finalists(
+    search: &Search,
+    kept: Kept,
+    base: &Budgets,
+    stats: &mut SearchStats,
+) -> Result<Vec<Candidate>> {
+    let budget = search.budget;
+    let baseline = budget.baseline();
+    let context = baseline.workload.context;
     let mut ranked = Vec::new();
     for entry in kept.into_entries() {
         stats.evaluated += 1;
         let budgets = budgets_with(&entry.model, &search.keys, context, &baseline.counting)?;
-        if budget.mode() == Mode::Conservative && !budgets.within(&base) {
+        if budget.mode() == Mode::Conservative && !budgets.within(base) {
             continue;
         }
-        let residuals = budgets.residuals_against(&base);
-        let exact = score(&residuals, weights);
+        let residuals = budgets.residuals_against(base);
+        let exact = Score::of(&residuals, budget.weights());
         if exact != entry.score {
             return Err(Error::Internal {
                 message: format!(
@@ -523,17 +624,7 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
             residuals,
         });
     }
-    ranked.sort_by(|a, b| a.cmp_rank(b, &baseline.model));
-    ranked.truncate(options.top);
-    if ranked.is_empty() {
-        return Err(infeasible(budget, stats.lattice_points));
-    }
-    Ok(Solution {
-        baseline: base,
-        looping: budget.looping().cloned(),
-        ranked,
-        stats,
-    })
+    Ok(ranked)
 }
 
 fn infeasible(budget: &Budget, points: u128) -> Error {

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::advice::{Floor, Refinement, advise};
 use super::{Candidate, SearchOptions, SearchStats, model_spec, solve_with};
-use crate::budget::{Budget, Mode, Tolerance, broken, serialize_tolerance};
+use crate::budget::{Budget, Mode, Score, Tolerance};
 use crate::cost::{BudgetKind, Budgets, Ratios, Residuals, cost, cost_against};
 use crate::error::Result;
 use crate::model::{Model, ModelSpec};
@@ -37,7 +37,7 @@ pub struct Alternative {
     /// Signed residuals.
     pub residuals: Residuals,
     /// Weighted |residuals|, largest first.
-    pub score: [f64; 3],
+    pub score: Score,
 }
 
 /// The result of matching one budget: `smelt match --format json`.
@@ -59,11 +59,10 @@ pub struct MatchReport {
     /// `looped / Baseline` per budget.
     pub ratios: Ratios,
     /// Weighted |residuals|, largest first: the objective's value.
-    pub score: [f64; 3],
+    pub score: Score,
     /// Sparsity of both models.
     pub sparsity: SparsityPair,
     /// The tolerances asked for (only those set).
-    #[serde(serialize_with = "serialize_tolerance")]
     pub tolerance: Tolerance,
     /// Whether every residual is within its tolerance.
     pub within_tolerance: bool,
@@ -95,7 +94,7 @@ fn report(
     let looped = model_spec(budget, best);
     let s_base = cost(budget.baseline())?.sparsity.s;
     let s_looped = cost_against(&looped, budget.baseline())?.sparsity.s;
-    let broken = broken(budget.tolerance(), &best.residuals);
+    let broken = budget.tolerance().broken(&best.residuals);
     Ok(MatchReport {
         name: budget.name().map(str::to_owned),
         mode: budget.mode(),

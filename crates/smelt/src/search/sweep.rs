@@ -23,8 +23,21 @@ named_enum! {
     }
 }
 
-/// Most values one sweep takes.
+/// Most values one sweep takes ([`check_values`]; [`sweep_with`] checks it, whatever the
+/// values came from).
 pub const MAX_SWEEP_VALUES: usize = 1024;
+
+/// Checks that a sweep has at most [`MAX_SWEEP_VALUES`] values; `field` names them in the
+/// error.
+pub fn check_values(field: &str, values: &[u64]) -> Result<()> {
+    if values.len() > MAX_SWEEP_VALUES {
+        return Err(Error::invalid(
+            field,
+            format!("at most {MAX_SWEEP_VALUES} values (got {})", values.len()),
+        ));
+    }
+    Ok(())
+}
 
 /// Parses a sweep's values: `a..=b`, `a..b`, `n`, and comma-separated lists of them
 /// (`0..=12`, `8,10,12`, `1,2..=4`); `field` names them in errors.
@@ -106,7 +119,8 @@ pub fn sweep(budget: &Budget, knob: Knob, values: &[u64]) -> Result<SweepReport>
 }
 
 /// [`sweep`] with search options (each value keeps the best configuration), reporting each
-/// value matched to `progress`.
+/// value matched to `progress`. At most [`MAX_SWEEP_VALUES`] values (an error naming
+/// `values` otherwise).
 pub fn sweep_with(
     budget: &Budget,
     knob: Knob,
@@ -114,6 +128,7 @@ pub fn sweep_with(
     options: &SearchOptions,
     progress: &dyn Progress,
 ) -> Result<SweepReport> {
+    check_values("values", values)?;
     let options = SearchOptions { top: 1, ..*options };
     let mut rows = Vec::with_capacity(values.len());
     progress.begin(&format!("sweeping {}", knob.as_str()), values.len() as u64);
@@ -150,7 +165,7 @@ pub fn sweep_with(
 
 #[cfg(test)]
 mod tests {
-    use super::parse_values;
+    use super::{MAX_SWEEP_VALUES, check_values, parse_values};
 
     #[test]
     fn values_parse() {
@@ -169,5 +184,17 @@ mod tests {
             let e = parse_values("--span", bad).unwrap_err().to_string();
             assert!(e.starts_with("--span: "), "{e}");
         }
+    }
+
+    #[test]
+    fn values_are_counted_whatever_they_came_from() {
+        let most: Vec<u64> = (0..MAX_SWEEP_VALUES as u64).collect();
+        assert!(check_values("values", &most).is_ok());
+        let more: Vec<u64> = (0..=MAX_SWEEP_VALUES as u64).collect();
+        let e = check_values("values", &more).unwrap_err().to_string();
+        assert!(
+            e.starts_with("values: at most 1024 values (got 1025)"),
+            "{e}"
+        );
     }
 }
