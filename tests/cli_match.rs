@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::PathBuf;
 
-use common::{SMALL_BUDGET as SMALL, budget, run};
+use common::{SMALL_BUDGET as SMALL, budget, run, run_json};
 use serde_json::Value;
 
 fn file(text: &str) -> PathBuf {
@@ -53,7 +53,7 @@ fn match_json_contract_and_determinism() {
 #[test]
 fn matched_model_file_is_valid_input_to_cost() {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("matched-200m.toml");
-    let args = ["match", &budget("match-200m-s95.toml"), "--format", "toml"];
+    let args = ["match", &budget("match-200m-s95.toml"), "--format", "model"];
     let (code, toml_text, _) = run(&args);
     assert_eq!(code, Some(0));
     // With -o the file goes to the file, not also to standard output; stderr says so.
@@ -154,17 +154,51 @@ fn grid_json_contract() {
     assert_eq!(json, again);
 }
 
+/// `--format toml` wrote the matched model file once; `toml` is a report in TOML
+/// elsewhere, so here it is refused as a usage error naming `--format model`: a script
+/// written for the old meaning stops instead of reading another file.
+#[test]
+fn match_refuses_toml_and_names_the_model_format() {
+    let b = budget("match-200m-s95.toml");
+    let (code, out, err) = run(&["match", &b, "--format", "toml"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("--format model"), "{err}");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("never-written.toml");
+    let (code, _, err) = run(&["match", &b, "--format", "toml", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!out.exists());
+    // Where a report offers TOML, it is the JSON contract's structure.
+    let cost = budget("base-200m-s95.toml");
+    let (code, toml_text, _) = run(&["cost", &cost, "--format", "toml"]);
+    assert_eq!(code, Some(0));
+    let from_toml: toml::Value = toml::from_str(&toml_text).unwrap();
+    let json = run_json(&["cost", &cost, "--format", "json"]);
+    assert_eq!(
+        from_toml["params"]["total"].as_integer(),
+        json["params"]["total"].as_i64()
+    );
+}
+
 #[test]
 fn grid_other_formats() {
     let (_, csv, _) = run(&["grid", &budget("smelt-grid.toml"), "--format", "csv"]);
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 17);
     assert!(lines[0].starts_with("scale,sparsity,sparse"));
-    let (_, md, _) = run(&["grid", &budget("smelt-grid.toml"), "--format", "markdown"]);
+    let grid = budget("smelt-grid.toml");
+    let (_, md, _) = run(&["grid", &grid, "--format", "markdown", "--wide"]);
     assert!(md.contains("| 200m | s95 | true |"), "{md}");
     assert!(md.contains("max \\|residual\\|"));
-    let (_, table, _) = run(&["grid", &budget("smelt-grid.toml")]);
+    // Compact by default: one cell column, the ratios under their letters, no sparsities.
+    let (_, md, _) = run(&["grid", &grid, "--format", "markdown"]);
+    assert!(md.contains("| 200m s95 | 1280→1024 |"), "{md}");
+    assert!(md.contains("max \\|residual\\|") && !md.contains("S looped"));
+    let (_, table, _) = run(&["grid", &grid]);
     assert!(table.contains("cells where looped gets more"));
+    // --wide changes the human formats only: CSV is the same bytes either way.
+    let (_, wide_csv, _) = run(&["grid", &grid, "--format", "csv", "--wide"]);
+    assert_eq!(wide_csv, csv);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! writing the match back in its family's style (`--format hf`), round trips through every
 //! family, and what an export refuses.
 
-use crate::common::{self, run_json};
+use crate::common;
 use crate::hf_figures::{config_text, load};
 use smelt::ModelSpec;
 use smelt::hf::{self, Family};
@@ -35,24 +35,15 @@ gqa = {{ min = 1, max = 32 }}
         ),
     )
     .unwrap();
-    let config = dir.join("looped-mixtral.json");
-    let (code, out, err) = common::run(&[
-        "match",
-        budget.to_str().unwrap(),
-        "--format",
-        "hf",
-        "-o",
-        config.to_str().unwrap(),
-    ]);
-    assert_eq!((code, out.as_str()), (Some(0), ""), "{err}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    let (code, v, err) = common::hf_export(budget.to_str().unwrap(), &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let v = v.unwrap();
     assert_eq!(v["model_type"], "mixtral");
     assert_eq!(v["smelt_loop_first_layer"], 9);
     assert_eq!(v["smelt_loop_span"], 16);
     assert_eq!(v["smelt_loop_repeats"], 2);
     assert_eq!(v["smelt_loop_residual_scale"], 0.5);
-    let back = ModelSpec::load(&config).unwrap();
+    let back = hf::import(&v.to_string(), ModelSpec::default_workload()).unwrap();
     let report = smelt::match_budget(&smelt::Budget::load(&budget).unwrap(), 1).unwrap();
     assert_eq!(back.model, report.looped.model);
     assert_eq!(back.model.executions(), 48);
@@ -86,7 +77,9 @@ fn match_a_qwen2_moe_baseline_and_export_it_back() {
         (m.hidden * 5632 * 2 + 2048 * 64) / (2 * 2048 * 64) * 64
     );
     assert_eq!(hf::family_of(&report.looped), Family::Qwen2Moe);
-    let v = run_json(&["match", &budget, "--format", "hf"]);
+    let (code, v, err) = common::hf_export(&budget, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let v = v.unwrap();
     assert_eq!(v["model_type"], "qwen2_moe");
     assert_eq!(v["qkv_bias"], true);
     assert_eq!(v["head_dim"], m.head_dim);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use smelt::budget::Budget;
 use smelt::hf::looped::{MODEL_TYPE, ModelDir};
 
-use crate::common::{budget, run_json};
+use crate::common::{budget, run, run_json};
 
 fn fresh_dir(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -50,6 +50,54 @@ fn a_looped_match_reads_back_from_its_directory() {
         assert_eq!(
             got["kv_cache_per_token"]["elements"],
             want_json["kv_cache_per_token"]["elements"]
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `smelt match --format hf` writes a looped match only as a directory: to standard output
+/// or to `-o x.json` it is refused with the reason, and nothing is written.
+#[test]
+fn the_command_line_writes_the_directory_and_refuses_a_bare_config() {
+    let qwen = budget("match-qwen1.5-moe-a2.7b.toml");
+    let dir = fresh_dir("cli");
+    let (code, out, err) = run(&["match", &qwen, "--format", "hf", "-q"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains("never as a bare config.json") && err.contains("give -o DIR"),
+        "{err}"
+    );
+    let json = dir.with_extension("json");
+    let (code, _, err) = run(&[
+        "match",
+        &qwen,
+        "--format",
+        "hf",
+        "-o",
+        &json.display().to_string(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("give a directory"), "{err}");
+    assert!(!json.exists());
+    let (code, _, err) = run(&[
+        "match",
+        &qwen,
+        "--format",
+        "hf",
+        "-o",
+        &dir.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("trust_remote_code=True"), "{err}");
+    let b = Budget::load(&qwen).unwrap();
+    let report = smelt::match_budget(&b, 1).unwrap();
+    let config = smelt::hf::export_match(b.baseline_config(), &report.looped, None, None).unwrap();
+    for (name, contents) in ModelDir::of(&config).unwrap().files {
+        assert_eq!(
+            std::fs::read_to_string(dir.join(name)).unwrap(),
+            contents,
+            "{name}"
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use smelt::ModelSpec;
 use smelt::hf::{self, Family};
 
-use crate::common::{budget, data, run, run_json, temp_file};
+use crate::common::{budget, data, hf_export, run, run_json, temp_file};
 
 /// A model costed under another convention than its Baseline's (embeddings and LM head
 /// counted, another workload) compares as if it were under the Baseline's, and says so.
@@ -96,8 +96,8 @@ fn a_budget_sets_the_counting_of_a_config_baseline() {
         None,
         "the paper's convention"
     );
-    let (_, config, err) = run(&["match", path.to_str().unwrap(), "--format", "hf"]);
-    let c: serde_json::Value = serde_json::from_str(&config).unwrap_or_else(|_| panic!("{err}"));
+    let (_, c, err) = hf_export(path.to_str().unwrap(), &[]);
+    let c = c.unwrap_or_else(|| panic!("{err}"));
     assert_eq!(c["rope_theta"], 1_000_000.0);
     assert_eq!(
         c["max_position_embeddings"], 32768,
@@ -122,8 +122,8 @@ fn exports_default_to_the_baselines_family() {
             data(&format!("hf/{config}"))
         );
         let path = temp_file("toml", &text);
-        let (_, out, err) = run(&["match", path.to_str().unwrap(), "--format", "hf"]);
-        let c: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{err}"));
+        let (_, c, err) = hf_export(path.to_str().unwrap(), &[]);
+        let c = c.unwrap_or_else(|| panic!("{err}"));
         assert_eq!(c["model_type"], model_type, "{config}");
         assert_eq!(c["smelt_loop_repeats"], 2, "{config}");
         assert_eq!(
@@ -137,17 +137,12 @@ fn exports_default_to_the_baselines_family() {
 /// norms do not fit.
 #[test]
 fn exports_a_launcher_cannot_build_are_refused() {
-    let (code, _, err) = run(&["match", &budget("match-200m-s95.toml"), "--format", "hf"]);
-    assert_eq!(code, Some(1));
+    let (code, written, err) = hf_export(&budget("match-200m-s95.toml"), &[]);
+    assert_eq!((code, written), (Some(1), None));
     assert!(err.contains("--vocab"), "{err}");
-    let v = run_json(&[
-        "match",
-        &budget("match-200m-s95.toml"),
-        "--format",
-        "hf",
-        "--vocab",
-        "32000",
-    ]);
+    let (code, v, err) = hf_export(&budget("match-200m-s95.toml"), &["--vocab", "32000"]);
+    assert_eq!(code, Some(0), "{err}");
+    let v = v.unwrap();
     assert_eq!(v["vocab_size"], 32000);
     assert_eq!(v["max_position_embeddings"], 4096);
     let mut spec = ModelSpec::load(data("hf/olmoe-1b-7b-0924.json")).unwrap();

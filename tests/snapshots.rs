@@ -3,6 +3,9 @@
 //! `tests/snapshots/<name>.txt` (first line `exit: N`, then the output as printed), so a
 //! change of layout or of a number shows as a diff, not only as a missing word.
 //!
+//! Beside them, [`tables_fit_120_columns`] runs the README's commands and every file in
+//! `budgets/` and requires every line of the default table format to fit 120 columns.
+//!
 //! After a deliberate change, `SMELT_BLESS=1 cargo test --release snapshots` rewrites the
 //! files; review `git diff tests/snapshots` before committing them. Progress and notes on
 //! standard error are not compared (they carry timings).
@@ -12,12 +15,23 @@ use std::path::PathBuf;
 use assert_cmd::Command;
 
 /// `(snapshot name, arguments)`: the README's commands, then each human format of the
-/// commands a user reads most.
+/// commands a user reads most, compact (the default) and with every column (`--wide`).
 const CASES: &[(&str, &[&str])] = &[
     ("grid", &["grid", "budgets/smelt-grid.toml"]),
+    ("grid-wide", &["grid", "budgets/smelt-grid.toml", "--wide"]),
     (
         "grid-markdown",
         &["grid", "budgets/smelt-grid.toml", "--format", "markdown"],
+    ),
+    (
+        "grid-markdown-wide",
+        &[
+            "grid",
+            "budgets/smelt-grid.toml",
+            "--format",
+            "markdown",
+            "--wide",
+        ],
     ),
     (
         "grid-csv",
@@ -32,6 +46,15 @@ const CASES: &[(&str, &[&str])] = &[
         &["grid", "budgets/smelt-grid-conservative.toml"],
     ),
     (
+        "grid-paper-bounds",
+        &["grid", "budgets/smelt-grid-paper-bounds.toml"],
+    ),
+    (
+        "grid-paper-bounds-wide",
+        &["grid", "budgets/smelt-grid-paper-bounds.toml", "--wide"],
+    ),
+    ("cost", &["cost", "budgets/base-200m-s95.toml"]),
+    (
         "cost-against",
         &[
             "cost",
@@ -44,10 +67,25 @@ const CASES: &[(&str, &[&str])] = &[
         "cost-markdown",
         &["cost", "budgets/base-200m-s95.toml", "--format", "markdown"],
     ),
+    (
+        "cost-toml",
+        &["cost", "budgets/base-200m-s95.toml", "--format", "toml"],
+    ),
     ("cost-hf", &["cost", "tests/data/hf/deepseek-v3.json"]),
     (
         "match-top5",
         &["match", "budgets/match-200m-s95.toml", "--top", "5"],
+    ),
+    (
+        "match-top5-markdown",
+        &[
+            "match",
+            "budgets/match-200m-s95.toml",
+            "--top",
+            "5",
+            "--format",
+            "markdown",
+        ],
     ),
     (
         "match-markdown",
@@ -63,11 +101,15 @@ const CASES: &[(&str, &[&str])] = &[
         &["match", "budgets/match-200m-s95.toml", "--format", "json"],
     ),
     (
-        "match-toml",
+        "match-model",
+        &["match", "budgets/match-200m-s95.toml", "--format", "model"],
+    ),
+    (
+        "match-toml-refused",
         &["match", "budgets/match-200m-s95.toml", "--format", "toml"],
     ),
     (
-        "match-hf",
+        "match-hf-looped-needs-a-dir",
         &[
             "match",
             "budgets/match-qwen1.5-moe-a2.7b.toml",
@@ -79,10 +121,24 @@ const CASES: &[(&str, &[&str])] = &[
         "match-advise",
         &["match", "budgets/match-200m-s95.toml", "--advise"],
     ),
+    (
+        "match-advise-wide",
+        &["match", "budgets/match-200m-s95.toml", "--advise", "--wide"],
+    ),
     ("match-mla", &["match", "budgets/match-deepseek-v3.toml"]),
     (
         "sweep-span",
         &["sweep", "budgets/match-200m-s95.toml", "--span", "0..=12"],
+    ),
+    (
+        "sweep-span-wide",
+        &[
+            "sweep",
+            "budgets/match-200m-s95.toml",
+            "--span",
+            "0..=12",
+            "--wide",
+        ],
     ),
     (
         "sweep-depth",
@@ -94,14 +150,54 @@ const CASES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "sweep-depth-wide",
+        &[
+            "sweep",
+            "budgets/match-200m-s95.toml",
+            "--depth",
+            "8,10,12,14,16",
+            "--wide",
+        ],
+    ),
+    (
+        "sweep-repeats-markdown",
+        &[
+            "sweep",
+            "budgets/match-200m-s95.toml",
+            "--repeats",
+            "1..=4",
+            "--format",
+            "markdown",
+        ],
+    ),
+    (
         "fit-chinchilla",
         &["fit", "tests/data/chinchilla/endpoints.csv"],
+    ),
+    (
+        "fit-chinchilla-wide",
+        &["fit", "tests/data/chinchilla/endpoints.csv", "--wide"],
     ),
     (
         "import-mixtral",
         &["import", "tests/data/hf/mixtral-8x7b-v0.1.json"],
     ),
 ];
+
+/// Runs `smelt args --quiet` from the package root, `COLUMNS` unset (so the tables fit 120
+/// columns, as when standard output is not a terminal): exit code and standard output.
+fn smelt(args: &[&str]) -> (i32, String) {
+    let out = Command::cargo_bin("smelt")
+        .unwrap()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("COLUMNS")
+        .args(args)
+        .arg("--quiet")
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    (code, String::from_utf8_lossy(&out.stdout).into_owned())
+}
 
 fn snapshot_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/snapshots/{name}.txt"))
@@ -112,15 +208,8 @@ fn outputs_match_their_snapshots() {
     let bless = std::env::var_os("SMELT_BLESS").is_some();
     let mut differ = Vec::new();
     for (name, args) in CASES {
-        let out = Command::cargo_bin("smelt")
-            .unwrap()
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(*args)
-            .arg("--quiet")
-            .output()
-            .unwrap();
-        let code = out.status.code().unwrap_or(-1);
-        let got = format!("exit: {code}\n{}", String::from_utf8_lossy(&out.stdout));
+        let (code, stdout) = smelt(args);
+        let got = format!("exit: {code}\n{stdout}");
         let path = snapshot_path(name);
         if bless {
             std::fs::write(&path, &got).unwrap();
@@ -165,4 +254,103 @@ fn no_stale_snapshots() {
             "tests/snapshots/{name} belongs to no case"
         );
     }
+}
+
+/// The commands whose default tables must fit 120 columns: the README's, and each file of
+/// `budgets/` under the command that reads it (a grid file under `grid`, a budget file
+/// under `match`, `match --top 5`, `match --advise` and a sweep, a model file under
+/// `cost`).
+fn first_screens() -> Vec<Vec<String>> {
+    let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+    let mut commands: Vec<Vec<String>> = [
+        "grid budgets/smelt-grid.toml",
+        "cost budgets/smelt-200m-s95.toml --against budgets/base-200m-s95.toml",
+        "match budgets/match-200m-s95.toml --top 5",
+        "sweep budgets/match-200m-s95.toml --span 0..=12",
+        "sweep budgets/match-200m-s95.toml --depth 8,10,12,14,16",
+        "sweep budgets/match-200m-s95.toml --repeats 1..=4",
+        "fit tests/data/chinchilla/endpoints.csv",
+        "import tests/data/hf/mixtral-8x7b-v0.1.json",
+        "cost tests/data/hf/deepseek-v3.json",
+    ]
+    .iter()
+    .map(|c| words(c))
+    .collect();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("budgets");
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() > 20, "{files:?}");
+    for name in files {
+        let path = format!("budgets/{name}");
+        if name.contains("grid") {
+            commands.push(words(&format!("grid {path}")));
+        } else if name.starts_with("match-") {
+            for extra in ["", " --top 5", " --advise", " --repeats 1..=2"] {
+                let command = if extra == " --repeats 1..=2" {
+                    "sweep"
+                } else {
+                    "match"
+                };
+                commands.push(words(&format!("{command} {path}{extra}")));
+            }
+        } else {
+            commands.push(words(&format!("cost {path}")));
+        }
+    }
+    commands
+}
+
+/// No line of the default table format is wider than 120 characters (counted as
+/// characters, not bytes: the borders and arrows are several bytes each).
+#[test]
+fn tables_fit_120_columns() {
+    let mut wide = Vec::new();
+    for command in first_screens() {
+        let args: Vec<&str> = command.iter().map(String::as_str).collect();
+        let (code, out) = smelt(&args);
+        assert!(
+            code == 0 || code == 3,
+            "smelt {}: exit {code}",
+            args.join(" ")
+        );
+        assert!(!out.is_empty(), "smelt {}: no output", args.join(" "));
+        for line in out.lines().filter(|l| l.chars().count() > 120) {
+            wide.push(format!(
+                "smelt {} ({} chars):\n{line}",
+                args.join(" "),
+                line.chars().count()
+            ));
+        }
+    }
+    assert!(wide.is_empty(), "{}", wide.join("\n"));
+}
+
+/// `COLUMNS` sets the width: at 80 every line of a grid fits 80 characters (the cells
+/// wrap), and with `--wide` the table is as wide as it needs, whatever `COLUMNS` says.
+#[test]
+fn columns_sets_the_width() {
+    let run = |columns: &str, extra: &[&str]| {
+        let out = Command::cargo_bin("smelt")
+            .unwrap()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("COLUMNS", columns)
+            .args(["grid", "budgets/smelt-grid.toml", "--quiet"])
+            .args(extra)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let longest = |s: &str| s.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    let narrow = run("80", &[]);
+    assert!(longest(&narrow) <= 80, "{narrow}");
+    assert!(narrow.contains("1.6b s97"), "{narrow}");
+    let wide = run("80", &["--wide"]);
+    assert_eq!(wide, run("200", &["--wide"]));
+    assert!(longest(&wide) > 120);
+    // Not a number: the default width.
+    assert_eq!(run("wide", &[]), run("120", &[]));
 }

@@ -8,7 +8,7 @@ use smelt::progress::Terminal;
 use smelt::report::Format;
 
 use super::cost::load;
-use super::{WorkloadArgs, emit_report, formats, load_budget, named};
+use super::{LayoutArgs, WorkloadArgs, emit_report, formats, load_budget, named};
 
 /// How kernels are timed: shared by `bench`, and by `match` and `grid` with `--bench`.
 #[derive(Debug, Clone, clap::Args)]
@@ -96,6 +96,8 @@ pub struct Args {
     #[arg(long, default_value = "table",
           value_parser = formats(&[Format::Table, Format::Json, Format::Markdown, Format::Toml]))]
     format: Format,
+    #[command(flatten)]
+    layout: LayoutArgs,
 }
 
 /// Runs `smelt bench`.
@@ -112,6 +114,10 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     };
     let opts = args.timing.options(args.backend);
     let refs: Vec<_> = specs.iter().collect();
-    emit_report(&bench::bench_with(&refs, &opts, progress)?, args.format)?;
+    emit_report(
+        &bench::bench_with(&refs, &opts, progress)?,
+        args.format,
+        &args.layout,
+    )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use smelt::ModelSpec;
 use smelt::report::Format;
 
-use super::{WorkloadArgs, all_formats, emit_report};
+use super::{LayoutArgs, WorkloadArgs, all_formats, emit_report};
 
 /// Parameters, per-token FLOPs, KV cache and sparsity of a model file.
 ///
@@ -30,6 +30,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, default_value = "table", value_parser = all_formats())]
     format: Format,
+    #[command(flatten)]
+    layout: LayoutArgs,
 }
 
 /// Reads a model file or config.json, naming it in errors.
@@ -41,13 +43,13 @@ pub fn load(path: &Path) -> anyhow::Result<ModelSpec> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let model = args.workload.spec(load(&args.model)?)?;
     match &args.against {
-        None => emit_report(&smelt::cost(&model)?, args.format)?,
+        None => emit_report(&smelt::cost(&model)?, args.format, &args.layout)?,
         Some(path) => {
             let cmp = smelt::compare(&args.workload.spec(load(path)?)?, &model)?;
             for note in &cmp.harmonised {
                 eprintln!("smelt: note: {note}");
             }
-            emit_report(&cmp, args.format)?
+            emit_report(&cmp, args.format, &args.layout)?
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -8,7 +8,7 @@ use smelt::fit::{self, FitOptions, Scale, Starts};
 use smelt::progress::Terminal;
 use smelt::report::Format;
 
-use super::{all_formats, emit_report, named};
+use super::{LayoutArgs, all_formats, emit_report, named};
 
 /// Fit L(F,S,D) = E + A(1-S)^b / F^a + K / D^c to endpoints, one fit per group.
 ///
@@ -29,6 +29,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, default_value = "table", value_parser = all_formats())]
     format: Format,
+    #[command(flatten)]
+    layout: LayoutArgs,
     /// Huber threshold on log-loss residuals.
     #[arg(long, default_value_t = 1e-3)]
     delta: f64,
@@ -49,6 +51,6 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         ..FitOptions::standard(form)
     };
     let fits = fit::fit_groups(&groups, opts, progress)?;
-    emit_report(&fits, args.format)?;
+    emit_report(&fits, args.format, &args.layout)?;
     Ok(ExitCode::SUCCESS)
 }

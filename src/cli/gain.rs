@@ -8,7 +8,7 @@ use smelt::fit::{self, GainOptions, Starts};
 use smelt::progress::Terminal;
 use smelt::report::Format;
 
-use super::{all_formats, emit, named, write_file};
+use super::{LayoutArgs, all_formats, emit, named, write_file};
 
 /// Compute-efficiency gain of a target architecture over a reference.
 ///
@@ -50,6 +50,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, default_value = "table", value_parser = all_formats())]
     format: Format,
+    #[command(flatten)]
+    layout: LayoutArgs,
     /// Also draw the two fitted frontiers as an SVG into this file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
@@ -73,7 +75,7 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         .with_starts(args.starts)
         .with_bootstrap(args.bootstrap as usize, args.seed);
     let table = fit::gain_table_with(reference, target, &opts, progress)?;
-    let text = smelt::report::render(&table, args.format)?;
+    let text = smelt::report::render_with(&table, args.format, args.layout.layout())?;
     if let Some(path) = &args.plot {
         let svg = smelt::report::plot::frontiers(&table)?;
         let inputs = std::slice::from_ref(&args.endpoints);

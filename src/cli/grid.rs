@@ -10,7 +10,9 @@ use smelt::report::Format;
 use smelt::search::SearchOptions;
 
 use super::bench::BenchFlag;
-use super::{WorkloadArgs, all_formats, budget_inputs, emit, tolerance_exit, write_file};
+use super::{
+    LayoutArgs, WorkloadArgs, all_formats, budget_inputs, emit, tolerance_exit, write_file,
+};
 
 /// Match every cell of a grid (scales x sparsities) under one recipe and lattice.
 ///
@@ -24,6 +26,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, default_value = "table", value_parser = all_formats())]
     format: Format,
+    #[command(flatten)]
+    layout: LayoutArgs,
     /// Also draw the three residuals per cell as an SVG heatmap into this file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
@@ -51,7 +55,7 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     if let Some(opts) = args.bench.options() {
         smelt::search::time_cells(&mut r, &opts, progress)?;
     }
-    let text = smelt::report::render(&r, args.format)?;
+    let text = smelt::report::render_with(&r, args.format, args.layout.layout())?;
     if let Some(path) = &args.plot {
         let cells = grid.cells.iter();
         let inputs: Vec<_> = cells

@@ -1,16 +1,25 @@
 //! `smelt match`: the looped configuration that matches one budget.
 
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use clap::builder::{EnumValueParser, PossibleValue, TypedValueParser};
+use clap::error::ErrorKind;
+
+use smelt::hf::looped::ModelDir;
 use smelt::hf::{self, Family};
 use smelt::progress::{Progress, Terminal};
 use smelt::report::{self, Format};
 use smelt::search::{self, SearchOptions};
 
 use super::bench::BenchFlag;
-use super::{WorkloadArgs, budget_inputs, emit, load_budget, tolerance_exit, write_file};
+use super::{
+    LayoutArgs, WorkloadArgs, budget_inputs, emit, load_budget, tolerance_exit, write_file,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum MatchFormat {
@@ -18,31 +27,74 @@ enum MatchFormat {
     Table,
     /// The JSON report (the contract in the README).
     Json,
-    /// The matched model file (valid input to `smelt cost`).
-    Toml,
-    /// The matched model as a Hugging Face config.json.
-    Hf,
     /// The tables as Markdown.
     Markdown,
+    /// The matched model file (valid input to `smelt cost`).
+    Model,
+    /// The matched model for Transformers: a looped one as a model directory (-o DIR).
+    Hf,
+}
+
+/// Why `--format toml` is refused here: it wrote the matched model file once, and `toml`
+/// now means a report in TOML everywhere else.
+const TOML_REFUSED: &str = "`smelt match --format toml` is refused: it used to write the \
+    matched model file, which is now `--format model` (and `-o FILE` writes it); the report \
+    itself is `--format json`";
+
+/// The `--format` parser: [`MatchFormat`]'s values, and `toml` refused with the reason (a
+/// usage error, so that a script written for the old meaning stops rather than reading
+/// another file).
+#[derive(Debug, Clone)]
+struct MatchFormatParser;
+
+impl TypedValueParser for MatchFormatParser {
+    type Value = MatchFormat;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<MatchFormat, clap::Error> {
+        if value == "toml" {
+            let err = clap::Error::raw(ErrorKind::InvalidValue, format!("{TOML_REFUSED}\n"));
+            return Err(err.with_cmd(cmd));
+        }
+        EnumValueParser::<MatchFormat>::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        let values: Vec<PossibleValue> = MatchFormat::value_variants()
+            .iter()
+            .filter_map(ValueEnum::to_possible_value)
+            .collect();
+        Some(Box::new(values.into_iter()))
+    }
 }
 
 /// Find the looped configuration whose FLOPs, parameters and KV cache match a Baseline's.
 ///
 /// Searches the budget's lattice exactly (the result is the optimum of the lattice under
 /// the objective) and prints the residual of each budget, the shape changes and the search
-/// size. `--format toml` prints the matched model file, valid input to `smelt cost`.
+/// size. `--format model` prints the matched model file, valid input to `smelt cost`
+/// (`--format toml`, which printed it before, is refused with a pointer here).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The budget file (TOML; see the README, "Budget files").
     budget: PathBuf,
-    /// Output format: tables, the JSON report, the matched model file (toml), or the matched
-    /// model as a Hugging Face config.json (hf) with the loop in `smelt_loop_*` keys (and,
-    /// when the Baseline is a config.json of the same family, its other keys).
-    #[arg(long, value_enum, default_value_t = MatchFormat::Table)]
+    /// Output format: tables, the JSON report, Markdown, the matched model file (model), or
+    /// the matched model for Hugging Face Transformers (hf): a looped match is a model
+    /// directory written with -o DIR (config.json of model_type smelt_looped, with the
+    /// family's config and the loop, and the code that builds it looped; load it with
+    /// trust_remote_code=True), a match without a loop its family's config.json (with, when
+    /// the Baseline is a config.json of the same family, its other keys). `toml` is refused:
+    /// it meant the model file here and a report elsewhere; the model file is `model`.
+    #[arg(long, default_value = "table", value_parser = MatchFormatParser)]
     format: MatchFormat,
-    /// Write the matched model here instead of standard output (a config.json with --format
-    /// hf, else a model file); the tables or JSON, if asked for, still go to standard output.
-    #[arg(short, long, value_name = "FILE")]
+    /// Write the matched model here instead of standard output: the model file (--format
+    /// model), or for --format hf the model directory of a looped match (created if
+    /// missing) or the config.json of an unlooped one (a file, or into an existing folder).
+    #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
     /// The Hugging Face family for --format hf (default: the Baseline's, when it is a
     /// config.json smelt reads; else the one whose conventions the model follows: MLA,
@@ -67,6 +119,8 @@ pub struct Args {
     workload: WorkloadArgs,
     #[command(flatten)]
     bench: BenchFlag,
+    #[command(flatten)]
+    layout: LayoutArgs,
 }
 
 /// Runs `smelt match`.
@@ -84,33 +138,30 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
             progress,
         )?);
     }
-    let (hf, family, vocab) = (args.format == MatchFormat::Hf, args.hf_family, args.vocab);
-    let model_file = || -> anyhow::Result<String> {
-        Ok(match hf {
-            true => report::to_json(&hf::export_match(
+    let layout = args.layout.layout();
+    let inputs = budget_inputs(&args.budget, &budget);
+    let text = match args.format {
+        MatchFormat::Table => Some(report::render_with(&m, Format::Table, layout)?),
+        MatchFormat::Json => Some(report::render(&m, Format::Json)?),
+        MatchFormat::Markdown => Some(report::render_with(&m, Format::Markdown, layout)?),
+        MatchFormat::Model => match &args.output {
+            None => Some(report::model_file(&m)?),
+            Some(path) => {
+                let what = "the matched model file";
+                write_file(path, &report::model_file(&m)?, what, &inputs)?;
+                None
+            }
+        },
+        MatchFormat::Hf => {
+            let config = hf::export_match(
                 budget.baseline_config(),
                 &m.looped,
-                family,
-                vocab,
-            )?)?,
-            false => report::model_file(&m)?,
-        })
+                args.hf_family,
+                args.vocab,
+            )?;
+            write_hf(&config, args.output.as_deref(), &inputs)?
+        }
     };
-    let text = match (args.format, &args.output) {
-        (MatchFormat::Table, _) => Some(report::render(&m, Format::Table)?),
-        (MatchFormat::Json, _) => Some(report::render(&m, Format::Json)?),
-        (MatchFormat::Markdown, _) => Some(report::render(&m, Format::Markdown)?),
-        (MatchFormat::Toml | MatchFormat::Hf, None) => Some(model_file()?),
-        (MatchFormat::Toml | MatchFormat::Hf, Some(_)) => None,
-    };
-    if let Some(path) = &args.output {
-        let what = match hf {
-            true => "the matched model's config.json",
-            false => "the matched model file",
-        };
-        let inputs = budget_inputs(&args.budget, &budget);
-        write_file(path, &model_file()?, what, &inputs)?;
-    }
     if let Some(text) = text {
         emit(&text)?;
     }
@@ -120,4 +171,60 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         "solved in {ms:.1} ms ({rate:.0} candidates costed per second)"
     ));
     Ok(tolerance_exit(&m))
+}
+
+/// The Hugging Face export: a looped match as a model directory written to `-o DIR`, never
+/// as a bare config.json (which Transformers would build unlooped); a match without a loop
+/// as its family's config.json, printed, written to `-o FILE`, or into `-o DIR` when that is
+/// a folder. Returns the text to print, if any.
+fn write_hf(
+    config: &serde_json::Value,
+    output: Option<&Path>,
+    inputs: &[PathBuf],
+) -> anyhow::Result<Option<String>> {
+    let files = ModelDir::of(config)?;
+    let looped_needs_dir = "a looped match is written for Transformers as a model directory \
+        (config.json with the family's config and the loop, and the code that builds it \
+        looped), never as a bare config.json, which would build the unlooped model";
+    match output {
+        None if files.is_looped() => {
+            bail!("--format hf: {looped_needs_dir}: give -o DIR")
+        }
+        None => Ok(Some(report::to_json(config)?)),
+        Some(path) if files.is_looped() => {
+            if path.extension().is_some_and(|e| e == "json") {
+                bail!(
+                    "-o {}: {looped_needs_dir}: give a directory, e.g. -o {}",
+                    path.display(),
+                    path.with_extension("").display()
+                );
+            }
+            files
+                .write(path, inputs)
+                .with_context(|| format!("writing the looped model to '{}'", path.display()))?;
+            let names: Vec<&str> = files.files.iter().map(|(n, _)| *n).collect();
+            eprintln!(
+                "smelt: wrote the looped model for Transformers to '{}' ({}); build it with \
+                 trust_remote_code=True",
+                path.display(),
+                names.join(", ")
+            );
+            Ok(None)
+        }
+        Some(path) if path.is_dir() => {
+            files
+                .write(path, inputs)
+                .with_context(|| format!("writing the config.json into '{}'", path.display()))?;
+            eprintln!(
+                "smelt: wrote the matched model's config.json into '{}'",
+                path.display()
+            );
+            Ok(None)
+        }
+        Some(path) => {
+            let what = "the matched model's config.json";
+            write_file(path, &report::to_json(config)?, what, inputs)?;
+            Ok(None)
+        }
+    }
 }

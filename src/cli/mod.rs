@@ -13,7 +13,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use smelt::budget::{BaselineSource, Budget};
 use smelt::names::Named;
 use smelt::progress::Terminal;
-use smelt::report::{Format, Report};
+use smelt::report::{Format, Layout, Report};
 use smelt::search::Verdict;
 
 mod bench;
@@ -141,9 +141,61 @@ pub fn write_file(path: &Path, text: &str, what: &str, inputs: &[PathBuf]) -> an
     Ok(())
 }
 
-/// Renders `report` in `format` and writes it to standard output.
-pub fn emit_report<R: Report + ?Sized>(report: &R, format: Format) -> anyhow::Result<()> {
-    emit(&smelt::report::render(report, format)?)
+/// The width a table fits when standard output is not a terminal and `COLUMNS` is not set
+/// (so that piped output and tests are the same everywhere).
+pub const DEFAULT_WIDTH: usize = 120;
+
+/// `--wide`: every column of the human formats.
+#[derive(Debug, clap::Args)]
+pub struct LayoutArgs {
+    /// Every column in the table and Markdown formats, each table as wide as it needs. By
+    /// default they show what a first look needs (the cells, the knobs that changed, the
+    /// ratios, the verdict) within the terminal's width: $COLUMNS if set, else the
+    /// terminal's, else 120 when standard output is not a terminal. CSV, JSON and TOML
+    /// always hold everything.
+    #[arg(long)]
+    wide: bool,
+}
+
+impl LayoutArgs {
+    /// The layout the flag asks for.
+    pub fn layout(&self) -> Layout {
+        match self.wide {
+            true => Layout::WIDE,
+            false => Layout::compact(output_width()),
+        }
+    }
+}
+
+/// The width of standard output: `COLUMNS` when it is a positive number, else the
+/// terminal's when standard output is one, else [`DEFAULT_WIDTH`].
+fn output_width() -> usize {
+    let columns = std::env::var("COLUMNS").ok();
+    if let Some(n) = columns.and_then(|c| c.trim().parse::<usize>().ok())
+        && n > 0
+    {
+        return n;
+    }
+    let stdout = std::io::stdout();
+    if std::io::IsTerminal::is_terminal(&stdout)
+        && let Some((terminal_size::Width(w), _)) = terminal_size::terminal_size_of(&stdout)
+    {
+        return usize::from(w);
+    }
+    DEFAULT_WIDTH
+}
+
+/// Renders `report` in `format` laid out as `layout` says and writes it to standard output.
+pub fn emit_report<R: Report + ?Sized>(
+    report: &R,
+    format: Format,
+    layout: &LayoutArgs,
+) -> anyhow::Result<()> {
+    emit(&smelt::report::render_with(
+        report,
+        format,
+        layout.layout(),
+    )?)
 }
 
 /// Writes `text` to standard output.

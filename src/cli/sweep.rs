@@ -8,7 +8,7 @@ use smelt::progress::Terminal;
 use smelt::report::Format;
 use smelt::search::{self, Knob, SearchOptions};
 
-use super::{all_formats, emit_report, load_budget, tolerance_exit};
+use super::{LayoutArgs, all_formats, emit_report, load_budget, tolerance_exit};
 
 /// The values of a knob (a newtype, so that clap takes the list as one value).
 #[derive(Debug, Clone)]
@@ -45,6 +45,8 @@ pub struct Args {
     /// Output format (one row per value; no summary rows).
     #[arg(long, default_value = "table", value_parser = all_formats())]
     format: Format,
+    #[command(flatten)]
+    layout: LayoutArgs,
 }
 
 /// Runs `smelt sweep`.
@@ -61,6 +63,6 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         ..SearchOptions::default()
     };
     let r = search::sweep_with(&budget, knob, &values, &options, progress)?;
-    emit_report(&r, args.format)?;
+    emit_report(&r, args.format, &args.layout)?;
     Ok(tolerance_exit(&r))
 }

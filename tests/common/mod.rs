@@ -190,3 +190,33 @@ pub fn window(layers: u64, (chunked, size, mask): (bool, u64, u64)) -> Option<sm
         layers: listed,
     })
 }
+
+/// Runs `smelt match BUDGET --format hf -o DIR` (with `extra` flags) into a fresh folder and
+/// returns the exit code, standard error and the family config written: a looped export's
+/// `text_config` with its loop put back in the `smelt_loop_*` keys (what `smelt import`
+/// reads), or an unlooped export's config.json.
+pub fn hf_export(budget: &str, extra: &[&str]) -> (Option<i32>, Option<serde_json::Value>, String) {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "hf-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let dir_arg = dir.display().to_string();
+    let mut args = vec!["match", budget, "--format", "hf", "-o", &dir_arg];
+    args.extend_from_slice(extra);
+    let (code, _, err) = run(&args);
+    let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else {
+        return (code, None, err);
+    };
+    let mut config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    if config["model_type"] == "smelt_looped" {
+        let mut family = config["text_config"].take();
+        for key in ["first_layer", "span", "repeats", "residual_scale"] {
+            family[format!("smelt_loop_{key}")] = config[format!("loop_{key}")].take();
+        }
+        config = family;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    (code, Some(config), err)
+}

@@ -1,6 +1,6 @@
 //! The layout of a cost (`smelt cost`) and of a model against its Baseline.
 
-use super::{Document, Field, Report, Table, group_digits, percent, short};
+use super::{Document, Field, Report, Table, cost_row, group_digits, percent, short};
 use crate::cost::{Comparison, Cost};
 use crate::model::KvCount;
 use crate::units::Flops;
@@ -48,171 +48,204 @@ impl Extras {
     }
 }
 
-/// The rows of one cost. `all` keeps rows that are zero (so two costs line up); `extras`
-/// says which of the rows only some models have to show.
-fn rows(c: &Cost, all: bool, extras: Extras) -> Vec<Row> {
-    let mut r = Vec::new();
-    let mut push = |label: &'static str, exact: Field, approx: String| {
-        r.push(Row {
+/// The rows of a cost table, section by section. `all` keeps rows that are zero (so two
+/// costs line up); `extras` says which of the rows only some models have to show.
+struct Rows {
+    rows: Vec<Row>,
+    all: bool,
+    extras: Extras,
+}
+
+fn count(n: u64) -> Field {
+    Field::shown(int(n), n)
+}
+
+fn fl(f: Flops) -> Field {
+    Field::shown(flops(f), f.as_f64())
+}
+
+impl Rows {
+    fn push(&mut self, label: &'static str, exact: Field, approx: String) {
+        self.rows.push(Row {
             label,
             exact,
             approx,
         });
+    }
+
+    /// Whether a breakdown row only some models have is left out.
+    fn skipped(&self, label: &str) -> bool {
+        (label == "  dense FFN" && !self.extras.dense)
+            || (label == "  MTP modules" && !self.extras.mtp)
+            || (label == "  indexer" && !self.extras.indexer)
+    }
+
+    fn params(&mut self, c: &Cost) {
+        let p = &c.params;
+        self.push("params total", count(p.total.0), short(p.total.as_f64()));
+        let b = &p.breakdown;
+        for (label, v, optional) in [
+            ("  attention", b.attention, false),
+            ("  experts", b.experts, false),
+            ("  router", b.router, false),
+            ("  shared", b.shared, false),
+            ("  dense FFN", b.dense, false),
+            ("  norms", b.norms, false),
+            ("  embeddings", b.embeddings, true),
+            ("  lm_head", b.lm_head, true),
+            ("  MTP modules", b.mtp, true),
+            ("  indexer", b.indexer, true),
+        ] {
+            if !self.skipped(label) && (self.all || v.0 > 0 || !optional) {
+                self.push(label, count(v.0), short(v.as_f64()));
+            }
+        }
+        self.push("params active", count(p.active.0), short(p.active.as_f64()));
+    }
+
+    fn flops(&mut self, c: &Cost) {
+        let f = &c.flops_per_token;
+        let training = f.training;
+        self.push(
+            "FLOPs/token training",
+            fl(training),
+            short(training.as_f64()),
+        );
+        self.push(
+            "FLOPs/token forward",
+            fl(f.forward),
+            short(f.forward.as_f64()),
+        );
+        let fb = &f.forward_breakdown;
+        for (label, v) in [
+            ("  projections", fb.projections),
+            ("  attention core", fb.attention_core),
+            ("  router", fb.router),
+            ("  experts", fb.experts),
+            ("  shared", fb.shared),
+            ("  dense FFN", fb.dense),
+            ("  lm_head", fb.lm_head),
+            ("  MTP modules", fb.mtp),
+            ("  indexer", fb.indexer),
+        ] {
+            let optional = matches!(label, "  lm_head" | "  MTP modules" | "  indexer");
+            if !self.skipped(label) && (self.all || v != Flops::ZERO || !optional) {
+                self.push(label, fl(v), short(v.as_f64()));
+            }
+        }
+    }
+
+    fn kv(&mut self, c: &Cost) {
+        let kv = &c.kv_cache_per_token;
+        self.push(
+            "KV cache/token (elements)",
+            count(kv.elements.0),
+            String::new(),
+        );
+        self.push("KV cache/token (bytes)", count(kv.bytes.0), String::new());
+        let at = &kv.at_context;
+        let marker = if kv.budget == KvCount::AtContext {
+            ", the KV budget"
+        } else {
+            ""
+        };
+        self.push(
+            "KV held at context (elements)",
+            count(at.elements.0),
+            format!("context {}{marker}", at.context),
+        );
+        self.push(
+            "KV held at context (bytes)",
+            count(at.bytes.0),
+            String::new(),
+        );
+    }
+
+    fn attention(&mut self, c: &Cost) {
+        let a = &c.attention;
+        self.push(
+            "mean keys per query",
+            Field::shown(a.mean_keys_exact.clone(), a.mean_keys_per_query),
+            format!("{:.3}", a.mean_keys_per_query),
+        );
+        if let Some(w) = &a.windowed {
+            self.push(
+                "  in windowed layers",
+                Field::shown(w.mean_keys_exact.clone(), w.mean_keys_per_query),
+                format!("{} {}", w.kind.as_str(), w.size),
+            );
+        } else if self.all && self.extras.windowed {
+            self.push("  in windowed layers", Field::text("-"), String::new());
+        }
+        if let Some(s) = &a.selected {
+            self.push(
+                "  selected by the indexer",
+                Field::shown(s.mean_keys_exact.clone(), s.mean_keys_per_query),
+                format!("top {}", s.topk),
+            );
+        } else if self.all && self.extras.indexer {
+            self.push("  selected by the indexer", Field::text("-"), String::new());
+        }
+        let shortcut = "  shortcut at mean doc length";
+        match &a.mean_length_shortcut {
+            Some(s) => self.push(
+                shortcut,
+                Field::shown(
+                    format!("{:.3} keys", s.mean_keys_per_query),
+                    s.mean_keys_per_query,
+                ),
+                format!("F {}", percent(s.relative_to_exact)),
+            ),
+            None if self.all => self.push(shortcut, Field::text("-"), String::new()),
+            None => {}
+        }
+    }
+
+    fn sparsity(&mut self, c: &Cost) {
+        let s = &c.sparsity;
+        self.push(
+            "sparsity S",
+            Field::shown(format!("{:.2}%", s.s * 100.0), s.s),
+            String::new(),
+        );
+        self.push(
+            "  N_act_eq",
+            Field::shown(group_digits(s.n_act_eq.round() as u128), s.n_act_eq),
+            short(s.n_act_eq),
+        );
+        let control = &s.control;
+        self.push(
+            "  control F0",
+            fl(control.flops_training),
+            short(control.flops_training.as_f64()),
+        );
+        self.push(
+            "  control N0",
+            count(control.params.0),
+            short(control.params.as_f64()),
+        );
+    }
+}
+
+/// The rows of one cost. `all` keeps rows that are zero (so two costs line up); `extras`
+/// says which of the rows only some models have to show.
+fn rows(c: &Cost, all: bool, extras: Extras) -> Vec<Row> {
+    let mut r = Rows {
+        rows: Vec::new(),
+        all,
+        extras,
     };
-    let count = |n: u64| Field::shown(int(n), n);
-    let fl = |f: Flops| Field::shown(flops(f), f.as_f64());
-    push(
+    r.push(
         "layers (physical / executions)",
         Field::text(format!("{} / {}", c.physical_layers, c.layer_executions)),
         String::new(),
     );
-    let p = &c.params;
-    push("params total", count(p.total.0), short(p.total.as_f64()));
-    let b = &p.breakdown;
-    for (label, v, optional) in [
-        ("  attention", b.attention, false),
-        ("  experts", b.experts, false),
-        ("  router", b.router, false),
-        ("  shared", b.shared, false),
-        ("  dense FFN", b.dense, false),
-        ("  norms", b.norms, false),
-        ("  embeddings", b.embeddings, true),
-        ("  lm_head", b.lm_head, true),
-        ("  MTP modules", b.mtp, true),
-        ("  indexer", b.indexer, true),
-    ] {
-        if (label == "  dense FFN" && !extras.dense)
-            || (label == "  MTP modules" && !extras.mtp)
-            || (label == "  indexer" && !extras.indexer)
-        {
-            continue;
-        }
-        if all || v.0 > 0 || !optional {
-            push(label, count(v.0), short(v.as_f64()));
-        }
-    }
-    push("params active", count(p.active.0), short(p.active.as_f64()));
-    let f = &c.flops_per_token;
-    push(
-        "FLOPs/token training",
-        fl(f.training),
-        short(f.training.as_f64()),
-    );
-    push(
-        "FLOPs/token forward",
-        fl(f.forward),
-        short(f.forward.as_f64()),
-    );
-    let fb = &f.forward_breakdown;
-    for (label, v) in [
-        ("  projections", fb.projections),
-        ("  attention core", fb.attention_core),
-        ("  router", fb.router),
-        ("  experts", fb.experts),
-        ("  shared", fb.shared),
-        ("  dense FFN", fb.dense),
-        ("  lm_head", fb.lm_head),
-        ("  MTP modules", fb.mtp),
-        ("  indexer", fb.indexer),
-    ] {
-        if (label == "  dense FFN" && !extras.dense)
-            || (label == "  MTP modules" && !extras.mtp)
-            || (label == "  indexer" && !extras.indexer)
-        {
-            continue;
-        }
-        let optional = matches!(label, "  lm_head" | "  MTP modules" | "  indexer");
-        if all || v != Flops::ZERO || !optional {
-            push(label, fl(v), short(v.as_f64()));
-        }
-    }
-    let kv = &c.kv_cache_per_token;
-    push(
-        "KV cache/token (elements)",
-        count(kv.elements.0),
-        String::new(),
-    );
-    push("KV cache/token (bytes)", count(kv.bytes.0), String::new());
-    let at = &kv.at_context;
-    let marker = if kv.budget == KvCount::AtContext {
-        ", the KV budget"
-    } else {
-        ""
-    };
-    push(
-        "KV held at context (elements)",
-        count(at.elements.0),
-        format!("context {}{marker}", at.context),
-    );
-    push(
-        "KV held at context (bytes)",
-        count(at.bytes.0),
-        String::new(),
-    );
-    push(
-        "mean keys per query",
-        Field::shown(
-            c.attention.mean_keys_exact.clone(),
-            c.attention.mean_keys_per_query,
-        ),
-        format!("{:.3}", c.attention.mean_keys_per_query),
-    );
-    if let Some(w) = &c.attention.windowed {
-        push(
-            "  in windowed layers",
-            Field::shown(w.mean_keys_exact.clone(), w.mean_keys_per_query),
-            format!("{} {}", w.kind.as_str(), w.size),
-        );
-    } else if all && extras.windowed {
-        push("  in windowed layers", Field::text("-"), String::new());
-    }
-    if let Some(s) = &c.attention.selected {
-        push(
-            "  selected by the indexer",
-            Field::shown(s.mean_keys_exact.clone(), s.mean_keys_per_query),
-            format!("top {}", s.topk),
-        );
-    } else if all && extras.indexer {
-        push("  selected by the indexer", Field::text("-"), String::new());
-    }
-    match &c.attention.mean_length_shortcut {
-        Some(s) => push(
-            "  shortcut at mean doc length",
-            Field::shown(
-                format!("{:.3} keys", s.mean_keys_per_query),
-                s.mean_keys_per_query,
-            ),
-            format!("F {}", percent(s.relative_to_exact)),
-        ),
-        None if all => push(
-            "  shortcut at mean doc length",
-            Field::text("-"),
-            String::new(),
-        ),
-        None => {}
-    }
-    let s = &c.sparsity;
-    push(
-        "sparsity S",
-        Field::shown(format!("{:.2}%", s.s * 100.0), s.s),
-        String::new(),
-    );
-    push(
-        "  N_act_eq",
-        Field::shown(group_digits(s.n_act_eq.round() as u128), s.n_act_eq),
-        short(s.n_act_eq),
-    );
-    push(
-        "  control F0",
-        fl(s.control.flops_training),
-        short(s.control.flops_training.as_f64()),
-    );
-    push(
-        "  control N0",
-        count(s.control.params.0),
-        short(s.control.params.as_f64()),
-    );
-    r
+    r.params(c);
+    r.flops(c);
+    r.kv(c);
+    r.attention(c);
+    r.sparsity(c);
+    r.rows
 }
 
 impl Report for Cost {
@@ -257,20 +290,15 @@ impl Report for Comparison {
         let mut t = Table::new(["quantity", base_name, model_name, "model / baseline - 1"])
             .right_from(1)
             .data();
-        let r = &self.residuals;
-        let kv_row = match self.baseline.kv_cache_per_token.budget {
-            KvCount::PerToken => "KV cache/token (elements)",
-            KvCount::AtContext => "KV held at context (elements)",
-        };
+        let kv_count = self.baseline.kv_cache_per_token.budget;
         let base = rows(&self.baseline, true, extras);
         let model = rows(&self.model, true, extras);
         for (b, m) in base.into_iter().zip(model) {
-            let residual = match b.label {
-                "params total" => Field::percent(r.params),
-                "FLOPs/token training" => Field::percent(r.flops),
-                l if l == kv_row => Field::percent(r.kv),
-                _ => Field::blank(),
-            };
+            let budget = self
+                .residuals
+                .iter()
+                .find(|(k, _)| cost_row(*k, kv_count) == b.label);
+            let residual = budget.map_or(Field::blank(), |(_, r)| Field::percent(*r));
             t.rows
                 .push(vec![Field::text(b.label), b.exact, m.exact, residual]);
         }

@@ -1,6 +1,6 @@
 //! The layouts of scaling-law fits (`smelt fit`) and of a gain table (`smelt gain`).
 
-use super::{Document, Field, Report, Table};
+use super::{Columns, Document, Field, Report, Table};
 use crate::fit::{Fits, GainTable, Interval};
 
 fn sci(x: f64) -> Field {
@@ -11,8 +11,22 @@ fn fixed(x: f64, decimals: usize) -> Field {
     Field::shown(format!("{x:.decimals$}"), x)
 }
 
-impl Report for Fits {
-    fn document(&self) -> Document {
+/// How a fit's optimisation ended, in words.
+fn convergence(f: &crate::fit::Fit) -> String {
+    let c = &f.convergence;
+    format!(
+        "{}, {} iterations, max |gradient| {:.1e}, {}/{} starts at best",
+        c.termination, c.iterations, c.grad_max, c.starts_at_best, c.starts
+    )
+}
+
+fn group(f: &crate::fit::Fit) -> &str {
+    if f.group.is_empty() { "-" } else { &f.group }
+}
+
+impl Fits {
+    /// The fits' table, with the convergence column when `columns` is wide.
+    fn table(&self, columns: Columns) -> Table {
         let mut t = Table::new([
             "group",
             "form",
@@ -31,9 +45,8 @@ impl Report for Fits {
         .data();
         for f in &self.fits {
             let s = &f.surface;
-            let c = &f.convergence;
             t.rows.push(vec![
-                Field::text(if f.group.is_empty() { "-" } else { &f.group }),
+                Field::text(group(f)),
                 Field::text(f.form.as_str()),
                 fixed(s.E, 4),
                 sci(s.A),
@@ -45,14 +58,31 @@ impl Report for Fits {
                 fixed(f.rmse, 5),
                 Field::text(f.points.to_string()),
                 Field::text(f.cells.to_string()),
-                Field::text(format!(
-                    "{}, {} iterations, max |gradient| {:.1e}, {}/{} starts at best",
-                    c.termination, c.iterations, c.grad_max, c.starts_at_best, c.starts
-                )),
+                Field::text(convergence(f)),
             ]);
         }
+        if columns == Columns::Compact {
+            t.header.pop();
+            t.rows.iter_mut().for_each(|r| drop(r.pop()));
+        }
+        t
+    }
+}
+
+impl Report for Fits {
+    fn document(&self) -> Document {
         let mut doc = Document::default();
-        doc.table(t);
+        doc.table(self.table(Columns::Wide));
+        doc
+    }
+
+    /// The table without its convergence column, which follows as a line per fit.
+    fn compact(&self) -> Document {
+        let mut doc = Document::default();
+        doc.table(self.table(Columns::Compact));
+        for f in &self.fits {
+            doc.line(format!("converged ({}): {}", group(f), convergence(f)));
+        }
         doc
     }
 }

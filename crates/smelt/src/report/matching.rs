@@ -1,9 +1,11 @@
 //! The layout of a match (`smelt match`), and the matched model file.
 
-use super::cost::{flops, int};
-use super::{Document, Field, Format, Report, SHAPE_COLUMNS, Table, group_digits, percent};
+use super::{
+    Document, Field, Format, Report, SHAPE_COLUMNS, Table, exact, group_digits, label, percent,
+};
+use crate::cost::BudgetKind;
 use crate::error::Result;
-use crate::model::Model;
+use crate::model::{Model, ModelSpec};
 use crate::search::MatchReport;
 
 fn loop_text(model: &Model) -> String {
@@ -19,10 +21,10 @@ fn loop_text(model: &Model) -> String {
     }
 }
 
-impl Report for MatchReport {
-    fn document(&self) -> Document {
+impl MatchReport {
+    /// The title, the workload and the budgets of both models with the residual of each.
+    fn budget_table(&self, base_name: &str) -> Document {
         let name = self.name.as_deref().unwrap_or("budget");
-        let base_name = self.baseline.name.as_deref().unwrap_or("baseline");
         let mut doc = Document::titled(format!(
             "{name}: {} mode, {} lattice points, {} costed exactly",
             self.mode.as_str(),
@@ -33,29 +35,15 @@ impl Report for MatchReport {
         let mut t = Table::new(["budget", base_name, "looped", "residual"])
             .right_from(1)
             .data();
-        let (b, l, r) = (
-            &self.budgets.baseline,
-            &self.budgets.looped,
-            &self.residuals,
-        );
-        t.push_texts([
-            "FLOPs/token (training)".to_owned(),
-            flops(b.flops),
-            flops(l.flops),
-            percent(r.flops),
-        ]);
-        t.push_texts([
-            "params".to_owned(),
-            int(b.params.0),
-            int(l.params.0),
-            percent(r.params),
-        ]);
-        t.push_texts([
-            "KV elements/token".to_owned(),
-            int(b.kv.0),
-            int(l.kv.0),
-            percent(r.kv),
-        ]);
+        let (b, l) = (&self.budgets.baseline, &self.budgets.looped);
+        for (kind, r) in self.residuals.iter() {
+            t.push_texts([
+                label(kind).quantity.to_owned(),
+                exact(b, kind),
+                exact(l, kind),
+                percent(*r),
+            ]);
+        }
         t.push_texts([
             "sparsity S".to_owned(),
             format!("{:.2}%", self.sparsity.baseline * 100.0),
@@ -63,7 +51,11 @@ impl Report for MatchReport {
             String::new(),
         ]);
         doc.table(t);
+        doc
+    }
 
+    /// The shapes of both models.
+    fn shape_table(&self, base_name: &str) -> Table {
         let (bm, lm) = (&self.baseline.model, &self.looped.model);
         let mut s = Table::new(["shape", base_name, "looped"]).right_from(1);
         for (label, a, b) in [
@@ -81,7 +73,7 @@ impl Report for MatchReport {
             s.push_texts([label.to_owned(), a.to_string(), b.to_string()]);
         }
         if bm.mla.is_some() || lm.mla.is_some() {
-            let rank = |m: &crate::model::Model| {
+            let rank = |m: &Model| {
                 m.mla
                     .as_ref()
                     .map_or("-".to_owned(), |a| a.kv_lora_rank.to_string())
@@ -89,10 +81,7 @@ impl Report for MatchReport {
             s.push_texts(["kv_lora_rank".to_owned(), rank(bm), rank(lm)]);
         }
         for (label, text) in [
-            (
-                "dense layers",
-                dense_text as fn(&crate::model::Model) -> Option<String>,
-            ),
+            ("dense layers", dense_text as fn(&Model) -> Option<String>),
             ("windowed layers", window_text),
         ] {
             if let (Some(a), Some(b)) = (text(bm), text(lm)) {
@@ -100,17 +89,23 @@ impl Report for MatchReport {
             }
         }
         s.push_texts(["loop".to_owned(), loop_text(bm), loop_text(lm)]);
-        doc.table(s);
+        s
+    }
 
+    /// The lines under the tables: tolerances, measured time, the binding floor.
+    fn notes(&self, doc: &mut Document) {
         let t = &self.tolerance;
         if t.iter().any(|(_, v)| v.is_some()) {
-            let lim =
-                |x: Option<f64>| x.map_or("none".to_owned(), |v| format!("{:.2}%", v * 100.0));
+            let limits: Vec<String> = t
+                .iter()
+                .map(|(k, v)| {
+                    let v = v.map_or("none".to_owned(), |v| format!("{:.2}%", v * 100.0));
+                    format!("{} {v}", k.as_str())
+                })
+                .collect();
             doc.line(format!(
-                "tolerance (|residual| <= flops {}, params {}, kv {}): {}",
-                lim(t.flops),
-                lim(t.params),
-                lim(t.kv),
+                "tolerance (|residual| <= {}): {}",
+                limits.join(", "),
                 if self.within_tolerance {
                     "met".to_owned()
                 } else {
@@ -135,52 +130,81 @@ impl Report for MatchReport {
         if let Some(f) = &self.floor {
             doc.line(format!("floor: {} binds: {}", f.budget.as_str(), f.why));
         }
+    }
+
+    /// The single-knob refinements of the lattice, with the residuals each gives.
+    fn advice_table(&self) -> Table {
+        let header = ["refinement".to_owned(), "change".to_owned()]
+            .into_iter()
+            .chain(letters())
+            .chain(["in tolerance".to_owned()]);
+        let mut a = Table::new(header);
+        for r in &self.advice {
+            let mut row = vec![Field::text(&r.knob), Field::text(&r.change)];
+            row.extend(BudgetKind::ALL.map(|k| match &r.residuals {
+                Some(res) => Field::percent(*res.get(k)),
+                None => Field::blank(),
+            }));
+            row.push(Field::text(match (&r.not_tried, r.within_tolerance) {
+                (Some(why), _) => format!("not tried: {why}"),
+                (None, true) => "yes".to_owned(),
+                (None, false) => "no".to_owned(),
+            }));
+            a.rows.push(row);
+        }
+        a
+    }
+
+    /// The best distinct configurations, ranked.
+    fn ranked_table(&self) -> Table {
+        let header = std::iter::once("rank".to_owned())
+            .chain(SHAPE_COLUMNS.map(str::to_owned))
+            .chain(letters())
+            .chain(["largest |r|".to_owned()]);
+        let mut r = Table::new(header).right_from(0);
+        for a in &self.ranked {
+            let x = &a.model;
+            let mut row = vec![Field::text(a.rank.to_string())];
+            row.extend(
+                [
+                    x.hidden,
+                    x.moe.experts,
+                    x.moe.expert_ffn,
+                    x.heads,
+                    x.kv_heads,
+                    x.head_dim,
+                ]
+                .map(|n| Field::text(n.to_string())),
+            );
+            row.extend(a.residuals.iter().map(|(_, v)| Field::percent(*v)));
+            row.push(Field::shown(
+                format!("{:.3}%", a.score[0] * 100.0),
+                a.score[0],
+            ));
+            r.rows.push(row);
+        }
+        r
+    }
+}
+
+/// A column per budget, under its letter.
+fn letters() -> impl Iterator<Item = String> {
+    BudgetKind::ALL
+        .into_iter()
+        .map(|k| label(k).letter.to_owned())
+}
+
+impl Report for MatchReport {
+    fn document(&self) -> Document {
+        let base_name = self.baseline.name.as_deref().unwrap_or("baseline");
+        let mut doc = self.budget_table(base_name);
+        doc.table(self.shape_table(base_name));
+        self.notes(&mut doc);
         if !self.advice.is_empty() {
-            let mut a = Table::new(["refinement", "change", "F", "N", "KV", "in tolerance"]);
-            for r in &self.advice {
-                let pct = |k: crate::cost::BudgetKind| match &r.residuals {
-                    Some(res) => Field::percent(*res.get(k)),
-                    None => Field::blank(),
-                };
-                a.rows.push(vec![
-                    Field::text(&r.knob),
-                    Field::text(&r.change),
-                    pct(crate::cost::BudgetKind::Flops),
-                    pct(crate::cost::BudgetKind::Params),
-                    pct(crate::cost::BudgetKind::Kv),
-                    Field::text(match (&r.not_tried, r.within_tolerance) {
-                        (Some(why), _) => format!("not tried: {why}"),
-                        (None, true) => "yes".to_owned(),
-                        (None, false) => "no".to_owned(),
-                    }),
-                ]);
-            }
-            doc.table(a);
+            doc.table(self.advice_table());
         }
         if !self.ranked.is_empty() {
-            let header =
-                ["rank"]
-                    .iter()
-                    .chain(&SHAPE_COLUMNS)
-                    .chain(&["F", "N", "KV", "largest |r|"]);
-            let mut r = Table::new(header.copied()).right_from(0);
-            for a in &self.ranked {
-                let x = &a.model;
-                r.rows.push(vec![
-                    Field::text(a.rank.to_string()),
-                    Field::text(x.hidden.to_string()),
-                    Field::text(x.moe.experts.to_string()),
-                    Field::text(x.moe.expert_ffn.to_string()),
-                    Field::text(x.heads.to_string()),
-                    Field::text(x.kv_heads.to_string()),
-                    Field::text(x.head_dim.to_string()),
-                    Field::percent(a.residuals.flops),
-                    Field::percent(a.residuals.params),
-                    Field::percent(a.residuals.kv),
-                    Field::shown(format!("{:.3}%", a.score[0] * 100.0), a.score[0]),
-                ]);
-            }
-            doc.table(r);
+            doc.table(self.ranked_table());
         }
         doc
     }
@@ -192,7 +216,7 @@ impl Report for MatchReport {
 
 /// A model file whose first line is the comment `# {comment}` (control characters in the
 /// comment escaped, so the file always reads back).
-pub fn commented_model_file(comment: &str, spec: &crate::model::ModelSpec) -> Result<String> {
+pub fn commented_model_file(comment: &str, spec: &ModelSpec) -> Result<String> {
     Ok(format!(
         "# {}\n{}",
         comment.escape_debug(),
@@ -201,7 +225,7 @@ pub fn commented_model_file(comment: &str, spec: &crate::model::ModelSpec) -> Re
 }
 
 /// A `config.json` imported as a model file, its first line saying from where.
-pub fn imported_model_file(source: &str, spec: &crate::model::ModelSpec) -> Result<String> {
+pub fn imported_model_file(source: &str, spec: &ModelSpec) -> Result<String> {
     commented_model_file(
         &format!("Imported by smelt from {source} (embedding and LM head counted)."),
         spec,
@@ -211,27 +235,29 @@ pub fn imported_model_file(source: &str, spec: &crate::model::ModelSpec) -> Resu
 /// The matched model file (valid input to `smelt cost`), its first line a comment with the
 /// residuals.
 pub fn model_file(m: &MatchReport) -> Result<String> {
-    let r = &m.residuals;
+    let residuals: Vec<String> = m
+        .residuals
+        .iter()
+        .map(|(k, r)| format!("{} {}", label(k).word, percent(*r)))
+        .collect();
     let comment = format!(
-        "Matched by smelt to {} ({} mode): FLOPs {}, params {}, KV {}",
+        "Matched by smelt to {} ({} mode): {}",
         m.baseline.name.as_deref().unwrap_or("the Baseline"),
         m.mode.as_str(),
-        percent(r.flops),
-        percent(r.params),
-        percent(r.kv),
+        residuals.join(", ")
     );
     commented_model_file(&comment, &m.looped)
 }
 
 /// The dense layers in words, when a model has any.
-fn dense_text(m: &crate::model::Model) -> Option<String> {
+fn dense_text(m: &Model) -> Option<String> {
     m.dense
         .as_ref()
         .map(|d| format!("{} (ffn {})", layer_list(&d.layers), d.ffn))
 }
 
 /// The windowed layers in words, when a model has any.
-fn window_text(m: &crate::model::Model) -> Option<String> {
+fn window_text(m: &Model) -> Option<String> {
     m.window
         .as_ref()
         .map(|w| format!("{} ({} {})", layer_list(&w.layers), w.kind.as_str(), w.size))

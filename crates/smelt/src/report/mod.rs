@@ -2,7 +2,8 @@
 //! out once as a [`Document`] (titles, lines and tables of [`Field`]s), and one exporter
 //! per [`Format`] writes it (hyperfine's `src/export/` is the model):
 //!
-//! * [`Format::Table`] (`table.rs`): the human tables (comfy-table);
+//! * [`Format::Table`] (`table.rs`): the human tables (comfy-table), fitted to a
+//!   [`Layout`]'s width when it has one;
 //! * [`Format::Markdown`] (`markdown.rs`): the same as GitHub-flavoured Markdown;
 //! * [`Format::Csv`] (`csv.rs`): the report's data table at full precision, through the
 //!   `csv` crate's writer (reports without one refuse);
@@ -10,13 +11,19 @@
 //!   serialised as they are. They derive `Serialize` and *are* the contract.
 //!
 //! The layouts of the result types live beside the exporters: `cost.rs`, `matching.rs`,
-//! `rows.rs` (grid, sweep), `fit.rs` (fit, gain) and `bench.rs`.
+//! `rows.rs` (grid, sweep), `fit.rs` (fit, gain) and `bench.rs`; how each budget is named
+//! in them, in `label.rs` (the one place a new budget is named). A report has two layouts
+//! for people ([`Columns`]): every column ([`Report::document`], what `--wide` prints and
+//! what CSV reads) and a compact one ([`Report::compact`], the command line's default) that
+//! keeps what a first look needs within a terminal's width. The machine formats (CSV,
+//! JSON, TOML) do not depend on the layout.
 
 mod bench;
 mod cost;
 mod csv;
 mod fit;
 mod json;
+mod label;
 mod markdown;
 mod matching;
 pub mod plot;
@@ -31,6 +38,8 @@ pub use matching::{commented_model_file, imported_model_file, model_file};
 
 use crate::error::{Error, Result};
 use crate::names::named_enum;
+
+pub(crate) use label::{cost_row, exact, label};
 
 named_enum! {
     /// An output format.
@@ -57,6 +66,43 @@ impl Format {
             Format::Csv => "the data table as CSV, full precision, no summary rows",
             Format::Markdown => "Markdown tables, for notes",
             Format::Toml => "the JSON contract's structure as TOML",
+        }
+    }
+}
+
+named_enum! {
+    /// Which columns the human formats (table, Markdown) show.
+    pub enum Columns: "columns" {
+        /// What a first look needs: the cells, the knobs that changed, the ratios, the
+        /// verdict (the command line's default).
+        Compact = "compact",
+        /// Every column (`--wide`).
+        Wide = "wide",
+    }
+}
+
+/// How the human formats lay a report out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Which columns.
+    pub columns: Columns,
+    /// The widest line the table format may write, in characters (`None`: no limit). Wider
+    /// tables wrap their cells and longer lines wrap at spaces.
+    pub width: Option<usize>,
+}
+
+impl Layout {
+    /// Every column, no width limit: what [`render`] writes.
+    pub const WIDE: Layout = Layout {
+        columns: Columns::Wide,
+        width: None,
+    };
+
+    /// The compact columns within `width` characters.
+    pub fn compact(width: usize) -> Self {
+        Layout {
+            columns: Columns::Compact,
+            width: Some(width),
         }
     }
 }
@@ -122,6 +168,9 @@ pub struct Table {
     pub right_from: Option<usize>,
     /// Whether this is the report's data table (what CSV writes).
     pub data: bool,
+    /// Columns the table format may leave out to fit its width, the first to go first
+    /// (those left out are named in a line under the table).
+    pub droppable: Vec<usize>,
 }
 
 impl Table {
@@ -143,6 +192,34 @@ impl Table {
     pub fn data(mut self) -> Self {
         self.data = true;
         self
+    }
+
+    /// Lets the table format leave out `columns` to fit its width, the first to go first.
+    pub fn droppable(mut self, columns: impl IntoIterator<Item = usize>) -> Self {
+        self.droppable = columns.into_iter().collect();
+        self
+    }
+
+    /// The table without column `i`.
+    pub(crate) fn without(&self, i: usize) -> Table {
+        fn cut<T: Clone>(row: &[T], i: usize) -> Vec<T> {
+            let kept = row.iter().enumerate().filter(|(j, _)| *j != i);
+            kept.map(|(_, x)| x.clone()).collect()
+        }
+        let shift = |c: usize| if c > i { c - 1 } else { c };
+        Table {
+            header: cut(&self.header, i),
+            rows: self.rows.iter().map(|r| cut(r, i)).collect(),
+            summary: self.summary.iter().map(|r| cut(r, i)).collect(),
+            right_from: self.right_from.map(shift),
+            data: self.data,
+            droppable: self
+                .droppable
+                .iter()
+                .filter(|&&c| c != i)
+                .map(|&c| shift(c))
+                .collect(),
+        }
     }
 
     /// Adds a row of texts.
@@ -205,8 +282,14 @@ impl Document {
 
 /// A result that can be written in [`Format`]s.
 pub trait Report: Serialize {
-    /// The layout for people.
+    /// The layout for people, every column (`--wide`; CSV writes its data table).
     fn document(&self) -> Document;
+
+    /// The compact layout ([`Columns::Compact`]): the full one unless the report has too
+    /// many columns for a terminal.
+    fn compact(&self) -> Document {
+        self.document()
+    }
 
     /// The formats this report can be written in (all, unless it has no data table).
     fn formats(&self) -> &'static [Format] {
@@ -214,9 +297,19 @@ pub trait Report: Serialize {
     }
 }
 
-/// `report` in `format`. A format the report does not offer is an error naming the ones it
-/// does.
+/// `report` in `format`, every column and no width limit ([`Layout::WIDE`]). A format the
+/// report does not offer is an error naming the ones it does.
 pub fn render<R: Report + ?Sized>(report: &R, format: Format) -> Result<String> {
+    render_with(report, format, Layout::WIDE)
+}
+
+/// `report` in `format` laid out as `layout` says (the machine formats ignore it). A format
+/// the report does not offer is an error naming the ones it does.
+pub fn render_with<R: Report + ?Sized>(
+    report: &R,
+    format: Format,
+    layout: Layout,
+) -> Result<String> {
     if !report.formats().contains(&format) {
         return Err(Error::invalid(
             "format",
@@ -231,9 +324,13 @@ pub fn render<R: Report + ?Sized>(report: &R, format: Format) -> Result<String> 
             ),
         ));
     }
+    let document = || match layout.columns {
+        Columns::Compact => report.compact(),
+        Columns::Wide => report.document(),
+    };
     match format {
-        Format::Table => Ok(table::export(&report.document())),
-        Format::Markdown => Ok(markdown::export(&report.document())),
+        Format::Table => Ok(table::export(&document(), layout.width)),
+        Format::Markdown => Ok(markdown::export(&document())),
         Format::Csv => csv::export(&report.document()),
         Format::Json => json::export(report),
         Format::Toml => toml::export(report),

@@ -10,6 +10,8 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::label;
+use crate::cost::BudgetKind;
 use crate::error::{Error, Result};
 use crate::fit::GainTable;
 use crate::search::GridReport;
@@ -50,125 +52,182 @@ fn unique(values: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
-/// The grid's residuals as a heatmap (see the module docs).
-pub fn residual_heatmap(report: &GridReport) -> Result<String> {
-    let scales = unique(report.cells.iter().map(|c| c.scale.clone()));
-    let sparsities = unique(report.cells.iter().map(|c| c.sparsity_label.clone()));
-    // The colour scale spans the sparse cells' residuals (all cells' if none is sparse);
-    // larger residuals (dense cells, usually) saturate.
-    let any_sparse = report.cells.iter().any(|c| c.sparse);
-    let max = report
-        .cells
-        .iter()
-        .filter(|c| c.sparse || !any_sparse)
-        .flat_map(|c| c.residuals.into_array())
-        .fold(0.005f64, |m, r| m.max(r.abs()));
-    let (cell_w, cell_h) = (84i32, 44i32);
-    let (left, top, gap) = (70i32, 80i32, 40i32);
-    let panel_w = cell_w * sparsities.len() as i32;
-    let width = left + 3 * panel_w + 2 * gap + 30;
-    let height = top + cell_h * scales.len() as i32 + 70;
-    let mut svg = String::new();
-    {
-        let root =
-            SVGBackend::with_string(&mut svg, (width as u32, height as u32)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_error)?;
+/// The geometry of a residual heatmap, in pixels.
+struct Heatmap<'a> {
+    report: &'a GridReport,
+    scales: Vec<String>,
+    sparsities: Vec<String>,
+    /// The largest |residual| the colours span.
+    max: f64,
+    any_sparse: bool,
+    cell: (i32, i32),
+    left: i32,
+    top: i32,
+    gap: i32,
+    panel_w: i32,
+}
+
+type Area<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
+
+fn centered(size: i32) -> TextStyle<'static> {
+    TextStyle::from(("sans-serif", size).into_font()).pos(Pos::new(HPos::Center, VPos::Center))
+}
+
+impl<'a> Heatmap<'a> {
+    fn new(report: &'a GridReport) -> Self {
+        let scales = unique(report.cells.iter().map(|c| c.scale.clone()));
+        let sparsities = unique(report.cells.iter().map(|c| c.sparsity_label.clone()));
+        // The colour scale spans the sparse cells' residuals (all cells' if none is sparse);
+        // larger residuals (dense cells, usually) saturate.
+        let any_sparse = report.cells.iter().any(|c| c.sparse);
+        let max = report
+            .cells
+            .iter()
+            .filter(|c| c.sparse || !any_sparse)
+            .flat_map(|c| c.residuals.iter().map(|(_, r)| *r).collect::<Vec<_>>())
+            .fold(0.005f64, |m, r| m.max(r.abs()));
+        let cell = (84i32, 44i32);
+        let panel_w = cell.0 * sparsities.len() as i32;
+        Self {
+            report,
+            scales,
+            sparsities,
+            max,
+            any_sparse,
+            cell,
+            left: 70,
+            top: 80,
+            gap: 40,
+            panel_w,
+        }
+    }
+
+    fn size(&self) -> (i32, i32) {
+        let panels = BudgetKind::ALL.len() as i32;
+        let width = self.left + panels * self.panel_w + (panels - 1) * self.gap + 30;
+        let height = self.top + self.cell.1 * self.scales.len() as i32 + 70;
+        (width, height)
+    }
+
+    fn title(&self, root: &Area) -> Result<()> {
         let title = format!(
             "{}: looped / Baseline − 1 per budget ({} mode; colours span ±{:.2}%{})",
-            report.name.as_deref().unwrap_or("grid"),
-            report.mode.as_str(),
-            max * 100.0,
-            if any_sparse {
+            self.report.name.as_deref().unwrap_or("grid"),
+            self.report.mode.as_str(),
+            self.max * 100.0,
+            if self.any_sparse {
                 ", the sparse cells' range"
             } else {
                 ""
             }
         );
+        let font = ("sans-serif", 17).into_font();
+        root.draw(&Text::new(title, (self.left, 18), font))
+            .map_err(plot_error)
+    }
+
+    /// The panel of budget number `p`: its name, the sparsities across, the cells.
+    fn panel(&self, root: &Area, p: usize, kind: BudgetKind) -> Result<()> {
+        let (cell_w, cell_h) = self.cell;
+        let (left, top) = (self.left, self.top);
+        let x0 = left + p as i32 * (self.panel_w + self.gap);
+        let name = label(kind).panel.to_string();
         root.draw(&Text::new(
-            title,
-            (left, 18),
-            ("sans-serif", 17).into_font(),
+            name,
+            (x0 + self.panel_w / 2, top - 32),
+            centered(15),
         ))
         .map_err(plot_error)?;
-        let centered = |size: i32| {
-            TextStyle::from(("sans-serif", size).into_font())
-                .pos(Pos::new(HPos::Center, VPos::Center))
-        };
-        for (p, name) in ["FLOPs", "parameters", "KV cache"].iter().enumerate() {
-            let x0 = left + p as i32 * (panel_w + gap);
-            root.draw(&Text::new(
-                name.to_string(),
-                (x0 + panel_w / 2, top - 32),
-                centered(15),
-            ))
-            .map_err(plot_error)?;
-            for (j, sp) in sparsities.iter().enumerate() {
-                root.draw(&Text::new(
-                    sp.clone(),
-                    (x0 + j as i32 * cell_w + cell_w / 2, top - 12),
-                    centered(12),
-                ))
+        for (j, sp) in self.sparsities.iter().enumerate() {
+            let at = (x0 + j as i32 * cell_w + cell_w / 2, top - 12);
+            root.draw(&Text::new(sp.clone(), at, centered(12)))
                 .map_err(plot_error)?;
+        }
+        for (i, sc) in self.scales.iter().enumerate() {
+            if p == 0 {
+                let at = (left - 34, top + i as i32 * cell_h + cell_h / 2);
+                root.draw(&Text::new(sc.clone(), at, centered(12)))
+                    .map_err(plot_error)?;
             }
-            for (i, sc) in scales.iter().enumerate() {
-                if p == 0 {
-                    root.draw(&Text::new(
-                        sc.clone(),
-                        (left - 34, top + i as i32 * cell_h + cell_h / 2),
-                        centered(12),
-                    ))
-                    .map_err(plot_error)?;
-                }
-                for (j, sp) in sparsities.iter().enumerate() {
-                    let (x, y) = (x0 + j as i32 * cell_w, top + i as i32 * cell_h);
-                    let cell = report
-                        .cells
-                        .iter()
-                        .find(|c| &c.scale == sc && &c.sparsity_label == sp);
-                    let Some(cell) = cell else {
-                        root.draw(&Rectangle::new(
-                            [(x, y), (x + cell_w, y + cell_h)],
-                            RGBColor(230, 230, 230).filled(),
-                        ))
-                        .map_err(plot_error)?;
-                        continue;
-                    };
-                    let r = cell.residuals.into_array()[p];
-                    root.draw(&Rectangle::new(
-                        [(x, y), (x + cell_w, y + cell_h)],
-                        diverging(r / max).filled(),
-                    ))
-                    .map_err(plot_error)?;
-                    root.draw(&Rectangle::new(
-                        [(x, y), (x + cell_w, y + cell_h)],
-                        WHITE.stroke_width(1),
-                    ))
-                    .map_err(plot_error)?;
-                    let label = format!("{:+.2}%", r * 100.0);
-                    let ink = if (r / max).abs() > 0.6 { WHITE } else { BLACK };
-                    root.draw(&Text::new(
-                        label,
-                        (x + cell_w / 2, y + cell_h / 2),
-                        centered(13).color(&ink),
-                    ))
-                    .map_err(plot_error)?;
-                }
+            for (j, sp) in self.sparsities.iter().enumerate() {
+                let at = (x0 + j as i32 * cell_w, top + i as i32 * cell_h);
+                self.cell(root, at, sc, sp, kind)?;
             }
         }
-        let s = &report.summary;
+        Ok(())
+    }
+
+    /// One cell of a panel at `(x, y)`: its colour and its residual, or grey if the grid
+    /// has no such cell.
+    fn cell(
+        &self,
+        root: &Area,
+        (x, y): (i32, i32),
+        sc: &str,
+        sp: &str,
+        kind: BudgetKind,
+    ) -> Result<()> {
+        let (cell_w, cell_h) = self.cell;
+        let corners = [(x, y), (x + cell_w, y + cell_h)];
+        let cells = &self.report.cells;
+        let Some(cell) = cells
+            .iter()
+            .find(|c| c.scale == sc && c.sparsity_label == sp)
+        else {
+            let grey = RGBColor(230, 230, 230).filled();
+            return root
+                .draw(&Rectangle::new(corners, grey))
+                .map_err(plot_error);
+        };
+        let r = *cell.residuals.get(kind);
+        let fill = diverging(r / self.max).filled();
+        root.draw(&Rectangle::new(corners, fill))
+            .map_err(plot_error)?;
+        root.draw(&Rectangle::new(corners, WHITE.stroke_width(1)))
+            .map_err(plot_error)?;
+        let text = format!("{:+.2}%", r * 100.0);
+        let ink = if (r / self.max).abs() > 0.6 {
+            WHITE
+        } else {
+            BLACK
+        };
+        let at = (x + cell_w / 2, y + cell_h / 2);
+        root.draw(&Text::new(text, at, centered(13).color(&ink)))
+            .map_err(plot_error)
+    }
+
+    fn footnote(&self, root: &Area, height: i32) -> Result<()> {
+        let s = &self.report.summary;
+        let values: Vec<String> = s
+            .max_abs_residual
+            .iter()
+            .map(|(k, r)| format!("{} {:.2}%", label(k).note, r * 100.0))
+            .collect();
         let foot = format!(
-            "max |residual| over {} sparse cells: FLOPs {:.2}%, parameters {:.2}%, KV {:.2}%",
+            "max |residual| over {} sparse cells: {}",
             s.sparse_cells,
-            s.max_abs_residual.flops * 100.0,
-            s.max_abs_residual.params * 100.0,
-            s.max_abs_residual.kv * 100.0
+            values.join(", ")
         );
-        root.draw(&Text::new(
-            foot,
-            (left, height - 30),
-            ("sans-serif", 13).into_font(),
-        ))
-        .map_err(plot_error)?;
+        let font = ("sans-serif", 13).into_font();
+        root.draw(&Text::new(foot, (self.left, height - 30), font))
+            .map_err(plot_error)
+    }
+}
+
+/// The grid's residuals as a heatmap (see the module docs).
+pub fn residual_heatmap(report: &GridReport) -> Result<String> {
+    let map = Heatmap::new(report);
+    let (width, height) = map.size();
+    let mut svg = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut svg, (width as u32, height as u32)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        map.title(&root)?;
+        for (p, kind) in BudgetKind::ALL.into_iter().enumerate() {
+            map.panel(&root, p, kind)?;
+        }
+        map.footnote(&root, height)?;
         root.present().map_err(plot_error)?;
     }
     Ok(svg)

@@ -1,11 +1,18 @@
 //! The layouts of row-shaped reports: a grid (`smelt grid`) and a sweep (`smelt sweep`).
+//!
+//! Every column ([`Report::document`]): the row's labels, the sparsities, the six shape
+//! knobs (Baseline→looped), one ratio per budget, the verdict. Compact
+//! ([`Report::compact`]): the row's label, only the shape knobs that change in some row
+//! (a terminal too narrow for them leaves out the last ones first), the ratios under their
+//! budget's letter, the verdict; a grid's summary rows move to a table of their own, so
+//! that the label column stays narrow.
 
-use super::{Document, Field, Report, SHAPE_COLUMNS, Table};
-use crate::cost::Ratios;
+use super::{Document, Field, Report, SHAPE_COLUMNS, Table, label};
+use crate::cost::{BudgetKind, PerBudget, Ratios};
 use crate::model::Model;
-use crate::search::{GridReport, SweepReport};
+use crate::search::{GridCell, GridReport, SweepReport};
 
-fn arrow(a: u64, b: u64) -> Field {
+fn arrow((a, b): (u64, u64)) -> Field {
     if a == b {
         Field::text(a.to_string())
     } else {
@@ -13,30 +20,111 @@ fn arrow(a: u64, b: u64) -> Field {
     }
 }
 
-fn shape(base: &Model, looped: &Model) -> [Field; 6] {
+/// The shape knobs of [`SHAPE_COLUMNS`], Baseline and looped.
+fn knobs(base: &Model, looped: &Model) -> [(u64, u64); 6] {
     [
-        arrow(base.hidden, looped.hidden),
-        arrow(base.moe.experts, looped.moe.experts),
-        arrow(base.moe.expert_ffn, looped.moe.expert_ffn),
-        arrow(base.heads, looped.heads),
-        arrow(base.kv_heads, looped.kv_heads),
-        arrow(base.head_dim, looped.head_dim),
+        (base.hidden, looped.hidden),
+        (base.moe.experts, looped.moe.experts),
+        (base.moe.expert_ffn, looped.moe.expert_ffn),
+        (base.heads, looped.heads),
+        (base.kv_heads, looped.kv_heads),
+        (base.head_dim, looped.head_dim),
     ]
 }
 
-fn ratios(r: &Ratios) -> [Field; 3] {
-    r.map(Field::ratio).into_array()
+fn shape(base: &Model, looped: &Model) -> impl Iterator<Item = Field> {
+    knobs(base, looped).into_iter().map(arrow)
 }
 
-/// The data table of a row-shaped report: `first`, the shape columns, then `last`.
-fn row_table(first: &[&str], last: [&str; 5]) -> Table {
-    Table::new(first.iter().chain(&SHAPE_COLUMNS).chain(&last).copied())
-        .right_from(2)
-        .data()
+/// Which of the shape knobs change in some row, of `pairs` (Baseline, looped) per row.
+fn changed<'a>(pairs: impl Iterator<Item = (&'a Model, &'a Model)>) -> [bool; 6] {
+    let mut any = [false; 6];
+    for (base, looped) in pairs {
+        for (seen, (a, b)) in any.iter_mut().zip(knobs(base, looped)) {
+            *seen |= a != b;
+        }
+    }
+    any
 }
 
-impl Report for GridReport {
-    fn document(&self) -> Document {
+/// The headers of the changed knobs.
+fn changed_headers(changed: [bool; 6]) -> impl Iterator<Item = String> {
+    SHAPE_COLUMNS
+        .into_iter()
+        .zip(changed)
+        .filter(|(_, c)| *c)
+        .map(|(h, _)| h.to_owned())
+}
+
+/// The columns of the changed knobs in a compact table (after its label column), the last
+/// first: those a narrow terminal leaves out.
+fn knob_columns(changed: [bool; 6]) -> impl Iterator<Item = usize> {
+    let shown = changed.iter().filter(|c| **c).count();
+    (1..=shown).rev()
+}
+
+/// The fields of the changed knobs of one row.
+fn changed_shape(base: &Model, looped: &Model, changed: [bool; 6]) -> impl Iterator<Item = Field> {
+    shape(base, looped)
+        .zip(changed)
+        .filter(|(_, c)| *c)
+        .map(|(f, _)| f)
+}
+
+/// A column per budget, named by `name` from its label.
+fn budget_columns(name: fn(label::Label) -> String) -> impl Iterator<Item = String> {
+    BudgetKind::ALL.into_iter().map(move |k| name(label(k)))
+}
+
+fn ratios(r: &Ratios) -> impl Iterator<Item = Field> + '_ {
+    r.iter().map(|(_, x)| Field::ratio(*x))
+}
+
+/// What the compact tables' budget letters stand for.
+fn letters_line() -> String {
+    let letters: Vec<&str> = BudgetKind::ALL.iter().map(|&k| label(k).letter).collect();
+    format!("{}: looped / Baseline", letters.join(", "))
+}
+
+/// A grid cell's verdict: `yes`, or `no:` and the budgets outside their tolerance, each
+/// named by `name`.
+fn verdict(c: &GridCell, name: fn(BudgetKind) -> &'static str) -> Field {
+    Field::text(if c.within_tolerance {
+        "yes".to_owned()
+    } else {
+        let broken: Vec<&str> = c.broken.iter().map(|&k| name(k)).collect();
+        format!("no: {}", broken.join(", "))
+    })
+}
+
+fn time_field(c: &GridCell) -> Field {
+    c.time
+        .as_ref()
+        .map_or(Field::text("-"), |t| Field::ratio(t.ratio))
+}
+
+/// The grid's summary rows: a label and a value per budget.
+fn grid_summary(r: &GridReport) -> [(&'static str, PerBudget<Field>); 3] {
+    let s = &r.summary;
+    [
+        (
+            "max |residual|, sparse cells",
+            s.max_abs_residual.map(Field::percent),
+        ),
+        (
+            "mean residual, sparse cells",
+            s.mean_residual.map(Field::percent),
+        ),
+        (
+            "cells where looped gets more",
+            s.looped_gets_more.map(|n| Field::text(n.to_string())),
+        ),
+    ]
+}
+
+impl GridReport {
+    /// The title and the workload (and time) lines of both layouts.
+    fn head(&self) -> Document {
         let mut doc = Document::titled(format!(
             "{} ({} mode, {} cells, {} sparse)",
             self.name.as_deref().unwrap_or("grid"),
@@ -54,20 +142,31 @@ impl Report for GridReport {
             [one] => format!("workload: {one}"),
             _ => "workloads: the cells' own (each cell's baseline.workload in the JSON)".to_owned(),
         });
-        let mut t = row_table(
-            &["scale", "sparsity", "sparse", "S base", "S looped"],
-            ["F ratio", "N ratio", "KV ratio", "max w|r|", "in tolerance"],
-        );
-        let timed = self.cells.iter().any(|c| c.time.is_some());
-        if timed {
-            t.header.push("T ratio".to_owned());
-        }
         if let Some(tr) = &self.summary.time_ratio {
             doc.line(format!(
                 "T ratio: measured looped / Baseline time per token of the layer stack, on {}",
                 tr.device
             ));
         }
+        doc
+    }
+
+    fn timed(&self) -> bool {
+        self.cells.iter().any(|c| c.time.is_some())
+    }
+}
+
+impl Report for GridReport {
+    fn document(&self) -> Document {
+        let mut doc = self.head();
+        let timed = self.timed();
+        let first = ["scale", "sparsity", "sparse", "S base", "S looped"];
+        let header = first.iter().chain(&SHAPE_COLUMNS).map(|s| s.to_string());
+        let header = header
+            .chain(budget_columns(label::Label::ratio))
+            .chain(["max w|r|".to_owned(), "in tolerance".to_owned()])
+            .chain(timed.then(|| "T ratio".to_owned()));
+        let mut t = Table::new(header).right_from(2).data();
         for c in &self.cells {
             let mut r = vec![
                 Field::text(&c.scale),
@@ -79,54 +178,29 @@ impl Report for GridReport {
             r.extend(shape(&c.baseline.model, &c.looped.model));
             r.extend(ratios(&c.ratios));
             r.push(Field::shown(format!("{:.4}", c.score[0]), c.score[0]));
-            r.push(Field::text(if c.within_tolerance {
-                "yes".to_owned()
-            } else {
-                let broken: Vec<&str> = c.broken.iter().map(|k| k.as_str()).collect();
-                format!("no: {}", broken.join(", "))
-            }));
-            if timed {
-                r.push(
-                    c.time
-                        .as_ref()
-                        .map_or(Field::text("-"), |t| Field::ratio(t.ratio)),
-                );
-            }
+            r.push(verdict(c, BudgetKind::as_str));
+            r.extend(timed.then(|| time_field(c)));
             t.rows.push(r);
         }
-        let s = &self.summary;
-        let row = |label: &str, values: [Field; 3]| {
+        // A summary row: its label, blanks to the ratios, a value per budget, blanks after.
+        let row = |label: &str, values: Vec<Field>| {
             let mut r = vec![Field::text(label)];
-            r.extend((0..4 + SHAPE_COLUMNS.len()).map(|_| Field::blank()));
+            r.extend((0..first.len() - 1 + SHAPE_COLUMNS.len()).map(|_| Field::blank()));
             r.extend(values);
-            r.extend([Field::blank(), Field::blank()]);
-            if timed {
-                r.push(Field::blank());
-            }
+            r.extend((0..2 + usize::from(timed)).map(|_| Field::blank()));
             r
         };
-        t.summary = vec![
-            row(
-                "max |residual|, sparse cells",
-                s.max_abs_residual.map(Field::percent).into_array(),
-            ),
-            row(
-                "mean residual, sparse cells",
-                s.mean_residual.map(Field::percent).into_array(),
-            ),
-            row(
-                "cells where looped gets more",
-                s.looped_gets_more
-                    .map(|n| Field::text(n.to_string()))
-                    .into_array(),
-            ),
-        ];
-        if let Some(tr) = &s.time_ratio {
+        for (label, values) in grid_summary(self) {
+            t.summary
+                .push(row(label, values.iter().map(|(_, f)| f.clone()).collect()));
+        }
+        if let Some(tr) = &self.summary.time_ratio {
             for (label, v) in [
                 ("largest time ratio", tr.max_ratio),
                 ("mean time ratio", tr.mean_ratio),
             ] {
-                let mut r = row(label, [Field::blank(), Field::blank(), Field::blank()]);
+                let blanks = BudgetKind::ALL.iter().map(|_| Field::blank()).collect();
+                let mut r = row(label, blanks);
                 if let Some(last) = r.last_mut() {
                     *last = Field::ratio(v);
                 }
@@ -136,21 +210,75 @@ impl Report for GridReport {
         doc.table(t);
         doc
     }
+
+    fn compact(&self) -> Document {
+        let mut doc = self.head();
+        doc.line(letters_line());
+        let timed = self.timed();
+        let pairs = self.cells.iter();
+        let changed = changed(pairs.map(|c| (&c.baseline.model, &c.looped.model)));
+        let header = std::iter::once("cell".to_owned())
+            .chain(changed_headers(changed))
+            .chain(budget_columns(|l| l.letter.to_owned()))
+            .chain(["in tolerance".to_owned()])
+            .chain(timed.then(|| "T ratio".to_owned()));
+        let mut t = Table::new(header)
+            .right_from(1)
+            .droppable(knob_columns(changed));
+        for c in &self.cells {
+            let mut r = vec![Field::text(format!("{} {}", c.scale, c.sparsity_label))];
+            r.extend(changed_shape(&c.baseline.model, &c.looped.model, changed));
+            r.extend(ratios(&c.ratios));
+            r.push(verdict(c, |k| label(k).letter));
+            r.extend(timed.then(|| time_field(c)));
+            t.rows.push(r);
+        }
+        doc.table(t);
+        let header =
+            std::iter::once("summary".to_owned()).chain(budget_columns(|l| l.letter.to_owned()));
+        let mut s = Table::new(header).right_from(1);
+        for (label, values) in grid_summary(self) {
+            let mut r = vec![Field::text(label)];
+            r.extend(values.iter().map(|(_, f)| f.clone()));
+            s.rows.push(r);
+        }
+        doc.table(s);
+        if let Some(tr) = &self.summary.time_ratio {
+            doc.line(format!(
+                "largest time ratio {:.4}, mean time ratio {:.4}",
+                tr.max_ratio, tr.mean_ratio
+            ));
+        }
+        doc
+    }
+}
+
+impl SweepReport {
+    fn head(&self) -> Document {
+        let mut doc = Document::titled(format!(
+            "{}: sweep over {}, every candidate matched to {}",
+            self.name.as_deref().unwrap_or("budget"),
+            self.knob.as_str(),
+            self.baseline.name.as_deref().unwrap_or("the Baseline")
+        ));
+        doc.line(format!("workload: {}", self.baseline.workload.summary()));
+        doc
+    }
+}
+
+fn yes_no(within: bool) -> Field {
+    Field::text(if within { "yes" } else { "no" })
 }
 
 impl Report for SweepReport {
     fn document(&self) -> Document {
-        let knob = self.knob.as_str();
-        let mut doc = Document::titled(format!(
-            "{}: sweep over {knob}, every candidate matched to {}",
-            self.name.as_deref().unwrap_or("budget"),
-            self.baseline.name.as_deref().unwrap_or("the Baseline")
-        ));
-        doc.line(format!("workload: {}", self.baseline.workload.summary()));
-        let mut t = row_table(
-            &[knob, "executions"],
-            ["F ratio", "N ratio", "KV ratio", "S looped", "in tolerance"],
-        );
+        let mut doc = self.head();
+        let first = [self.knob.as_str(), "executions"];
+        let header = first.iter().chain(&SHAPE_COLUMNS).map(|s| s.to_string());
+        let header = header
+            .chain(budget_columns(label::Label::ratio))
+            .chain(["S looped".to_owned(), "in tolerance".to_owned()]);
+        let mut t = Table::new(header).right_from(2).data();
         for r in &self.rows {
             let mut out = vec![
                 Field::text(r.value.to_string()),
@@ -159,7 +287,30 @@ impl Report for SweepReport {
             out.extend(shape(&self.baseline.model, &r.looped.model));
             out.extend(ratios(&r.ratios));
             out.push(Field::share(r.sparsity.looped));
-            out.push(Field::text(if r.within_tolerance { "yes" } else { "no" }));
+            out.push(yes_no(r.within_tolerance));
+            t.rows.push(out);
+        }
+        doc.table(t);
+        doc
+    }
+
+    fn compact(&self) -> Document {
+        let mut doc = self.head();
+        doc.line(letters_line());
+        let base = &self.baseline.model;
+        let changed = changed(self.rows.iter().map(|r| (base, &r.looped.model)));
+        let header = std::iter::once(self.knob.as_str().to_owned())
+            .chain(changed_headers(changed))
+            .chain(budget_columns(|l| l.letter.to_owned()))
+            .chain(["in tolerance".to_owned()]);
+        let mut t = Table::new(header)
+            .right_from(1)
+            .droppable(knob_columns(changed));
+        for r in &self.rows {
+            let mut out = vec![Field::text(r.value.to_string())];
+            out.extend(changed_shape(base, &r.looped.model, changed));
+            out.extend(ratios(&r.ratios));
+            out.push(yes_no(r.within_tolerance));
             t.rows.push(out);
         }
         doc.table(t);
