@@ -182,3 +182,17 @@ fn unlink_keeps_code_with_brackets() {
         "see `MeanKeys` and `[model.dense]`, `a::b`."
     );
 }
+
+/// The README's first screen is what `smelt grid budgets/smelt-grid.toml` prints (its
+/// snapshot, which tests/snapshots.rs keeps current).
+#[test]
+fn readme_shows_the_grid_as_printed() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let snapshot = std::fs::read_to_string(format!("{root}/tests/snapshots/grid.txt")).unwrap();
+    let printed = snapshot.split_once('\n').unwrap().1;
+    assert!(
+        readme.contains(&format!("```text\n{printed}```")),
+        "the README's grid differs from tests/snapshots/grid.txt"
+    );
+}
