@@ -190,7 +190,7 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
         ],
         prop_oneof![Just(None), (1u64..64, 1u64..=32).prop_map(Some)],
     );
-    // Issue 14's architectures: sinks, router and expert biases, windowed layers, counted
+    // The open MoE architectures: sinks, router and expert biases, windowed layers, counted
     // MTP modules, a KV budget at the context; and MLA (query rank, latent rank, nope,
     // rope, value widths; the lattice's ranks: min, step, count; most heads).
     let newer = (

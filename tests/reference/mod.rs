@@ -77,7 +77,7 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
         any::<bool>(),                              // shared gate (when shared experts)
         proptest::option::of((0u64..16, 1u64..=3)), // dense layers (bit mask), dense ffn
     );
-    // The architectures of issue 14: sinks, router and expert biases, LayerNorm and LM-head
+    // The open MoE architectures: sinks, router and expert biases, LayerNorm and LM-head
     // biases (PhiMoE), windowed layers
     // (kind, size, bit mask), MLA (query rank, latent rank, nope, rope, value widths), MTP
     // modules (count, counted), and the KV budget at the context.

@@ -37,10 +37,13 @@ pub struct Weights(PerBudget<f64>);
 
 impl Weights {
     /// Checks that every weight is a positive finite number (the error names
-    /// `objective.weights.<budget>`).
+    /// `objective.weights.<budget>`); a budget whose default weight is 0 (one that is
+    /// reported, not matched, unless a budget file weighs it) may also be given 0. None of
+    /// the three budgets is such a budget.
     pub fn new(weights: PerBudget<f64>) -> Result<Self> {
         for (kind, &v) in weights.iter() {
-            if !(v.is_finite() && v > 0.0) {
+            let reported_only = v == 0.0 && kind.default_weight() == 0.0;
+            if !(v.is_finite() && (v > 0.0 || reported_only)) {
                 return Err(Error::invalid(
                     format!("objective.weights.{}", kind.as_str()),
                     format!("must be a positive finite number (got {v})"),

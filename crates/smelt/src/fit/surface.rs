@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn published_gammas() {
-        // SMELT's published exponents (brief §5).
+        // SMELT's published exponents (arXiv 2609.01343, Sec. 4).
         let base = Surface {
             E: 1.4439,
             A: 1.0,

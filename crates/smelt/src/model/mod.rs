@@ -455,7 +455,7 @@ impl ModelSpec {
         toml::to_string(self).map_err(|e| Error::serialize("the model file", e))
     }
 
-    /// The fully-activated control of brief §3: same shapes, not looped, `experts = top_k`.
+    /// The fully-activated control (SMELT, Eq. 1): same shapes, not looped, `experts = top_k`.
     pub fn control(&self) -> ModelSpec {
         let mut c = self.clone();
         c.name = Some(format!(

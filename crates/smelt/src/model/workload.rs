@@ -97,7 +97,7 @@ impl Workload {
 }
 
 /// What is counted in addition to the non-embedding defaults. Both default to `false`:
-/// the brief's `N` and `F` exclude embeddings and the LM head.
+/// SMELT's `N` and `F` exclude embeddings and the LM head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Counting {
