@@ -100,7 +100,7 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
 
 /// What Transformers' own config classes refuse, refused here first with the reason.
 fn buildable(m: &crate::model::Model, family: Family) -> Result<()> {
-    if family == Family::DeepseekV2 && m.hidden % m.heads != 0 {
+    if family == Family::DeepseekV2 && !m.hidden.is_multiple_of(m.heads) {
         return Err(Error::invalid(
             "model.heads",
             format!(
