@@ -21,6 +21,7 @@ in the stock model as in the looped one).
 import copy
 import json
 import pathlib
+import pickle
 
 import pytest
 
@@ -299,6 +300,13 @@ def test_a_launcher_trains_the_looped_model(tmp_path):
         optimizer.zero_grad()
         losses.append(loss.item())
     assert losses[-1] < losses[0]
+    # A copy (an EMA model, say) is the same model, its visits bound to its own layers.
+    twin = copy.deepcopy(model).eval()
+    layers = twin.language_model.model.layers
+    assert layers[0]._layer is layers._modules["0"]
+    with torch.no_grad():
+        assert torch.equal(twin(x).logits, model.eval()(x).logits)
+        assert torch.equal(pickle.loads(pickle.dumps(model))(x).logits, model(x).logits)
     model.save_pretrained(tmp_path / "trained")
     again = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "trained", trust_remote_code=True)
     assert sum(p.numel() for p in again.parameters()) == sum(p.numel() for p in model.parameters())

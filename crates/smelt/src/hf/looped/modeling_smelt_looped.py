@@ -40,6 +40,10 @@ class _Visit:
         return self._layer(*args, **kwargs)
 
     def __getattr__(self, name):
+        # Only the layer's public attributes (e.g. `attention_type`); private and special
+        # names are this object's, so that copying and pickling see a plain object.
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._layer, name)
 
 
@@ -66,13 +70,17 @@ class _LoopedLayers(nn.ModuleList):
         return list(self._modules.values())
 
 
-def _scale_output(scale: float):
-    def hook(_module, _inputs, output):
-        if isinstance(output, tuple):
-            return (output[0] * scale,) + tuple(output[1:])
-        return output * scale
+class _ScaleOutput:
+    """A forward hook scaling a sub-layer's output: its residual update (a class, not a
+    closure, so that the model pickles)."""
 
-    return hook
+    def __init__(self, scale: float):
+        self.scale = scale
+
+    def __call__(self, _module, _inputs, output):
+        if isinstance(output, tuple):
+            return (output[0] * self.scale,) + tuple(output[1:])
+        return output * self.scale
 
 
 class SmeltLoopedPreTrainedModel(PreTrainedModel):
@@ -114,8 +122,8 @@ class SmeltLoopedForCausalLM(SmeltLoopedPreTrainedModel, GenerationMixin):
                 f"smelt_looped: cannot scale the residual updates of {type(layer).__name__} "
                 "(no self_attn and one FFN module)"
             )
-        layer.self_attn.register_forward_hook(_scale_output(scale))
-        ffn[0].register_forward_hook(_scale_output(scale))
+        layer.self_attn.register_forward_hook(_ScaleOutput(scale))
+        ffn[0].register_forward_hook(_ScaleOutput(scale))
 
     def get_input_embeddings(self):
         return self.language_model.get_input_embeddings()
