@@ -28,6 +28,8 @@
 //!
 //! [`export`] writes a (matched, looped) spec back in a family's style — exactly the keys
 //! that family reads — with the loop in clearly named extra keys that [`import`] reads back.
+//! Transformers cannot build a loop from those keys: a looped export is written for it as a
+//! model directory ([`looped`]), which [`import`] also reads back.
 
 mod deepseek;
 mod family;
