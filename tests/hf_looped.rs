@@ -102,3 +102,84 @@ fn the_command_line_writes_the_directory_and_refuses_a_bare_config() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `smelt grid --export DIR` writes one model directory per cell, named from its labels,
+/// each reading back as that cell's looped model; `--export-format model` writes the model
+/// files, the same models. (That Transformers builds each directory is shown by
+/// python/tests/test_export_hf.py.)
+#[test]
+fn a_grid_exports_every_cell() {
+    let grid = budget("smelt-grid.toml");
+    let report = smelt::match_grid(&smelt::GridSpec::load(&grid).unwrap()).unwrap();
+    let (hf_dir, model_dir) = (fresh_dir("grid-hf"), fresh_dir("grid-model"));
+    for (dir, format) in [(&hf_dir, "hf"), (&model_dir, "model")] {
+        let dir = dir.display().to_string();
+        let args = ["grid", &grid, "--export", &dir, "--export-format", format];
+        let (code, _, err) = run(&[&args[..], &["--vocab", "50304", "-q"]].concat());
+        assert_eq!(code, Some(0), "{err}");
+        assert!(err.contains("wrote 16 "), "{err}");
+    }
+    for cell in &report.cells {
+        let name = smelt::export::entry_name(&[&cell.scale, &cell.sparsity_label]);
+        let from_dir = smelt::ModelSpec::load(hf_dir.join(&name)).unwrap();
+        let mut want = cell.looped.clone();
+        want.model.vocab = 50304;
+        want.counting = from_dir.counting.clone();
+        want.workload = from_dir.workload.clone();
+        assert_eq!(from_dir.model.looping, want.model.looping, "{name}");
+        let (got, want) = (smelt::cost(&from_dir).unwrap(), smelt::cost(&want).unwrap());
+        assert_eq!(got.params.total, want.params.total, "{name}");
+        assert_eq!(got.flops_per_token, want.flops_per_token, "{name}");
+        let from_file = smelt::ModelSpec::load(model_dir.join(format!("{name}.toml"))).unwrap();
+        assert_eq!(from_file, cell.looped, "{name}");
+    }
+    for dir in [hf_dir, model_dir] {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// `smelt sweep --export DIR`: a value without a loop is its family's plain config.json, a
+/// looped one a model directory; the export flags need `--export`; an export onto the budget
+/// itself is refused.
+#[test]
+fn a_sweep_exports_every_value() {
+    let b = budget("match-200m-s95.toml");
+    let dir = fresh_dir("sweep");
+    let d = dir.display().to_string();
+    let (code, _, err) = run(&["sweep", &b, "--span", "0,4", "--export", &d, "--vocab", "7"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!dir.join("span-0/modeling_smelt_looped.py").exists());
+    assert!(dir.join("span-0/config.json").exists());
+    assert!(dir.join("span-4/modeling_smelt_looped.py").exists());
+    let looped = smelt::ModelSpec::load(dir.join("span-4")).unwrap();
+    assert_eq!(looped.model.executions(), looped.model.layers + 4);
+    let (code, _, err) = run(&["sweep", &b, "--span", "4", "--vocab", "7"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--export <DIR>"), "{err}");
+    // An export that would land on the budget file it read is refused.
+    let text = std::fs::read_to_string(&b).unwrap().replace(
+        "baseline = \"base-200m-s95.toml\"",
+        &format!("baseline = {:?}", budget("base-200m-s95.toml")),
+    );
+    let inputs = fresh_dir("sweep-inputs");
+    std::fs::create_dir_all(&inputs).unwrap();
+    let own = inputs.join("span-4.toml");
+    std::fs::write(&own, &text).unwrap();
+    let (i, o) = (inputs.display().to_string(), own.display().to_string());
+    let args = [
+        "sweep",
+        &o,
+        "--span",
+        "2,4",
+        "--export",
+        &i,
+        "--export-format",
+        "model",
+    ];
+    let (code, _, err) = run(&args);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("it is an input of this run"), "{err}");
+    assert_eq!(std::fs::read_to_string(&own).unwrap(), text);
+    std::fs::remove_dir_all(&inputs).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -10,6 +10,7 @@ use smelt::report::Format;
 use smelt::search::SearchOptions;
 
 use super::bench::BenchFlag;
+use super::export::ExportArgs;
 use super::{
     LayoutArgs, WorkloadArgs, all_formats, budget_inputs, emit, tolerance_exit, write_file,
 };
@@ -38,6 +39,8 @@ pub struct Args {
     workload: WorkloadArgs,
     #[command(flatten)]
     bench: BenchFlag,
+    #[command(flatten)]
+    export: ExportArgs,
 }
 
 /// Runs `smelt grid`.
@@ -56,14 +59,15 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         smelt::search::time_cells(&mut r, &opts, progress)?;
     }
     let text = smelt::report::render_with(&r, args.format, args.layout.layout())?;
+    let inputs: Vec<_> = (grid.cells.iter())
+        .flat_map(|c| budget_inputs(&args.grid, &c.budget))
+        .collect();
     if let Some(path) = &args.plot {
-        let cells = grid.cells.iter();
-        let inputs: Vec<_> = cells
-            .flat_map(|c| budget_inputs(&args.grid, &c.budget))
-            .collect();
         let svg = smelt::report::plot::residual_heatmap(&r)?;
         write_file(path, &svg, "the residual heatmap", &inputs)?;
     }
+    let items = smelt::export::items_of_grid(&r, Some(&grid));
+    args.export.write(&items, &inputs)?;
     emit(&text)?;
     Ok(tolerance_exit(&r))
 }

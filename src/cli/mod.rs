@@ -18,6 +18,7 @@ use smelt::search::Verdict;
 
 mod bench;
 mod cost;
+mod export;
 mod fit;
 mod gain;
 mod grid;

@@ -8,7 +8,8 @@ use smelt::progress::Terminal;
 use smelt::report::Format;
 use smelt::search::{self, Knob, SearchOptions};
 
-use super::{LayoutArgs, all_formats, emit_report, load_budget, tolerance_exit};
+use super::export::ExportArgs;
+use super::{LayoutArgs, all_formats, budget_inputs, emit_report, load_budget, tolerance_exit};
 
 /// The values of a knob (a newtype, so that clap takes the list as one value).
 #[derive(Debug, Clone)]
@@ -47,6 +48,8 @@ pub struct Args {
     format: Format,
     #[command(flatten)]
     layout: LayoutArgs,
+    #[command(flatten)]
+    export: ExportArgs,
 }
 
 /// Runs `smelt sweep`.
@@ -63,6 +66,9 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         ..SearchOptions::default()
     };
     let r = search::sweep_with(&budget, knob, &values, &options, progress)?;
+    let items = smelt::export::items_of_sweep(&r, Some(&budget));
+    args.export
+        .write(&items, &budget_inputs(&args.budget, &budget))?;
     emit_report(&r, args.format, &args.layout)?;
     Ok(tolerance_exit(&r))
 }

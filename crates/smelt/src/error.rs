@@ -73,6 +73,9 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The caller asked the work to stop ([`Progress::cancelled`](crate::progress::Progress::cancelled)).
+    #[error("interrupted")]
+    Interrupted,
     /// A file could not be read or written.
     #[error("{path}: {error}")]
     Io {

@@ -83,6 +83,7 @@ pub mod bench;
 pub mod budget;
 pub mod cost;
 pub mod error;
+pub mod export;
 pub mod fit;
 pub mod hf;
 pub mod io;

@@ -27,6 +27,21 @@ pub trait Progress: Sync {
 
     /// The task is over.
     fn end(&self) {}
+
+    /// Whether whoever asked for the work wants it stopped (Ctrl-C in the Python module).
+    /// Long loops (grid cells, sweep values, a fit's starts, bootstrap resamples, benchmark
+    /// kernels) ask between steps and return [`Error::Interrupted`](crate::Error::Interrupted).
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
+/// [`Error::Interrupted`](crate::Error::Interrupted) when `progress` asks to stop.
+pub(crate) fn check(progress: &dyn Progress) -> crate::Result<()> {
+    match progress.cancelled() {
+        true => Err(crate::Error::Interrupted),
+        false => Ok(()),
+    }
 }
 
 /// No reports.

@@ -133,6 +133,7 @@ pub fn measure(backend: &mut dyn TimingBackend, job: &Job) -> Result<Timings> {
         for (i, (p, tp)) in plans.iter().zip(times.iter_mut()).enumerate() {
             for (j, (k, tk)) in p.kernels.iter().zip(tp.iter_mut()).enumerate() {
                 deadline.check(&format!("timing a {}x{}x{} GEMM", k.m, k.n, k.k))?;
+                crate::progress::check(progress)?;
                 tk.push(backend.time(i, j, round > 0)?);
                 progress.advance(1);
             }

@@ -79,7 +79,7 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
         return Err(Error::invalid(
             "model.vocab",
             "is 0: the config would say vocab_size = 0 and a launcher could not build the \
-             model; give the vocabulary (smelt match --vocab N)",
+             model; give the vocabulary (--vocab N on the command line, vocab= in Python)",
         ));
     }
     let mut out = object(Common::of(spec, family))?;

@@ -3,7 +3,7 @@
 use super::{
     Document, Field, Format, Report, SHAPE_COLUMNS, Table, exact, group_digits, label, percent,
 };
-use crate::cost::BudgetKind;
+use crate::cost::{BudgetKind, Residuals};
 use crate::error::Result;
 use crate::model::{Model, ModelSpec};
 use crate::search::MatchReport;
@@ -235,18 +235,23 @@ pub fn imported_model_file(source: &str, spec: &ModelSpec) -> Result<String> {
 /// The matched model file (valid input to `smelt cost`), its first line a comment with the
 /// residuals.
 pub fn model_file(m: &MatchReport) -> Result<String> {
-    let residuals: Vec<String> = m
-        .residuals
+    let how = format!("{} mode", m.mode.as_str());
+    let comment = match_comment(m.baseline.name.as_deref(), &how, &m.residuals);
+    commented_model_file(&comment, &m.looped)
+}
+
+/// The first line of a matched model file: to what it was matched, how (a mode, a sweep's
+/// value) and each budget's residual.
+pub fn match_comment(baseline: Option<&str>, how: &str, residuals: &Residuals) -> String {
+    let residuals: Vec<String> = residuals
         .iter()
         .map(|(k, r)| format!("{} {}", label(k).word, percent(*r)))
         .collect();
-    let comment = format!(
-        "Matched by smelt to {} ({} mode): {}",
-        m.baseline.name.as_deref().unwrap_or("the Baseline"),
-        m.mode.as_str(),
+    format!(
+        "Matched by smelt to {} ({how}): {}",
+        baseline.unwrap_or("the Baseline"),
         residuals.join(", ")
-    );
-    commented_model_file(&comment, &m.looped)
+    )
 }
 
 /// The dense layers in words, when a model has any.

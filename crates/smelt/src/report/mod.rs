@@ -34,7 +34,7 @@ mod toml;
 use serde::Serialize;
 
 pub use crate::units::percent;
-pub use matching::{commented_model_file, imported_model_file, model_file};
+pub use matching::{commented_model_file, imported_model_file, match_comment, model_file};
 
 use crate::error::{Error, Result};
 use crate::names::named_enum;

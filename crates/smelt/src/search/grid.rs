@@ -132,6 +132,7 @@ pub fn time_cells(
             cell.scale,
             cell.sparsity_label
         ));
+        crate::progress::check(progress)?;
         cell.time = Some(time_ratio(&cell.baseline, &cell.looped, opts, progress)?);
     }
     let ratios: Vec<f64> = report
@@ -169,6 +170,7 @@ pub fn match_grid_with(
     let options = SearchOptions { top: 1, ..*options };
     progress.begin("matching grid cells", grid.cells.len() as u64);
     let results = crate::par::map(&grid.cells, |cell| {
+        crate::progress::check(progress)?;
         let m = match_budget_with(&cell.budget, &options);
         progress.advance(1);
         m

@@ -133,6 +133,7 @@ pub fn sweep_with(
     let mut rows = Vec::with_capacity(values.len());
     progress.begin(&format!("sweeping {}", knob.as_str()), values.len() as u64);
     for &v in values {
+        crate::progress::check(progress)?;
         let at = |e: Error| Error::invalid(format!("sweep {} = {v}", knob.as_str()), e.to_string());
         let mut recipe = *budget.recipe();
         match knob {

@@ -1,0 +1,330 @@
+//! Exports of matched models: what a trainer is handed, one model or a folder of them.
+//!
+//! A match is written in one of two formats ([`ExportFormat`]):
+//!
+//! * `hf`: the model for Hugging Face Transformers. A looped model is a model directory
+//!   ([`crate::hf::looped`]: `config.json` of `model_type = "smelt_looped"` and the code that
+//!   builds it looped, loaded with `trust_remote_code=True`); a model without a loop is its
+//!   family's plain `config.json`. Both build, in Transformers, exactly the model smelt
+//!   costed.
+//! * `model`: smelt's own model file (TOML), valid input to `smelt cost`.
+//!
+//! A grid or a sweep is a folder with one entry per cell or value, named from its labels
+//! ([`entry_name`]: `200M-S95`, `span-8`): a sub-folder per model for `hf`, a
+//! `NAME.toml` per model for `model`. Nothing is written over a file the run read, and two
+//! entries that would share a name are refused before anything is written.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::budget::{Budget, GridSpec};
+use crate::error::{Error, Result};
+use crate::hf::looped::ModelDir;
+use crate::hf::{self, Family};
+use crate::model::ModelSpec;
+use crate::search::{GridReport, MatchReport, SweepReport};
+
+crate::names::named_enum! {
+    /// What an export writes.
+    pub enum ExportFormat: "export format" {
+        /// The model for Hugging Face Transformers: a looped one as a model directory.
+        Hf = "hf",
+        /// smelt's model file (TOML), valid input to `smelt cost`.
+        Model = "model",
+    }
+}
+
+/// How to export: the format and, for `hf`, the family and vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportOptions {
+    /// The format written.
+    pub format: ExportFormat,
+    /// The Hugging Face family (`hf`; default: the Baseline config's, else the one whose
+    /// conventions the model follows, [`hf::export_match`]).
+    pub family: Option<Family>,
+    /// The vocabulary written when the Baseline has none (`hf`).
+    pub vocab: Option<u64>,
+}
+
+impl ExportOptions {
+    /// `format`, with the family and vocabulary left to the Baseline.
+    pub fn new(format: ExportFormat) -> Self {
+        Self {
+            format,
+            family: None,
+            vocab: None,
+        }
+    }
+}
+
+/// One matched model to export.
+#[derive(Debug, Clone)]
+pub struct Item<'a> {
+    /// Its entry's name in a folder of exports ([`entry_name`]); unused for one model.
+    pub name: String,
+    /// The matched (looped) model.
+    pub looped: &'a ModelSpec,
+    /// The Baseline's Hugging Face config, when it was read from one: its other keys
+    /// (rope, norms, token ids) are carried into the `hf` export.
+    pub baseline_config: Option<&'a Value>,
+    /// The model file's first line (`model`): what the model was matched to, and how well.
+    pub comment: String,
+}
+
+/// What one export wrote.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Exported {
+    /// The entry's name ([`Item::name`]).
+    pub name: String,
+    /// The model directory, or the model file.
+    pub path: PathBuf,
+    /// Every file written, in order.
+    pub files: Vec<PathBuf>,
+    /// Whether the model loops (an `hf` export is then a model directory).
+    pub looped: bool,
+}
+
+/// The name of a folder entry made of `labels` joined by `-`: ASCII letters, digits, `.`,
+/// `_` and `-` kept, anything else `_` (so that a label never makes a path).
+pub fn entry_name(labels: &[&str]) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(
+                |c| match c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    true => c,
+                    false => '_',
+                },
+            )
+            .collect()
+    };
+    let joined: Vec<String> = labels.iter().map(|l| clean(l)).collect();
+    let name = joined.join("-");
+    match name.trim_matches('.').is_empty() {
+        true => "model".to_owned(),
+        false => name,
+    }
+}
+
+/// The model a match found, to export as one item.
+pub fn item_of_match<'a>(report: &'a MatchReport, budget: Option<&'a Budget>) -> Item<'a> {
+    Item {
+        name: report
+            .name
+            .as_deref()
+            .map_or("match".into(), |n| entry_name(&[n])),
+        looped: &report.looped,
+        baseline_config: budget.and_then(Budget::baseline_config),
+        comment: crate::report::match_comment(
+            report.baseline.name.as_deref(),
+            &format!("{} mode", report.mode.as_str()),
+            &report.residuals,
+        ),
+    }
+}
+
+/// One item per cell of a grid, named `SCALE-SPARSITY`; `grid` (the grid file the report
+/// was matched from) supplies the Baselines' configs.
+pub fn items_of_grid<'a>(report: &'a GridReport, grid: Option<&'a GridSpec>) -> Vec<Item<'a>> {
+    report
+        .cells
+        .iter()
+        .enumerate()
+        .map(|(i, cell)| Item {
+            name: entry_name(&[&cell.scale, &cell.sparsity_label]),
+            looped: &cell.looped,
+            baseline_config: grid
+                .and_then(|g| g.cells.get(i))
+                .and_then(|c| c.budget.baseline_config()),
+            comment: crate::report::match_comment(
+                cell.baseline.name.as_deref(),
+                &format!(
+                    "{} {}, {} mode",
+                    cell.scale,
+                    cell.sparsity_label,
+                    report.mode.as_str()
+                ),
+                &cell.residuals,
+            ),
+        })
+        .collect()
+}
+
+/// One item per value of a sweep, named `KNOB-VALUE`; `budget` (the budget swept)
+/// supplies the Baseline's config.
+pub fn items_of_sweep<'a>(report: &'a SweepReport, budget: Option<&'a Budget>) -> Vec<Item<'a>> {
+    let knob = report.knob.as_str();
+    report
+        .rows
+        .iter()
+        .map(|row| Item {
+            name: entry_name(&[knob, &row.value.to_string()]),
+            looped: &row.looped,
+            baseline_config: budget.and_then(Budget::baseline_config),
+            comment: crate::report::match_comment(
+                report.baseline.name.as_deref(),
+                &format!("{knob} {}", row.value),
+                &row.residuals,
+            ),
+        })
+        .collect()
+}
+
+/// The files of one item in `options.format`: `(file name, contents)`, `config.json` first
+/// for `hf`.
+pub fn files_of(item: &Item<'_>, options: &ExportOptions) -> Result<ModelDir> {
+    match options.format {
+        ExportFormat::Hf => {
+            let config = hf::export_match(
+                item.baseline_config,
+                item.looped,
+                options.family,
+                options.vocab,
+            )?;
+            ModelDir::of(&config)
+        }
+        ExportFormat::Model => Ok(ModelDir {
+            files: vec![(
+                "model.toml",
+                crate::report::commented_model_file(&item.comment, item.looped)?,
+            )],
+        }),
+    }
+}
+
+/// Writes one item at `path`: for `hf` a model directory (a looped model) or a folder
+/// holding its `config.json`; for `model` the model file `path`. Never over one of
+/// `inputs`.
+pub fn write_one(
+    item: &Item<'_>,
+    options: &ExportOptions,
+    path: &Path,
+    inputs: &[PathBuf],
+) -> Result<Exported> {
+    let files = files_of(item, options)?;
+    let looped = item.looped.model.executions() > item.looped.model.layers;
+    let written = match options.format {
+        ExportFormat::Hf => files.write(path, inputs)?,
+        ExportFormat::Model => {
+            let (_, text) = &files.files[0];
+            crate::io::write_output(path, text.as_bytes(), inputs)?;
+            vec![path.to_path_buf()]
+        }
+    };
+    Ok(Exported {
+        name: item.name.clone(),
+        path: path.to_path_buf(),
+        files: written,
+        looped,
+    })
+}
+
+/// Writes every item into the folder `dir` (created if missing), one entry each
+/// ([`write_one`] at `dir/NAME` for `hf`, `dir/NAME.toml` for `model`). Every item is
+/// exported in memory first, so that a refusal (two entries with one name, a family that
+/// cannot hold a model) writes nothing.
+pub fn write_all(
+    items: &[Item<'_>],
+    options: &ExportOptions,
+    dir: &Path,
+    inputs: &[PathBuf],
+) -> Result<Vec<Exported>> {
+    let mut seen = std::collections::BTreeSet::new();
+    for item in items {
+        if !seen.insert(item.name.as_str()) {
+            return Err(Error::invalid(
+                "export",
+                format!(
+                    "two models would be written as '{}' in '{}': give the cells distinct labels",
+                    item.name,
+                    dir.display()
+                ),
+            ));
+        }
+        files_of(item, options).map_err(|e| at(item, e))?;
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Io {
+            path: dir.display().to_string(),
+            error: std::io::Error::other("is not a directory: exports of many models go in one"),
+        });
+    }
+    std::fs::create_dir_all(dir).map_err(|error| Error::Io {
+        path: dir.display().to_string(),
+        error,
+    })?;
+    items
+        .iter()
+        .map(|item| {
+            let path = match options.format {
+                ExportFormat::Hf => dir.join(&item.name),
+                ExportFormat::Model => dir.join(format!("{}.toml", item.name)),
+            };
+            write_one(item, options, &path, inputs).map_err(|e| at(item, e))
+        })
+        .collect()
+}
+
+/// `e`, said of `item`.
+fn at(item: &Item<'_>, e: Error) -> Error {
+    match e {
+        Error::InvalidSpec { field, rule } => {
+            Error::invalid(format!("export '{}': {field}", item.name), rule)
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_names_are_plain_file_names() {
+        assert_eq!(entry_name(&["200M", "S95"]), "200M-S95");
+        assert_eq!(entry_name(&["span", "8"]), "span-8");
+        assert_eq!(entry_name(&["../x", "a b"]), ".._x-a_b");
+        assert_eq!(entry_name(&[".."]), "model");
+        assert_eq!(entry_name(&["é/"]), "__");
+    }
+
+    #[test]
+    fn two_entries_with_one_name_are_refused_before_anything_is_written() {
+        let spec = ModelSpec::from_toml_str(
+            "[model]\nlayers = 2\nhidden = 64\nheads = 4\nkv_heads = 2\nhead_dim = 16\n\
+             [model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn = 32\n\
+             [workload]\ncontext = 128\nmean_doc_len = 64\n",
+        )
+        .unwrap();
+        let item = |name: &str| Item {
+            name: name.to_owned(),
+            looped: &spec,
+            baseline_config: None,
+            comment: "test".to_owned(),
+        };
+        let dir = std::env::temp_dir().join(format!("smelt-export-{}", std::process::id()));
+        let options = ExportOptions::new(ExportFormat::Model);
+        let e = write_all(&[item("a"), item("b"), item("a")], &options, &dir, &[]).unwrap_err();
+        assert!(
+            e.to_string().contains("two models would be written as 'a'"),
+            "{e}"
+        );
+        assert!(!dir.exists());
+        let written = write_all(&[item("a"), item("b")], &options, &dir, &[]).unwrap();
+        assert_eq!(written.len(), 2);
+        assert!(!written[0].looped);
+        let back = ModelSpec::load(&written[1].path).unwrap();
+        assert_eq!(back, spec);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn formats_have_names() {
+        assert_eq!("hf".parse::<ExportFormat>().unwrap(), ExportFormat::Hf);
+        let e = "onnx".parse::<ExportFormat>().unwrap_err().to_string();
+        assert!(
+            e.contains("export format") && e.contains("hf, model"),
+            "{e}"
+        );
+    }
+}
