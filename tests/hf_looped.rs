@@ -124,7 +124,7 @@ fn a_grid_exports_every_cell() {
         let from_dir = smelt::ModelSpec::load(hf_dir.join(&name)).unwrap();
         let mut want = cell.looped.clone();
         want.model.vocab = 50304;
-        want.counting = from_dir.counting.clone();
+        want.counting = from_dir.counting;
         want.workload = from_dir.workload.clone();
         assert_eq!(from_dir.model.looping, want.model.looping, "{name}");
         let (got, want) = (smelt::cost(&from_dir).unwrap(), smelt::cost(&want).unwrap());
