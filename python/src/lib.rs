@@ -1,250 +1,485 @@
-//! Python bindings of smelt: plain dicts in and out (the same fields as the JSON contracts of
-//! the command line), and `smelt.SmeltError` (a `ValueError`) carrying smelt's messages.
+//! The native half of the Python module `smelt` (`smelt._smelt`). The public functions,
+//! with their signatures, types and the checks of their arguments, are in
+//! `python/smelt/__init__.py`; this module takes what that layer has checked:
 //!
-//! Each function also accepts a path (a `str` or `os.PathLike`) to a model, budget, grid or
-//! endpoints file instead of a dict. The limits are the command line's (`top` from 1 to
-//! 1000, at most 1,000,000 bootstrap resamples, ...), and no Rust panic ever reaches Python:
-//! one would be a bug in smelt, and arrives as a `SmeltError` saying so.
+//! * a model, budget or grid as a *source*: `("path", PATH)`, `("json", TEXT)` (the file's
+//!   structure as JSON) or `("hf", TEXT)` (a Hugging Face `config.json` as JSON);
+//! * workload changes as JSON (`WorkloadChanges`: `context`, `mean_doc_len`,
+//!   `doc_lengths`, `dense`);
+//! * results back as JSON text, which the Python layer loads.
+//!
+//! Work that can take long (a grid, a sweep, a fit, a gain, a benchmark) runs on a thread of
+//! its own while the calling thread watches for Ctrl-C (raised as `KeyboardInterrupt`, the
+//! work stopped at its next step) and passes progress to a callback or to `sys.stderr`.
+//! No Rust panic ever reaches Python: one would be a bug in smelt, and arrives as a
+//! `SmeltError` saying so.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
+use smelt_core::budget::{Budget, GridSpec};
+use smelt_core::export::{ExportFormat, ExportOptions, Item};
+use smelt_core::model::WorkloadChanges;
+use smelt_core::progress::Progress;
 use smelt_core::search::SearchOptions;
+use smelt_core::{Error, ModelSpec};
 
 create_exception!(
     smelt,
     SmeltError,
     PyValueError,
     "An invalid model, budget or grid (the message names the field and the rule), an \
-     infeasible lattice, or an unreadable file."
+     infeasible lattice, or an unreadable file. `field` is the offending field when one is \
+     named (e.g. \"model.kv_heads\", \"top\"), else None; `rule` the rule it breaks."
 );
 
-fn err(e: smelt_core::Error) -> PyErr {
-    SmeltError::new_err(e.to_string())
+/// The field a parser's message names (`unknown field `x``, `missing field `x``).
+fn parse_field(message: &str) -> Option<String> {
+    ["unknown field `", "missing field `", "for key `"]
+        .iter()
+        .find_map(|p| message.split(p).nth(1))
+        .and_then(|rest| rest.split('`').next())
+        .map(str::to_owned)
 }
 
-/// Runs `f` outside the GIL, turning smelt's errors and any panic into `SmeltError`.
+/// `e` as the Python exception a caller catches: `KeyboardInterrupt` for an interrupted
+/// call, else `SmeltError` with `field` and `rule` set.
+fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let (field, rule) = match &e {
+        Error::Interrupted => return PyKeyboardInterrupt::new_err("interrupted"),
+        Error::InvalidSpec { field, rule } => (Some(field.clone()), Some(rule.clone())),
+        Error::Parse { message } => (parse_field(message), None),
+        _ => (None, None),
+    };
+    let err = SmeltError::new_err(e.to_string());
+    let value = err.value(py);
+    let set = value
+        .setattr("field", field)
+        .and_then(|()| value.setattr("rule", rule));
+    match set {
+        Ok(()) => err,
+        Err(e) => e,
+    }
+}
+
+/// A panic's message, as a `SmeltError` that calls it a bug.
+fn panicked(panic: Box<dyn std::any::Any + Send>) -> Error {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    Error::Internal {
+        message: format!("a panic in the Python module: {what}"),
+    }
+}
+
+/// Runs `f` outside the GIL, turning smelt's errors and any panic into Python exceptions.
 fn guarded<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> smelt_core::Result<T> + Send,
 ) -> PyResult<T> {
-    py.detach(|| catch_unwind(AssertUnwindSafe(f)))
-        .map_err(|panic| {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            SmeltError::new_err(format!(
-                "internal error in smelt (a bug; please report it): {what}"
-            ))
-        })?
-        .map_err(err)
+    py.detach(|| catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(panicked(p))))
+        .map_err(|e| to_py(py, e))
 }
 
-/// A dict as JSON text, or a path.
-enum Input {
-    Json(String),
-    Path(PathBuf),
+/// What a long call's work tells the watching thread.
+#[derive(Default)]
+struct Heard {
+    /// `(task, done, total)` to pass on, oldest first.
+    events: Vec<(String, u64, u64)>,
+    /// Lines of news (printed when not quiet).
+    notes: Vec<String>,
+    /// The task in progress: `(task, done, total)`.
+    current: Option<(String, u64, u64)>,
+    /// Whether `current` advanced since it was last passed on.
+    moved: bool,
 }
 
-fn input(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Input> {
-    if let Ok(path) = obj.extract::<PathBuf>() {
-        return Ok(Input::Path(path));
-    }
-    let json = py.import("json")?;
-    let text: String = json.call_method1("dumps", (obj,))?.extract()?;
-    Ok(Input::Json(text))
+/// The [`Progress`] of a long call: heard by the work's threads, passed on by the watcher.
+#[derive(Default)]
+struct Watch {
+    cancel: AtomicBool,
+    heard: Mutex<Heard>,
 }
 
-fn output(py: Python<'_>, value: &impl serde::Serialize) -> PyResult<Py<PyAny>> {
-    let text = serde_json::to_string(value)
-        .map_err(|e| SmeltError::new_err(format!("serialising the result: {e}")))?;
-    let json = py.import("json")?;
-    Ok(json.call_method1("loads", (text,))?.unbind())
-}
-
-fn dir_of(base_dir: Option<PathBuf>) -> PathBuf {
-    base_dir.unwrap_or_else(|| PathBuf::from("."))
-}
-
-fn spec(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<smelt_core::ModelSpec> {
-    let i = input(py, obj)?;
-    guarded(py, move || match i {
-        Input::Json(text) => smelt_core::ModelSpec::from_json_str(&text),
-        Input::Path(p) => smelt_core::ModelSpec::load(&p),
-    })
-}
-
-fn budget(
-    py: Python<'_>,
-    obj: &Bound<'_, PyAny>,
-    base_dir: Option<PathBuf>,
-) -> PyResult<smelt_core::Budget> {
-    let i = input(py, obj)?;
-    guarded(py, move || match i {
-        Input::Json(text) => smelt_core::Budget::from_json_str(&text, &dir_of(base_dir)),
-        Input::Path(p) => smelt_core::Budget::load(&p),
-    })
-}
-
-/// cost(spec, against=None) -> dict: parameters, FLOPs per token, KV cache and sparsity.
-///
-/// `spec` is a dict with the model file's structure ({"model": {...}, "workload": {...}})
-/// or a path to a model file. The result has the fields of `smelt cost --format json`; with
-/// `against` (a Baseline, dict or path), those of `smelt cost --against`.
-#[pyfunction]
-#[pyo3(signature = (spec, against = None))]
-fn cost(
-    py: Python<'_>,
-    spec: &Bound<'_, PyAny>,
-    against: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let model = self::spec(py, spec)?;
-    match against {
-        None => output(py, &guarded(py, || smelt_core::cost(&model))?),
-        Some(b) => {
-            let base = self::spec(py, b)?;
-            output(py, &guarded(py, || smelt_core::compare(&base, &model))?)
+impl Watch {
+    fn with(&self, f: impl FnOnce(&mut Heard)) {
+        if let Ok(mut h) = self.heard.lock() {
+            f(&mut h);
         }
     }
 }
 
-/// match(budget, top=1, base_dir=None, force=False, advise=False) -> dict: the looped
-/// configuration matching a budget.
-///
-/// `budget` is a dict with the budget file's structure or a path to a budget file; relative
-/// Baseline paths in a dict are taken from `base_dir` (default: the working directory).
-/// `top` (1 to 1000) keeps the best configurations; `force` searches a lattice over the size
-/// limit; `advise` explains the floor and re-solves refinements (`floor`, `advice`). The
-/// result has the fields of `smelt match --format json`.
-#[pyfunction(name = "match")]
-#[pyo3(signature = (budget, top = 1, base_dir = None, force = false, advise = false))]
-fn match_budget(
-    py: Python<'_>,
-    budget: &Bound<'_, PyAny>,
-    top: usize,
-    base_dir: Option<PathBuf>,
-    force: bool,
-    advise: bool,
-) -> PyResult<Py<PyAny>> {
-    let b = self::budget(py, budget, base_dir)?;
-    let options = SearchOptions { top, force, advise };
-    output(
-        py,
-        &guarded(py, || smelt_core::search::match_budget_with(&b, &options))?,
-    )
+impl Progress for Watch {
+    fn begin(&self, task: &str, total: u64) {
+        self.with(|h| {
+            h.events.push((task.to_owned(), 0, total));
+            h.current = Some((task.to_owned(), 0, total));
+            h.moved = false;
+        });
+    }
+
+    fn advance(&self, n: u64) {
+        self.with(|h| {
+            if let Some((_, done, _)) = &mut h.current {
+                *done = done.saturating_add(n);
+                h.moved = true;
+            }
+        });
+    }
+
+    fn note(&self, text: &str) {
+        self.with(|h| h.notes.push(text.to_owned()));
+    }
+
+    fn end(&self) {
+        self.with(|h| {
+            if let Some(c) = h.current.take() {
+                h.events.push(c);
+            }
+            h.moved = false;
+        });
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
 }
 
-/// grid(grid, base_dir=None, force=False) -> dict: every cell of a grid matched, with the
-/// summary: the fields of `smelt grid --format json` (`cells`, `summary`).
+/// How a long call reports: to a callback `progress(task, done, total)`, and on
+/// `sys.stderr` unless quiet.
+struct Reporter {
+    callback: Option<Py<PyAny>>,
+    quiet: bool,
+    last_line: Option<Instant>,
+}
+
+impl Reporter {
+    /// Passes on what was heard since the last call; `final_` passes every event.
+    fn pass_on(&mut self, py: Python<'_>, watch: &Watch, final_: bool) -> PyResult<()> {
+        let (mut events, notes) = match watch.heard.lock() {
+            Ok(mut h) => {
+                let mut events = std::mem::take(&mut h.events);
+                if h.moved {
+                    h.moved = false;
+                    events.extend(h.current.clone());
+                }
+                (events, std::mem::take(&mut h.notes))
+            }
+            Err(_) => return Ok(()),
+        };
+        events.dedup();
+        for (task, done, total) in &events {
+            if let Some(cb) = &self.callback {
+                cb.call1(py, (task.as_str(), *done, *total))?;
+            }
+        }
+        if self.quiet {
+            return Ok(());
+        }
+        let stderr = py.import("sys")?.getattr("stderr")?;
+        for n in &notes {
+            stderr.call_method1("write", (format!("smelt: {n}\n"),))?;
+        }
+        let due = self
+            .last_line
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        if let Some((task, done, total)) = events.last()
+            && (due || final_ || done == total)
+        {
+            let of = match total {
+                0 => String::new(),
+                t => format!("/{t}"),
+            };
+            stderr.call_method1("write", (format!("smelt: {task}: {done}{of}\n"),))?;
+            self.last_line = Some(Instant::now());
+        }
+        Ok(())
+    }
+}
+
+/// Runs `f` on a thread of its own while this thread, every 50 ms, checks for Ctrl-C
+/// (stopping the work at its next step and raising `KeyboardInterrupt`) and passes progress
+/// on; an exception raised by the callback stops the work too and is raised.
+fn long_call<T: Send>(
+    py: Python<'_>,
+    progress: Option<Bound<'_, PyAny>>,
+    quiet: bool,
+    f: impl FnOnce(&dyn Progress) -> smelt_core::Result<T> + Send,
+) -> PyResult<T> {
+    let watch = Watch::default();
+    let mut reporter = Reporter {
+        callback: progress.map(Bound::unbind),
+        quiet,
+        last_line: None,
+    };
+    let mut raised: Option<PyErr> = None;
+    let result = {
+        let watch = &watch;
+        let (reporter, raised) = (&mut reporter, &mut raised);
+        // The callback is only called on this thread, with the GIL held.
+        py.detach(move || {
+            std::thread::scope(|s| {
+                let work = s.spawn(move || {
+                    catch_unwind(AssertUnwindSafe(|| f(watch))).unwrap_or_else(|p| Err(panicked(p)))
+                });
+                while !work.is_finished() {
+                    std::thread::sleep(Duration::from_millis(50));
+                    Python::attach(|py| {
+                        let checked = py
+                            .check_signals()
+                            .and_then(|()| reporter.pass_on(py, watch, false));
+                        if let Err(e) = checked
+                            && raised.is_none()
+                        {
+                            watch.cancel.store(true, Ordering::Relaxed);
+                            *raised = Some(e);
+                        }
+                    });
+                }
+                work.join().unwrap_or_else(|p| Err(panicked(p)))
+            })
+        })
+    };
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    reporter.pass_on(py, &watch, true)?;
+    result.map_err(|e| to_py(py, e))
+}
+
+/// A model, budget or grid as the Python layer passes it.
+type Source = (String, String);
+
+fn bad_kind(kind: &str) -> Error {
+    Error::Internal {
+        message: format!("the Python layer passed a source of kind '{kind}'"),
+    }
+}
+
+/// The workload changes the Python layer passes as JSON; `doc_lengths_path` (a CSV
+/// histogram, as `--doc-lengths FILE`) is read here.
+fn changes(workload: Option<&str>) -> smelt_core::Result<WorkloadChanges> {
+    let Some(text) = workload else {
+        return Ok(WorkloadChanges::default());
+    };
+    let bad = |e: serde_json::Error| Error::invalid("workload", e.to_string());
+    let mut value: serde_json::Value = serde_json::from_str(text).map_err(bad)?;
+    if let Some(path) = value
+        .as_object_mut()
+        .and_then(|m| m.remove("doc_lengths_path"))
+    {
+        let path = path.as_str().unwrap_or_default().to_owned();
+        let csv = smelt_core::io::read_to_string(&path)?;
+        let hist = smelt_core::Workload::histogram_from_csv(&csv, &path)?;
+        value["doc_lengths"] = serde_json::to_value(hist).map_err(bad)?;
+    }
+    serde_json::from_value(value).map_err(bad)
+}
+
+fn model_spec((kind, value): &Source, workload: &WorkloadChanges) -> smelt_core::Result<ModelSpec> {
+    let mut spec = match kind.as_str() {
+        "path" => ModelSpec::load(value)?,
+        "json" => ModelSpec::from_json_str(value)?,
+        "hf" => smelt_core::hf::import(value, ModelSpec::default_workload())?,
+        other => return Err(bad_kind(other)),
+    };
+    if !workload.is_empty() {
+        spec.workload = workload.apply(&spec.workload)?;
+    }
+    Ok(spec)
+}
+
+fn dir_of(base_dir: Option<&str>) -> PathBuf {
+    PathBuf::from(base_dir.unwrap_or("."))
+}
+
+fn with_changes(b: Budget, workload: &WorkloadChanges) -> smelt_core::Result<Budget> {
+    match workload.is_empty() {
+        true => Ok(b),
+        false => b.with_workload(workload.apply(&b.baseline().workload)?),
+    }
+}
+
+fn budget(
+    (kind, value): &Source,
+    base_dir: Option<&str>,
+    workload: &WorkloadChanges,
+) -> smelt_core::Result<Budget> {
+    let b = match kind.as_str() {
+        "path" => Budget::load(value)?,
+        "json" => Budget::from_json_str(value, &dir_of(base_dir))?,
+        other => return Err(bad_kind(other)),
+    };
+    with_changes(b, workload)
+}
+
+fn to_json(value: &impl serde::Serialize) -> smelt_core::Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Internal {
+        message: format!("serialising the result: {e}"),
+    })
+}
+
+/// cost(spec, against, workload) -> JSON: `smelt cost --format json` (with `against`,
+/// `smelt cost --against`).
 #[pyfunction]
-#[pyo3(signature = (grid, base_dir = None, force = false))]
+#[pyo3(signature = (spec, against, workload))]
+fn cost(
+    py: Python<'_>,
+    spec: Source,
+    against: Option<Source>,
+    workload: Option<String>,
+) -> PyResult<String> {
+    guarded(py, move || {
+        let w = changes(workload.as_deref())?;
+        let model = model_spec(&spec, &w)?;
+        match against {
+            None => to_json(&smelt_core::cost(&model)?),
+            Some(b) => to_json(&smelt_core::compare(&model_spec(&b, &w)?, &model)?),
+        }
+    })
+}
+
+/// match_(budget, base_dir, top, force, advise, workload) -> JSON: `smelt match --format json`.
+#[pyfunction]
+#[pyo3(signature = (budget, base_dir, top, force, advise, workload))]
+fn match_(
+    py: Python<'_>,
+    budget: Source,
+    base_dir: Option<String>,
+    top: usize,
+    force: bool,
+    advise: bool,
+    workload: Option<String>,
+) -> PyResult<String> {
+    guarded(py, move || {
+        let b = self::budget(&budget, base_dir.as_deref(), &changes(workload.as_deref())?)?;
+        let options = SearchOptions { top, force, advise };
+        to_json(&smelt_core::search::match_budget_with(&b, &options)?)
+    })
+}
+
+/// grid(grid, base_dir, force, workload, progress, quiet) -> JSON: `smelt grid --format json`.
+#[pyfunction]
+#[pyo3(signature = (grid, base_dir, force, workload, progress, quiet))]
 fn grid(
     py: Python<'_>,
-    grid: &Bound<'_, PyAny>,
-    base_dir: Option<PathBuf>,
+    grid: Source,
+    base_dir: Option<String>,
     force: bool,
-) -> PyResult<Py<PyAny>> {
-    let i = input(py, grid)?;
-    let report = guarded(py, move || {
-        let g = match i {
-            Input::Json(text) => smelt_core::GridSpec::from_json_str(&text, &dir_of(base_dir)),
-            Input::Path(p) => smelt_core::GridSpec::load(&p),
-        }?;
+    workload: Option<String>,
+    progress: Option<Bound<'_, PyAny>>,
+    quiet: bool,
+) -> PyResult<String> {
+    long_call(py, progress, quiet, move |p| {
+        let mut g = load_grid(&grid, base_dir.as_deref())?;
+        let w = changes(workload.as_deref())?;
+        for cell in &mut g.cells {
+            cell.budget = with_changes(cell.budget.clone(), &w)?;
+        }
         let options = SearchOptions {
             force,
             ..SearchOptions::default()
         };
-        smelt_core::search::match_grid_with(&g, &options, &smelt_core::progress::Silent)
-    })?;
-    output(py, &report)
+        to_json(&smelt_core::search::match_grid_with(&g, &options, p)?)
+    })
 }
 
-/// sweep(budget, knob, values, base_dir=None) -> dict: the budget re-matched for every value
-/// of one recipe knob ("span", "depth" or "repeats"); `values` a list of integers or a
-/// string such as "0..=12". The fields of `smelt sweep --format json`.
+fn load_grid((kind, value): &Source, base_dir: Option<&str>) -> smelt_core::Result<GridSpec> {
+    match kind.as_str() {
+        "path" => GridSpec::load(value),
+        "json" => GridSpec::from_json_str(value, &dir_of(base_dir)),
+        other => Err(bad_kind(other)),
+    }
+}
+
+/// sweep(budget, knob, values, values_text, base_dir, force, workload, progress, quiet) ->
+/// JSON: `smelt sweep --format json`.
 #[pyfunction]
-#[pyo3(signature = (budget, knob, values, base_dir = None))]
+#[pyo3(signature = (budget, knob, values, values_text, base_dir, force, workload, progress, quiet))]
+#[allow(clippy::too_many_arguments)]
 fn sweep(
     py: Python<'_>,
-    budget: &Bound<'_, PyAny>,
-    knob: &str,
-    values: &Bound<'_, PyAny>,
-    base_dir: Option<PathBuf>,
-) -> PyResult<Py<PyAny>> {
-    let b = self::budget(py, budget, base_dir)?;
-    let values: Result<Vec<u64>, String> = match values.extract::<String>() {
-        Ok(text) => Err(text),
-        Err(_) => Ok(values.extract::<Vec<u64>>()?),
-    };
-    let knob = knob.to_owned();
-    let report = guarded(py, move || {
+    budget: Source,
+    knob: String,
+    values: Option<Vec<u64>>,
+    values_text: Option<String>,
+    base_dir: Option<String>,
+    force: bool,
+    workload: Option<String>,
+    progress: Option<Bound<'_, PyAny>>,
+    quiet: bool,
+) -> PyResult<String> {
+    long_call(py, progress, quiet, move |p| {
+        let b = self::budget(&budget, base_dir.as_deref(), &changes(workload.as_deref())?)?;
         let knob: smelt_core::search::Knob = knob.parse()?;
-        let values = match values {
-            Ok(v) => v,
-            Err(text) => smelt_core::search::parse_values("values", &text)?,
+        let values = match (values, values_text) {
+            (Some(v), _) => v,
+            (None, Some(text)) => smelt_core::search::parse_values("values", &text)?,
+            (None, None) => Vec::new(),
         };
-        // The library checks the count (search::check_values), wherever the values came from.
-        smelt_core::search::sweep(&b, knob, &values)
-    })?;
-    output(py, &report)
+        let options = SearchOptions {
+            force,
+            ..SearchOptions::default()
+        };
+        to_json(&smelt_core::search::sweep_with(
+            &b, knob, &values, &options, p,
+        )?)
+    })
 }
 
-fn endpoints(path: PathBuf, group: Option<&str>) -> smelt_core::Result<smelt_core::fit::Groups> {
-    smelt_core::fit::data::load(path, group)
-}
-
-/// fit(endpoints, group=None, starts="standard") -> dict: a scaling-law surface per group of
-/// an endpoints CSV (a path): the fields of `smelt fit --format json` (`fits`).
+/// fit(endpoints, group, starts, progress, quiet) -> JSON: `smelt fit --format json`.
 #[pyfunction]
-#[pyo3(signature = (endpoints, group = None, starts = "standard"))]
+#[pyo3(signature = (endpoints, group, starts, progress, quiet))]
 fn fit(
     py: Python<'_>,
-    endpoints: PathBuf,
+    endpoints: String,
     group: Option<String>,
-    starts: &str,
-) -> PyResult<Py<PyAny>> {
-    let starts = starts.to_owned();
-    let fits = guarded(py, move || {
+    starts: String,
+    progress: Option<Bound<'_, PyAny>>,
+    quiet: bool,
+) -> PyResult<String> {
+    long_call(py, progress, quiet, move |p| {
         let starts: smelt_core::fit::Starts = starts.parse()?;
-        let groups = self::endpoints(endpoints, group.as_deref())?;
+        let groups = smelt_core::fit::data::load(PathBuf::from(endpoints), group.as_deref())?;
         let opts = |form| smelt_core::fit::FitOptions {
             starts: starts.grid(form),
             ..smelt_core::fit::FitOptions::standard(form)
         };
-        smelt_core::fit::fit_groups(&groups, opts, &smelt_core::progress::Silent)
-    })?;
-    output(py, &fits)
+        to_json(&smelt_core::fit::fit_groups(&groups, opts, p)?)
+    })
 }
 
-/// gain(endpoints, reference, target, group="arch", compute=[1e20, 1e21],
-/// sparsity=[0.85, 0.95, 0.97], bootstrap=0, seed=0, starts="standard") -> dict: the
-/// compute-efficiency gain table of `smelt gain --format json`.
+/// gain(endpoints, reference, target, group, compute, sparsity, bootstrap, seed, starts,
+/// progress, quiet) -> JSON: `smelt gain --format json`.
 #[pyfunction]
-#[pyo3(signature = (endpoints, reference, target, group = "arch", compute = vec![1e20, 1e21],
-                    sparsity = vec![0.85, 0.95, 0.97], bootstrap = 0, seed = 0,
-                    starts = "standard"))]
+#[pyo3(signature = (endpoints, reference, target, group, compute, sparsity, bootstrap, seed,
+                    starts, progress, quiet))]
 #[allow(clippy::too_many_arguments)]
 fn gain(
     py: Python<'_>,
-    endpoints: PathBuf,
+    endpoints: String,
     reference: String,
     target: String,
-    group: &str,
+    group: String,
     compute: Vec<f64>,
     sparsity: Vec<f64>,
     bootstrap: usize,
     seed: u64,
-    starts: &str,
-) -> PyResult<Py<PyAny>> {
-    let (group, starts) = (group.to_owned(), starts.to_owned());
-    let table = guarded(py, move || {
+    starts: String,
+    progress: Option<Bound<'_, PyAny>>,
+    quiet: bool,
+) -> PyResult<String> {
+    long_call(py, progress, quiet, move |p| {
         use smelt_core::fit::{self, GainOptions};
-        let groups = self::endpoints(endpoints, Some(&group))?;
+        let groups = fit::data::load(PathBuf::from(endpoints), Some(&group))?;
         let r = fit::data::group(&groups, &group, &reference)?;
         let t = fit::data::group(&groups, &group, &target)?;
         let opts = GainOptions {
@@ -255,145 +490,297 @@ fn gain(
         let opts = opts
             .with_starts(starts.parse()?)
             .with_bootstrap(bootstrap, seed);
-        fit::gain_table((&reference, r), (&target, t), &opts)
-    })?;
-    output(py, &table)
+        to_json(&fit::gain_table_with(
+            (&reference, r),
+            (&target, t),
+            &opts,
+            p,
+        )?)
+    })
 }
 
-/// bench(model, against=None, backend="cpu", tokens=None, routing="balanced", repeats=3,
-///       max_seconds=600.0, peak=None)
-/// -> dict: the GEMMs of one training step of the layer stack timed: the fields of
-/// `smelt bench --format json`. `model` and `against` are dicts or paths; `peak` is the
-/// device's dense peak in FLOP/s.
+/// bench(model, against, backend, tokens, routing, repeats, max_seconds, peak_tflops,
+/// workload, progress, quiet) -> JSON: `smelt bench --format json`.
 #[pyfunction(name = "bench")]
-#[pyo3(signature = (model, against = None, backend = "cpu", tokens = None,
-                    routing = "balanced", repeats = 3, max_seconds = 600.0, peak = None))]
+#[pyo3(signature = (model, against, backend, tokens, routing, repeats, max_seconds,
+                    peak_tflops, workload, progress, quiet))]
 #[allow(clippy::too_many_arguments)]
 fn bench_models(
     py: Python<'_>,
-    model: &Bound<'_, PyAny>,
-    against: Option<&Bound<'_, PyAny>>,
-    backend: &str,
+    model: Source,
+    against: Option<Source>,
+    backend: String,
     tokens: Option<u64>,
-    routing: &str,
+    routing: String,
     repeats: usize,
     max_seconds: f64,
-    peak: Option<f64>,
-) -> PyResult<Py<PyAny>> {
-    let model = spec(py, model)?;
-    let base = against.map(|b| spec(py, b)).transpose()?;
-    let (backend, routing) = (backend.to_owned(), routing.to_owned());
-    let report = guarded(py, move || {
+    peak_tflops: Option<f64>,
+    workload: Option<String>,
+    progress: Option<Bound<'_, PyAny>>,
+    quiet: bool,
+) -> PyResult<String> {
+    long_call(py, progress, quiet, move |p| {
         use smelt_core::bench::{Backend, BenchOptions};
+        let w = changes(workload.as_deref())?;
+        let model = model_spec(&model, &w)?;
+        let base = against.map(|b| model_spec(&b, &w)).transpose()?;
         let backend: Backend = backend.parse()?;
         let opts = BenchOptions {
             tokens: tokens.unwrap_or(backend.default_tokens()),
             routing: routing.parse()?,
             repeats,
             max_seconds,
-            peak,
+            peak: peak_tflops.map(|t| t * 1e12),
             ..BenchOptions::new(backend)
         };
-        let models: Vec<&smelt_core::ModelSpec> = base.iter().chain([&model]).collect();
-        smelt_core::bench::bench(&models, &opts)
-    })?;
-    output(py, &report)
+        let models: Vec<&ModelSpec> = base.iter().chain([&model]).collect();
+        to_json(&smelt_core::bench::bench_with(&models, &opts, p)?)
+    })
 }
 
-/// import_hf(config) -> dict: a Hugging Face config.json (dict or path) as a model dict.
-///
-/// Families (model_type): mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3,
-/// deepseek_v32, kimi_k2, glm4_moe, gpt_oss, minimax_m2, llama4_text (and a llama4 wrapper's
-/// text decoder), granitemoe, phimoe. The embedding and LM head are counted (MTP modules are
-/// not); the workload is smelt's default (4096-token context, mean document length 991,
-/// causal).
-/// What the cost model cannot describe is refused with a SmeltError saying why.
+/// import_hf(config) -> JSON: a Hugging Face config.json (or a model directory holding one)
+/// as a model file.
 #[pyfunction]
-fn import_hf(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    let i = input(py, config)?;
-    let spec = guarded(py, move || {
-        match i {
-            Input::Json(text) => {
-                smelt_core::hf::import(&text, smelt_core::ModelSpec::default_workload())
-            }
-            // A config.json, or a model directory (a looped export) holding one.
-            Input::Path(p) => {
+fn import_hf(py: Python<'_>, config: Source) -> PyResult<String> {
+    guarded(py, move || {
+        let spec = match config.0.as_str() {
+            "path" => {
+                let p = PathBuf::from(&config.1);
                 let p = if p.is_dir() { p.join("config.json") } else { p };
                 let text = smelt_core::io::read_to_string(&p)?;
-                smelt_core::hf::import(&text, smelt_core::ModelSpec::default_workload())
+                smelt_core::hf::import(&text, ModelSpec::default_workload())?
             }
-        }
-    })?;
-    output(py, &spec)
+            "json" | "hf" => smelt_core::hf::import(&config.1, ModelSpec::default_workload())?,
+            other => return Err(bad_kind(other)),
+        };
+        to_json(&spec)
+    })
 }
 
-/// export_hf(budget, dir, base_dir=None, family=None, vocab=None, force=False) -> dict:
-/// matches a budget and writes the looped model for Transformers into the folder `dir`, the
-/// same files as `smelt match BUDGET --format hf -o DIR`.
-///
-/// A looped match is a model directory (`config.json` of model_type "smelt_looped", with the
-/// family's config as `text_config`, and the configuration and modeling files), which
-/// `transformers.AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(dir,
-/// trust_remote_code=True), trust_remote_code=True)` builds with the family's own classes,
-/// looped as matched; a match without a loop is a plain `config.json` of its family. `family`
-/// names the family to write (default: the Baseline's), `vocab` supplies a vocabulary the
-/// Baseline lacks. Returns {"dir", "files", "looped", "residuals"}. No file of the budget is
-/// ever overwritten.
+fn export_options(
+    format: &str,
+    family: Option<&str>,
+    vocab: Option<u64>,
+) -> smelt_core::Result<ExportOptions> {
+    Ok(ExportOptions {
+        format: format.parse::<ExportFormat>()?,
+        family: family
+            .map(str::parse::<smelt_core::hf::Family>)
+            .transpose()?,
+        vocab,
+    })
+}
+
+/// The JSON an export returns: where, what, and the match's residuals when it matched.
+fn exported(
+    path: &Path,
+    models: &[smelt_core::export::Exported],
+    residuals: Option<&smelt_core::cost::Residuals>,
+) -> smelt_core::Result<String> {
+    to_json(&serde_json::json!({
+        "path": path,
+        "models": models,
+        "residuals": residuals,
+    }))
+}
+
+/// export_budget(budget, base_dir, path, format, family, vocab, force, workload, inputs) ->
+/// JSON: the budget matched and its model written at `path` (as `smelt match --format hf -o
+/// PATH` or `--format model -o PATH`).
 #[pyfunction]
-#[pyo3(signature = (budget, dir, base_dir = None, family = None, vocab = None, force = false))]
-fn export_hf(
+#[pyo3(signature = (budget, base_dir, path, format, family, vocab, force, workload, inputs))]
+#[allow(clippy::too_many_arguments)]
+fn export_budget(
     py: Python<'_>,
-    budget: &Bound<'_, PyAny>,
-    dir: PathBuf,
-    base_dir: Option<PathBuf>,
+    budget: Source,
+    base_dir: Option<String>,
+    path: PathBuf,
+    format: String,
     family: Option<String>,
     vocab: Option<u64>,
     force: bool,
-) -> PyResult<Py<PyAny>> {
-    let budget_path = budget.extract::<PathBuf>().ok();
-    let b = self::budget(py, budget, base_dir)?;
-    let written = guarded(py, move || {
-        let family = family
-            .map(|f| f.parse::<smelt_core::hf::Family>())
-            .transpose()?;
-        let options = SearchOptions {
+    workload: Option<String>,
+    inputs: Vec<PathBuf>,
+) -> PyResult<String> {
+    guarded(py, move || {
+        let options = export_options(&format, family.as_deref(), vocab)?;
+        let b = self::budget(&budget, base_dir.as_deref(), &changes(workload.as_deref())?)?;
+        let search = SearchOptions {
             top: 1,
             force,
             advise: false,
         };
-        let report = smelt_core::search::match_budget_with(&b, &options)?;
-        let config =
-            smelt_core::hf::export_match(b.baseline_config(), &report.looped, family, vocab)?;
-        let files = smelt_core::hf::looped::ModelDir::of(&config)?;
-        let mut inputs: Vec<PathBuf> = budget_path.into_iter().collect();
+        let report = smelt_core::search::match_budget_with(&b, &search)?;
+        let mut inputs = inputs;
         if let smelt_core::budget::BaselineSource::File(p)
         | smelt_core::budget::BaselineSource::HfConfig { path: p, .. } = b.source()
         {
             inputs.push(p.clone());
         }
-        let paths = files.write(&dir, &inputs)?;
-        Ok(serde_json::json!({
-            "dir": dir,
-            "files": paths,
-            "looped": files.is_looped(),
-            "residuals": report.residuals,
-        }))
-    })?;
-    output(py, &written)
+        let item = smelt_core::export::item_of_match(&report, Some(&b));
+        let written = smelt_core::export::write_one(&item, &options, &path, &inputs)?;
+        exported(&path, &[written], Some(&report.residuals))
+    })
 }
 
-/// Compute-matched budgets for looped MoE Transformers (the smelt library).
+/// One model of a result to export, read from the result's JSON.
+struct Owned {
+    name: String,
+    looped: ModelSpec,
+    comment: String,
+}
+
+/// The models of a result smelt returned (a match, grid or sweep result, or a model file),
+/// and whether it is one model (written at the path) or many (a folder of them).
+fn models_of(result: &serde_json::Value) -> smelt_core::Result<(Vec<Owned>, bool)> {
+    use serde_json::Value;
+    let bad = |why: String| Error::invalid("result", why);
+    let spec = |v: &Value, at: &str| -> smelt_core::Result<ModelSpec> {
+        let spec: ModelSpec = serde_json::from_value(v.clone())
+            .map_err(|e| bad(format!("{at}: not a model smelt returned: {e}")))?;
+        spec.validate().map_err(|e| bad(format!("{at}: {e}")))?;
+        Ok(spec)
+    };
+    let residuals = |v: &Value, at: &str| -> smelt_core::Result<smelt_core::cost::Residuals> {
+        serde_json::from_value(v.clone()).map_err(|e| bad(format!("{at}.residuals: {e}")))
+    };
+    let text = |v: &Value| v.as_str().map(str::to_owned).unwrap_or_default();
+    let baseline_name = |v: &Value| v["baseline"]["name"].as_str().map(str::to_owned);
+    let comment = |base: Option<String>, how: &str, r| {
+        smelt_core::report::match_comment(base.as_deref(), how, &r)
+    };
+    let mode = format!("{} mode", text(&result["mode"]));
+    if let Some(cells) = result.get("cells").and_then(Value::as_array) {
+        let models = cells.iter().enumerate().map(|(i, c)| {
+            let at = format!("cells[{i}]");
+            let (scale, sparsity) = (text(&c["scale"]), text(&c["sparsity_label"]));
+            Ok(Owned {
+                name: smelt_core::export::entry_name(&[&scale, &sparsity]),
+                looped: spec(&c["looped"], &format!("{at}.looped"))?,
+                comment: comment(
+                    baseline_name(c),
+                    &format!("{scale} {sparsity}, {mode}"),
+                    residuals(&c["residuals"], &at)?,
+                ),
+            })
+        });
+        return Ok((models.collect::<smelt_core::Result<_>>()?, false));
+    }
+    if let Some(rows) = result.get("rows").and_then(Value::as_array) {
+        let knob = text(&result["knob"]);
+        let models = rows.iter().enumerate().map(|(i, r)| {
+            let at = format!("rows[{i}]");
+            let value = r["value"].to_string();
+            Ok(Owned {
+                name: smelt_core::export::entry_name(&[&knob, &value]),
+                looped: spec(&r["looped"], &format!("{at}.looped"))?,
+                comment: comment(
+                    baseline_name(result),
+                    &format!("{knob} {value}"),
+                    residuals(&r["residuals"], &at)?,
+                ),
+            })
+        });
+        return Ok((models.collect::<smelt_core::Result<_>>()?, false));
+    }
+    let name = |v: &Value| {
+        v.as_str()
+            .map_or("match".into(), |n| smelt_core::export::entry_name(&[n]))
+    };
+    if result.get("looped").is_some() {
+        let one = Owned {
+            name: name(&result["name"]),
+            looped: spec(&result["looped"], "looped")?,
+            comment: comment(
+                baseline_name(result),
+                &mode,
+                residuals(&result["residuals"], "result")?,
+            ),
+        };
+        return Ok((vec![one], true));
+    }
+    if result.get("model").is_some() {
+        let one = Owned {
+            name: name(&result["name"]),
+            looped: spec(result, "model")?,
+            comment: "Exported by smelt".to_owned(),
+        };
+        return Ok((vec![one], true));
+    }
+    Err(bad(
+        "is not a match, grid or sweep result smelt returned, nor a model (a dict with `model`)"
+            .into(),
+    ))
+}
+
+/// export_result(result, path, format, family, vocab, baseline_config, inputs) -> JSON: the
+/// models of a result (a match, grid or sweep result, or a model) written at `path`: one
+/// model there, or a folder with one entry per cell or value (as `smelt grid --export`).
+/// `baseline_config`, a Baseline's config.json as JSON, has its other keys carried over.
+#[pyfunction]
+#[pyo3(signature = (result, path, format, family, vocab, baseline_config, inputs))]
+#[allow(clippy::too_many_arguments)]
+fn export_result(
+    py: Python<'_>,
+    result: String,
+    path: PathBuf,
+    format: String,
+    family: Option<String>,
+    vocab: Option<u64>,
+    baseline_config: Option<String>,
+    inputs: Vec<PathBuf>,
+) -> PyResult<String> {
+    guarded(py, move || {
+        let options = export_options(&format, family.as_deref(), vocab)?;
+        let result: serde_json::Value =
+            serde_json::from_str(&result).map_err(|e| Error::invalid("result", e.to_string()))?;
+        let config: Option<serde_json::Value> = baseline_config
+            .map(|t| serde_json::from_str(&t))
+            .transpose()
+            .map_err(|e| Error::invalid("baseline", e.to_string()))?;
+        let (models, single) = models_of(&result)?;
+        let items: Vec<Item<'_>> = models
+            .iter()
+            .map(|m| Item {
+                name: m.name.clone(),
+                looped: &m.looped,
+                baseline_config: config.as_ref(),
+                comment: m.comment.clone(),
+            })
+            .collect();
+        let written = match (single, items.as_slice()) {
+            (true, [one]) => vec![smelt_core::export::write_one(
+                one, &options, &path, &inputs,
+            )?],
+            _ => smelt_core::export::write_all(&items, &options, &path, &inputs)?,
+        };
+        exported(&path, &written, None)
+    })
+}
+
+/// The names of the families smelt reads and writes, with what each is.
+#[pyfunction]
+fn families() -> Vec<(&'static str, &'static str)> {
+    smelt_core::hf::Family::ALL
+        .iter()
+        .map(|f| (f.as_str(), f.about()))
+        .collect()
+}
+
+/// The native half of the `smelt` module.
 #[pymodule]
-fn smelt(m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _smelt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cost, m)?)?;
-    m.add_function(wrap_pyfunction!(match_budget, m)?)?;
+    m.add_function(wrap_pyfunction!(match_, m)?)?;
     m.add_function(wrap_pyfunction!(grid, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(gain, m)?)?;
     m.add_function(wrap_pyfunction!(bench_models, m)?)?;
     m.add_function(wrap_pyfunction!(import_hf, m)?)?;
-    m.add_function(wrap_pyfunction!(export_hf, m)?)?;
+    m.add_function(wrap_pyfunction!(export_budget, m)?)?;
+    m.add_function(wrap_pyfunction!(export_result, m)?)?;
+    m.add_function(wrap_pyfunction!(families, m)?)?;
     m.add("SmeltError", m.py().get_type::<SmeltError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use smelt::budget::Budget;
-use smelt::{Attention, ModelSpec, Workload};
+use smelt::model::WorkloadChanges;
+use smelt::{ModelSpec, Workload};
 
 /// The workload both models are costed at: by default the file's own `[workload]` (a
 /// budget's `[workload]` table, else its Baseline's), or for a config.json 4096-token
@@ -31,21 +32,25 @@ pub struct WorkloadArgs {
 impl WorkloadArgs {
     /// `base` with the flags given applied, validated.
     pub fn apply(&self, base: &Workload) -> anyhow::Result<Workload> {
-        let mut w = base.clone();
-        w.context = self.context.unwrap_or(w.context);
-        if let Some(t) = self.mean_doc_len {
-            (w.mean_doc_len, w.doc_lengths) = (Some(t), None);
-        }
-        if let Some(path) = &self.doc_lengths {
-            let text = smelt::io::read_to_string(path)?;
-            let hist = Workload::histogram_from_csv(&text, &path.display().to_string())?;
-            (w.mean_doc_len, w.doc_lengths) = (None, Some(hist));
-        }
-        if self.dense {
-            w.attention = Attention::Dense;
-        }
-        w.validate().context("the workload given by the flags")?;
-        Ok(w)
+        let doc_lengths = match &self.doc_lengths {
+            Some(path) => {
+                let text = smelt::io::read_to_string(path)?;
+                Some(Workload::histogram_from_csv(
+                    &text,
+                    &path.display().to_string(),
+                )?)
+            }
+            None => None,
+        };
+        let changes = WorkloadChanges {
+            context: self.context,
+            mean_doc_len: self.mean_doc_len,
+            doc_lengths,
+            dense: self.dense,
+        };
+        changes
+            .apply(base)
+            .context("the workload given by the flags")
     }
 
     /// `spec` at the workload the flags give.

@@ -291,12 +291,16 @@ impl Resampler<'_> {
         progress.begin("bootstrap resamples", resamples as u64);
         let samples = crate::par::with_threads(self.opts.threads, || {
             crate::par::map_range(resamples, |i| {
+                if progress.cancelled() {
+                    return None;
+                }
                 let r = self.draw(i);
                 progress.advance(1);
                 r
             })
         });
         progress.end();
+        crate::progress::check(progress)?;
         Ok(samples)
     }
 

@@ -351,7 +351,16 @@ pub(crate) fn minimise_from(
             let f = |p: &[f64], g: &mut [f64]| {
                 objective_logs(&prepared, p, g, (opts.delta, opts.scale, form))
             };
-            let m = lbfgs::minimize(f, x0, &opts.lbfgs);
+            // Once the caller asks to stop, the remaining starts are skipped (and the fit
+            // returns Error::Interrupted).
+            let lbfgs = match progress.cancelled() {
+                true => lbfgs::Options {
+                    max_iter: 0,
+                    ..opts.lbfgs
+                },
+                false => opts.lbfgs,
+            };
+            let m = lbfgs::minimize(f, x0, &lbfgs);
             progress.advance(1);
             m
         })
@@ -491,6 +500,7 @@ pub fn fit_with(
     progress.begin(&task, starts.len() as u64);
     let (best, tie) = minimise_from(points, &starts, opts, form, progress);
     progress.end();
+    crate::progress::check(progress)?;
     Ok(finish(group, points, best, tie, starts.len(), opts, form))
 }
 

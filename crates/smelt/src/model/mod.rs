@@ -33,9 +33,11 @@
 //! built in code. Validation names the field and the rule it breaks, and bounds every size
 //! (see the `MAX_*` constants) so that no count can silently wrap.
 
+mod changes;
 pub(crate) mod validate;
 mod workload;
 
+pub use changes::WorkloadChanges;
 pub use workload::{Attention, Counting, KvCount, Workload};
 
 use serde::{Deserialize, Serialize};

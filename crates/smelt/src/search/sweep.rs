@@ -30,6 +30,9 @@ pub const MAX_SWEEP_VALUES: usize = 1024;
 /// Checks that a sweep has at most [`MAX_SWEEP_VALUES`] values; `field` names them in the
 /// error.
 pub fn check_values(field: &str, values: &[u64]) -> Result<()> {
+    if values.is_empty() {
+        return Err(Error::invalid(field, "needs at least one value"));
+    }
     if values.len() > MAX_SWEEP_VALUES {
         return Err(Error::invalid(
             field,
