@@ -369,6 +369,57 @@ kv_heads = { min = 1, max = 4 }
     assert!(v["cells"][0].get("time").is_none() && v["summary"].get("time_ratio").is_none());
 }
 
+/// `grid --bench`: `--max-seconds` bounds the whole grid, and a cell that cannot be timed
+/// is reported as failed with its reason while the others are still matched and written.
+#[test]
+fn a_grid_bench_reports_failed_cells_and_keeps_the_others() {
+    let grid = common::temp_file(
+        "toml",
+        r#"name = "two"
+template = "@BUDGETS@/base-{scale}-{sparsity}.toml"
+scales = ["100m"]
+sparsities = ["s0", "s85"]
+[recipe]
+span = "half"
+[lattice]
+hidden = { step = 32 }
+experts = { step = 8 }
+head_dim = { step = 8, min = 32, max = 128 }
+kv_heads = { min = 1, max = 4 }
+"#,
+    );
+    let grid = &grid.display().to_string();
+    // A budget no benchmark fits in: the first cell is refused by its estimate, the second
+    // finds the grid's budget spent; both are said, and the matches are all there.
+    let timing = [
+        "--bench",
+        "cpu",
+        "--tokens",
+        "128",
+        "--max-seconds",
+        "0.000001",
+        "-q",
+    ];
+    let v = common::run_json(&[&["grid", grid, "--format", "json"], &timing[..]].concat());
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for c in cells {
+        assert!(c.get("time").is_none());
+        assert!(c["looped"]["model"]["loop"].is_object());
+        let why = c["time_failed"].as_str().unwrap();
+        assert!(why.contains("max-seconds"), "{why}");
+    }
+    let s = &v["summary"]["time_ratio"];
+    assert_eq!(s["failed_cells"], 2);
+    assert!(s["max_ratio"].is_null() && s["mean_ratio"].is_null());
+    let (code, out, err) = run(&[&["grid", grid], &timing[..]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("failed") && out.contains("2 not timed"),
+        "{out}"
+    );
+}
+
 /// Short documents, a small batch, one round, no progress: a benchmark of a few seconds.
 fn quick() -> impl Iterator<Item = &'static str> {
     "--mean-doc-len 64 --tokens 128 --repeats 1 -q".split(' ')

@@ -226,7 +226,7 @@ fn rounds_interleave_the_ceiling_and_every_shape() {
 }
 
 /// Per shape the median round times its launches; per component the sum of its shapes over
-/// the executions; the ceiling is the best round; spreads are `max / min - 1` over rounds;
+/// the executions; the ceiling is the median round; spreads are `max / min - 1` over rounds;
 /// two models give the ratios of the second to the first. The mock's rounds are 1, 4 and 2
 /// times [`RATE`]'s time, so every figure is exact.
 #[test]
@@ -236,7 +236,7 @@ fn medians_sums_spreads_and_ratios_are_exact() {
     let r = report.unwrap();
     assert_eq!(r.device, "mock");
     assert_eq!(r.ceiling_rounds, [RATE, RATE / 4.0, RATE / 2.0]);
-    assert_eq!(r.ceiling_flops_per_second, RATE);
+    assert_eq!(r.ceiling_flops_per_second, RATE / 2.0);
     assert_eq!(r.ceiling_spread, 3.0);
     for (m, spec) in r.models.iter().zip([&base, &looped]) {
         let docs = crate::bench::plan::documents(&spec.workload, 128).unwrap();
@@ -260,7 +260,7 @@ fn medians_sums_spreads_and_ratios_are_exact() {
         let mut shares = 0.0;
         for c in &m.components {
             assert_eq!(c.flops_per_second, RATE / 2.0, "{:?}", c.component);
-            assert_eq!(c.of_ceiling, 0.5, "{:?}", c.component);
+            assert_eq!(c.of_ceiling, 1.0, "{:?}", c.component);
             let flops = p.component_flops(c.component);
             assert_eq!(c.seconds, flops as f64 / (RATE / 2.0) / x as f64);
             assert_eq!(c.flop_share, flops as f64 / p.flops() as f64);
@@ -271,6 +271,11 @@ fn medians_sums_spreads_and_ratios_are_exact() {
     // Time proportional to FLOPs: the measured ratio is the FLOP ratio.
     let (t, f) = (r.time_ratio.unwrap(), r.flop_ratio.unwrap());
     assert!(t > 1.0 && (t / f - 1.0).abs() < 1e-12, "{t} {f}");
+    // Each round slows both models alike: every round's ratio is the same, so the interval
+    // is the ratio itself and it is quoted.
+    let stats = r.time_ratio_stats.unwrap();
+    assert_eq!((stats.median, stats.rounds, stats.noisy), (t, 3, false));
+    assert!((stats.interval[1] / stats.interval[0] - 1.0).abs() < 1e-12);
     // One model: no ratios.
     let (one, _, _) = run(&[&base], 3, 1e9, 0.0);
     let one = one.unwrap();

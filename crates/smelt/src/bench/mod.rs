@@ -29,6 +29,7 @@ mod mock;
 mod peak;
 pub mod plan;
 pub mod pool;
+pub mod stats;
 mod types;
 
 pub use backend::{Deadline, Job, TimingBackend, Timings, measure};
@@ -302,7 +303,8 @@ fn report(
         ceiling_rounds,
         device,
     } = timings;
-    let ceiling = ceiling_rounds.iter().fold(0.0f64, |m, &r| m.max(r));
+    // The median round, as for every kernel shape: a best round would flatter the ceiling.
+    let ceiling = stats::median(&ceiling_rounds);
     let out = models
         .iter()
         .zip(prepared)
@@ -310,6 +312,14 @@ fn report(
         .map(|((s, p), m)| layer_bench(s, p, m, ceiling))
         .collect::<Result<Vec<_>>>()?;
     let ratio = |f: fn(&LayerBench) -> f64| (out.len() == 2).then(|| f(&out[1]) / f(&out[0]));
+    let time_stats = (measured.len() == 2).then(|| {
+        let scale = out[0].tokens as f64 / out[1].tokens as f64;
+        stats::of_ratios(&stats::round_ratios(
+            &measured[0].rounds,
+            &measured[1].rounds,
+            scale,
+        ))
+    });
     let (peak, source) = match (opts.peak, peak_of(&device)) {
         (Some(p), _) => (Some(p), Some("--peak".to_owned())),
         (None, Some((p, s))) if opts.backend == Backend::Cuda => (Some(p), Some(s.to_owned())),
@@ -325,7 +335,8 @@ fn report(
         peak_source: source,
         ceiling_of_peak: peak.map(|p| ceiling / p),
         options: *opts,
-        time_ratio: ratio(|b| b.seconds_per_token),
+        time_ratio: time_stats.map(|t| t.median),
+        time_ratio_stats: time_stats,
         flop_ratio: ratio(|b| b.flops_per_token),
         models: out,
     })
@@ -341,8 +352,16 @@ pub fn time_ratio(
 ) -> Result<TimeRatio> {
     let r = bench_with(&[baseline, looped], opts, progress)?;
     let (b, l) = (r.models[0].seconds_per_token, r.models[1].seconds_per_token);
+    let Some(stats) = r.time_ratio_stats else {
+        return Err(Error::Internal {
+            message: "a benchmark of two models without a time ratio".into(),
+        });
+    };
     Ok(TimeRatio {
-        ratio: l / b,
+        ratio: stats.median,
+        interval: stats.interval,
+        rounds: stats.rounds,
+        noisy: stats.noisy,
         backend: r.backend,
         device: r.device,
         tokens: r.models[0].tokens,

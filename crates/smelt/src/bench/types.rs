@@ -158,7 +158,7 @@ pub struct BenchReport {
     pub backend: Backend,
     /// Device.
     pub device: String,
-    /// FLOP/s of the backend's ceiling GEMM: the best of its rounds.
+    /// FLOP/s of the backend's ceiling GEMM: the median of its rounds.
     pub ceiling_flops_per_second: f64,
     /// The ceiling's FLOP/s in each round.
     pub ceiling_rounds: Vec<f64>,
@@ -177,9 +177,13 @@ pub struct BenchReport {
     pub options: BenchOptions,
     /// The models: the Baseline first when there are two.
     pub models: Vec<LayerBench>,
-    /// Measured seconds per token, second model over first.
+    /// Measured seconds per token, second model over first: the median over the rounds
+    /// of each round's ratio ([`super::stats`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_ratio: Option<f64>,
+    /// The time ratio's interval and rounds ([`super::stats`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_ratio_stats: Option<super::stats::RatioStats>,
     /// Training FLOPs per token, second model over first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flop_ratio: Option<f64>,
@@ -189,8 +193,15 @@ pub struct BenchReport {
 /// reports it (`--bench`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TimeRatio {
-    /// Looped / Baseline seconds per token.
+    /// Looped / Baseline seconds per token: the median of the rounds' ratios.
     pub ratio: f64,
+    /// The ratio's 95% bootstrap interval over the rounds ([`super::stats`]).
+    pub interval: [f64; 2],
+    /// Rounds measured (Baseline and looped timed back to back in each).
+    pub rounds: usize,
+    /// Whether the interval is wider than [`super::stats::NOISY_WIDTH`] of the ratio: not
+    /// a figure to quote.
+    pub noisy: bool,
     /// Where it was measured.
     pub backend: Backend,
     /// The device, in words.

@@ -116,11 +116,23 @@ impl Report for BenchReport {
                 100.0 * m.rounds_spread
             ));
         }
-        if let (Some(tr), Some(fr)) = (self.time_ratio, self.flop_ratio) {
+        if let (Some(t), Some(fr)) = (self.time_ratio_stats, self.flop_ratio) {
             doc.line("");
             doc.line(format!(
-                "{} / {}: measured time ratio {:.3}, FLOP ratio {:.3}",
-                self.models[1].name, self.models[0].name, tr, fr
+                "{} / {}: measured time ratio {:.3} [{:.3}, {:.3}] (median of {} interleaved \
+                 rounds, 95% bootstrap interval{}), FLOP ratio {:.3}",
+                self.models[1].name,
+                self.models[0].name,
+                t.median,
+                t.interval[0],
+                t.interval[1],
+                t.rounds,
+                if t.noisy {
+                    "; noisy: wider than 5%, not a figure to quote"
+                } else {
+                    ""
+                },
+                fr
             ));
         }
         doc

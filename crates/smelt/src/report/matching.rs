@@ -122,9 +122,16 @@ impl MatchReport {
         }
         if let Some(t) = &self.time {
             doc.line(format!(
-                "measured time per token: looped / Baseline = {:.3} (FLOP ratio {:.3}), \
-                 batch of {} tokens on {}",
-                t.ratio, self.ratios.flops, t.tokens, t.device
+                "measured time per token: looped / Baseline = {:.3} [{:.3}, {:.3}]{} (FLOP \
+                 ratio {:.3}), batch of {} tokens on {}, {} rounds",
+                t.ratio,
+                t.interval[0],
+                t.interval[1],
+                if t.noisy { ", noisy" } else { "" },
+                self.ratios.flops,
+                t.tokens,
+                t.device,
+                t.rounds
             ));
         }
         if let Some(f) = &self.floor {

@@ -97,10 +97,44 @@ fn verdict(c: &GridCell, name: fn(BudgetKind) -> &'static str) -> Field {
     })
 }
 
+/// A cell's time ratio with its interval (`*`: noisy, not a figure to quote), or why it
+/// was not timed.
 fn time_field(c: &GridCell) -> Field {
-    c.time
-        .as_ref()
-        .map_or(Field::text("-"), |t| Field::ratio(t.ratio))
+    match (&c.time, &c.time_failed) {
+        (Some(t), _) => Field::text(format!(
+            "{:.3} [{:.3}, {:.3}]{}",
+            t.ratio,
+            t.interval[0],
+            t.interval[1],
+            if t.noisy { "*" } else { "" }
+        )),
+        (None, Some(_)) => Field::text("failed"),
+        (None, None) => Field::text("-"),
+    }
+}
+
+/// The summary of the time ratios in words.
+fn time_summary_line(tr: &crate::search::TimeSummary) -> String {
+    let figure = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.4}"));
+    let mut line = format!(
+        "largest time ratio {}, mean time ratio {} (over the cells quoted)",
+        figure(tr.max_ratio),
+        figure(tr.mean_ratio)
+    );
+    if tr.noisy_cells > 0 {
+        line.push_str(&format!(
+            "; {} noisy (*: interval wider than {:.0}% of the ratio, not quoted)",
+            tr.noisy_cells,
+            100.0 * crate::bench::stats::NOISY_WIDTH
+        ));
+    }
+    if tr.failed_cells > 0 {
+        line.push_str(&format!(
+            "; {} not timed (time_failed in the JSON says why)",
+            tr.failed_cells
+        ));
+    }
+    line
 }
 
 /// The grid's summary rows: a label and a value per budget.
@@ -202,12 +236,15 @@ impl Report for GridReport {
                 let blanks = BudgetKind::ALL.iter().map(|_| Field::blank()).collect();
                 let mut r = row(label, blanks);
                 if let Some(last) = r.last_mut() {
-                    *last = Field::ratio(v);
+                    *last = v.map_or(Field::text("-"), Field::ratio);
                 }
                 t.summary.push(r);
             }
         }
         doc.table(t);
+        if let Some(tr) = &self.summary.time_ratio {
+            doc.line(time_summary_line(tr));
+        }
         doc
     }
 
@@ -244,10 +281,7 @@ impl Report for GridReport {
         }
         doc.table(s);
         if let Some(tr) = &self.summary.time_ratio {
-            doc.line(format!(
-                "largest time ratio {:.4}, mean time ratio {:.4}",
-                tr.max_ratio, tr.mean_ratio
-            ));
+            doc.line(time_summary_line(tr));
         }
         doc
     }

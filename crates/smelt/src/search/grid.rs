@@ -40,6 +40,10 @@ pub struct GridCell {
     /// The measured time ratio of the looped model to the Baseline (`--bench`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time: Option<TimeRatio>,
+    /// Why the cell was not timed (`--bench`): its benchmark failed, or the grid's time
+    /// budget ran out first. The other cells are timed all the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_failed: Option<String>,
 }
 
 /// The measured time ratios over the cells (`--bench`).
@@ -49,10 +53,15 @@ pub struct TimeSummary {
     pub backend: crate::bench::Backend,
     /// The device, in words.
     pub device: String,
-    /// The largest looped / Baseline time ratio.
-    pub max_ratio: f64,
-    /// The mean looped / Baseline time ratio.
-    pub mean_ratio: f64,
+    /// The largest looped / Baseline time ratio over the quoted cells (timed, and not
+    /// noisy); `None` when no cell is.
+    pub max_ratio: Option<f64>,
+    /// The mean looped / Baseline time ratio over the quoted cells.
+    pub mean_ratio: Option<f64>,
+    /// Cells whose ratio is noisy ([`crate::bench::stats`]): shown, not quoted.
+    pub noisy_cells: usize,
+    /// Cells not timed (their `time_failed` says why).
+    pub failed_cells: usize,
 }
 
 /// Summary rows of a grid.
@@ -118,40 +127,70 @@ impl GridSummary {
 
 /// Benchmarks the Baseline and the match of every cell of `report` on `opts`' backend
 /// (one cell after the other: they share the machine), adding each cell's measured time
-/// ratio and their largest and mean to the summary.
+/// ratio and their largest and mean to the summary. `opts.max_seconds` bounds the whole
+/// grid: each cell gets what the cells before it left. A cell whose benchmark fails (or
+/// that the budget leaves no time for) is reported with the reason in `time_failed`, and
+/// the other cells are timed all the same; only an interruption stops the grid.
 pub fn time_cells(
     report: &mut GridReport,
     opts: &BenchOptions,
     progress: &dyn Progress,
 ) -> Result<()> {
+    let start = std::time::Instant::now();
     let n = report.cells.len();
     for (i, cell) in report.cells.iter_mut().enumerate() {
+        crate::progress::check(progress)?;
+        let left = opts.max_seconds - start.elapsed().as_secs_f64();
+        if left <= 0.0 {
+            cell.time_failed = Some(format!(
+                "not timed: the grid's time budget (--max-seconds {}) ran out",
+                opts.max_seconds
+            ));
+            continue;
+        }
         progress.note(&format!(
             "benchmarking cell {}/{n} ({} {})",
             i + 1,
             cell.scale,
             cell.sparsity_label
         ));
-        crate::progress::check(progress)?;
-        cell.time = Some(time_ratio(&cell.baseline, &cell.looped, opts, progress)?);
+        let cell_opts = BenchOptions {
+            max_seconds: left,
+            ..*opts
+        };
+        match time_ratio(&cell.baseline, &cell.looped, &cell_opts, progress) {
+            Ok(t) => cell.time = Some(t),
+            Err(crate::Error::Interrupted) => return Err(crate::Error::Interrupted),
+            Err(e) => {
+                progress.note(&format!(
+                    "cell {} {} not timed: {e}",
+                    cell.scale, cell.sparsity_label
+                ));
+                cell.time_failed = Some(e.to_string());
+            }
+        }
     }
-    let ratios: Vec<f64> = report
-        .cells
-        .iter()
-        .filter_map(|c| c.time.as_ref().map(|t| t.ratio))
-        .collect();
-    let device = report
-        .cells
-        .iter()
-        .find_map(|c| c.time.as_ref().map(|t| t.device.clone()))
-        .unwrap_or_default();
-    report.summary.time_ratio = (!ratios.is_empty()).then(|| TimeSummary {
+    report.summary.time_ratio = time_summary(&report.cells, opts);
+    Ok(())
+}
+
+/// The summary of the cells' time ratios: the largest and mean over the quoted cells.
+fn time_summary(cells: &[GridCell], opts: &BenchOptions) -> Option<TimeSummary> {
+    let timed: Vec<&TimeRatio> = cells.iter().filter_map(|c| c.time.as_ref()).collect();
+    let failed_cells = cells.iter().filter(|c| c.time_failed.is_some()).count();
+    if timed.is_empty() && failed_cells == 0 {
+        return None;
+    }
+    let quoted: Vec<f64> = timed.iter().filter(|t| !t.noisy).map(|t| t.ratio).collect();
+    let device = timed.first().map(|t| t.device.clone()).unwrap_or_default();
+    Some(TimeSummary {
         backend: opts.backend,
         device,
-        max_ratio: ratios.iter().fold(0.0f64, |m, &r| m.max(r)),
-        mean_ratio: ratios.iter().sum::<f64>() / ratios.len() as f64,
-    });
-    Ok(())
+        max_ratio: quoted.iter().copied().reduce(f64::max),
+        mean_ratio: (!quoted.is_empty()).then(|| quoted.iter().sum::<f64>() / quoted.len() as f64),
+        noisy_cells: timed.len() - quoted.len(),
+        failed_cells,
+    })
 }
 
 /// Matches every cell of `grid`, in parallel (the output does not depend on the number of
@@ -181,6 +220,7 @@ pub fn match_grid_with(
         let m: MatchReport = result?;
         let base = &cell.budget.baseline().model.moe;
         cells.push(GridCell {
+            time_failed: None,
             scale: cell.scale.clone(),
             sparsity_label: cell.sparsity.clone(),
             sparse: base.experts > base.top_k,
