@@ -24,6 +24,7 @@
 mod backend;
 pub mod cpu;
 pub mod cuda;
+pub mod gemm;
 #[cfg(test)]
 mod mock;
 mod peak;

@@ -1,9 +1,12 @@
-//! Progress on standard error, for command lines: a bar on a terminal (indicatif), a line
-//! when each task begins and ends otherwise, nothing when quiet.
+//! Progress on standard error, for command lines: a bar on a terminal (indicatif);
+//! otherwise (a log, a pipe) a line when each task begins and ends and, while it runs, one
+//! every [`LOG_EVERY`] with the steps done (from a thread of its own, so that a step that
+//! hangs still shows in a log); nothing when quiet.
 
 use std::io::IsTerminal;
-use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -12,11 +15,36 @@ use super::Progress;
 /// The task under way: its name, when it began, and its bar on a terminal.
 type Task = Option<(String, Instant, Option<ProgressBar>)>;
 
+/// How often a task under way is reported when standard error is not a terminal.
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// What the log's ticker reads: the steps of the task under way, and whether it still is.
+#[derive(Default)]
+struct Ticker {
+    done: AtomicU64,
+    running: AtomicBool,
+}
+
 /// Reports on standard error (feature `terminal`). Standard output is left to the result.
 pub struct Terminal {
     quiet: bool,
     terminal: bool,
     task: Mutex<Task>,
+    ticker: Mutex<Option<Arc<Ticker>>>,
+}
+
+/// Writes `task: done/total steps (elapsed)` every [`LOG_EVERY`] while `ticker` runs.
+fn tick(ticker: Arc<Ticker>, task: String, total: u64, start: Instant) {
+    let mut last = Instant::now();
+    while ticker.running.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(200));
+        if last.elapsed() >= LOG_EVERY && ticker.running.load(Ordering::Relaxed) {
+            let done = ticker.done.load(Ordering::Relaxed);
+            let seconds = start.elapsed().as_secs_f64();
+            eprintln!("smelt: {task}: {done}/{total} steps ({seconds:.0} s)");
+            last = Instant::now();
+        }
+    }
 }
 
 impl Terminal {
@@ -27,6 +55,7 @@ impl Terminal {
             quiet,
             terminal: std::io::stderr().is_terminal(),
             task: Mutex::new(None),
+            ticker: Mutex::new(None),
         }
     }
 
@@ -48,13 +77,29 @@ impl Progress for Terminal {
             bar.set_message(task.to_owned());
             bar
         });
+        let start = Instant::now();
         if bar.is_none() {
             eprintln!("smelt: {task} ({total} steps)");
+            let ticker = Arc::new(Ticker::default());
+            ticker.running.store(true, Ordering::Relaxed);
+            let (t, name) = (ticker.clone(), task.to_owned());
+            std::thread::spawn(move || tick(t, name, total, start));
+            let old = self
+                .ticker
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .replace(ticker);
+            if let Some(old) = old {
+                old.running.store(false, Ordering::Relaxed);
+            }
         }
-        *self.task() = Some((task.to_owned(), Instant::now(), bar));
+        *self.task() = Some((task.to_owned(), start, bar));
     }
 
     fn advance(&self, n: u64) {
+        if let Some(t) = &*self.ticker.lock().unwrap_or_else(|p| p.into_inner()) {
+            t.done.fetch_add(n, Ordering::Relaxed);
+        }
         if let Some((_, _, Some(bar))) = &*self.task() {
             bar.inc(n);
         }
@@ -71,6 +116,9 @@ impl Progress for Terminal {
     }
 
     fn end(&self) {
+        if let Some(t) = self.ticker.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            t.running.store(false, Ordering::Relaxed);
+        }
         let Some((task, start, bar)) = self.task().take() else {
             return;
         };

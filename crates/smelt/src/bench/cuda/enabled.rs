@@ -117,46 +117,60 @@ impl Run {
         })
     }
 
-    /// One strided-batched call of `slot`'s `group` launches, on the next operands.
+    /// One strided-batched launch of `slot`'s `group` launches, on the next operands, in
+    /// the layout a trainer's GEMM of its pass has; a batch over
+    /// [`gemm::MAX_BATCH`](crate::bench::gemm::MAX_BATCH) is issued as several calls.
     fn call(&mut self, slot: &Slot) -> Result<()> {
+        use crate::bench::gemm::{self, Op};
         let k = &slot.kernel;
         let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
         let (a0, b0) = slot.offsets(self.calls, self.layout_pool);
         self.calls += 1;
+        let l = gemm::layout(k);
+        let op = |o: Op| match o {
+            Op::N => cublasOperation_t::CUBLAS_OP_N,
+            Op::T => cublasOperation_t::CUBLAS_OP_T,
+        };
         let cfg = GemmConfig {
-            transa: cublasOperation_t::CUBLAS_OP_N,
-            transb: cublasOperation_t::CUBLAS_OP_N,
+            transa: op(l.transa),
+            transb: op(l.transb),
             m: m as i32,
             n: n as i32,
             k: kk as i32,
             alpha: bf16::ONE,
-            lda: m as i32,
-            ldb: kk as i32,
+            lda: l.lda as i32,
+            ldb: l.ldb as i32,
             beta: bf16::ZERO,
-            ldc: m as i32,
+            ldc: l.ldc as i32,
         };
-        let a = self.pool.slice(a0..a0 + slot.a);
-        let b = self.pool.slice(b0..b0 + slot.b);
-        let mut c = self.out.slice_mut(0..slot.c);
         let batch = slot.calls_batch();
-        // SAFETY: the views hold batch × m·k, k·n and m·n elements (the layout sized them),
-        // column-major with the leading dimensions and strides given, so cuBLAS stays inside
-        // them; the pool and output outlive the call, which is on the views' stream.
-        let r = unsafe {
-            if batch == 1 {
-                self.gpu.blas.gemm(cfg, &a, &b, &mut c)
-            } else {
-                let cfg = StridedBatchedConfig {
-                    gemm: cfg,
-                    batch_size: batch as i32,
-                    stride_a: (m * kk) as i64,
-                    stride_b: (kk * n) as i64,
-                    stride_c: (m * n) as i64,
-                };
-                self.gpu.blas.gemm_strided_batched(cfg, &a, &b, &mut c)
-            }
-        };
-        r.map_err(|e| fail(&format!("cuBLAS GEMM {batch} x {m}x{n}x{kk}"), e))
+        let (sa, sb, sc) = (m * kk, kk * n, m * n);
+        for (first, count) in gemm::batch_chunks(batch) {
+            let (first, count) = (first as usize, count as usize);
+            let a = self.pool.slice(a0 + first * sa..a0 + (first + count) * sa);
+            let b = self.pool.slice(b0 + first * sb..b0 + (first + count) * sb);
+            let mut c = self.out.slice_mut(first * sc..(first + count) * sc);
+            // SAFETY: the views hold count × m·k, k·n and m·n elements (the layout sized
+            // the operands for the whole batch), column-major with the leading dimensions
+            // and strides given, so cuBLAS stays inside them; the pool and output outlive
+            // the call, which is on the views' stream.
+            let r = unsafe {
+                if count == 1 {
+                    self.gpu.blas.gemm(cfg, &a, &b, &mut c)
+                } else {
+                    let cfg = StridedBatchedConfig {
+                        gemm: cfg,
+                        batch_size: count as i32,
+                        stride_a: sa as i64,
+                        stride_b: sb as i64,
+                        stride_c: sc as i64,
+                    };
+                    self.gpu.blas.gemm_strided_batched(cfg, &a, &b, &mut c)
+                }
+            };
+            r.map_err(|e| fail(&format!("cuBLAS GEMM {count} x {m}x{n}x{kk}"), e))?;
+        }
+        Ok(())
     }
 
     /// Seconds per call over a run of `calls` calls, by CUDA events.
