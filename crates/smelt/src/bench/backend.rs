@@ -39,6 +39,11 @@ pub trait TimingBackend {
 
     /// The device, in words.
     fn device(&self) -> String;
+
+    /// The kernel library loaded, when the backend loads one (the CUDA backend's cuBLAS).
+    fn library(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The `index`-th shape of plan `plan` in a backend's per-plan `shapes`: an internal error
@@ -75,6 +80,8 @@ pub struct Timings {
     pub ceiling_rounds: Vec<f64>,
     /// The device, in words.
     pub device: String,
+    /// The kernel library loaded ([`TimingBackend::library`]).
+    pub library: Option<String>,
 }
 
 impl Timings {
@@ -94,6 +101,7 @@ impl Timings {
                 .collect(),
             ceiling_rounds,
             device,
+            library: None,
         }
     }
 }
@@ -141,13 +149,10 @@ pub fn measure(backend: &mut dyn TimingBackend, job: &Job) -> Result<Timings> {
     }
     backend.finish()?;
     progress.end();
-    Ok(Timings::of(
-        plans,
-        times,
-        repeats,
-        ceiling_rates,
-        backend.device(),
-    ))
+    Ok(Timings {
+        library: backend.library(),
+        ..Timings::of(plans, times, repeats, ceiling_rates, backend.device())
+    })
 }
 
 /// A run's time budget, on a clock: the wall clock, or one a test advances.

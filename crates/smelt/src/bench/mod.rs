@@ -303,6 +303,7 @@ fn report(
         measurements: measured,
         ceiling_rounds,
         device,
+        library,
     } = timings;
     // The median round, as for every kernel shape: a best round would flatter the ceiling.
     let ceiling = stats::median(&ceiling_rounds);
@@ -329,6 +330,7 @@ fn report(
     Ok(BenchReport {
         backend: opts.backend,
         device,
+        library,
         ceiling_flops_per_second: ceiling,
         ceiling_spread: spread(&ceiling_rounds),
         ceiling_rounds,

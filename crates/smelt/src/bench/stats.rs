@@ -10,6 +10,8 @@
 //! rounds' ratios. A ratio whose interval is wider than [`NOISY_WIDTH`] of the median is
 //! flagged `noisy`: the tables show it but do not quote it as a finding.
 
+use std::ops::Not;
+
 use serde::Serialize;
 
 use crate::rng::SplitMix64;
@@ -61,7 +63,8 @@ pub fn of_ratios(ratios: &[f64]) -> RatioStats {
         median: m,
         interval,
         rounds: n,
-        noisy: !(interval[1] - interval[0] <= NOISY_WIDTH * m.abs()),
+        // NaN (no rounds) counts as noisy.
+        noisy: (interval[1] - interval[0] <= NOISY_WIDTH * m.abs()).not(),
     }
 }
 

@@ -158,6 +158,10 @@ pub struct BenchReport {
     pub backend: Backend,
     /// Device.
     pub device: String,
+    /// The kernel library loaded (the CUDA backend's cuBLAS: its path, or that the
+    /// system's loader found it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
     /// FLOP/s of the backend's ceiling GEMM: the median of its rounds.
     pub ceiling_flops_per_second: f64,
     /// The ceiling's FLOP/s in each round.

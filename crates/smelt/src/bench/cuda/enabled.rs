@@ -13,7 +13,8 @@
 //! ceiling (an 8192³ GEMM) and every shape ([`crate::bench::measure`]); every call is
 //! checked.
 
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
@@ -21,6 +22,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use half::bf16;
 
+use super::libs;
 use crate::bench::TimingBackend;
 use crate::bench::plan::{Component, Kernel, Pass, Plan};
 use crate::bench::pool::{Layout, Slot, layout};
@@ -45,9 +47,59 @@ struct Gpu {
     stream: Arc<CudaStream>,
     blas: CudaBlas,
     name: String,
+    library: String,
+}
+
+/// The cuBLAS found by [`super::libs`] and loaded by path (kept loaded for the process's
+/// life), or `None` when the folders searched hold none; an error names the file that
+/// failed to load.
+fn load_cublas() -> Result<Option<String>> {
+    static LOADED: OnceLock<std::result::Result<Option<String>, String>> = OnceLock::new();
+    let loaded = LOADED.get_or_init(|| {
+        let dirs = libs::search_dirs(Path::new("/"), &|v| std::env::var(v).ok());
+        let Some((cublas, lt)) = libs::find_cublas(&dirs) else {
+            return Ok(None);
+        };
+        for path in lt.iter().chain([&cublas]) {
+            let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_GLOBAL;
+            // SAFETY: loading a shared library runs its initialisers, those of NVIDIA's
+            // cuBLAS, which any program linking it runs; nothing is called through it here.
+            let lib = unsafe { libloading::os::unix::Library::open(Some(path), flags) }
+                .map_err(|e| format!("loading {}: {e}", path.display()))?;
+            // Kept loaded: cudarc's load by name then finds this library.
+            std::mem::forget(lib);
+        }
+        Ok(Some(cublas.display().to_string()))
+    });
+    loaded.clone().map_err(|m| fail("loading cuBLAS", m))
+}
+
+/// `f`, with a panic inside cudarc (a library that loads but lacks a symbol it calls: it
+/// panics on first use) turned into an error saying `what` failed. The panic's default
+/// report is silenced while `f` runs.
+fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    r.unwrap_or_else(|p| {
+        let why = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(fail(
+            what,
+            format!("the CUDA library failed ({why}): is it older than CUDA 13, or partial?"),
+        ))
+    })
 }
 
 fn init() -> Result<Gpu> {
+    no_panic("opening the GPU", init_unguarded)
+}
+
+fn init_unguarded() -> Result<Gpu> {
     // SAFETY: these only try to dlopen the libraries; nothing is called through them.
     let driver = unsafe { cudarc::driver::sys::is_culib_present() };
     if !driver {
@@ -56,11 +108,15 @@ fn init() -> Result<Gpu> {
             "libcuda could not be loaded (is an NVIDIA driver installed?)",
         ));
     }
+    let found = load_cublas()?;
     // SAFETY: as above.
     let cublas = unsafe { cudarc::cublas::sys::is_culib_present() };
     if !cublas {
-        return Err(fail("no cuBLAS", "libcublas could not be loaded"));
+        let dirs = libs::search_dirs(Path::new("/"), &|v| std::env::var(v).ok());
+        return Err(fail("no cuBLAS", libs::not_found(&dirs)));
     }
+    let library =
+        found.unwrap_or_else(|| format!("{} (found by the system's loader)", libs::CUBLAS));
     let count = CudaContext::device_count().map_err(|e| fail("counting devices", e))?;
     if count < 1 {
         return Err(fail("no GPU", "the driver reports no CUDA device"));
@@ -74,6 +130,7 @@ fn init() -> Result<Gpu> {
         stream,
         blas,
         name,
+        library,
     })
 }
 
@@ -196,6 +253,16 @@ impl Run {
         Ok(f64::from(ms) * 1e-3 / calls as f64)
     }
 
+    /// [`Run::per_launch`], the first (cold) time of a shape guarded against a panic in
+    /// cudarc ([`no_panic`]: every function the run calls is first called then); the warm
+    /// rounds unguarded, so that nothing is added to what is timed.
+    fn first_or_timed(&mut self, slot: &Slot, warm: bool) -> Result<f64> {
+        match warm {
+            true => self.per_launch(slot, true),
+            false => no_panic("a first GEMM call", || self.per_launch(slot, false)),
+        }
+    }
+
     /// Seconds per launch of `slot` (calls repeated to fill [`MIN_RUN_SECONDS`]).
     fn per_launch(&mut self, slot: &Slot, warm: bool) -> Result<f64> {
         if !warm {
@@ -237,7 +304,7 @@ impl Cuda {
         let layout = layout(plans, CEILING)?;
         let gpu = init()?;
         let device = format!("{} (GPU 0), bf16 cuBLAS, fp32 accumulation", gpu.name);
-        let run = Run::new(gpu, &layout)?;
+        let run = no_panic("preparing the GPU", || Run::new(gpu, &layout))?;
         let c = (CEILING * CEILING) as usize;
         Ok(Self {
             run,
@@ -262,12 +329,16 @@ impl TimingBackend for Cuda {
 
     fn time_ceiling(&mut self, warm: bool) -> Result<f64> {
         let ceiling = self.ceiling;
-        self.run.per_launch(&ceiling, warm)
+        self.run.first_or_timed(&ceiling, warm)
     }
 
     fn time(&mut self, plan: usize, index: usize, warm: bool) -> Result<f64> {
         let slot = crate::bench::backend::shape(&self.slots, plan, index)?;
-        self.run.per_launch(&slot, warm)
+        self.run.first_or_timed(&slot, warm)
+    }
+
+    fn library(&self) -> Option<String> {
+        Some(self.run.gpu.library.clone())
     }
 
     /// Each shape: warm-up, a probe and a run of at least 2 ms (`MIN_RUN_SECONDS`) per round,

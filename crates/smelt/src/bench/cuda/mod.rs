@@ -10,6 +10,8 @@
 //! the crate builds without a CUDA toolkit; a machine without a driver gets an error, not a
 //! panic (the libraries' presence is checked before any call).
 
+pub mod libs;
+
 #[cfg(feature = "cuda")]
 mod enabled;
 #[cfg(feature = "cuda")]
