@@ -38,6 +38,8 @@ pub struct Args {
     workload: WorkloadArgs,
     #[command(flatten)]
     bench: BenchFlag,
+    #[command(flatten)]
+    conventions: super::launcher::ConventionsFlag,
 }
 
 /// Runs `smelt grid`.
@@ -55,7 +57,8 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     if let Some(opts) = args.bench.options() {
         smelt::search::time_cells(&mut r, &opts, progress)?;
     }
-    let text = smelt::report::render_with(&r, args.format, args.layout.layout())?;
+    let layout = args.layout.layout();
+    let text = super::launcher::render_grid(&r, args.format, layout, &args.conventions)?;
     if let Some(path) = &args.plot {
         let cells = grid.cells.iter();
         let inputs: Vec<_> = cells

@@ -22,7 +22,9 @@ mod fit;
 mod gain;
 mod grid;
 mod import;
+mod launcher;
 mod matching;
+mod mfu;
 mod sweep;
 mod workload;
 
@@ -68,6 +70,7 @@ enum Command {
     Gain(gain::Args),
     Bench(bench::Args),
     Import(import::Args),
+    Mfu(mfu::Args),
     /// Print a shell completion script: `smelt completions bash > /etc/bash_completion.d/smelt`.
     Completions {
         /// The shell.
@@ -87,6 +90,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Gain(args) => gain::run(args, &progress),
         Command::Bench(args) => bench::run(args, &progress),
         Command::Import(args) => import::run(args),
+        Command::Mfu(args) => mfu::run(args),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "smelt", &mut out);
