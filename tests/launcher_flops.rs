@@ -55,8 +55,7 @@ impl Hf {
     }
     /// The shared experts' total width (`moe_shared_expert_intermediate_size`).
     fn shared(&self) -> u128 {
-        self.get("shared_expert_intermediate_size")
-            + self.get("n_shared_experts") * self.moe_ffn()
+        self.get("shared_expert_intermediate_size") + self.get("n_shared_experts") * self.moe_ffn()
     }
     fn experts(&self) -> u128 {
         self.get("num_local_experts") + self.get("num_experts") + self.get("n_routed_experts")
@@ -124,15 +123,35 @@ fn active_params(c: &Hf) -> u128 {
             c.get("qk_rope_head_dim"),
             c.get("v_head_dim"),
         );
-        h * ql + ql + ql * heads * (nope + rope) + h * (kl + rope) + kl + kl * heads * (nope + v)
+        h * ql
+            + ql
+            + ql * heads * (nope + rope)
+            + h * (kl + rope)
+            + kl
+            + kl * heads * (nope + v)
             + heads * v * h
     } else {
-        let (q, kv) = (heads * c.head_dim(), c.get("num_key_value_heads") * c.head_dim());
-        let bias = if c.0["model_type"] == "qwen2_moe" { q + 2 * kv } else { 0 };
+        let (q, kv) = (
+            heads * c.head_dim(),
+            c.get("num_key_value_heads") * c.head_dim(),
+        );
+        let bias = if c.0["model_type"] == "qwen2_moe" {
+            q + 2 * kv
+        } else {
+            0
+        };
         h * (q + 2 * kv) + q * h + bias
     };
-    let router_bias = if c.0["model_type"] == "deepseek_v3" { c.experts() } else { 0 };
-    let gate = if c.0["model_type"] == "qwen2_moe" { h } else { 0 };
+    let router_bias = if c.0["model_type"] == "deepseek_v3" {
+        c.experts()
+    } else {
+        0
+    };
+    let gate = if c.0["model_type"] == "qwen2_moe" {
+        h
+    } else {
+        0
+    };
     let per_moe = h * c.experts()
         + router_bias
         + c.get("num_experts_per_tok") * 3 * h * c.moe_ffn()
@@ -272,7 +291,10 @@ fn cost_and_match_show_the_conventions() {
         "csv",
     ]);
     assert_eq!(code, Some(0), "{err}");
-    assert!(csv.starts_with("cell,exact,megatron,torchtitan,6n,6n-attn\n"), "{csv}");
+    assert!(
+        csv.starts_with("cell,exact,megatron,torchtitan,6n,6n-attn\n"),
+        "{csv}"
+    );
     assert_eq!(csv.lines().count(), 17);
 }
 
@@ -314,12 +336,36 @@ fn mfu_is_throughput_times_flops_over_the_peak() {
 fn mfu_refuses_bad_inputs() {
     let model = budget("base-200m-s95.toml");
     let cases: [(&[&str], i32, &str); 9] = [
-        (&["--tokens-per-second", "0", "--card", "h100-sxm"], 1, "tokens_per_second"),
-        (&["--tokens-per-second", "-5", "--card", "h100-sxm"], 1, "tokens_per_second"),
-        (&["--tokens-per-second", "inf", "--card", "h100-sxm"], 1, "tokens_per_second"),
-        (&["--tokens-per-second", "NaN", "--card", "h100-sxm"], 1, "tokens_per_second"),
-        (&["--tokens-per-second", "1", "--gpus", "0", "--card", "a100"], 1, "gpus"),
-        (&["--tokens-per-second", "1", "--card", "h100"], 2, "h100-sxm"),
+        (
+            &["--tokens-per-second", "0", "--card", "h100-sxm"],
+            1,
+            "tokens_per_second",
+        ),
+        (
+            &["--tokens-per-second", "-5", "--card", "h100-sxm"],
+            1,
+            "tokens_per_second",
+        ),
+        (
+            &["--tokens-per-second", "inf", "--card", "h100-sxm"],
+            1,
+            "tokens_per_second",
+        ),
+        (
+            &["--tokens-per-second", "NaN", "--card", "h100-sxm"],
+            1,
+            "tokens_per_second",
+        ),
+        (
+            &["--tokens-per-second", "1", "--gpus", "0", "--card", "a100"],
+            1,
+            "gpus",
+        ),
+        (
+            &["--tokens-per-second", "1", "--card", "h100"],
+            2,
+            "h100-sxm",
+        ),
         (&["--tokens-per-second", "1", "--peak", "0"], 1, "peak"),
         (&["--tokens-per-second", "1", "--peak", "-3"], 1, "peak"),
         (&["--tokens-per-second", "1"], 2, "--card"),
@@ -330,4 +376,19 @@ fn mfu_refuses_bad_inputs() {
         assert!(err.contains(word), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// The README's launcher table is the end of `smelt match ... --conventions` as printed
+/// (its snapshot, which tests/snapshots.rs keeps current).
+#[test]
+fn readme_shows_the_launcher_table_as_printed() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let snapshot =
+        std::fs::read_to_string(format!("{root}/tests/snapshots/match-conventions.txt")).unwrap();
+    let start = snapshot.find("Launcher FLOPs:").unwrap();
+    assert!(
+        readme.contains(&format!("```text\n{}```", &snapshot[start..])),
+        "the README's launcher table differs from tests/snapshots/match-conventions.txt"
+    );
 }

@@ -49,5 +49,9 @@ pub fn render_grid(
             pair(&label, &c.baseline, &c.looped)
         })
         .collect::<smelt::Result<Vec<_>>>()?;
-    Ok(render_with(&WithConventions::cells(r, pairs), format, layout)?)
+    Ok(render_with(
+        &WithConventions::cells(r, pairs),
+        format,
+        layout,
+    )?)
 }

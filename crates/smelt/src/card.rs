@@ -293,7 +293,10 @@ mod tests {
     #[test]
     fn an_unknown_id_lists_the_known_ones() {
         let e = "h100".parse::<Card>().unwrap_err().to_string();
-        assert!(e.contains("card") && e.contains("h100-sxm, h100-pcie"), "{e}");
+        assert!(
+            e.contains("card") && e.contains("h100-sxm, h100-pcie"),
+            "{e}"
+        );
         assert_eq!("h200-nvl".parse::<Card>().unwrap(), Card::H200Nvl);
     }
 }

@@ -65,7 +65,9 @@ pub fn mfu(spec: &ModelSpec, tokens_per_second: f64, gpus: u64, peak: Peak) -> R
     if !(tokens_per_second.is_finite() && tokens_per_second > 0.0) {
         return Err(Error::invalid(
             "tokens_per_second",
-            format!("must be a positive finite number of tokens per second (got {tokens_per_second})"),
+            format!(
+                "must be a positive finite number of tokens per second (got {tokens_per_second})"
+            ),
         ));
     }
     if gpus == 0 {

@@ -81,7 +81,7 @@ use serde::Serialize;
 
 use crate::cost::{budgets, params};
 use crate::error::Result;
-use crate::model::{Counting, Model, ModelSpec};
+use crate::model::{Attention, Counting, Model, ModelSpec};
 use crate::names::named_enum;
 use crate::units::{Flops, add, product};
 
@@ -129,6 +129,27 @@ named_enum! {
     }
 }
 
+impl Feature {
+    /// Whether `spec` has this feature (so that ignoring it changes its count).
+    pub fn present_in(self, spec: &ModelSpec) -> bool {
+        let (m, w) = (&spec.model, &spec.workload);
+        match self {
+            Feature::Loops => m.looping.as_ref().is_some_and(|lp| lp.repeats > 1),
+            Feature::Router => true,
+            Feature::Windows => m.window.is_some(),
+            Feature::DocumentMask => {
+                w.doc_lengths.is_some() || w.mean_doc_len.is_some_and(|t| t < w.context)
+            }
+            Feature::CausalMask | Feature::CausalDiagonal => w.attention == Attention::Causal,
+            Feature::AttentionCore => true,
+            Feature::IndexerScores => m.indexer.is_some(),
+            Feature::SharedGate => m.moe.shared_gate && m.moe.shared_experts > 0,
+            Feature::Mtp => spec.counting.mtp && m.mtp_layers > 0,
+            Feature::LmHead => spec.counting.lm_head && m.vocab > 0,
+        }
+    }
+}
+
 impl Convention {
     /// The conventions of training stacks, without the exact count.
     pub const LAUNCHERS: [Convention; 4] = [
@@ -152,14 +173,9 @@ impl Convention {
                 IndexerScores,
                 SharedGate,
             ],
-            Convention::Torchtitan => &[
-                Loops,
-                Windows,
-                DocumentMask,
-                CausalMask,
-                IndexerScores,
-                Mtp,
-            ],
+            Convention::Torchtitan => {
+                &[Loops, Windows, DocumentMask, CausalMask, IndexerScores, Mtp]
+            }
             Convention::SixN => &[Loops, AttentionCore, IndexerScores, Mtp, LmHead],
             Convention::SixNAttn => &[
                 Loops,
@@ -197,7 +213,8 @@ pub fn training_flops(convention: Convention, spec: &ModelSpec) -> Result<Flops>
     let m = &spec.model;
     let s = spec.workload.context;
     let n = active_non_embedding(m)?;
-    let six = |x: u64| Ok::<_, crate::Error>(Flops::from_int(product(&[6, x], "flops.convention")?));
+    let six =
+        |x: u64| Ok::<_, crate::Error>(Flops::from_int(product(&[6, x], "flops.convention")?));
     match convention {
         Convention::Exact => Ok(budgets(spec)?.flops),
         Convention::Megatron => megatron(m, &spec.counting, s),
@@ -339,8 +356,10 @@ pub struct ConventionCount {
     pub training_flops: Flops,
     /// Over the exact count.
     pub ratio_to_exact: f64,
-    /// What of the model it does not see.
+    /// What of any model it does not see.
     pub ignores: &'static [Feature],
+    /// Of those, what this model has (what makes its count differ).
+    pub ignored_here: Vec<Feature>,
     /// Its source, pinned.
     pub source: &'static str,
 }
@@ -372,6 +391,12 @@ pub fn launcher_flops(spec: &ModelSpec) -> Result<LauncherFlops> {
                 training_flops: f,
                 ratio_to_exact: f.as_f64() / exact.as_f64(),
                 ignores: c.ignores(),
+                ignored_here: c
+                    .ignores()
+                    .iter()
+                    .copied()
+                    .filter(|f| f.present_in(spec))
+                    .collect(),
                 source: c.source(),
             })
         })

@@ -5,10 +5,10 @@ use serde::Serialize;
 
 use super::cost::flops;
 use super::{Block, Document, Field, Format, Report, Table};
-use crate::conventions::{Convention, LauncherFlops, LauncherPair, Mfu};
+use crate::conventions::{Convention, Feature, LauncherFlops, LauncherPair, Mfu};
 
-fn ignored(c: Convention) -> String {
-    let names: Vec<&str> = c.ignores().iter().map(|f| f.as_str()).collect();
+fn ignored(features: &[Feature]) -> String {
+    let names: Vec<&str> = features.iter().map(|f| f.as_str()).collect();
     match names.is_empty() {
         true => "-".to_owned(),
         false => names.join(", "),
@@ -32,13 +32,18 @@ impl Report for LauncherFlops {
              layers, the exact count the {} layer executions",
             self.sequence_length, self.physical_layers, self.layer_executions
         ));
-        let mut t = Table::new(["convention", "ignores", "FLOPs/token", "/ exact"])
-            .right_from(2)
-            .data();
+        let mut t = Table::new([
+            "convention",
+            "ignores, of this model",
+            "FLOPs/token",
+            "/ exact",
+        ])
+        .right_from(2)
+        .data();
         for c in &self.counts {
             t.rows.push(vec![
                 Field::text(c.convention.as_str()),
-                Field::text(ignored(c.convention)),
+                Field::text(ignored(&c.ignored_here)),
                 Field::shown(flops(c.training_flops), c.training_flops.as_f64()),
                 Field::ratio(c.ratio_to_exact),
             ]);
@@ -99,10 +104,7 @@ impl<'a, R: Report> WithConventions<'a, R> {
             }
         }
         doc.title("Launcher FLOPs: what each convention's log says, looped / Baseline");
-        doc.line(
-            "launchers count physical layers, once each; the exact count every layer \
-             execution (smelt cost --conventions lists what each ignores)",
-        );
+        doc.line("launchers count each physical layer once, the exact count every layer execution");
         doc.table(match self.layout {
             PairLayout::Rows => self.rows_table(),
             PairLayout::Cells => self.cells_table(),
@@ -111,15 +113,26 @@ impl<'a, R: Report> WithConventions<'a, R> {
     }
 
     fn rows_table(&self) -> Table {
-        let mut t = Table::new(["convention", "Baseline", "looped", "looped / Baseline"])
-            .right_from(1)
-            .data();
+        let header = [
+            "convention",
+            "Baseline",
+            "/ exact",
+            "looped",
+            "/ exact",
+            "looped / Baseline",
+        ];
+        let mut t = Table::new(header).right_from(1).data();
         for p in &self.launcher_flops {
+            let Some(exact) = p.counts.iter().find(|c| c.convention == Convention::Exact) else {
+                continue;
+            };
             for c in &p.counts {
                 t.rows.push(vec![
                     Field::text(c.convention.as_str()),
                     Field::shown(flops(c.baseline), c.baseline.as_f64()),
+                    Field::ratio(c.baseline.as_f64() / exact.baseline.as_f64()),
                     Field::shown(flops(c.looped), c.looped.as_f64()),
+                    Field::ratio(c.looped.as_f64() / exact.looped.as_f64()),
                     Field::ratio(c.ratio),
                 ]);
             }
@@ -132,10 +145,11 @@ impl<'a, R: Report> WithConventions<'a, R> {
         let mut t = Table::new(header).right_from(1).data();
         for p in &self.launcher_flops {
             let mut row = vec![Field::text(&p.label)];
-            row.extend(Convention::ALL.iter().map(|&c| {
-                p.ratio(c)
-                    .map_or_else(Field::blank, Field::ratio)
-            }));
+            row.extend(
+                Convention::ALL
+                    .iter()
+                    .map(|&c| p.ratio(c).map_or_else(Field::blank, Field::ratio)),
+            );
             t.rows.push(row);
         }
         t
