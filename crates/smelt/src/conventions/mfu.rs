@@ -43,12 +43,14 @@ pub struct MfuRow {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Mfu {
     /// The model's name, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Tokens per second, the whole run.
     pub tokens_per_second: f64,
     /// GPUs of the run.
     pub gpus: u64,
     /// The card, when the peak is the table's.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub card: Option<Card>,
     /// Dense bf16 peak per GPU, FLOP/s.
     pub peak_flops_per_second: f64,

@@ -368,6 +368,7 @@ pub struct ConventionCount {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LauncherFlops {
     /// The model's name, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The sequence length the launchers' attention terms use (the workload's context).
     pub sequence_length: u64,
