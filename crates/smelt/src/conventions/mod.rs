@@ -32,6 +32,8 @@
 //!   with its default BSHD batch: `total_real_tokens = batch·s` and
 //!   `seqlen_squared_sum = batch·s²`, so the core attention is `6·q·s` per layer and token
 //!   (`·s²/2` for the causal mask, `·2` for `QKᵀ` and `PV`, `·2` per multiply-add, `·3`).
+//!   A packed THD batch passes the sub-sequences' `Σ L_i²` instead, which for documents of
+//!   length `T` is this count with `T` for `s` in the core term.
 //!   SwiGLU (`ffn_expansion_factor = 3`); `shared = shared_experts·shared_ffn`
 //!   (`moe_shared_expert_intermediate_size`); `L_moe`, `L_dense` from the layer pattern
 //!   (`moe_layer_freq`, smelt's `[model.dense]`). With MLA the projections are
