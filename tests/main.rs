@@ -17,6 +17,7 @@ mod hf_looped;
 mod hf_reading;
 mod hf_registry;
 mod launcher;
+mod launcher_flops;
 mod parsers;
 mod plot;
 mod reference;

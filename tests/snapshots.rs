@@ -182,6 +182,58 @@ const CASES: &[(&str, &[&str])] = &[
         "import-mixtral",
         &["import", "tests/data/hf/mixtral-8x7b-v0.1.json"],
     ),
+    (
+        "cost-conventions",
+        &["cost", "budgets/base-200m-s95.toml", "--conventions"],
+    ),
+    (
+        "cost-conventions-json",
+        &[
+            "cost",
+            "budgets/smelt-200m-s95.toml",
+            "--conventions",
+            "--format",
+            "json",
+        ],
+    ),
+    (
+        "match-conventions",
+        &["match", "budgets/match-200m-s95.toml", "--conventions"],
+    ),
+    (
+        "grid-conventions-csv",
+        &[
+            "grid",
+            "budgets/smelt-grid.toml",
+            "--conventions",
+            "--format",
+            "csv",
+        ],
+    ),
+    (
+        "mfu",
+        &[
+            "mfu",
+            "budgets/base-200m-s95.toml",
+            "--tokens-per-second",
+            "1.2e6",
+            "--gpus",
+            "8",
+            "--card",
+            "h100-sxm",
+        ],
+    ),
+    (
+        "mfu-unknown-card",
+        &[
+            "mfu",
+            "budgets/base-200m-s95.toml",
+            "--tokens-per-second",
+            "1.2e6",
+            "--card",
+            "h100",
+        ],
+    ),
 ];
 
 /// Runs `smelt args --quiet` from the package root, `COLUMNS` unset (so the tables fit 120
@@ -272,6 +324,11 @@ fn first_screens() -> Vec<Vec<String>> {
         "fit tests/data/chinchilla/endpoints.csv",
         "import tests/data/hf/mixtral-8x7b-v0.1.json",
         "cost tests/data/hf/deepseek-v3.json",
+        "cost budgets/base-200m-s95.toml --conventions",
+        "cost tests/data/hf/deepseek-v3.json --conventions",
+        "match budgets/match-200m-s95.toml --conventions",
+        "grid budgets/smelt-grid.toml --conventions",
+        "mfu budgets/base-200m-s95.toml --tokens-per-second 1.2e6 --gpus 8 --card h100-sxm",
     ]
     .iter()
     .map(|c| words(c))

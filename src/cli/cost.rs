@@ -32,6 +32,11 @@ pub struct Args {
     format: Format,
     #[command(flatten)]
     layout: LayoutArgs,
+    /// Per-token training FLOPs under launchers' formulas (megatron, torchtitan, 6n,
+    /// 6n-attn) beside the exact count, each with its ratio to it and what it ignores; with
+    /// --against, the comparison followed by each convention's model / Baseline ratio.
+    #[arg(long)]
+    conventions: bool,
 }
 
 /// Reads a model file or config.json, naming it in errors.
@@ -43,13 +48,27 @@ pub fn load(path: &Path) -> anyhow::Result<ModelSpec> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let model = args.workload.spec(load(&args.model)?)?;
     match &args.against {
+        None if args.conventions => emit_report(
+            &smelt::conventions::launcher_flops(&model)?,
+            args.format,
+            &args.layout,
+        )?,
         None => emit_report(&smelt::cost(&model)?, args.format, &args.layout)?,
         Some(path) => {
-            let cmp = smelt::compare(&args.workload.spec(load(path)?)?, &model)?;
+            let baseline = args.workload.spec(load(path)?)?;
+            let cmp = smelt::compare(&baseline, &model)?;
             for note in &cmp.harmonised {
                 eprintln!("smelt: note: {note}");
             }
-            emit_report(&cmp, args.format, &args.layout)?
+            match args.conventions {
+                true => {
+                    let name = cmp.baseline.name.as_deref().unwrap_or("baseline");
+                    let p = smelt::conventions::pair(name, &baseline, &model)?;
+                    let with = smelt::report::WithConventions::single(&cmp, p);
+                    emit_report(&with, args.format, &args.layout)?
+                }
+                false => emit_report(&cmp, args.format, &args.layout)?,
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -41,6 +41,8 @@ pub struct Args {
     bench: BenchFlag,
     #[command(flatten)]
     export: ExportArgs,
+    #[command(flatten)]
+    conventions: super::launcher::ConventionsFlag,
 }
 
 /// Runs `smelt grid`.
@@ -58,7 +60,8 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     if let Some(opts) = args.bench.options() {
         smelt::search::time_cells(&mut r, &opts, progress)?;
     }
-    let text = smelt::report::render_with(&r, args.format, args.layout.layout())?;
+    let layout = args.layout.layout();
+    let text = super::launcher::render_grid(&r, args.format, layout, &args.conventions)?;
     let inputs: Vec<_> = (grid.cells.iter())
         .flat_map(|c| budget_inputs(&args.grid, &c.budget))
         .collect();

@@ -13,10 +13,11 @@ use clap::error::ErrorKind;
 use smelt::hf::looped::ModelDir;
 use smelt::hf::{self, Family};
 use smelt::progress::{Progress, Terminal};
-use smelt::report::{self, Format};
+use smelt::report::{self, Format, Layout};
 use smelt::search::{self, SearchOptions};
 
 use super::bench::BenchFlag;
+use super::launcher::render_match;
 use super::{
     LayoutArgs, WorkloadArgs, budget_inputs, emit, load_budget, tolerance_exit, write_file,
 };
@@ -29,6 +30,8 @@ enum MatchFormat {
     Json,
     /// The tables as Markdown.
     Markdown,
+    /// With --conventions, the launcher table as CSV.
+    Csv,
     /// The matched model file (valid input to `smelt cost`).
     Model,
     /// The matched model for Transformers: a looped one as a model directory (-o DIR).
@@ -121,6 +124,8 @@ pub struct Args {
     bench: BenchFlag,
     #[command(flatten)]
     layout: LayoutArgs,
+    #[command(flatten)]
+    conventions: super::launcher::ConventionsFlag,
 }
 
 /// Runs `smelt match`.
@@ -138,12 +143,13 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
             progress,
         )?);
     }
-    let layout = args.layout.layout();
+    let (layout, conventions) = (args.layout.layout(), &args.conventions);
     let inputs = budget_inputs(&args.budget, &budget);
     let text = match args.format {
-        MatchFormat::Table => Some(report::render_with(&m, Format::Table, layout)?),
-        MatchFormat::Json => Some(report::render(&m, Format::Json)?),
-        MatchFormat::Markdown => Some(report::render_with(&m, Format::Markdown, layout)?),
+        MatchFormat::Table => Some(render_match(&m, Format::Table, layout, conventions)?),
+        MatchFormat::Json => Some(render_match(&m, Format::Json, Layout::WIDE, conventions)?),
+        MatchFormat::Markdown => Some(render_match(&m, Format::Markdown, layout, conventions)?),
+        MatchFormat::Csv => Some(render_match(&m, Format::Csv, layout, conventions)?),
         MatchFormat::Model => match &args.output {
             None => Some(report::model_file(&m)?),
             Some(path) => {

@@ -23,7 +23,9 @@ mod fit;
 mod gain;
 mod grid;
 mod import;
+mod launcher;
 mod matching;
+mod mfu;
 mod sweep;
 mod workload;
 
@@ -69,6 +71,7 @@ enum Command {
     Gain(gain::Args),
     Bench(bench::Args),
     Import(import::Args),
+    Mfu(mfu::Args),
     /// Print a shell completion script: `smelt completions bash > /etc/bash_completion.d/smelt`.
     Completions {
         /// The shell.
@@ -88,6 +91,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Gain(args) => gain::run(args, &progress),
         Command::Bench(args) => bench::run(args, &progress),
         Command::Import(args) => import::run(args),
+        Command::Mfu(args) => mfu::run(args),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "smelt", &mut out);

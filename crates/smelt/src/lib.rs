@@ -81,6 +81,8 @@
 
 pub mod bench;
 pub mod budget;
+pub mod card;
+pub mod conventions;
 pub mod cost;
 pub mod error;
 pub mod export;

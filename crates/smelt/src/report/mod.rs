@@ -24,6 +24,7 @@ mod csv;
 mod fit;
 mod json;
 mod label;
+mod launcher;
 mod markdown;
 mod matching;
 pub mod plot;
@@ -34,6 +35,7 @@ mod toml;
 use serde::Serialize;
 
 pub use crate::units::percent;
+pub use launcher::WithConventions;
 pub use matching::{commented_model_file, imported_model_file, match_comment, model_file};
 
 use crate::error::{Error, Result};

@@ -1,0 +1,477 @@
+//! What a training stack's log says: per-token training FLOPs under the formulas launchers
+//! use, beside smelt's exact count, and the model FLOP utilisation ([`mfu`]) each implies.
+//!
+//! A study trains two models smelt proves compute-matched and then reads throughput and MFU
+//! from its launcher's logs. Those logs count FLOPs by their own closed forms, which
+//! disagree with each other and with what executes. Each [`Convention`] here reproduces its
+//! source's formula term by term (the source is pinned to a commit), so that a log's figure
+//! can be read against the exact one.
+//!
+//! # Conventions
+//!
+//! Every formula is per token, training (forward and backward, 3 × forward, 2 FLOPs per
+//! multiply-add), with these symbols: `L` the **physical** layers (`model.layers`), `H`
+//! the hidden size, `h` the query heads, `d` the head size, `q = h·d`, `kv = kv_heads·d`,
+//! `s` the training sequence length (the workload's `context`), `N` the active
+//! non-embedding parameters as smelt counts them ([`crate::cost::params`]: attention,
+//! router, `top_k` routed and every shared expert, dense FFNs, norms, biases, sinks and
+//! indexer; no embedding, LM head or MTP module), `V` the vocabulary.
+//!
+//! | convention | per-token training FLOPs | source |
+//! |---|---|---|
+//! | `exact` | smelt's count ([`mod@crate::cost`]): every layer execution, causal document-masked attention at `c̄`, windows, router, indexer | this crate |
+//! | `megatron` | `18·H·(ffn·L_dense + (top_k·expert_ffn + shared)·L_moe) + L·(6·(H·(q+2kv) + q·H) + 6·q·s) + 6·H·V₁₂₈` | Megatron-LM `num_floating_point_operations` |
+//! | `torchtitan` | `6·(N + V·H) + 6·L·h·(2d)·s` | torchtitan `get_moe_model_nparams_and_flops` |
+//! | `6n` | `6·N` | Kaplan et al. 2020, `C ≈ 6N` |
+//! | `6n-attn` | `6·N + 12·L·h·d·s` | PaLM, Appendix B: `6N + 12·L·H·Q·T` |
+//!
+//! * **`megatron`**: Megatron-LM, `megatron/training/training.py`,
+//!   `num_floating_point_operations` → `transformer_flops` at commit
+//!   `d98e8a64ddf34856e74b24714e3bedb2f5a39553`
+//!   (<https://github.com/NVIDIA/Megatron-LM/blob/d98e8a64ddf34856e74b24714e3bedb2f5a39553/megatron/training/training.py>),
+//!   with its default BSHD batch: `total_real_tokens = batch·s` and
+//!   `seqlen_squared_sum = batch·s²`, so the core attention is `6·q·s` per layer and token
+//!   (`·s²/2` for the causal mask, `·2` for `QKᵀ` and `PV`, `·2` per multiply-add, `·3`).
+//!   A packed THD batch passes the sub-sequences' `Σ L_i²` instead, which for documents of
+//!   length `T` is this count with `T` for `s` in the core term.
+//!   SwiGLU (`ffn_expansion_factor = 3`); `shared = shared_experts·shared_ffn`
+//!   (`moe_shared_expert_intermediate_size`); `L_moe`, `L_dense` from the layer pattern
+//!   (`moe_layer_freq`, smelt's `[model.dense]`). With MLA the projections are
+//!   `6·(q_term + r·(H + h·(d_n + d_v) + 1) + H·d_r + h·d_v·H)`, `q_term = H·h·(d_n + d_r)`
+//!   without a query latent and `r_q·(H + h·(d_n + d_r) + 1)` with one, and the core
+//!   `3·h·(d_n + d_r + d_v)·s`. With MTP counted (`[counting] mtp`), its modules join the
+//!   layers (MoE ones when the last layer is MoE), add `6·(3H + 2H²)` each and one more
+//!   logit term. The logit term uses the vocabulary padded to a multiple of 128
+//!   (`make_vocab_size_divisible_by`, one tensor-parallel rank).
+//! * **`torchtitan`**: torchtitan, `torchtitan/models/utils.py`,
+//!   `get_moe_model_nparams_and_flops` at commit `b5bcd76c66d0acb1a08b176d9639425bc55e0b2a`
+//!   (<https://github.com/pytorch/torchtitan/blob/b5bcd76c66d0acb1a08b176d9639425bc55e0b2a/torchtitan/models/utils.py>):
+//!   `6·nparams_for_matmul + 6·num_full_attn·n_heads·head_dims·seq_len`, where
+//!   `nparams_for_matmul` is every parameter but the embedding, routed experts scaled by
+//!   `top_k / num_experts` (the LM head is in it, tied or not), `num_full_attn` every layer
+//!   with attention and `head_dims` the sum of the query/key and value head widths (`2·d`
+//!   for GQA as `qwen3/model.py` passes it, `d_n + d_r + d_v` for MLA as
+//!   `deepseek_v3/model.py` does). The dense `get_dense_model_nparams_and_flops` is the
+//!   same formula with every parameter active.
+//! * **`6n`**: 6 FLOPs per parameter per token (Kaplan et al., "Scaling Laws for Neural
+//!   Language Models", arXiv 2001.08361, §2.1), `N` active and non-embedding, no attention
+//!   core.
+//! * **`6n-attn`**: PaLM (Chowdhery et al., arXiv 2204.02311, Appendix B), `6N + 12·L·H·Q·T`
+//!   with `H` heads of width `Q` and `T = s`; for MLA `12·Q` reads `6·(d_n + d_r + d_v)`.
+//!
+//! The LM-head terms (`megatron`'s logits, `torchtitan`'s `V·H`) are counted when the
+//! model's `[counting]` counts the head, as the exact count does, so that a ratio compares
+//! the conventions' layers; a launcher's log always counts them.
+//!
+//! **Loops.** A launcher's formula takes `num_layers` from the config, which holds the
+//! *physical* layers, and parameters, which a loop does not add: every convention here
+//! counts each physical layer once, whatever the loop. A looped model executing `X > L`
+//! layers is therefore reported as cheaper than it is by about `L / X` of its layer FLOPs,
+//! and the log calls it cheaper than the Baseline it was matched to
+//! ([`pair`]; `smelt match --conventions`).
+//!
+//! What each convention leaves out, beyond loops, is [`Convention::ignores`]; what it
+//! counts that smelt does not: `torchtitan`, `6n` and `6n-attn` count every parameter at 6
+//! FLOPs per token, norms and biases included, and `megatron` counts MLA's latent norms
+//! (the `+ 1` terms) and the MTP modules' norms.
+
+mod mfu;
+
+pub use mfu::{Mfu, MfuRow, Peak, mfu};
+
+use serde::Serialize;
+
+use crate::cost::{budgets, params};
+use crate::error::Result;
+use crate::model::{Attention, Counting, Model, ModelSpec};
+use crate::names::named_enum;
+use crate::units::{Flops, add, product};
+
+named_enum! {
+    /// A way of counting per-token training FLOPs.
+    pub enum Convention: "convention" {
+        /// smelt's exact count, what the others are measured against.
+        Exact = "exact",
+        /// Megatron-LM's `num_floating_point_operations`.
+        Megatron = "megatron",
+        /// torchtitan's `get_moe_model_nparams_and_flops`.
+        Torchtitan = "torchtitan",
+        /// 6 × active non-embedding parameters.
+        SixN = "6n",
+        /// PaLM's `6N + 12·L·H·Q·T`.
+        SixNAttn = "6n-attn",
+    }
+}
+
+named_enum! {
+    /// A feature of the model a convention does not see.
+    pub enum Feature: "feature" {
+        /// The loop: physical layers are counted once, not once per execution.
+        Loops = "loops",
+        /// The router's `H × experts` projection.
+        Router = "router",
+        /// Sliding and chunked windows: windowed layers counted as full ones.
+        Windows = "windows",
+        /// The document mask of packed sequences: every query attends the whole sequence.
+        DocumentMask = "document mask",
+        /// The causal mask: every query attends every key (the full square).
+        CausalMask = "causal mask",
+        /// The causal mask's diagonal: `s²/2` keys per sequence, not `s(s+1)/2`.
+        CausalDiagonal = "causal diagonal",
+        /// The attention core (`QKᵀ`, `PV`) altogether.
+        AttentionCore = "attention core",
+        /// A sparse attention indexer's scores (its projections count as parameters).
+        IndexerScores = "indexer scores",
+        /// The shared experts' sigmoid gate.
+        SharedGate = "shared gate",
+        /// Multi-token-prediction modules.
+        Mtp = "mtp",
+        /// The LM head.
+        LmHead = "lm head",
+    }
+}
+
+impl Feature {
+    /// Whether `spec` has this feature (so that ignoring it changes its count).
+    pub fn present_in(self, spec: &ModelSpec) -> bool {
+        let (m, w) = (&spec.model, &spec.workload);
+        match self {
+            Feature::Loops => m.looping.as_ref().is_some_and(|lp| lp.repeats > 1),
+            Feature::Router => true,
+            Feature::Windows => m.window.is_some(),
+            Feature::DocumentMask => {
+                w.doc_lengths.is_some() || w.mean_doc_len.is_some_and(|t| t < w.context)
+            }
+            Feature::CausalMask | Feature::CausalDiagonal => w.attention == Attention::Causal,
+            Feature::AttentionCore => true,
+            Feature::IndexerScores => m.indexer.is_some(),
+            Feature::SharedGate => m.moe.shared_gate && m.moe.shared_experts > 0,
+            Feature::Mtp => spec.counting.mtp && m.mtp_layers > 0,
+            Feature::LmHead => spec.counting.lm_head && m.vocab > 0,
+        }
+    }
+}
+
+impl Convention {
+    /// The conventions of training stacks, without the exact count.
+    pub const LAUNCHERS: [Convention; 4] = [
+        Convention::Megatron,
+        Convention::Torchtitan,
+        Convention::SixN,
+        Convention::SixNAttn,
+    ];
+
+    /// The features of a model this convention does not count (module docs).
+    pub fn ignores(self) -> &'static [Feature] {
+        use Feature::*;
+        match self {
+            Convention::Exact => &[],
+            Convention::Megatron => &[
+                Loops,
+                Router,
+                Windows,
+                DocumentMask,
+                CausalDiagonal,
+                IndexerScores,
+                SharedGate,
+            ],
+            Convention::Torchtitan => {
+                &[Loops, Windows, DocumentMask, CausalMask, IndexerScores, Mtp]
+            }
+            Convention::SixN => &[Loops, AttentionCore, IndexerScores, Mtp, LmHead],
+            Convention::SixNAttn => &[
+                Loops,
+                Windows,
+                DocumentMask,
+                CausalMask,
+                IndexerScores,
+                Mtp,
+                LmHead,
+            ],
+        }
+    }
+
+    /// Where the formula comes from, pinned.
+    pub fn source(self) -> &'static str {
+        match self {
+            Convention::Exact => "smelt's cost model (docs/conventions.md)",
+            Convention::Megatron => {
+                "Megatron-LM d98e8a64ddf34856e74b24714e3bedb2f5a39553, \
+                 megatron/training/training.py, num_floating_point_operations"
+            }
+            Convention::Torchtitan => {
+                "torchtitan b5bcd76c66d0acb1a08b176d9639425bc55e0b2a, \
+                 torchtitan/models/utils.py, get_moe_model_nparams_and_flops"
+            }
+            Convention::SixN => "Kaplan et al. 2020 (arXiv 2001.08361), C = 6N",
+            Convention::SixNAttn => "PaLM (arXiv 2204.02311), Appendix B, 6N + 12LHQT",
+        }
+    }
+}
+
+/// The per-token training FLOPs of `spec` under `convention`.
+pub fn training_flops(convention: Convention, spec: &ModelSpec) -> Result<Flops> {
+    spec.validate()?;
+    let m = &spec.model;
+    let s = spec.workload.context;
+    let n = active_non_embedding(m)?;
+    let six =
+        |x: u64| Ok::<_, crate::Error>(Flops::from_int(product(&[6, x], "flops.convention")?));
+    match convention {
+        Convention::Exact => Ok(budgets(spec)?.flops),
+        Convention::Megatron => megatron(m, &spec.counting, s),
+        Convention::Torchtitan => {
+            let head = lm_head_params(m, &spec.counting)?;
+            six(add(n, head, "flops.torchtitan")?)?.checked_add(full_square(m, s)?)
+        }
+        Convention::SixN => six(n),
+        Convention::SixNAttn => six(n)?.checked_add(full_square(m, s)?),
+    }
+}
+
+/// `N`: active parameters without embedding, LM head or MTP modules.
+fn active_non_embedding(m: &Model) -> Result<u64> {
+    let none = Counting {
+        embeddings: false,
+        lm_head: false,
+        mtp: false,
+        ..Counting::default()
+    };
+    Ok(params(m, &none)?.1.total()?.0)
+}
+
+/// The LM head's parameters when `counting` counts the head (tied or not, as the head's
+/// matmul runs either way).
+fn lm_head_params(m: &Model, counting: &Counting) -> Result<u64> {
+    if !counting.lm_head {
+        return Ok(0);
+    }
+    let bias = if m.lm_head_bias { m.vocab } else { 0 };
+    add(
+        product(&[m.vocab, m.hidden], "params.lm_head")?,
+        bias,
+        "params.lm_head",
+    )
+}
+
+/// Query/key plus value width of one head: `2·d`, or MLA's `d_n + d_r + d_v`.
+fn qk_plus_v(m: &Model) -> Result<u64> {
+    match &m.mla {
+        None => product(&[2, m.head_dim], "flops.convention"),
+        Some(a) => add(
+            a.qk_nope_head_dim + a.qk_rope_head_dim,
+            a.v_head_dim,
+            "flops.convention",
+        ),
+    }
+}
+
+/// The non-causal attention core of every physical layer: `6·L·h·(qk + v)·s`.
+fn full_square(m: &Model, s: u64) -> Result<Flops> {
+    Ok(Flops::from_int(product(
+        &[6, m.layers, m.heads, qk_plus_v(m)?, s],
+        "flops.convention",
+    )?))
+}
+
+/// Megatron-LM's `transformer_flops` per token (module docs), BSHD batches of `s` tokens.
+fn megatron(m: &Model, counting: &Counting, s: u64) -> Result<Flops> {
+    const WHAT: &str = "flops.megatron";
+    let (h, l) = (m.hidden, m.layers);
+    let mtp = if counting.mtp { m.mtp_layers } else { 0 };
+    let last_is_moe = !m.dense.as_ref().is_some_and(|d| d.layers.contains(&l));
+    let dense = m.dense_layers();
+    let (moe_layers, dense_layers) = match last_is_moe {
+        true => (add(l - dense, mtp, WHAT)?, dense),
+        false => (l - dense, add(dense, mtp, WHAT)?),
+    };
+    let moe = &m.moe;
+    let dense_ffn = m.dense.as_ref().map_or(0, |d| d.ffn);
+    let per_moe_layer = add(
+        product(&[moe.top_k, moe.expert_ffn], WHAT)?,
+        product(&[moe.shared_experts, moe.shared_ffn], WHAT)?,
+        WHAT,
+    )?;
+    let mlp = product(
+        &[
+            18,
+            h,
+            add(
+                product(&[dense_ffn, dense_layers], WHAT)?,
+                product(&[per_moe_layer, moe_layers], WHAT)?,
+                WHAT,
+            )?,
+        ],
+        WHAT,
+    )?;
+    let (linear, core) = megatron_attention(m, s)?;
+    let attention = product(&[add(linear, core, WHAT)?, add(l, mtp, WHAT)?], WHAT)?;
+    let mtp_extra = product(
+        &[6, mtp, add(3 * h, product(&[2, h, h], WHAT)?, WHAT)?],
+        WHAT,
+    )?;
+    let logits = match counting.lm_head {
+        true => product(&[6, h, m.vocab.div_ceil(128) * 128, mtp + 1], WHAT)?,
+        false => 0,
+    };
+    let total = [attention, mtp_extra, logits]
+        .into_iter()
+        .try_fold(mlp, |acc, x| add(acc, x, WHAT))?;
+    Ok(Flops::from_int(total))
+}
+
+/// Megatron-LM's attention per layer and token: `(projections, core at s keys)`.
+fn megatron_attention(m: &Model, s: u64) -> Result<(u64, u64)> {
+    const WHAT: &str = "flops.megatron";
+    let (h, heads) = (m.hidden, m.heads);
+    match &m.mla {
+        None => {
+            let q = product(&[heads, m.head_dim], WHAT)?;
+            let kv = product(&[m.kv_heads, m.head_dim], WHAT)?;
+            let qkv = add(q, product(&[2, kv], WHAT)?, WHAT)?;
+            let linear = product(&[6, h, add(qkv, q, WHAT)?], WHAT)?;
+            Ok((linear, product(&[6, q, s], WHAT)?))
+        }
+        Some(a) => {
+            let qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+            let q_term = match a.q_lora_rank {
+                0 => product(&[h, heads, qk], WHAT)?,
+                r => product(&[r, h + product(&[heads, qk], WHAT)? + 1], WHAT)?,
+            };
+            let kv_up = product(&[heads, a.qk_nope_head_dim + a.v_head_dim], WHAT)?;
+            let kv_term = product(&[a.kv_lora_rank, h + kv_up + 1], WHAT)?;
+            let rope = product(&[h, a.qk_rope_head_dim], WHAT)?;
+            let out = product(&[heads, a.v_head_dim, h], WHAT)?;
+            let linear = product(&[6, q_term + kv_term + rope + out], WHAT)?;
+            let core = product(&[3, heads, qk + a.v_head_dim, s], WHAT)?;
+            Ok((linear, core))
+        }
+    }
+}
+
+/// One convention's count of a model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConventionCount {
+    /// The convention.
+    pub convention: Convention,
+    /// Per-token training FLOPs under it.
+    pub training_flops: Flops,
+    /// Over the exact count.
+    pub ratio_to_exact: f64,
+    /// What of any model it does not see.
+    pub ignores: &'static [Feature],
+    /// Of those, what this model has (what makes its count differ).
+    pub ignored_here: Vec<Feature>,
+    /// Its source, pinned.
+    pub source: &'static str,
+}
+
+/// A model's per-token training FLOPs under every convention (`smelt cost --conventions`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LauncherFlops {
+    /// The model's name, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The sequence length the launchers' attention terms use (the workload's context).
+    pub sequence_length: u64,
+    /// Physical layers: what every launcher convention counts.
+    pub physical_layers: u64,
+    /// Layer executions: what the exact count counts.
+    pub layer_executions: u64,
+    /// One count per convention, the exact one first.
+    pub counts: Vec<ConventionCount>,
+}
+
+/// Every convention's count of `spec` ([`LauncherFlops`]).
+pub fn launcher_flops(spec: &ModelSpec) -> Result<LauncherFlops> {
+    let exact = training_flops(Convention::Exact, spec)?;
+    let counts = Convention::ALL
+        .iter()
+        .map(|&c| {
+            let f = training_flops(c, spec)?;
+            Ok(ConventionCount {
+                convention: c,
+                training_flops: f,
+                ratio_to_exact: f.as_f64() / exact.as_f64(),
+                ignores: c.ignores(),
+                ignored_here: c
+                    .ignores()
+                    .iter()
+                    .copied()
+                    .filter(|f| f.present_in(spec))
+                    .collect(),
+                source: c.source(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let extra = spec
+        .model
+        .looping
+        .as_ref()
+        .map_or(Ok(0), |lp| lp.extra_executions())?;
+    Ok(LauncherFlops {
+        name: spec.name.clone(),
+        sequence_length: spec.workload.context,
+        physical_layers: spec.model.layers,
+        layer_executions: add(spec.model.layers, extra, "layer executions")?,
+        counts,
+    })
+}
+
+/// One convention's counts of a looped model and its Baseline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairCount {
+    /// The convention.
+    pub convention: Convention,
+    /// The Baseline's per-token training FLOPs under it.
+    pub baseline: Flops,
+    /// The looped model's.
+    pub looped: Flops,
+    /// Looped over Baseline: the FLOP ratio a log under this convention shows.
+    pub ratio: f64,
+}
+
+/// What every convention says of a looped model against its Baseline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LauncherPair {
+    /// Which pair (a grid's cell, or the Baseline's name).
+    pub label: String,
+    /// One count per convention, the exact one first.
+    pub counts: Vec<PairCount>,
+}
+
+impl LauncherPair {
+    /// The ratio under `convention`.
+    pub fn ratio(&self, convention: Convention) -> Option<f64> {
+        self.counts
+            .iter()
+            .find(|c| c.convention == convention)
+            .map(|c| c.ratio)
+    }
+}
+
+/// Every convention's counts of `looped` against `baseline`, the looped model counted
+/// under the Baseline's `[counting]` and workload (as [`crate::cost::compare`] does).
+pub fn pair(label: &str, baseline: &ModelSpec, looped: &ModelSpec) -> Result<LauncherPair> {
+    let under = ModelSpec {
+        counting: baseline.counting,
+        workload: baseline.workload.clone(),
+        ..looped.clone()
+    };
+    let counts = Convention::ALL
+        .iter()
+        .map(|&c| {
+            let (b, l) = (training_flops(c, baseline)?, training_flops(c, &under)?);
+            Ok(PairCount {
+                convention: c,
+                baseline: b,
+                looped: l,
+                ratio: l.as_f64() / b.as_f64(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(LauncherPair {
+        label: label.to_owned(),
+        counts,
+    })
+}
