@@ -55,6 +55,8 @@ __all__ = [
     "export_hf",
     "export_toml",
     "families",
+    "launcher_flops",
+    "mfu",
     "__version__",
 ]
 
@@ -514,6 +516,52 @@ def import_hf(config: Source) -> ModelDict:
     `families()` gives each with what it is.
     """
     return _loads(_smelt.import_hf(_source("config", config)))
+
+
+def launcher_flops(
+    spec: Source,
+    against: Optional[Source] = None,
+    *,
+    context: Optional[int] = None,
+    mean_doc_len: Optional[int] = None,
+    doc_lengths: Any = None,
+    dense: bool = False,
+) -> Dict[str, Any]:
+    """Per-token training FLOPs as each training stack's log counts them (Megatron-LM,
+    torchtitan, 6N, PaLM's 6N + attention), beside smelt's exact count, with the features
+    each convention ignores: the fields of `smelt cost --conventions --format json`. With
+    `against` (the Baseline; `spec` is then the looped model), each convention's looped /
+    Baseline ratio beside the exact one: what a launcher's log would say of the pair."""
+    w = _workload(context, mean_doc_len, doc_lengths, dense)
+    other = None if against is None else _source("against", against)
+    return _loads(_smelt.launcher_flops(_source("spec", spec), other, w))
+
+
+def mfu(
+    spec: Source,
+    tokens_per_second: float,
+    gpus: int = 1,
+    card: Optional[str] = None,
+    peak: Optional[float] = None,
+    *,
+    context: Optional[int] = None,
+    mean_doc_len: Optional[int] = None,
+    doc_lengths: Any = None,
+    dense: bool = False,
+) -> Dict[str, Any]:
+    """Model FLOP/s and MFU of a training run (`tokens_per_second` over the whole run, on
+    `gpus` GPUs) under the exact count and each launcher convention: the fields of
+    `smelt mfu --format json`. Give `card` (an id of smelt's table of cards, e.g.
+    "h100-sxm"; an unknown one is an error listing them) or `peak` (a dense peak per GPU in
+    TFLOP/s, as `--peak`)."""
+    tps = _float("tokens_per_second", tokens_per_second)
+    g = _int("gpus", gpus, 1, _U64)
+    c = None if card is None else _str("card", card)
+    p = None if peak is None else _float("peak", peak)
+    if (c is None) == (p is None):
+        raise _error("card", "give a card or a peak, not both or neither")
+    w = _workload(context, mean_doc_len, doc_lengths, dense)
+    return _loads(_smelt.mfu(_source("spec", spec), tps, g, c, p, w))
 
 
 def families() -> Dict[str, str]:

@@ -758,6 +758,66 @@ fn export_result(
     })
 }
 
+/// launcher_flops(spec, against, workload) -> JSON: per-token training FLOPs under each
+/// training stack's convention beside the exact count (`smelt cost --conventions`); with
+/// `against`, the pair's ratios (Baseline `against`, looped `spec`).
+#[pyfunction]
+#[pyo3(signature = (spec, against, workload))]
+fn launcher_flops(
+    py: Python<'_>,
+    spec: Source,
+    against: Option<Source>,
+    workload: Option<String>,
+) -> PyResult<String> {
+    guarded(py, move || {
+        let w = changes(workload.as_deref())?;
+        let model = model_spec(&spec, &w)?;
+        match against {
+            None => to_json(&smelt_core::conventions::launcher_flops(&model)?),
+            Some(b) => {
+                let base = model_spec(&b, &w)?;
+                let label = model.name.clone().unwrap_or_else(|| "looped".to_owned());
+                to_json(&smelt_core::conventions::pair(&label, &base, &model)?)
+            }
+        }
+    })
+}
+
+/// mfu(spec, tokens_per_second, gpus, card, peak_tflops, workload) -> JSON: `smelt mfu
+/// --format json`.
+#[pyfunction]
+#[pyo3(signature = (spec, tokens_per_second, gpus, card, peak_tflops, workload))]
+fn mfu(
+    py: Python<'_>,
+    spec: Source,
+    tokens_per_second: f64,
+    gpus: u64,
+    card: Option<String>,
+    peak_tflops: Option<f64>,
+    workload: Option<String>,
+) -> PyResult<String> {
+    guarded(py, move || {
+        use smelt_core::conventions::Peak;
+        let model = model_spec(&spec, &changes(workload.as_deref())?)?;
+        let peak = match (card, peak_tflops) {
+            (Some(c), None) => Peak::Card(c.parse()?),
+            (None, Some(t)) => Peak::Given(t * 1e12),
+            _ => {
+                return Err(Error::invalid(
+                    "card",
+                    "give a card or a peak (peak_tflops), not both or neither",
+                ));
+            }
+        };
+        to_json(&smelt_core::conventions::mfu(
+            &model,
+            tokens_per_second,
+            gpus,
+            peak,
+        )?)
+    })
+}
+
 /// The names of the families smelt reads and writes, with what each is.
 #[pyfunction]
 fn families() -> Vec<(&'static str, &'static str)> {
@@ -781,6 +841,8 @@ fn _smelt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(export_budget, m)?)?;
     m.add_function(wrap_pyfunction!(export_result, m)?)?;
     m.add_function(wrap_pyfunction!(families, m)?)?;
+    m.add_function(wrap_pyfunction!(launcher_flops, m)?)?;
+    m.add_function(wrap_pyfunction!(mfu, m)?)?;
     m.add("SmeltError", m.py().get_type::<SmeltError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

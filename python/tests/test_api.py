@@ -39,7 +39,8 @@ def cli(*args, check=True):
 # --- Types and signatures --------------------------------------------------------------
 
 PUBLIC = [smelt.cost, smelt.match, smelt.grid, smelt.sweep, smelt.fit, smelt.gain, smelt.bench,
-          smelt.import_hf, smelt.export_hf, smelt.export_toml, smelt.families]
+          smelt.import_hf, smelt.export_hf, smelt.export_toml, smelt.families,
+          smelt.launcher_flops, smelt.mfu]
 
 
 @pytest.mark.parametrize("function", PUBLIC, ids=lambda f: f.__name__)
@@ -330,3 +331,22 @@ def test_ctrl_c_interrupts_a_long_call(tmp_path):
         smelt.gain(csv, "base", "smelt", starts="small", bootstrap=100_000, progress=interrupt)
     task, done, total = heard[-1]
     assert task == "bootstrap resamples" and done < total == 100_000
+
+
+def test_launcher_conventions_and_mfu_are_the_command_lines():
+    base = BUDGETS / "base-200m-s95.toml"
+    ours = smelt.launcher_flops(base)
+    theirs = json.loads(cli("cost", base, "--conventions", "--format", "json").stdout)
+    assert ours == theirs
+    m = smelt.mfu(base, 1.2e6, gpus=8, card="h100-sxm")
+    assert m == json.loads(cli("mfu", base, "--tokens-per-second", "1.2e6", "--gpus", 8,
+                               "--card", "h100-sxm", "--format", "json").stdout)
+    with pytest.raises(smelt.SmeltError) as e:
+        smelt.mfu(base, 1.0, card="h100-sxm", peak=900.0)
+    assert e.value.field == "card"
+    with pytest.raises(smelt.SmeltError, match="h100-sxm"):
+        smelt.mfu(base, 1.0, card="h999")
+    pair = smelt.launcher_flops(BUDGETS / "smelt-200m-s95.toml", against=base)
+    exact = [c for c in pair["counts"] if c["convention"] == "exact"][0]
+    megatron = [c for c in pair["counts"] if c["convention"] == "megatron"][0]
+    assert abs(exact["ratio"] - 1) < 0.03 and megatron["ratio"] < 0.9 * exact["ratio"]
