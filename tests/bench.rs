@@ -420,6 +420,83 @@ kv_heads = { min = 1, max = 4 }
     );
 }
 
+/// `grid --bench cpu --shard K/N` times its share of the cells; `smelt merge` joins the
+/// shards into the grid (each cell's time from its shard, the summary recomputed) and
+/// refuses a missing, repeated or foreign shard.
+#[test]
+fn shards_of_a_grid_merge_into_the_grid() {
+    let grid = common::temp_file(
+        "toml",
+        r#"name = "two"
+template = "@BUDGETS@/base-{scale}-{sparsity}.toml"
+scales = ["100m"]
+sparsities = ["s0", "s85"]
+[recipe]
+span = "half"
+[lattice]
+hidden = { step = 32 }
+experts = { step = 8 }
+head_dim = { step = 8, min = 32, max = 128 }
+kv_heads = { min = 1, max = 4 }
+"#,
+    );
+    let grid = &grid.display().to_string();
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let shard = |k: &str, tokens: &str| {
+        let args = [
+            "grid", grid, "--format", "json", "--bench", "cpu", "--shard", k,
+        ];
+        let timing = [
+            "--mean-doc-len",
+            "64",
+            "--tokens",
+            tokens,
+            "--repeats",
+            "1",
+            "-q",
+        ];
+        let v = common::run_json(&[&args[..], &timing[..]].concat());
+        let path = dir.join(format!(
+            "shard-{}-{tokens}-{}.json",
+            k.replace('/', "of"),
+            std::process::id()
+        ));
+        std::fs::write(&path, v.to_string()).unwrap();
+        (v, path.display().to_string())
+    };
+    let ((one, p1), (two, p2)) = (shard("1/2", "128"), shard("2/2", "128"));
+    assert!(one["cells"][0]["time"].is_object() && one["cells"][1].get("time").is_none());
+    assert!(two["cells"][1]["time"].is_object() && two["cells"][0].get("time").is_none());
+    assert_eq!(one["shard"]["digest"], two["shard"]["digest"]);
+    let merged = common::run_json(&["merge", &p2, &p1]);
+    assert!(merged.get("shard").is_none());
+    assert_eq!(merged["cells"][0]["time"], one["cells"][0]["time"]);
+    assert_eq!(merged["cells"][1]["time"], two["cells"][1]["time"]);
+    let ratios: Vec<f64> = (0..2)
+        .map(|i| merged["cells"][i]["time"]["ratio"].as_f64().unwrap())
+        .collect();
+    let s = &merged["summary"]["time_ratio"];
+    assert_eq!(s["max_ratio"].as_f64().unwrap(), ratios[0].max(ratios[1]));
+    assert_eq!(merged["cells"][0]["looped"], one["cells"][0]["looped"]);
+    // A shard missing, a shard twice, a shard of another benchmark setting: refused.
+    let (code, _, err) = run(&["merge", &p1]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("shard 2/2: is missing"), "{err}");
+    let (code, _, err) = run(&["merge", &p1, &p1]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("is given twice"), "{err}");
+    let (_, other) = shard("2/2", "192");
+    let (code, _, err) = run(&["merge", &p1, &other]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("another grid"), "{err}");
+    // --shard needs --bench, and K/N in range.
+    let (code, _, err) = run(&["grid", grid, "--shard", "1/2"]);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, _, err) = run(&["grid", grid, "--bench", "cpu", "--shard", "3/2"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("1 <= K <= N"), "{err}");
+}
+
 /// Short documents, a small batch, one round, no progress: a benchmark of a few seconds.
 fn quick() -> impl Iterator<Item = &'static str> {
     "--mean-doc-len 64 --tokens 128 --repeats 1 -q".split(' ')

@@ -39,6 +39,12 @@ pub struct Args {
     workload: WorkloadArgs,
     #[command(flatten)]
     bench: BenchFlag,
+    /// With --bench: time only the cells whose position (from 0) is K-1 modulo N, and mark
+    /// the JSON as shard K of N for `smelt merge` (one shard per GPU or per task of a job
+    /// array, each with its own CUDA_VISIBLE_DEVICES).
+    #[arg(long, value_name = "K/N", requires = "bench",
+          value_parser = |s: &str| smelt::search::shard::Shard::parse(s))]
+    shard: Option<smelt::search::shard::Shard>,
     #[command(flatten)]
     export: ExportArgs,
     #[command(flatten)]
@@ -58,7 +64,7 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     };
     let mut r = smelt::search::match_grid_with(&grid, &options, progress)?;
     if let Some(opts) = args.bench.options() {
-        smelt::search::time_cells(&mut r, &opts, progress)?;
+        smelt::search::time_shard(&mut r, &opts, args.shard, progress)?;
     }
     let layout = args.layout.layout();
     let text = super::launcher::render_grid(&r, args.format, layout, &args.conventions)?;

@@ -25,6 +25,7 @@ mod grid;
 mod import;
 mod launcher;
 mod matching;
+mod merge;
 mod mfu;
 mod sweep;
 mod workload;
@@ -72,6 +73,7 @@ enum Command {
     Bench(bench::Args),
     Import(import::Args),
     Mfu(mfu::Args),
+    Merge(merge::Args),
     /// Print a shell completion script: `smelt completions bash > /etc/bash_completion.d/smelt`.
     Completions {
         /// The shell.
@@ -92,6 +94,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::run(args, &progress),
         Command::Import(args) => import::run(args),
         Command::Mfu(args) => mfu::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "smelt", &mut out);

@@ -194,8 +194,8 @@ pub struct BenchReport {
 }
 
 /// The measured time of a looped model against its Baseline, as a grid cell or a match
-/// reports it (`--bench`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// reports it (`--bench`); read back when shards of a grid are merged.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct TimeRatio {
     /// Looped / Baseline seconds per token: the median of the rounds' ratios.
     pub ratio: f64,

@@ -94,6 +94,9 @@ pub struct GridReport {
     pub cells: Vec<GridCell>,
     /// Summary over the cells.
     pub summary: GridSummary,
+    /// The share of the cells this run timed (`--shard K/N`), for `smelt merge`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<super::shard::ShardInfo>,
 }
 
 impl GridSummary {
@@ -136,10 +139,24 @@ pub fn time_cells(
     opts: &BenchOptions,
     progress: &dyn Progress,
 ) -> Result<()> {
+    time_shard(report, opts, None, progress)
+}
+
+/// [`time_cells`] for the cells of `shard` only (all of them for `None`), the report marked
+/// as that shard ([`super::shard`]).
+pub fn time_shard(
+    report: &mut GridReport,
+    opts: &BenchOptions,
+    shard: Option<super::shard::Shard>,
+    progress: &dyn Progress,
+) -> Result<()> {
     let start = std::time::Instant::now();
     let n = report.cells.len();
     for (i, cell) in report.cells.iter_mut().enumerate() {
         crate::progress::check(progress)?;
+        if shard.is_some_and(|s| !s.has(i)) {
+            continue;
+        }
         let left = opts.max_seconds - start.elapsed().as_secs_f64();
         if left <= 0.0 {
             cell.time_failed = Some(format!(
@@ -170,21 +187,31 @@ pub fn time_cells(
             }
         }
     }
-    report.summary.time_ratio = time_summary(&report.cells, opts);
+    let times: Vec<(Option<TimeRatio>, bool)> = (report.cells.iter())
+        .map(|c| (c.time.clone(), c.time_failed.is_some()))
+        .collect();
+    report.summary.time_ratio = time_summary_of(&times, opts.backend);
+    if let Some(s) = shard {
+        super::shard::mark(report, s, opts)?;
+    }
     Ok(())
 }
 
-/// The summary of the cells' time ratios: the largest and mean over the quoted cells.
-fn time_summary(cells: &[GridCell], opts: &BenchOptions) -> Option<TimeSummary> {
-    let timed: Vec<&TimeRatio> = cells.iter().filter_map(|c| c.time.as_ref()).collect();
-    let failed_cells = cells.iter().filter(|c| c.time_failed.is_some()).count();
+/// The summary of the cells' time ratios (`(time, failed)` per cell): the largest and mean
+/// over the quoted cells (timed, not noisy); `None` when no cell was timed or failed.
+pub(crate) fn time_summary_of(
+    times: &[(Option<TimeRatio>, bool)],
+    backend: crate::bench::Backend,
+) -> Option<TimeSummary> {
+    let timed: Vec<&TimeRatio> = times.iter().filter_map(|(t, _)| t.as_ref()).collect();
+    let failed_cells = times.iter().filter(|(_, failed)| *failed).count();
     if timed.is_empty() && failed_cells == 0 {
         return None;
     }
     let quoted: Vec<f64> = timed.iter().filter(|t| !t.noisy).map(|t| t.ratio).collect();
     let device = timed.first().map(|t| t.device.clone()).unwrap_or_default();
     Some(TimeSummary {
-        backend: opts.backend,
+        backend,
         device,
         max_ratio: quoted.iter().copied().reduce(f64::max),
         mean_ratio: (!quoted.is_empty()).then(|| quoted.iter().sum::<f64>() / quoted.len() as f64),
@@ -245,5 +272,6 @@ pub fn match_grid_with(
             .map_or(Mode::TwoSided, |c| c.budget.mode()),
         cells,
         summary,
+        shard: None,
     })
 }

@@ -93,12 +93,14 @@ mod kept;
 pub mod milp;
 mod report;
 pub(crate) mod shapes;
+pub mod shard;
 mod sweep;
 mod verdict;
 
 pub use candidate::{Candidate, Point, looped_model, rank_key};
 pub use grid::{
     GridCell, GridReport, GridSummary, TimeSummary, match_grid, match_grid_with, time_cells,
+    time_shard,
 };
 pub use report::{
     Alternative, BudgetPair, MatchReport, SparsityPair, match_budget, match_budget_with,
