@@ -118,27 +118,34 @@ impl Report for BenchReport {
         }
         if let (Some(t), Some(fr)) = (self.time_ratio_stats, self.flop_ratio) {
             doc.line("");
-            doc.line(format!(
-                "{} / {}: measured time ratio {:.3} [{:.3}, {:.3}] (median of {} interleaved \
-                 rounds, 95% bootstrap interval{}), FLOP ratio {:.3}",
-                self.models[1].name,
-                self.models[0].name,
-                t.median,
-                t.interval[0],
-                t.interval[1],
-                t.rounds,
-                if t.noisy {
-                    "; noisy: wider than 5%, not a figure to quote"
-                } else {
-                    ""
-                },
-                fr
-            ));
+            doc.line(self.ratio_line(&t, fr));
         }
         doc
     }
 
     fn formats(&self) -> &'static [Format] {
         &[Format::Table, Format::Json, Format::Markdown, Format::Toml]
+    }
+}
+
+impl BenchReport {
+    /// The pair's measured time ratio with its interval, beside the FLOP ratio.
+    fn ratio_line(&self, t: &crate::bench::stats::RatioStats, flop_ratio: f64) -> String {
+        format!(
+            "{} / {}: measured time ratio {:.3} [{:.3}, {:.3}] (median of {} interleaved \
+             rounds, 95% bootstrap interval{}), FLOP ratio {:.3}",
+            self.models[1].name,
+            self.models[0].name,
+            t.median,
+            t.interval[0],
+            t.interval[1],
+            t.rounds,
+            if t.noisy {
+                "; noisy: wider than 5%, not a figure to quote"
+            } else {
+                ""
+            },
+            flop_ratio
+        )
     }
 }
