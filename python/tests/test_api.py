@@ -309,16 +309,8 @@ def test_an_exception_in_the_callback_stops_the_work():
         smelt.grid(BUDGETS / "smelt-grid.toml", progress=fail)
 
 
-def test_ctrl_c_interrupts_a_long_call(tmp_path):
-    rows = ["arch,cell,F,S,D,loss"]
-    for arch, a in (("base", 400.0), ("smelt", 300.0)):
-        for i, f in enumerate((1e9, 3e9, 1e10)):
-            for s in (0.0, 0.5, 0.9):
-                for d in (1e10, 1e11):
-                    loss = 1.8 + a * (1 - s) ** 0.3 / f**0.3 + 400.0 / d**0.3
-                    rows.append(f"{arch},c{i}-{s},{f:e},{s},{d:e},{loss!r}")
-    csv = tmp_path / "endpoints.csv"
-    csv.write_text("\n".join(rows) + "\n")
+def test_ctrl_c_interrupts_a_long_call(two_architectures):
+    csv = two_architectures
     heard = []
 
     def interrupt(task, done, total):
