@@ -103,8 +103,8 @@ pub use cost::{
 };
 pub use error::{Error, Result};
 pub use model::{
-    Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Mla, Model, ModelSpec, Moe,
-    QkNorm, Window, WindowKind, Workload,
+    ActivationPolicy, Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Mla,
+    Model, ModelSpec, Moe, QkNorm, Window, WindowKind, Workload,
 };
 pub use search::{MatchReport, match_budget, match_grid, solve, sweep};
-pub use units::{Bytes, Flops, KvElements, Params};
+pub use units::{ActivationBytes, Bytes, Flops, KvElements, Params};

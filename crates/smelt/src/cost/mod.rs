@@ -112,11 +112,15 @@
 mod attention;
 mod compare;
 mod layer;
+pub mod memory;
 mod per_budget;
 mod types;
 
 pub use attention::{Keys, MeanKeys, Shortcut};
 pub use compare::{Comparison, compare};
+pub use memory::{
+    ActivationBreakdown, ActivationReport, PolicyActivations, activation_report, activations,
+};
 pub use per_budget::{BudgetKind, PerBudget, Ratios, Residuals};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
@@ -393,7 +397,7 @@ fn kv_budget(
     }
 }
 
-/// The three budgets of a validated spec, without the report around them.
+/// The budgets of a validated spec, without the report around them.
 pub fn budgets(spec: &ModelSpec) -> Result<Budgets> {
     budgets_with(
         &spec.model,
@@ -419,6 +423,7 @@ pub fn budgets_with(
         flops: forward.checked_mul(TRAINING_OVER_FORWARD)?,
         params: total.total()?,
         kv: kv_budget(model, &layer, context, counting)?,
+        activations: activations(model, keys, counting, counting.activations)?.total()?,
     })
 }
 
@@ -510,6 +515,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             forward_breakdown,
         },
         kv_cache_per_token: kv_report(&spec.model, &layer, &spec.workload, &spec.counting)?,
+        activations: activation_report(&spec.model, &keys, spec.workload.context, &spec.counting)?,
         attention: AttentionReport {
             mean_keys_per_query: keys.full.as_f64(),
             mean_keys_exact: keys.full.to_string(),

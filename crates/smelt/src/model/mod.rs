@@ -36,7 +36,7 @@
 pub(crate) mod validate;
 mod workload;
 
-pub use workload::{Attention, Counting, KvCount, Workload};
+pub use workload::{ActivationPolicy, Attention, Counting, KvCount, Workload};
 
 use serde::{Deserialize, Serialize};
 

@@ -175,6 +175,18 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
                 ),
             )
         }
+        BudgetKind::Activations => {
+            let moves = step_moves(budget, m, binding, Knob::Hidden)?;
+            (
+                "lattice.hidden".to_owned(),
+                moves,
+                format!(
+                    "one step of lattice.hidden ({}) moves the activations by {:.2}% here:                      every layer execution saves tensors of the hidden width, which the                      loop's extra executions multiply",
+                    lattice.hidden.step,
+                    100.0 * moves
+                ),
+            )
+        }
         BudgetKind::Flops => {
             let moves = step_moves(budget, m, binding, Knob::Hidden)?;
             (
