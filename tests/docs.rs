@@ -114,7 +114,12 @@ fn readme_budget_example_matches() {
     let report = smelt::match_budget(&budget, 1).unwrap();
     assert_eq!(report.looped.model.layers, 12);
     assert!(report.looped.model.looping.is_some());
-    assert!(report.residuals.max_abs() < 0.04, "{:?}", report.residuals);
+    // The matched budgets (the activations are reported, not matched, by default).
+    let r = &report.residuals;
+    assert!(
+        [r.flops, r.params, r.kv].iter().all(|x| x.abs() < 0.04),
+        "{r:?}"
+    );
 }
 
 /// `docs/conventions.md` is the module documentation of `crates/smelt/src/cost/mod.rs`

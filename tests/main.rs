@@ -3,6 +3,7 @@
 
 mod common;
 
+mod activations;
 mod bad_inputs;
 mod bench;
 mod cli;

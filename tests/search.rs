@@ -9,8 +9,8 @@ use smelt::budget::{
 };
 use smelt::search::{self, Candidate};
 use smelt::{
-    Attention, AttentionBias, BudgetKind, Counting, Dense, KvCount, Mla, Model, ModelSpec, Moe,
-    PerBudget, Residuals,
+    ActivationPolicy, Attention, AttentionBias, BudgetKind, Counting, Dense, KvCount, Mla, Model,
+    ModelSpec, Moe, PerBudget, Residuals,
 };
 
 use crate::common;
@@ -98,10 +98,12 @@ pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; BudgetKind::COUNT], R
                     };
                     let got = smelt::budgets(&spec).unwrap();
                     // No budget above the Baseline's, compared as exact fractions.
+                    // (A budget weighed 0 is reported, not matched: it bounds nothing.)
                     let within = got
                         .fractions()
                         .zip(base.fractions())
-                        .all(|&((n, d), (bn, bd))| n * bd <= bn * d);
+                        .zip(**b.weights())
+                        .all(|&(((n, d), (bn, bd)), w)| w == 0.0 || n * bd <= bn * d);
                     if b.mode() == Mode::Conservative && !within {
                         continue;
                     }
@@ -174,7 +176,12 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
         any::<bool>(),                       // heads tied
         (1u64..=3, 1u64..=4),                // kv max, gqa max
         (0u64..=3, any::<bool>(), 1u64..=3), // span, conservative, repeats
-        prop::sample::select(vec![0.5f64, 1.0, 2.0]),
+        (
+            prop::sample::select(vec![0.5f64, 1.0, 2.0]),
+            // The activations' weight (0: reported, not matched) and policy.
+            prop::sample::select(vec![0.0f64, 0.0, 0.5, 1.0, 2.0]),
+            0usize..4,
+        ),
     );
     // Qwen-style extras on the Baseline: attention biases, a (gated) shared expert, dense
     // layers (bit mask over the layers, dense FFN width).
@@ -213,7 +220,7 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                 tied,
                 (kvmax, gqamax),
                 (span, conservative, repeats),
-                wkv,
+                (wkv, wact, policy),
             ),
             (bias, shared, dense_layers),
             ((sinks, router_bias, expert_bias), window, (mtp_layers, mtp, at_context), mla),
@@ -260,6 +267,7 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                 } else {
                     KvCount::PerToken
                 },
+                activations: ActivationPolicy::ALL[policy],
                 ..baseline.counting
             };
             let mut mla_lattice = None;
@@ -353,8 +361,10 @@ fn arb_budget() -> impl Strategy<Value = Budget> {
                 },
             };
             // The KV weight drawn, every other 1.
-            let weights = Weights::new(PerBudget::from_fn(|k| {
-                if k == BudgetKind::Kv { wkv } else { 1.0 }
+            let weights = Weights::new(PerBudget::from_fn(|k| match k {
+                BudgetKind::Kv => wkv,
+                BudgetKind::Activations => wact,
+                _ => 1.0,
             }))
             .expect("positive weights");
             let mode = if conservative {

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use smelt::ModelSpec;
 use smelt::report::Format;
+use smelt::{ActivationPolicy, ModelSpec};
 
 use super::{LayoutArgs, WorkloadArgs, all_formats, emit_report};
 
@@ -37,6 +37,34 @@ pub struct Args {
     /// --against, the comparison followed by each convention's model / Baseline ratio.
     #[arg(long)]
     conventions: bool,
+    #[command(flatten)]
+    activations: ActivationArgs,
+}
+
+/// What the activations budget counts (the table shows every policy).
+#[derive(Debug, clap::Args)]
+struct ActivationArgs {
+    /// The execution policy of the activations budget ([counting] activations): eager,
+    /// flash (the default), selective or full.
+    #[arg(long = "activations", value_name = "POLICY")]
+    policy: Option<ActivationPolicy>,
+    /// Bytes per saved activation element ([counting] activation_bytes; 2 by default).
+    #[arg(long, value_name = "BYTES")]
+    activation_bytes: Option<u64>,
+}
+
+impl ActivationArgs {
+    /// `spec` with the flags given replacing its `[counting]`'s, validated.
+    fn apply(&self, mut spec: ModelSpec) -> anyhow::Result<ModelSpec> {
+        if let Some(p) = self.policy {
+            spec.counting.activations = p;
+        }
+        if let Some(b) = self.activation_bytes {
+            spec.counting.activation_bytes = b;
+        }
+        spec.validate().context("--activation-bytes")?;
+        Ok(spec)
+    }
 }
 
 /// Reads a model file or config.json, naming it in errors.
@@ -46,7 +74,9 @@ pub fn load(path: &Path) -> anyhow::Result<ModelSpec> {
 
 /// Runs `smelt cost`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let model = args.workload.spec(load(&args.model)?)?;
+    let model = args
+        .activations
+        .apply(args.workload.spec(load(&args.model)?)?)?;
     match &args.against {
         None if args.conventions => emit_report(
             &smelt::conventions::launcher_flops(&model)?,
@@ -55,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )?,
         None => emit_report(&smelt::cost(&model)?, args.format, &args.layout)?,
         Some(path) => {
-            let baseline = args.workload.spec(load(path)?)?;
+            let baseline = args.activations.apply(args.workload.spec(load(path)?)?)?;
             let cmp = smelt::compare(&baseline, &model)?;
             for note in &cmp.harmonised {
                 eprintln!("smelt: note: {note}");

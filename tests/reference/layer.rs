@@ -3,7 +3,11 @@
 
 use smelt::{Attention, AttentionBias, Model, QkNorm, WindowKind};
 
-use super::parts::{Expert, Indexer, Latent, Macs, Norm, Rng, add_bias, matmul, rmsnorm};
+use smelt::ActivationPolicy::{Eager, Flash, Full, Selective};
+
+use super::parts::{
+    Expert, Indexer, KEPT, Latent, Macs, Norm, Part, Rng, add_bias, matmul, rmsnorm,
+};
 
 pub struct Layer {
     pub attn_norm: Norm,
@@ -167,6 +171,11 @@ struct Qkv {
     cq: Option<Vec<f64>>,
 }
 
+/// Elements of a `[token][head][width]` tensor.
+fn elements(x: &[Vec<Vec<f64>>]) -> usize {
+    x.iter().flatten().map(Vec::len).sum()
+}
+
 fn split(x: &[f64], t: usize, heads: usize, w: usize) -> Vec<Vec<Vec<f64>>> {
     (0..t)
         .map(|i| {
@@ -197,7 +206,9 @@ impl Layer {
             let q_out = heads * (nope + rope);
             let (q, cq) = if rq > 0 {
                 let c = matmul(hn, &l.q_a, t, h, rq, &mut macs.projections);
+                macs.saved.save(Part::Norms, c.len(), KEPT);
                 let c = rmsnorm(&c, &l.q_a_norm, rq);
+                macs.saved.save(Part::Attention, c.len(), KEPT);
                 (
                     matmul(&c, &l.q_b, t, rq, q_out, &mut macs.projections),
                     Some(c),
@@ -212,7 +223,9 @@ impl Layer {
                 c.extend_from_slice(&row[..r]);
                 k_rope.extend_from_slice(&row[r..]);
             }
+            macs.saved.save(Part::Norms, c.len(), KEPT);
             let c = rmsnorm(&c, &l.kv_a_norm, r);
+            macs.saved.save(Part::Attention, c.len(), KEPT);
             let kv = matmul(
                 &c,
                 &l.kv_b,
@@ -222,7 +235,7 @@ impl Layer {
                 &mut macs.projections,
             );
             let kv = split(&kv, t, heads, nope + dv);
-            let k = (0..t)
+            let k: Vec<Vec<Vec<f64>>> = (0..t)
                 .map(|i| {
                     (0..heads)
                         .map(|hd| {
@@ -233,9 +246,13 @@ impl Layer {
                         .collect()
                 })
                 .collect();
-            let v = (0..t)
+            let v: Vec<Vec<Vec<f64>>> = (0..t)
                 .map(|i| (0..heads).map(|hd| kv[i][hd][nope..].to_vec()).collect())
                 .collect();
+            // The core saves q, k and v (every head has its own keys and values).
+            macs.saved.save(Part::Attention, q.len(), KEPT);
+            macs.saved
+                .save(Part::Attention, elements(&k) + elements(&v), KEPT);
             return Qkv {
                 q: split(&q, t, heads, nope + rope),
                 k,
@@ -252,6 +269,9 @@ impl Layer {
         add_bias(&mut qm, &self.bq);
         add_bias(&mut km, &self.bk);
         add_bias(&mut vm, &self.bv);
+        if m.qk_norm != QkNorm::None {
+            macs.saved.save(Part::Norms, qm.len() + km.len(), KEPT);
+        }
         match m.qk_norm {
             QkNorm::None => {}
             QkNorm::PerHead => {
@@ -265,15 +285,23 @@ impl Layer {
         }
         let group = heads / kvh;
         let (ks, vs) = (split(&km, t, kvh, d), split(&vm, t, kvh, d));
-        let expand = |x: Vec<Vec<Vec<f64>>>| {
+        let expand = |x: Vec<Vec<Vec<f64>>>| -> Vec<Vec<Vec<f64>>> {
             x.into_iter()
                 .map(|per| (0..heads).map(|hd| per[hd / group].clone()).collect())
                 .collect()
         };
+        let (k, v) = (expand(ks), expand(vs));
+        // The core saves q, and k and v: grouped (a fused kernel, or recomputed from them),
+        // or expanded to every query head (eager's repeat_kv).
+        macs.saved.save(Part::Attention, qm.len(), KEPT);
+        macs.saved
+            .save(Part::Attention, km.len() + vm.len(), &[Flash, Selective]);
+        macs.saved
+            .save(Part::Attention, elements(&k) + elements(&v), &[Eager]);
         Qkv {
             q: split(&qm, t, heads, d),
-            k: expand(ks),
-            v: expand(vs),
+            k,
+            v,
             cached: 2 * t * kv,
             cq: None,
         }
@@ -300,7 +328,11 @@ impl Layer {
         let t: usize = run.docs.iter().sum();
         let h = m.hidden as usize;
         let heads = m.heads as usize;
+        // Full recomputation keeps this input; the others keep what each op saves.
+        macs.saved.save(Part::LayerInputs, x.len(), &[Full]);
+        macs.saved.save(Part::Norms, x.len(), KEPT);
         let hn = self.attn_norm.apply(x, h);
+        macs.saved.save(Part::Attention, hn.len(), KEPT);
         let qkv = self.qkv(run, &hn, macs);
         let dk = qkv.q[0][0].len();
         let dv = qkv.v[0][0].len();
@@ -346,6 +378,12 @@ impl Layer {
                         scores.push(s / (dk as f64).sqrt());
                     }
                     let sink = self.sinks.get(head).copied();
+                    // Eager materialises the query's whole row of its document (the
+                    // masked keys included), and a sink's column; a fused kernel saves
+                    // one log-sum-exp; with an indexer it keeps the padded top-k indices.
+                    macs.saved
+                        .save(Part::Scores, len + usize::from(sink.is_some()), &[Eager]);
+                    macs.saved.save_wide(Part::Scores, 1, &[Flash]);
                     let max = scores.iter().copied().chain(sink).fold(f64::MIN, f64::max);
                     let z: f64 = scores
                         .iter()
@@ -363,6 +401,11 @@ impl Layer {
             }
             start += len;
         }
+        if let Some(ix) = &m.indexer {
+            macs.saved
+                .save_wide(Part::Indexer, t * ix.topk as usize, &[Flash, Selective]);
+        }
+        macs.saved.save(Part::Attention, attn.len(), KEPT);
         let wo = self.latent.as_ref().map_or(&self.wo, |l| &l.o);
         let mut o = matmul(&attn, wo, t, heads * dv, h, &mut macs.projections);
         add_bias(&mut o, &self.bo);
@@ -377,11 +420,18 @@ impl Layer {
         let m = run.m;
         let t: usize = run.docs.iter().sum();
         let h = m.hidden as usize;
+        macs.saved.save(Part::Norms, x.len(), KEPT);
         let hn = self.ffn_norm.apply(x, h);
+        macs.saved.save(Part::FfnInput, hn.len(), KEPT);
         if let Some(dense) = &self.dense {
             let fd = m.dense.as_ref().map_or(0, |d| d.ffn) as usize;
             for tok in 0..t {
-                let y = dense.forward(&hn[tok * h..(tok + 1) * h], h, fd, &mut macs.dense);
+                let y = dense.forward(
+                    &hn[tok * h..(tok + 1) * h],
+                    (h, fd),
+                    &mut macs.dense,
+                    (&mut macs.saved, Part::Dense),
+                );
                 for (xv, yv) in x[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
                     *xv += run.scale * yv;
                 }
@@ -399,12 +449,26 @@ impl Layer {
             let mut order: Vec<usize> = (0..e).collect();
             order.sort_by(|a, b| row[*b].total_cmp(&row[*a]).then(a.cmp(b)));
             let chosen = &order[..k];
-            let max = row[chosen[0]];
-            let z: f64 = chosen.iter().map(|&c| (row[c] - max).exp()).sum();
+            // The probabilities over every expert (the softmax saves them), then the
+            // chosen ones renormalised: the weights their outputs are multiplied by.
+            let max = row[order[0]];
+            let probs: Vec<f64> = row.iter().map(|l| (l - max).exp()).collect();
+            let z: f64 = chosen.iter().map(|&c| probs[c]).sum();
+            let weights: Vec<f64> = chosen.iter().map(|&c| probs[c] / z).collect();
+            macs.saved.save(Part::Router, probs.len(), KEPT);
+            macs.saved.save(Part::Router, weights.len(), KEPT);
             let xt = &hn[tok * h..(tok + 1) * h];
-            for &c in chosen {
-                let w = (row[c] - max).exp() / z;
-                let y = self.experts[c].forward(xt, h, f, &mut macs.experts);
+            for (&c, &w) in chosen.iter().zip(&weights) {
+                // The token's copy dispatched to the expert, and its output.
+                let copy = xt.to_vec();
+                macs.saved.save(Part::Experts, copy.len(), KEPT);
+                let y = self.experts[c].forward(
+                    &copy,
+                    (h, f),
+                    &mut macs.experts,
+                    (&mut macs.saved, Part::Experts),
+                );
+                macs.saved.save(Part::Experts, y.len(), KEPT);
                 for (acc, yv) in ffn[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
                     *acc += w * yv;
                 }
@@ -413,10 +477,19 @@ impl Layer {
                 1.0
             } else {
                 let g = matmul(xt, &self.shared_gate, 1, h, 1, &mut macs.shared);
+                macs.saved.save(Part::Shared, 1, KEPT);
                 1.0 / (1.0 + (-g[0]).exp())
             };
             for s in &self.shared {
-                let y = s.forward(xt, h, fs, &mut macs.shared);
+                let y = s.forward(
+                    xt,
+                    (h, fs),
+                    &mut macs.shared,
+                    (&mut macs.saved, Part::Shared),
+                );
+                if !self.shared_gate.is_empty() {
+                    macs.saved.save(Part::Shared, y.len(), KEPT);
+                }
                 for (acc, yv) in ffn[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
                     *acc += gate * yv;
                 }

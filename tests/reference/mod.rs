@@ -16,12 +16,12 @@ mod parts;
 
 use proptest::prelude::*;
 use smelt::{
-    Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Model, ModelSpec, Moe,
-    QkNorm, WindowKind, Workload,
+    ActivationPolicy, Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Model,
+    ModelSpec, Moe, QkNorm, WindowKind, Workload,
 };
 
 use forward::Reference;
-use parts::Rng;
+use parts::{Part, Rng};
 
 /// The documents the reference runs for a workload: the histogram itself, or `repeat`
 /// documents of the mean length.
@@ -76,6 +76,7 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
         ],
         any::<bool>(),                              // shared gate (when shared experts)
         proptest::option::of((0u64..16, 1u64..=3)), // dense layers (bit mask), dense ffn
+        (0usize..4, 1u64..=4), // the activations budget's policy, bytes per element
     );
     // The open MoE architectures: sinks, router and expert biases, LayerNorm and LM-head
     // biases (PhiMoE), windowed layers
@@ -100,7 +101,7 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
         |(
             (layers, hidden, kv_heads, group, head_dim, experts, ffn, shared, qk_norm),
             (top_k, looping, attention, (mean, hist), (emb, lm, tie, vocab), repeat),
-            (attention_bias, gate, dense),
+            (attention_bias, gate, dense, (policy, activation_bytes)),
             (
                 (sinks, router_bias, expert_bias, norm_bias, lm_head_bias),
                 window,
@@ -192,6 +193,8 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     } else {
                         KvCount::PerToken
                     },
+                    activations: ActivationPolicy::ALL[policy],
+                    activation_bytes,
                 },
             };
             (spec, repeat)
@@ -256,6 +259,8 @@ proptest! {
         prop_assert_eq!(budgets.kv, want_kv);
         prop_assert_eq!(cost.kv_cache_per_token.bytes.0, 2 * cost.kv_cache_per_token.elements.0);
         prop_assert_eq!(cost.layer_executions, reference.schedule().len() as u64);
+        check_activations(&spec, &cost, &counted)?;
+        prop_assert_eq!(budgets.activations, cost.budgets().activations);
     }
 
     /// Looping adds FLOPs and KV cache but never parameters.
@@ -308,6 +313,51 @@ proptest! {
             }
         }
     }
+}
+
+/// `bytes_per_token * tokens`, which must be a whole number of bytes.
+fn bytes(a: smelt::ActivationBytes, tokens: u64) -> u64 {
+    a.checked_mul(tokens)
+        .unwrap()
+        .as_integer()
+        .expect("activation bytes over a whole batch are a whole number")
+}
+
+/// The activation memory under every policy equals what the reference saved, component by
+/// component.
+fn check_activations(
+    spec: &ModelSpec,
+    cost: &smelt::Cost,
+    counted: &forward::Counted,
+) -> Result<(), TestCaseError> {
+    let (t, b) = (counted.tokens, spec.counting.activation_bytes);
+    let saved = &counted.macs.saved;
+    prop_assert_eq!(cost.activations.policies.len(), ActivationPolicy::ALL.len());
+    for p in &cost.activations.policies {
+        let a = &p.breakdown;
+        for (part, value) in [
+            (Part::LayerInputs, a.layer_inputs),
+            (Part::Norms, a.norms),
+            (Part::Attention, a.attention),
+            (Part::Scores, a.scores),
+            (Part::Indexer, a.indexer),
+            (Part::FfnInput, a.ffn_input),
+            (Part::Router, a.router),
+            (Part::Experts, a.experts),
+            (Part::Shared, a.shared),
+            (Part::Dense, a.dense),
+        ] {
+            prop_assert_eq!(
+                bytes(value, t),
+                saved.bytes(p.policy, part, b),
+                "{:?} {:?}",
+                p.policy,
+                part
+            );
+        }
+        prop_assert_eq!(bytes(p.per_token, t), bytes(a.total().unwrap(), t));
+    }
+    Ok(())
 }
 
 /// A hand-checked case: one causal document of 3 tokens, one layer, width 1 everywhere.

@@ -1,7 +1,62 @@
 //! The reference's building blocks: counted matmuls, norms, experts, the MLA latents and a
 //! sparse attention indexer, each allocating its own weights from the spec's fields.
 
-use smelt::Model;
+use smelt::{ActivationPolicy, Model};
+
+/// The components the cost model's activation memory reports, in its order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    LayerInputs,
+    Norms,
+    Attention,
+    Scores,
+    Indexer,
+    FfnInput,
+    Router,
+    Experts,
+    Shared,
+    Dense,
+}
+
+const PARTS: usize = 10;
+
+/// Every policy but `full`, which keeps only each execution's input.
+pub const KEPT: &[ActivationPolicy] = &[
+    ActivationPolicy::Eager,
+    ActivationPolicy::Flash,
+    ActivationPolicy::Selective,
+];
+
+/// Elements saved for the backward pass, by policy, component and width: `[.., 0]` in
+/// the activation dtype, `[.., 1]` four bytes wide (fp32 log-sum-exp, int32 indices).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Saved([[[u64; 2]; PARTS]; 4]);
+
+fn policy_index(p: ActivationPolicy) -> usize {
+    ActivationPolicy::ALL.iter().position(|&q| q == p).unwrap()
+}
+
+impl Saved {
+    /// A tensor of `n` activation-dtype elements saved under each of `policies`.
+    pub fn save(&mut self, part: Part, n: usize, policies: &[ActivationPolicy]) {
+        for &p in policies {
+            self.0[policy_index(p)][part as usize][0] += n as u64;
+        }
+    }
+
+    /// A tensor of `n` four-byte elements saved under each of `policies`.
+    pub fn save_wide(&mut self, part: Part, n: usize, policies: &[ActivationPolicy]) {
+        for &p in policies {
+            self.0[policy_index(p)][part as usize][1] += n as u64;
+        }
+    }
+
+    /// Bytes `policy` saves in `part`, with `b`-byte activations.
+    pub fn bytes(&self, policy: ActivationPolicy, part: Part, b: u64) -> u64 {
+        let [act, wide] = self.0[policy_index(policy)][part as usize];
+        act * b + wide * 4
+    }
+}
 
 /// Multiply-adds by component.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +70,8 @@ pub struct Macs {
     pub lm_head: u64,
     pub mtp: u64,
     pub indexer: u64,
+    /// What the forward pass saved for the backward pass (not multiply-adds).
+    pub saved: Saved,
 }
 
 impl Macs {
@@ -162,13 +219,25 @@ impl Expert {
             + self.biases.iter().map(Vec::len).sum::<usize>()
     }
 
-    /// SwiGLU of one token `x` (width `h`).
-    pub fn forward(&self, x: &[f64], h: usize, f: usize, counter: &mut u64) -> Vec<f64> {
+    /// SwiGLU of one token `x` (width `h`), recording in `saved` (as `part`) what its
+    /// backward reads: SiLU's input `g`, the product's factors `silu(g)` and `u`, and the
+    /// down projection's input (the input `x` is its caller's).
+    pub fn forward(
+        &self,
+        x: &[f64],
+        (h, f): (usize, usize),
+        counter: &mut u64,
+        (saved, part): (&mut Saved, Part),
+    ) -> Vec<f64> {
         let mut g = matmul(x, &self.gate, 1, h, f, counter);
         let mut u = matmul(x, &self.up, 1, h, f, counter);
         add_bias(&mut g, &self.biases[0]);
         add_bias(&mut u, &self.biases[1]);
-        let a: Vec<f64> = g.iter().zip(&u).map(|(g, u)| silu(*g) * u).collect();
+        let s: Vec<f64> = g.iter().map(|g| silu(*g)).collect();
+        let a: Vec<f64> = s.iter().zip(&u).map(|(s, u)| s * u).collect();
+        for t in [&g, &s, &u, &a] {
+            saved.save(part, t.len(), KEPT);
+        }
         let mut y = matmul(&a, &self.down, 1, f, h, counter);
         add_bias(&mut y, &self.biases[2]);
         y

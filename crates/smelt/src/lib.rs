@@ -71,7 +71,8 @@
 //! let report = smelt::search::match_budget(&budget, 1)?;
 //! let looped = &report.looped; // a ModelSpec: write it with `to_toml_string`
 //! assert_eq!((looped.model.hidden, looped.model.moe.experts), (1056, 288));
-//! assert!(report.residuals.max_abs() < 0.03);
+//! let r = &report.residuals; // the activations' too, reported but not matched by default
+//! assert!([r.flops, r.params, r.kv].iter().all(|x| x.abs() < 0.03));
 //! // The `smelt match --format json` contract; any report renders the same way.
 //! let json = smelt::report::render(&report, smelt::report::Format::Json)?;
 //! # let _ = json;
@@ -106,8 +107,8 @@ pub use cost::{
 };
 pub use error::{Error, Result};
 pub use model::{
-    Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Mla, Model, ModelSpec, Moe,
-    QkNorm, Window, WindowKind, Workload,
+    ActivationPolicy, Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Mla,
+    Model, ModelSpec, Moe, QkNorm, Window, WindowKind, Workload,
 };
 pub use search::{MatchReport, match_budget, match_grid, solve, sweep};
-pub use units::{Bytes, Flops, KvElements, Params};
+pub use units::{ActivationBytes, Bytes, Flops, KvElements, Params};

@@ -205,6 +205,111 @@ impl Serialize for Flops {
     }
 }
 
+/// Bytes of saved activations per token, as an exact reduced fraction: a layer under the
+/// `eager` policy saves one attention row as long as its document, and a document-length
+/// histogram gives the token-weighted mean `Σ n·T² / Σ n·T` (see [`crate::cost::memory`]).
+/// Arithmetic is checked and comparison exact, as for [`Flops`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ActivationBytes(Ratio<u128>);
+
+const ACTIVATIONS_OVERFLOW: Error = Error::Overflow {
+    what: "an activation byte count",
+};
+
+impl ActivationBytes {
+    /// Zero bytes.
+    pub const ZERO: Self = Self(Ratio::new_raw(0, 1));
+
+    /// A whole number of bytes.
+    pub fn from_int(n: u64) -> Self {
+        Self(Ratio::from_integer(u128::from(n)))
+    }
+
+    /// `num / den` bytes, reduced. `den` must be positive.
+    pub fn ratio(num: u128, den: u128) -> Result<Self> {
+        if den == 0 {
+            return Err(Error::invalid(
+                "activations",
+                "a byte ratio needs a positive denominator",
+            ));
+        }
+        Ok(Self(Ratio::new(num, den)))
+    }
+
+    /// Numerator of the reduced fraction.
+    pub fn numer(self) -> u128 {
+        *self.0.numer()
+    }
+
+    /// Denominator of the reduced fraction (1 for a whole number).
+    pub fn denom(self) -> u128 {
+        *self.0.denom()
+    }
+
+    /// The value when it is a whole number that fits in `u64`.
+    pub fn as_integer(self) -> Option<u64> {
+        if self.0.is_integer() {
+            u64::try_from(self.numer()).ok()
+        } else {
+            None
+        }
+    }
+
+    /// The value as the nearest float ([`ratio_to_f64`]).
+    pub fn as_f64(self) -> f64 {
+        ratio_to_f64(self.numer(), self.denom())
+    }
+
+    /// Checked exact sum.
+    pub fn checked_add(self, other: Self) -> Result<Self> {
+        self.0
+            .checked_add(&other.0)
+            .map(Self)
+            .ok_or(ACTIVATIONS_OVERFLOW)
+    }
+
+    /// Checked exact multiplication by a whole number.
+    pub fn checked_mul(self, factor: u64) -> Result<Self> {
+        self.0
+            .checked_mul(&Ratio::from_integer(u128::from(factor)))
+            .map(Self)
+            .ok_or(ACTIVATIONS_OVERFLOW)
+    }
+
+    /// The checked exact sum of many values.
+    pub fn sum(values: &[Self]) -> Result<Self> {
+        values
+            .iter()
+            .try_fold(Self::ZERO, |acc, &v| acc.checked_add(v))
+    }
+}
+
+impl Default for ActivationBytes {
+    fn default() -> Self {
+        Self::ZERO
+    }
+}
+
+impl fmt::Display for ActivationBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_integer() {
+            write!(f, "{}", self.numer())
+        } else {
+            write!(f, "{}/{}", self.numer(), self.denom())
+        }
+    }
+}
+
+/// Serialised as an integer when the value is whole, otherwise as the nearest float.
+impl Serialize for ActivationBytes {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        match self.as_integer() {
+            Some(n) => serializer.serialize_u64(n),
+            None => serializer.serialize_f64(self.as_f64()),
+        }
+    }
+}
+
 /// `num / den` correctly rounded to the nearest float (ties to even): a function of the
 /// value alone, so `6/4` and `3/2` give the same float. (`num as f64 / den as f64` rounds
 /// up to three times once either term passes 2^53.) A zero `den` gives what float

@@ -38,8 +38,8 @@ pub struct Weights(PerBudget<f64>);
 impl Weights {
     /// Checks that every weight is a positive finite number (the error names
     /// `objective.weights.<budget>`); a budget whose default weight is 0 (one that is
-    /// reported, not matched, unless a budget file weighs it) may also be given 0. None of
-    /// the three budgets is such a budget.
+    /// reported, not matched, unless a budget file weighs it: the activations) may also be
+    /// given 0.
     pub fn new(weights: PerBudget<f64>) -> Result<Self> {
         for (kind, &v) in weights.iter() {
             let reported_only = v == 0.0 && kind.default_weight() == 0.0;
@@ -201,7 +201,10 @@ mod tests {
     fn weights_refuse_what_is_not_positive_and_finite_naming_the_budget() {
         assert!(Weights::new(per(1.0, 1.0, 0.5, 2.0)).is_ok());
         for kind in BudgetKind::ALL {
-            for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            // A budget reported, not matched, by default (the activations) may be weighed 0.
+            let zero = PerBudget::from_fn(|k| if k == kind { 0.0 } else { 1.0 });
+            assert_eq!(Weights::new(zero).is_ok(), kind.default_weight() == 0.0);
+            for bad in [-1.0, f64::NAN, f64::INFINITY] {
                 let w = PerBudget::from_fn(|k| if k == kind { bad } else { 1.0 });
                 let e = Weights::new(w).unwrap_err();
                 assert!(e.to_string().contains("positive finite"), "{e}");
@@ -211,6 +214,7 @@ mod tests {
         for kind in [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv] {
             assert_eq!(Weights::default()[kind], 1.0, "{kind:?}");
         }
+        assert_eq!(Weights::default()[BudgetKind::Activations], 0.0);
         assert_eq!(Weights::new(per(1.0, 1.0, 3.0, 2.0)).unwrap().max(), 3.0);
     }
 

@@ -110,6 +110,15 @@ impl MeanKeys {
         Ok(Self { pairs, queries })
     }
 
+    /// The token-weighted mean document length of a (validated) workload: what every
+    /// query's row of the masked document square holds ([`Keys::rows`]).
+    pub fn rows(workload: &Workload) -> Result<Self> {
+        Self::of(&Workload {
+            attention: Attention::Dense,
+            ..workload.clone()
+        })
+    }
+
     /// The mean keys per query of a windowed layer (module docs) on a (validated) workload.
     pub fn windowed(workload: &Workload, kind: WindowKind, size: u64) -> Result<Self> {
         if workload.attention == Attention::Dense {
@@ -179,6 +188,7 @@ impl Keys {
                 .selected
                 .map(|(topk, _)| Ok((topk, at(Some((WindowKind::Sliding, topk)))?)))
                 .transpose()?,
+            rows: MeanKeys::at_length(tokens, docs, Attention::Dense, None)?,
         };
         Ok(Some((tokens as f64 / docs as f64, keys)))
     }
@@ -248,6 +258,10 @@ pub struct Keys {
     /// `min(t, topk)` for the `t`-th token (the count of a sliding window of `topk`), while
     /// the indexer itself scores the `full` keys.
     pub selected: Option<(u64, MeanKeys)>,
+    /// The token-weighted mean length of a token's document, `Σ n·T² / Σ n·T` (`T` for
+    /// `mean_doc_len`): the row of attention probabilities an eager layer materialises per
+    /// query, whatever the mask (the activation memory's, [`crate::cost::memory`]).
+    pub rows: MeanKeys,
 }
 
 impl Keys {
@@ -276,13 +290,14 @@ impl Keys {
                     ))
                 })
                 .transpose()?,
+            rows: MeanKeys::rows(workload)?,
         })
     }
 
     /// A common denominator of every FLOP count made with these keys (the queries).
     pub fn denominator(&self) -> u128 {
         let lcm = |a: u128, b: u128| a / gcd(a, b) * b;
-        let q = self.full.queries;
+        let q = lcm(self.full.queries, self.rows.queries);
         let q = self.windowed.map_or(q, |(_, _, w)| lcm(q, w.queries));
         self.selected.map_or(q, |(_, s)| lcm(q, s.queries))
     }
@@ -336,6 +351,7 @@ mod tests {
             full: MeanKeys::of(&w).unwrap(),
             windowed: window.map(|(k, s)| (k, s, MeanKeys::windowed(&w, k, s).unwrap())),
             selected: Some((3, MeanKeys::windowed(&w, WindowKind::Sliding, 3).unwrap())),
+            rows: MeanKeys::rows(&w).unwrap(),
         }
     }
 
@@ -418,6 +434,7 @@ mod tests {
             full: MeanKeys::of(&w).unwrap(),
             windowed: None,
             selected: None,
+            rows: MeanKeys::rows(&w).unwrap(),
         };
         assert_eq!(k.at_mean_length(&w).unwrap(), None);
     }

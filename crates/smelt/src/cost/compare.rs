@@ -29,12 +29,23 @@ pub struct Comparison {
     pub harmonised: Vec<String>,
 }
 
-fn counting_words(c: &Counting) -> &'static str {
-    match (c.embeddings, c.lm_head) {
+fn counting_words(c: &Counting) -> String {
+    let vocab = match (c.embeddings, c.lm_head) {
         (false, false) => "neither embeddings nor LM head counted",
         (true, false) => "embeddings counted",
         (false, true) => "LM head counted",
         (true, true) => "embeddings and LM head counted",
+    };
+    if c.activations == Counting::default().activations
+        && c.activation_bytes == Counting::default().activation_bytes
+    {
+        vocab.to_owned()
+    } else {
+        format!(
+            "{vocab}, activations {} at {} bytes",
+            c.activations.as_str(),
+            c.activation_bytes
+        )
     }
 }
 

@@ -80,6 +80,23 @@
 //!   chunk). The KV budget a match compares is the per-token figure unless `[counting] kv =
 //!   "at_context"` (in the model file or the budget's `[counting]`) picks the held one, which
 //!   is the one that sees windows.
+//! * **Activation memory** ([`memory`]): the bytes per token a training step saves for the
+//!   backward pass, by component, counted per layer *execution* (each visit of a looped
+//!   layer saves its own) under a named policy: `eager` (a plain PyTorch step: every op
+//!   saves what its backward reads, attention probabilities included, a row as long as the
+//!   document per query and head), `flash` (a fused attention kernel: `q`, `k`, `v`, its
+//!   output and an fp32 log-sum-exp per head), `selective` (Megatron's selective
+//!   recomputation: the attention core recomputed, its inputs and output kept) and `full`
+//!   (each execution's input only). Per execution, in elements of `activation_bytes` (2),
+//!   besides the scores: `2H` norm inputs (and q/k or MLA latent norm inputs), the
+//!   attention's normed input, `q`, `k`, `v` and output, the FFN's normed input, and in a
+//!   MoE layer `E + k` router probabilities and weights, `k·(2H + 4·expert_ffn)` for the
+//!   dispatched copies, SwiGLU intermediates and outputs, `4·shared_ffn` per shared expert;
+//!   a dense layer `4·ffn`. The **activations budget** is the per-token figure under
+//!   `[counting] activations` (`flash` unless set); its weight defaults to 0: reported, not
+//!   matched (and bounding nothing in conservative mode) unless the objective weighs it.
+//!   It reproduces Korthikanti et al. (arXiv:2205.05198) for a GPT layer once their dropout
+//!   is added; the module's docs give every tensor and convention.
 //! * **Sparsity** (SMELT Eq. 1): `N_act_eq = (F/F0)·N0`, `S = 1 − N_act_eq/N`, with `F0, N0`
 //!   the training FLOPs and parameters of the *fully-activated control*: same shapes, not
 //!   looped, `experts = top_k`. `smelt cost MODEL --against BASELINE` measures the model
@@ -112,11 +129,15 @@
 mod attention;
 mod compare;
 mod layer;
+pub mod memory;
 mod per_budget;
 mod types;
 
 pub use attention::{Keys, MeanKeys, Shortcut};
 pub use compare::{Comparison, compare};
+pub use memory::{
+    ActivationBreakdown, ActivationReport, PolicyActivations, activation_report, activations,
+};
 pub use per_budget::{BudgetKind, PerBudget, Ratios, Residuals};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
@@ -393,7 +414,7 @@ fn kv_budget(
     }
 }
 
-/// The three budgets of a validated spec, without the report around them.
+/// The budgets of a validated spec, without the report around them.
 pub fn budgets(spec: &ModelSpec) -> Result<Budgets> {
     budgets_with(
         &spec.model,
@@ -419,6 +440,7 @@ pub fn budgets_with(
         flops: forward.checked_mul(TRAINING_OVER_FORWARD)?,
         params: total.total()?,
         kv: kv_budget(model, &layer, context, counting)?,
+        activations: activations(model, keys, counting, counting.activations)?.total()?,
     })
 }
 
@@ -510,6 +532,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             forward_breakdown,
         },
         kv_cache_per_token: kv_report(&spec.model, &layer, &spec.workload, &spec.counting)?,
+        activations: activation_report(&spec.model, &keys, spec.workload.context, &spec.counting)?,
         attention: AttentionReport {
             mean_keys_per_query: keys.full.as_f64(),
             mean_keys_exact: keys.full.to_string(),

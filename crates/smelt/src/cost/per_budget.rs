@@ -22,21 +22,29 @@ pub enum BudgetKind {
     Params,
     /// KV-cache elements per token.
     Kv,
+    /// Bytes of activations a training step saves per token ([`super::memory`]).
+    Activations,
 }
 
 impl BudgetKind {
     /// How many budgets there are.
-    pub const COUNT: usize = 3;
+    pub const COUNT: usize = 4;
 
     /// Every budget, in report order.
-    pub const ALL: [BudgetKind; Self::COUNT] =
-        [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv];
+    pub const ALL: [BudgetKind; Self::COUNT] = [
+        BudgetKind::Flops,
+        BudgetKind::Params,
+        BudgetKind::Kv,
+        BudgetKind::Activations,
+    ];
 
     /// Its weight in the objective when a budget file gives none (1: every budget is
     /// matched alike).
     pub fn default_weight(self) -> f64 {
         match self {
             BudgetKind::Flops | BudgetKind::Params | BudgetKind::Kv => 1.0,
+            // Reported, not matched, unless a budget file weighs it.
+            BudgetKind::Activations => 0.0,
         }
     }
 
@@ -46,6 +54,7 @@ impl BudgetKind {
             BudgetKind::Flops => "flops",
             BudgetKind::Params => "params",
             BudgetKind::Kv => "kv",
+            BudgetKind::Activations => "activations",
         }
     }
 }
@@ -61,6 +70,8 @@ pub struct PerBudget<T> {
     pub params: T,
     /// KV-cache elements per token.
     pub kv: T,
+    /// Activation bytes per token.
+    pub activations: T,
 }
 
 impl<T> PerBudget<T> {
@@ -72,7 +83,8 @@ impl<T> PerBudget<T> {
         Self {
             flops: value.clone(),
             params: value.clone(),
-            kv: value,
+            kv: value.clone(),
+            activations: value,
         }
     }
 
@@ -82,6 +94,7 @@ impl<T> PerBudget<T> {
             flops: f(BudgetKind::Flops),
             params: f(BudgetKind::Params),
             kv: f(BudgetKind::Kv),
+            activations: f(BudgetKind::Activations),
         }
     }
 
@@ -91,6 +104,7 @@ impl<T> PerBudget<T> {
             flops: f(BudgetKind::Flops)?,
             params: f(BudgetKind::Params)?,
             kv: f(BudgetKind::Kv)?,
+            activations: f(BudgetKind::Activations)?,
         })
     }
 
@@ -100,6 +114,7 @@ impl<T> PerBudget<T> {
             BudgetKind::Flops => &self.flops,
             BudgetKind::Params => &self.params,
             BudgetKind::Kv => &self.kv,
+            BudgetKind::Activations => &self.activations,
         }
     }
 
@@ -109,6 +124,7 @@ impl<T> PerBudget<T> {
             flops: f(self.flops),
             params: f(self.params),
             kv: f(self.kv),
+            activations: f(self.activations),
         }
     }
 
@@ -118,6 +134,7 @@ impl<T> PerBudget<T> {
             flops: (self.flops, other.flops),
             params: (self.params, other.params),
             kv: (self.kv, other.kv),
+            activations: (self.activations, other.activations),
         }
     }
 
@@ -128,7 +145,7 @@ impl<T> PerBudget<T> {
 
     /// The values in report order (`[flops, params, kv]`).
     pub fn into_array(self) -> [T; BudgetKind::COUNT] {
-        [self.flops, self.params, self.kv]
+        [self.flops, self.params, self.kv, self.activations]
     }
 
     /// Whether `f` holds for every budget's value.
@@ -155,6 +172,7 @@ impl Budgets {
             BudgetKind::Flops => (self.flops.numer(), self.flops.denom()),
             BudgetKind::Params => (u128::from(self.params.0), 1),
             BudgetKind::Kv => (u128::from(self.kv.0), 1),
+            BudgetKind::Activations => (self.activations.numer(), self.activations.denom()),
         })
     }
 }
@@ -165,7 +183,7 @@ impl PerBudget<u128> {
     /// 1 for the counts.
     pub fn common_denominators(keys: &Keys) -> Self {
         PerBudget::from_fn(|kind| match kind {
-            BudgetKind::Flops => keys.denominator(),
+            BudgetKind::Flops | BudgetKind::Activations => keys.denominator(),
             BudgetKind::Params | BudgetKind::Kv => 1,
         })
     }
@@ -196,21 +214,22 @@ mod tests {
     #[test]
     fn map_zip_iter() {
         let a = PerBudget::from_fn(|k| k as usize);
-        assert_eq!(a.into_array(), [0, 1, 2]);
+        assert_eq!(a.into_array(), [0, 1, 2, 3]);
         let b = a.zip(PerBudget::splat(10)).map(|(x, y)| x + y);
-        assert_eq!(b.into_array(), [10, 11, 12]);
+        assert_eq!(b.into_array(), [10, 11, 12, 13]);
         let kinds: Vec<&str> = b.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(kinds, ["flops", "params", "kv"]);
+        assert_eq!(kinds, ["flops", "params", "kv", "activations"]);
         let r = PerBudget {
             flops: -0.03,
             params: 0.01,
             kv: 0.02,
+            activations: 0.0,
         };
         assert_eq!(r.max_abs(), 0.03);
         assert_eq!(r[BudgetKind::Params], 0.01);
         assert!(r.all(|v| v.abs() < 0.05) && !r.all(|&v| v > 0.0));
         let ok: Result<PerBudget<usize>, String> = PerBudget::try_from_fn(|k| Ok(k as usize));
-        assert_eq!(ok.map(PerBudget::into_array), Ok([0, 1, 2]));
+        assert_eq!(ok.map(PerBudget::into_array), Ok([0, 1, 2, 3]));
         let first_error: Result<PerBudget<usize>, BudgetKind> = PerBudget::try_from_fn(|k| {
             if k == BudgetKind::Flops {
                 Ok(0)
@@ -222,7 +241,7 @@ mod tests {
         assert_eq!(BudgetKind::ALL.len(), BudgetKind::COUNT);
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
-            r#"{"flops":-0.03,"params":0.01,"kv":0.02}"#
+            r#"{"flops":-0.03,"params":0.01,"kv":0.02,"activations":0.0}"#
         );
     }
 }

@@ -2,10 +2,11 @@
 
 use serde::Serialize;
 
-use super::{PerBudget, Residuals, Shortcut};
+use super::memory::ActivationReport;
+use super::{BudgetKind, PerBudget, Residuals, Shortcut};
 use crate::error::Result;
 use crate::model::{Attention, KvCount, WindowKind, Workload};
-use crate::units::{Bytes, Flops, KvElements, Params};
+use crate::units::{ActivationBytes, Bytes, Flops, KvElements, Params};
 
 /// Parameters by component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -100,6 +101,8 @@ pub struct Budgets {
     pub params: Params,
     /// KV-cache elements: per token, or held at the context (`[counting] kv`).
     pub kv: KvElements,
+    /// Activation bytes per token under `[counting] activations`.
+    pub activations: ActivationBytes,
 }
 
 impl Budgets {
@@ -109,6 +112,7 @@ impl Budgets {
             flops: self.flops.as_f64(),
             params: self.params.as_f64(),
             kv: self.kv.as_f64(),
+            activations: self.activations.as_f64(),
         }
     }
 
@@ -117,9 +121,14 @@ impl Budgets {
         Residuals::relative(self.to_f64(), baseline.to_f64())
     }
 
-    /// Whether no budget exceeds `baseline`'s, compared exactly.
-    pub fn within(&self, baseline: &Budgets) -> bool {
-        self.flops <= baseline.flops && self.params <= baseline.params && self.kv <= baseline.kv
+    /// Whether no budget of positive weight in `weights` exceeds `baseline`'s, compared
+    /// exactly (a budget weighed 0 is reported, not matched, and bounds nothing).
+    pub fn within(&self, baseline: &Budgets, weights: &PerBudget<f64>) -> bool {
+        let matched = |kind: BudgetKind| weights[kind] > 0.0;
+        (!matched(BudgetKind::Flops) || self.flops <= baseline.flops)
+            && (!matched(BudgetKind::Params) || self.params <= baseline.params)
+            && (!matched(BudgetKind::Kv) || self.kv <= baseline.kv)
+            && (!matched(BudgetKind::Activations) || self.activations <= baseline.activations)
     }
 }
 
@@ -283,6 +292,8 @@ pub struct Cost {
     pub flops_per_token: FlopReport,
     /// KV cache per token.
     pub kv_cache_per_token: KvReport,
+    /// Activations a training step saves for the backward pass, under every policy.
+    pub activations: ActivationReport,
     /// Attention keys per query.
     pub attention: AttentionReport,
     /// Compute-equivalent sparsity.
@@ -299,6 +310,12 @@ impl Cost {
                 KvCount::PerToken => self.kv_cache_per_token.elements,
                 KvCount::AtContext => self.kv_cache_per_token.at_context.elements,
             },
+            activations: self
+                .activations
+                .policies
+                .iter()
+                .find(|p| p.policy == self.activations.budget)
+                .map_or(ActivationBytes::ZERO, |p| p.per_token),
         }
     }
 }

@@ -38,7 +38,7 @@ pub(crate) mod validate;
 mod workload;
 
 pub use changes::WorkloadChanges;
-pub use workload::{Attention, Counting, KvCount, Workload};
+pub use workload::{ActivationPolicy, Attention, Counting, KvCount, Workload};
 
 use serde::{Deserialize, Serialize};
 

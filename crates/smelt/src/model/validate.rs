@@ -323,6 +323,12 @@ impl ModelSpec {
                 "must be positive when [counting] counts embeddings or the LM head",
             ));
         }
+        if !(1..=8).contains(&self.counting.activation_bytes) {
+            return Err(Error::invalid(
+                "counting.activation_bytes",
+                "must be 1 to 8 (bytes per saved activation element)",
+            ));
+        }
         Ok(())
     }
 }

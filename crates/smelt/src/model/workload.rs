@@ -98,7 +98,7 @@ impl Workload {
 
 /// What is counted in addition to the non-embedding defaults. Both default to `false`:
 /// SMELT's `N` and `F` exclude embeddings and the LM head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Counting {
     /// Count the input embedding (`vocab * hidden` parameters; a lookup costs no FLOPs).
@@ -117,6 +117,64 @@ pub struct Counting {
     /// windowed layer holds at most its window.
     #[serde(default, skip_serializing_if = "KvCount::is_per_token")]
     pub kv: KvCount,
+    /// What the activations budget counts: the bytes per token a training step saves for
+    /// the backward pass under this execution policy (`flash`, the default; `eager`,
+    /// `selective` or `full`).
+    #[serde(default, skip_serializing_if = "ActivationPolicy::is_flash")]
+    pub activations: ActivationPolicy,
+    /// Bytes per element of a saved activation (2: bf16 or fp16).
+    #[serde(
+        default = "default_activation_bytes",
+        skip_serializing_if = "is_default_activation_bytes"
+    )]
+    pub activation_bytes: u64,
+}
+
+impl Default for Counting {
+    fn default() -> Self {
+        Self {
+            embeddings: false,
+            lm_head: false,
+            mtp: false,
+            kv: KvCount::PerToken,
+            activations: ActivationPolicy::Flash,
+            activation_bytes: default_activation_bytes(),
+        }
+    }
+}
+
+fn default_activation_bytes() -> u64 {
+    2
+}
+
+fn is_default_activation_bytes(b: &u64) -> bool {
+    *b == default_activation_bytes()
+}
+
+named_enum! {
+    /// What a training step keeps for the backward pass (the cost model's activation
+    /// memory, [`crate::cost::memory`]).
+    #[derive(Default)]
+    pub enum ActivationPolicy: "activation policy" {
+        /// A plain PyTorch step: every op saves what its backward reads, attention
+        /// probabilities included (one row per query, as long as its document).
+        Eager = "eager",
+        /// Attention as a fused kernel: it saves its output and log-sum-exp, not the
+        /// probabilities.
+        #[default]
+        Flash = "flash",
+        /// Megatron's selective recomputation: the attention core is recomputed, its inputs
+        /// and output kept.
+        Selective = "selective",
+        /// Full recomputation: only each layer execution's input is kept.
+        Full = "full",
+    }
+}
+
+impl ActivationPolicy {
+    fn is_flash(&self) -> bool {
+        *self == ActivationPolicy::Flash
+    }
 }
 
 named_enum! {

@@ -2,8 +2,8 @@
 
 use super::{Document, Field, Report, Table, cost_row, group_digits, percent, short};
 use crate::cost::{Comparison, Cost};
-use crate::model::KvCount;
-use crate::units::Flops;
+use crate::model::{ActivationPolicy, KvCount};
+use crate::units::{ActivationBytes, Flops};
 
 /// FLOPs with digit groups, and three decimals when not whole.
 pub(crate) fn flops(f: Flops) -> String {
@@ -12,6 +12,18 @@ pub(crate) fn flops(f: Flops) -> String {
         None => {
             let whole = f.numer() / f.denom();
             let frac = f.as_f64() - whole as f64;
+            format!("{}{}", group_digits(whole), &format!("{frac:.3}")[1..])
+        }
+    }
+}
+
+/// Activation bytes with digit groups, and three decimals when not whole.
+pub(crate) fn activation_bytes(a: ActivationBytes) -> String {
+    match a.as_integer() {
+        Some(n) => group_digits(u128::from(n)),
+        None => {
+            let whole = a.numer() / a.denom();
+            let frac = a.as_f64() - whole as f64;
             format!("{}{}", group_digits(whole), &format!("{frac:.3}")[1..])
         }
     }
@@ -161,6 +173,27 @@ impl Rows {
         );
     }
 
+    /// The activations budget's row, then every policy's bytes per token.
+    fn activations(&mut self, c: &Cost) {
+        let a = &c.activations;
+        let field = |v: ActivationBytes| Field::shown(activation_bytes(v), v.as_f64());
+        let budget = c.budgets().activations;
+        self.push(
+            "activations/token (bytes)",
+            field(budget),
+            format!("{}, {}-byte", a.budget.as_str(), a.activation_bytes),
+        );
+        for p in &a.policies {
+            let label = match p.policy {
+                ActivationPolicy::Eager => "  eager",
+                ActivationPolicy::Flash => "  flash",
+                ActivationPolicy::Selective => "  selective",
+                ActivationPolicy::Full => "  full",
+            };
+            self.push(label, field(p.per_token), short(p.per_token.as_f64()));
+        }
+    }
+
     fn attention(&mut self, c: &Cost) {
         let a = &c.attention;
         self.push(
@@ -243,6 +276,7 @@ fn rows(c: &Cost, all: bool, extras: Extras) -> Vec<Row> {
     r.params(c);
     r.flops(c);
     r.kv(c);
+    r.activations(c);
     r.attention(c);
     r.sparsity(c);
     r.rows

@@ -3,7 +3,7 @@
 //! [`label`] for its words, so that a new budget appears in every report once it has an
 //! arm here (in [`exact`] and in [`cost_row`]).
 
-use super::cost::{flops, int};
+use super::cost::{activation_bytes, flops, int};
 use crate::cost::{BudgetKind, Budgets};
 use crate::model::KvCount;
 
@@ -53,6 +53,13 @@ pub(crate) fn label(kind: BudgetKind) -> Label {
             panel: "KV cache",
             note: "KV",
         },
+        BudgetKind::Activations => Label {
+            letter: "A",
+            word: "activations",
+            quantity: "activation bytes/token",
+            panel: "activations",
+            note: "activations",
+        },
     }
 }
 
@@ -62,6 +69,7 @@ pub(crate) fn exact(budgets: &Budgets, kind: BudgetKind) -> String {
         BudgetKind::Flops => flops(budgets.flops),
         BudgetKind::Params => int(budgets.params.0),
         BudgetKind::Kv => int(budgets.kv.0),
+        BudgetKind::Activations => activation_bytes(budgets.activations),
     }
 }
 
@@ -73,5 +81,6 @@ pub(crate) fn cost_row(kind: BudgetKind, kv: KvCount) -> &'static str {
         (BudgetKind::Params, _) => "params total",
         (BudgetKind::Kv, KvCount::PerToken) => "KV cache/token (elements)",
         (BudgetKind::Kv, KvCount::AtContext) => "KV held at context (elements)",
+        (BudgetKind::Activations, _) => "activations/token (bytes)",
     }
 }

@@ -96,8 +96,10 @@ impl MatchReport {
     fn notes(&self, doc: &mut Document) {
         let t = &self.tolerance;
         if t.iter().any(|(_, v)| v.is_some()) {
+            // A budget reported but not matched by default, with no tolerance, says nothing.
             let limits: Vec<String> = t
                 .iter()
+                .filter(|(k, v)| v.is_some() || k.default_weight() > 0.0)
                 .map(|(k, v)| {
                     let v = v.map_or("none".to_owned(), |v| format!("{:.2}%", v * 100.0));
                     format!("{} {v}", k.as_str())

@@ -1,8 +1,9 @@
 //! Pictures, as SVG (plotters' SVG backend; text is SVG `<text>`, so no font files are
 //! needed to draw, and the output is the same bytes for the same input).
 //!
-//! * [`residual_heatmap`]: the three signed residuals of a grid, one panel per budget,
-//!   scales down and sparsities across, on a diverging scale symmetric about 0 (blue: the
+//! * [`residual_heatmap`]: the signed residuals of a grid, one panel per budget matched by
+//!   default (a budget reported but not matched unless weighed, the activations, is in
+//!   the tables, not here), scales down and sparsities across, on a diverging scale symmetric about 0 (blue: the
 //!   looped model gets less; red: more) spanning the sparse cells' residuals.
 //! * [`frontiers`]: the fitted compute-optimal frontiers `L*(C)` of two architectures at
 //!   each sparsity, compute on a log axis.
@@ -73,6 +74,13 @@ fn centered(size: i32) -> TextStyle<'static> {
     TextStyle::from(("sans-serif", size).into_font()).pos(Pos::new(HPos::Center, VPos::Center))
 }
 
+/// The budgets the heatmap draws: those matched by default.
+fn plotted() -> impl Iterator<Item = BudgetKind> {
+    BudgetKind::ALL
+        .into_iter()
+        .filter(|k| k.default_weight() > 0.0)
+}
+
 impl<'a> Heatmap<'a> {
     fn new(report: &'a GridReport) -> Self {
         let scales = unique(report.cells.iter().map(|c| c.scale.clone()));
@@ -84,7 +92,7 @@ impl<'a> Heatmap<'a> {
             .cells
             .iter()
             .filter(|c| c.sparse || !any_sparse)
-            .flat_map(|c| c.residuals.iter().map(|(_, r)| *r).collect::<Vec<_>>())
+            .flat_map(|c| plotted().map(|k| c.residuals[k]).collect::<Vec<_>>())
             .fold(0.005f64, |m, r| m.max(r.abs()));
         let cell = (84i32, 44i32);
         let panel_w = cell.0 * sparsities.len() as i32;
@@ -103,7 +111,7 @@ impl<'a> Heatmap<'a> {
     }
 
     fn size(&self) -> (i32, i32) {
-        let panels = BudgetKind::ALL.len() as i32;
+        let panels = plotted().count() as i32;
         let width = self.left + panels * self.panel_w + (panels - 1) * self.gap + 30;
         let height = self.top + self.cell.1 * self.scales.len() as i32 + 70;
         (width, height)
@@ -198,10 +206,8 @@ impl<'a> Heatmap<'a> {
 
     fn footnote(&self, root: &Area, height: i32) -> Result<()> {
         let s = &self.report.summary;
-        let values: Vec<String> = s
-            .max_abs_residual
-            .iter()
-            .map(|(k, r)| format!("{} {:.2}%", label(k).note, r * 100.0))
+        let values: Vec<String> = plotted()
+            .map(|k| format!("{} {:.2}%", label(k).note, s.max_abs_residual[k] * 100.0))
             .collect();
         let foot = format!(
             "max |residual| over {} sparse cells: {}",
@@ -224,7 +230,7 @@ pub fn residual_heatmap(report: &GridReport) -> Result<String> {
             SVGBackend::with_string(&mut svg, (width as u32, height as u32)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
         map.title(&root)?;
-        for (p, kind) in BudgetKind::ALL.into_iter().enumerate() {
+        for (p, kind) in plotted().enumerate() {
             map.panel(&root, p, kind)?;
         }
         map.footnote(&root, height)?;

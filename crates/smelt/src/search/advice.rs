@@ -175,6 +175,23 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
                 ),
             )
         }
+        BudgetKind::Activations => {
+            let moves = step_moves(budget, m, binding, Knob::Hidden)?;
+            (
+                "lattice.hidden".to_owned(),
+                moves,
+                format!(
+                    "one step of lattice.hidden ({}) moves the activations by {:.2}% here; \
+                     they grow with the layer executions ({} against the Baseline's {}) \
+                     times the widths each execution saves, the FLOPs with the widths \
+                     squared, so a width that matches one misses the other",
+                    lattice.hidden.step,
+                    100.0 * moves,
+                    m.checked_executions()?,
+                    budget.baseline().model.checked_executions()?
+                ),
+            )
+        }
         BudgetKind::Flops => {
             let moves = step_moves(budget, m, binding, Knob::Hidden)?;
             (

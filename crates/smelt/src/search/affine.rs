@@ -10,7 +10,7 @@
 //!
 //! in the expert width `f`, the query width `q = heads·head_dim`, the key width
 //! `kv = kv_heads·head_dim`, the head width `d` (per-head q/k norms), the number of query
-//! heads (attention sinks) and the expert count `E` (the experts' weights are the one
+//! heads (attention sinks, and the activations' per-head rows or log-sum-exp) and the expert count `E` (the experts' weights are the one
 //! product term). The coefficients are exact integers, read off seven cost-model
 //! evaluations (eight with sinks), and checked at one more point that changes every knob: a cost model that
 //! ever stopped being of this form would be reported as an error, not searched on.
@@ -25,7 +25,7 @@
 use crate::budget::Budget;
 use crate::cost::{BudgetKind, Budgets, Keys, PerBudget, budgets_with};
 use crate::error::{Error, Result};
-use crate::model::{Counting, Loop};
+use crate::model::{ActivationPolicy, Counting, Loop};
 
 use super::{Point, looped_model};
 
@@ -198,10 +198,16 @@ impl AtHidden {
     /// adds.
     pub const EVALUATIONS: u64 = 8;
 
-    /// Whether a term counts query heads apart from the query width (GQA with sinks).
+    /// Whether a term counts query heads apart from the query width: GQA with sinks, or
+    /// with an activations policy that saves something per head (eager's rows of
+    /// probabilities, flash's log-sum-exp).
     pub fn heads_term(budget: &Budget) -> bool {
-        let m = &budget.baseline().model;
-        m.mla.is_none() && m.attention_sinks
+        let b = budget.baseline();
+        let per_head = matches!(
+            b.counting.activations,
+            ActivationPolicy::Eager | ActivationPolicy::Flash
+        );
+        b.model.mla.is_none() && (b.model.attention_sinks || per_head)
     }
 
     /// Reads the coefficients off the cost model at `hidden` (eight evaluations, nine with
@@ -313,7 +319,7 @@ struct Probes {
     pq: PerBudget<i128>,
     pkv: PerBudget<i128>,
     pd: PerBudget<i128>,
-    /// Heads and width (GQA with sinks only).
+    /// Heads and width (GQA with a per-head term only, [`AtHidden::heads_term`]).
     ph: Option<PerBudget<i128>>,
 }
 

@@ -199,7 +199,8 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
         model = model
             .with(constraint!(t >= weight * r.clone()))
             .with(constraint!(t >= -weight * r.clone()));
-        if budget.mode() == Mode::Conservative {
+        // A budget weighed 0 is reported, not matched: it bounds nothing.
+        if budget.mode() == Mode::Conservative && weight > 0.0 {
             model = model.with(constraint!(r <= 0.0));
         }
     }

@@ -271,7 +271,11 @@ impl Search<'_> {
     }
 
     fn admissible(&self, v: PerBudget<i128>) -> bool {
-        self.budget.mode() == Mode::TwoSided || v.zip(self.base).all(|(a, b)| a <= b)
+        // A budget weighed 0 is reported, not matched: it bounds nothing.
+        self.budget.mode() == Mode::TwoSided
+            || v.zip(self.base)
+                .zip(**self.budget.weights())
+                .all(|&((a, b), w)| w == 0.0 || a <= b)
     }
 
     /// The bound a candidate's first score component must not exceed: the worst kept in
@@ -606,7 +610,7 @@ fn finalists(
     for entry in kept.into_entries() {
         stats.evaluated += 1;
         let budgets = budgets_with(&entry.model, &search.keys, context, &baseline.counting)?;
-        if budget.mode() == Mode::Conservative && !budgets.within(base) {
+        if budget.mode() == Mode::Conservative && !budgets.within(base, budget.weights()) {
             continue;
         }
         let residuals = budgets.residuals_against(base);

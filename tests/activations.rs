@@ -1,0 +1,88 @@
+//! Activation memory end to end: the README's figures for the 200M / S≈95% cell of the
+//! paper-like grid, recomputed from the grid's match under every policy; and the optional
+//! `activations` budget weighed in a budget file.
+
+use smelt::{ActivationPolicy, GridSpec, ModelSpec, cost};
+
+/// Digits in groups of three, as the README's table writes them.
+fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `spec` with its activations budget under `policy`.
+fn under(spec: &ModelSpec, policy: ActivationPolicy) -> ModelSpec {
+    let mut s = spec.clone();
+    s.counting.activations = policy;
+    s
+}
+
+/// The README's table of the 200M / S95 cell under each policy is what smelt computes.
+#[test]
+fn readme_shows_the_200m_cell_under_every_policy() {
+    let grid = GridSpec::load("budgets/smelt-grid.toml").unwrap();
+    let report = smelt::match_grid(&grid).unwrap();
+    let cell = report
+        .cells
+        .iter()
+        .find(|c| c.scale == "200m" && c.sparsity_label == "s95")
+        .expect("the grid has a 200m s95 cell");
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let context = cell.baseline.workload.context;
+    for &policy in ActivationPolicy::ALL {
+        let bytes = |spec: &ModelSpec| {
+            cost(&under(spec, policy))
+                .unwrap()
+                .budgets()
+                .activations
+                .as_integer()
+                .expect("whole bytes for a mean_doc_len workload")
+        };
+        let (b, l) = (bytes(&cell.baseline), bytes(&cell.looped));
+        let gib = |x: u64| format!("{:.2}", (x * context) as f64 / f64::from(1u32 << 30));
+        let row = format!(
+            "| `{}` | {} | {} | {:.4} | {} → {} GiB |",
+            policy.as_str(),
+            grouped(b),
+            grouped(l),
+            l as f64 / b as f64,
+            gib(b),
+            gib(l)
+        );
+        assert!(readme.contains(&row), "the README lacks the row\n{row}");
+        if policy == ActivationPolicy::Flash {
+            // The grid's ratio is the default policy's.
+            assert_eq!(cell.ratios.activations, l as f64 / b as f64);
+        }
+    }
+}
+
+/// With `activations` weighed, the match trades the other budgets for it: its activation
+/// residual shrinks, and yet no point of the paper-like lattice holds all four budgets
+/// within 3% (what the README says).
+#[test]
+fn weighing_activations_moves_the_match() {
+    let text = std::fs::read_to_string("budgets/match-200m-s95.toml").unwrap();
+    let weighed = text.replace(
+        "[tolerance]",
+        "[objective.weights]\nactivations = 1\n\n[tolerance]",
+    );
+    let dir = std::path::Path::new("budgets");
+    let plain = smelt::Budget::from_toml_str(&text, dir).unwrap();
+    let with = smelt::Budget::from_toml_str(&weighed, dir).unwrap();
+    let (a, b) = (
+        smelt::match_budget(&plain, 1).unwrap(),
+        smelt::match_budget(&with, 1).unwrap(),
+    );
+    assert_eq!(plain.weights().activations, 0.0);
+    assert_eq!(with.weights().activations, 1.0);
+    assert!(b.residuals.activations.abs() < a.residuals.activations.abs());
+    assert!(b.residuals.max_abs() > 0.03, "{:?}", b.residuals);
+}
