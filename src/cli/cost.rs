@@ -47,7 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(path) => {
             let cmp = smelt::compare(&args.workload.spec(load(path)?)?, &model)?;
             for note in &cmp.harmonised {
-                eprintln!("smelt: note: {note}");
+                super::note(&format!("smelt: note: {note}"));
             }
             emit_report(&cmp, args.format, &args.layout)?
         }

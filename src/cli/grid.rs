@@ -58,9 +58,10 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     let text = smelt::report::render_with(&r, args.format, args.layout.layout())?;
     if let Some(path) = &args.plot {
         let cells = grid.cells.iter();
-        let inputs: Vec<_> = cells
+        let mut inputs: Vec<_> = cells
             .flat_map(|c| budget_inputs(&args.grid, &c.budget))
             .collect();
+        inputs.extend(args.workload.inputs());
         let svg = smelt::report::plot::residual_heatmap(&r)?;
         write_file(path, &svg, "the residual heatmap", &inputs)?;
     }

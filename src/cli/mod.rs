@@ -137,8 +137,14 @@ pub fn budget_inputs(path: &Path, budget: &Budget) -> Vec<PathBuf> {
 pub fn write_file(path: &Path, text: &str, what: &str, inputs: &[PathBuf]) -> anyhow::Result<()> {
     smelt::io::write_output(path, text.as_bytes(), inputs)
         .with_context(|| format!("writing {what}"))?;
-    eprintln!("smelt: wrote {what} to '{}'", path.display());
+    note(&format!("smelt: wrote {what} to '{}'", path.display()));
     Ok(())
+}
+
+/// Writes a line to standard error, ignoring a failure: a full or closed standard error
+/// loses the note, never the result (`eprintln!` would panic).
+pub fn note(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// The width a table fits when standard output is not a terminal and `COLUMNS` is not set
@@ -210,7 +216,7 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
 pub fn tolerance_exit(result: &impl Verdict) -> ExitCode {
     let broken = result.broken_tolerances();
     for b in &broken {
-        eprintln!("smelt: tolerance not met: {b}");
+        note(&format!("smelt: tolerance not met: {b}"));
     }
     match broken.is_empty() {
         true => ExitCode::SUCCESS,

@@ -421,19 +421,14 @@ impl Model {
 impl ModelSpec {
     /// Parses and validates a model file's text.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let tree = crate::structure::tree(text, false)?;
-        crate::structure::require_tables(&tree, "", crate::structure::MODEL_TABLES)?;
-        let spec: ModelSpec = toml::from_str(text).map_err(Error::parse)?;
+        let spec: ModelSpec = crate::structure::from_toml(text)?;
         spec.validate()?;
         Ok(spec)
     }
 
     /// Parses and validates a model spec given as JSON (the model file's structure).
     pub fn from_json_str(text: &str) -> Result<Self> {
-        let tree = crate::structure::tree(text, true)?;
-        crate::structure::require_tables(&tree, "", crate::structure::MODEL_TABLES)?;
-        let spec: ModelSpec =
-            serde_json::from_str(text).map_err(|e| Error::parse(format!("JSON: {e}")))?;
+        let spec: ModelSpec = crate::structure::from_json(text)?;
         spec.validate()?;
         Ok(spec)
     }

@@ -35,6 +35,13 @@ impl Terminal {
     }
 }
 
+/// Writes a line to standard error, ignoring a failure: a full or closed standard error
+/// loses the progress, never the result (`eprintln!` would panic).
+fn line(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
 impl Progress for Terminal {
     fn begin(&self, task: &str, total: u64) {
         if self.quiet {
@@ -49,7 +56,7 @@ impl Progress for Terminal {
             bar
         });
         if bar.is_none() {
-            eprintln!("smelt: {task} ({total} steps)");
+            line(&format!("smelt: {task} ({total} steps)"));
         }
         *self.task() = Some((task.to_owned(), Instant::now(), bar));
     }
@@ -66,7 +73,7 @@ impl Progress for Terminal {
         }
         match &*self.task() {
             Some((_, _, Some(bar))) => bar.println(text),
-            _ => eprintln!("smelt: {text}"),
+            _ => line(&format!("smelt: {text}")),
         }
     }
 
@@ -79,7 +86,7 @@ impl Progress for Terminal {
         }
         if !self.quiet {
             let seconds = start.elapsed().as_secs_f64();
-            eprintln!("smelt: {task}: done in {seconds:.1} s");
+            line(&format!("smelt: {task}: done in {seconds:.1} s"));
         }
     }
 }
