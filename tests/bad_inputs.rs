@@ -319,3 +319,51 @@ fn a_byte_order_mark_is_skipped() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An array in any table's place is refused with its key, in a model file, a budget's
+/// lattice, an inline Baseline and JSON, including the tables added last (`[model.mla]`,
+/// `[model.window]`, `[model.indexer]`, `lattice.kv_lora_rank`): the rule is the reader's,
+/// not a list of tables.
+#[test]
+fn arrays_where_tables_belong_are_refused() {
+    use smelt::ModelSpec;
+    use smelt::budget::Budget;
+    let rule = "must be a table with named keys (got an array); positional forms are not read";
+    let e = ModelSpec::from_toml_str("model = [1, 2]")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, format!("model: {rule}"));
+    let e = ModelSpec::from_json_str("[1, 2]").unwrap_err().to_string();
+    assert_eq!(e, format!("file: {rule}"));
+    let small = "[model]\nlayers = 2\nhidden = 64\nheads = 4\nkv_heads = 1\nhead_dim = 16\n\
+                 [model.moe]\nexperts = 8\ntop_k = 2\nexpert_ffn = 32\n\
+                 [workload]\ncontext = 256\nmean_doc_len = 100\n";
+    assert!(ModelSpec::from_toml_str(small).is_ok());
+    for (table, array) in [
+        ("mla", "[384, 256, 64, 32, 64]"),
+        ("window", "[128, 1]"),
+        ("indexer", "[64, 128, 4]"),
+        ("loop", "[1, 2, 2]"),
+    ] {
+        let text = small.replacen("heads = 4\n", &format!("heads = 4\n{table} = {array}\n"), 1);
+        let e = ModelSpec::from_toml_str(&text).unwrap_err().to_string();
+        assert_eq!(e, format!("model.{table}: {rule}"));
+    }
+    let e = ModelSpec::from_json_str(r#"{"model": {"moe": [8, 2, 32]}}"#)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, format!("model.moe: {rule}"));
+    let dir = std::path::Path::new(".");
+    for key in ["hidden", "kv_lora_rank"] {
+        let text = format!("baseline = {{ }}\n[lattice]\n{key} = [32, 640, 1280]\n");
+        let e = Budget::from_toml_str(&text, dir).unwrap_err().to_string();
+        assert_eq!(e, format!("lattice.{key}: {rule}"));
+    }
+    let e = Budget::from_json_str(r#"{"lattice": [1]}"#, dir)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, format!("lattice: {rule}"));
+    let inline = "baseline = { model = [1, 2] }\n";
+    let e = Budget::from_toml_str(inline, dir).unwrap_err().to_string();
+    assert!(e.contains(&format!("model: {rule}")), "{e}");
+}

@@ -411,6 +411,6 @@ fn cli_match_bench_and_the_timing_flags() {
     let ceiling = v["ceiling_flops_per_second"].as_f64().unwrap();
     assert!((v["ceiling_of_peak"].as_f64().unwrap() - ceiling / 2e12).abs() < 1e-12);
     let (code, _, err) = run(&[&["bench", &model, "--peak", "0"], &timing[..]].concat());
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("peak"), "{err}");
 }

@@ -68,7 +68,9 @@ enum Command {
     Gain(gain::Args),
     Bench(bench::Args),
     Import(import::Args),
-    /// Print a shell completion script: `smelt completions bash > /etc/bash_completion.d/smelt`.
+    /// Print a shell completion script. For bash, into bash-completion's folder for the user
+    /// (made if missing): `mkdir -p ~/.local/share/bash-completion/completions && smelt
+    /// completions bash > ~/.local/share/bash-completion/completions/smelt`.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
