@@ -195,10 +195,11 @@ fn write_socket(path: &Path, _: &[u8]) -> Result<()> {
 /// its own budget file would lose the budget).
 pub fn write_output(path: impl AsRef<Path>, contents: &[u8], inputs: &[PathBuf]) -> Result<()> {
     let path = path.as_ref();
-    let target = resolve_links(path)?;
-    let meta = std::fs::metadata(&target).ok();
+    // The kernel follows the links (including /proc's, such as /dev/stdout's, which name
+    // no path), so the node is looked at, and a stream opened, through `path` itself.
+    let meta = std::fs::metadata(path).ok();
     if let Some(meta) = &meta
-        && inputs.iter().any(|input| same_file(meta, &target, input))
+        && inputs.iter().any(|input| same_file(meta, path, input))
     {
         return Err(write_error(
             path,
@@ -206,9 +207,13 @@ pub fn write_output(path: impl AsRef<Path>, contents: &[u8], inputs: &[PathBuf])
         ));
     }
     match Node::of(meta.as_ref()) {
-        Node::Regular => write_atomic(&target, contents),
-        Node::Stream => write_in_place(&target, contents),
-        Node::Socket => write_socket(&target, contents),
+        Node::Regular if meta.is_some() => {
+            let target = std::fs::canonicalize(path).map_err(|e| write_error(path, e))?;
+            write_atomic(&target, contents)
+        }
+        Node::Regular => write_atomic(resolve_links(path)?, contents),
+        Node::Stream => write_in_place(path, contents),
+        Node::Socket => write_socket(path, contents),
         Node::Refused(why) => Err(write_error(
             path,
             std::io::Error::other(format!("refusing to write: {why}")),
@@ -332,9 +337,23 @@ mod tests {
         };
         write_output(&fifo, b"through the pipe", &[]).unwrap();
         assert_eq!(reader.join().unwrap(), b"through the pipe");
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        write_output(&link, b"through the link", &[]).unwrap();
+        assert_eq!(reader.join().unwrap(), b"through the link");
         let t = std::fs::symlink_metadata(&fifo).unwrap().file_type();
         assert!(t.is_fifo(), "the FIFO is still a FIFO");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
