@@ -333,6 +333,11 @@ fn report(
         peak_source: source,
         ceiling_of_peak: peak.map(|p| ceiling / p).filter(|s| s.is_finite()),
         options: *opts,
+        workloads: {
+            let mut w: Vec<String> = models.iter().map(|m| m.workload.summary()).collect();
+            w.dedup();
+            w
+        },
         time_ratio: ratio(|b| b.seconds_per_token),
         flop_ratio: ratio(|b| b.flops_per_token),
         models: out,
