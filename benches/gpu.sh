@@ -7,7 +7,8 @@
 #      (target: under 5 minutes);
 #   3. PyTorch as an independent anchor (benches/anchor.py): one Baseline layer and one
 #      matched layer, forward + backward, their time ratio beside smelt's.
-# Each stage's wall time is recorded; a failed stage is reported and the next one still runs.
+# Each stage's wall time is recorded; a failed stage is reported and the next one still runs,
+# and the script exits 1 when any stage (the anchor included) failed, 0 when all succeeded.
 #
 # The GPU machine may have no Rust toolchain and no network: build the binary where you
 # can (no CUDA toolkit needed, cudarc loads the driver at run time) and bring it along:
@@ -35,7 +36,8 @@ say() { echo "$*" | tee -a "$summary"; }
     | tee "$out/gpu.txt"
 say "date: $(date -u +%Y-%m-%d)"
 
-# Runs "$@" as stage $1 (the rest is the command), recording its wall time.
+# Runs "$@" as stage $1 (the rest is the command), recording its wall time; counts failures.
+failed=0
 stage() {
     local name=$1
     shift
@@ -46,6 +48,7 @@ stage() {
         say "stage $name: done in $(python3 -c "print(f'{$t1 - $t0:.1f}')") s"
     else
         say "stage $name: FAILED (exit $?)"
+        failed=$((failed + 1))
     fi
 }
 
@@ -112,3 +115,7 @@ if a:
     if b:
         print(f"smelt bench (same pair, balanced):      {b['time_ratio']:.3f} (FLOP ratio {b['flop_ratio']:.3f})")
 PY
+if [ "$failed" -gt 0 ]; then
+    say "$failed stage(s) failed"
+    exit 1
+fi

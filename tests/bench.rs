@@ -516,6 +516,26 @@ fn cli_match_bench_and_the_timing_flags() {
     let ceiling = v["ceiling_flops_per_second"].as_f64().unwrap();
     assert!((v["ceiling_of_peak"].as_f64().unwrap() - ceiling / 2e12).abs() < 1e-12);
     let (code, _, err) = run(&[&["bench", &model, "--peak", "0"], &timing[..]].concat());
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("peak"), "{err}");
+}
+
+/// A bench table starts with the workload its models were planned at, as every table does.
+#[test]
+fn bench_tables_say_their_workload() {
+    let timing: Vec<&str> = quick().collect();
+    let model = common::budget("base-100m-s85.toml");
+    for context in ["4096", "1024"] {
+        let args = [
+            &["bench", &model, "--against", &model, "--context", context],
+            &timing[..],
+        ];
+        let (code, out, err) = run(&args.concat());
+        assert_eq!(code, Some(0), "{err}");
+        let line = out.lines().nth(1).unwrap_or("");
+        assert!(
+            line.starts_with(&format!("workload: context {context}, ")),
+            "{out}"
+        );
+    }
 }

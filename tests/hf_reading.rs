@@ -277,3 +277,42 @@ fn cli_import_and_cost_of_a_config() {
     let v = run_json(&["cost", &cfg, "--format", "json"]);
     assert_eq!(v["params"]["total"], 46_702_792_704u64);
 }
+
+/// The KV held at the context by a model with sliding layers, under both conventions:
+/// smelt's `W` keys per sliding layer (what the last query attends) and Transformers' cache,
+/// `W - 1` after a prefill; counted here from the config's own keys.
+#[test]
+fn held_kv_states_both_window_conventions() {
+    let path = data("hf/gpt-oss-20b.json");
+    let config: serde_json::Value = serde_json::from_str(&config_text("gpt-oss-20b.json")).unwrap();
+    let n = |k: &str| config[k].as_u64().unwrap();
+    let sliding = config["layer_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| *t == "sliding_attention")
+        .count() as u64;
+    let full = n("num_hidden_layers") - sliding;
+    let (per, w, context) = (
+        2 * n("num_key_value_heads") * n("head_dim"),
+        n("sliding_window"),
+        4096,
+    );
+    let json = run_json(&["cost", &path, "--format", "json"]);
+    let at = &json["kv_cache_per_token"]["at_context"];
+    assert_eq!(at["held_per_windowed_layer"], w);
+    assert_eq!(at["elements"], per * (full * context + sliding * w));
+    assert_eq!(
+        at["elements_cache"],
+        per * (full * context + sliding * (w - 1))
+    );
+    let table = common::run(&["cost", &path]).1;
+    assert!(
+        table.contains(&format!("{w} keys per windowed layer")),
+        "{table}"
+    );
+    assert!(
+        table.contains(&format!("{} keys per sliding layer after prefill", w - 1)),
+        "{table}"
+    );
+}

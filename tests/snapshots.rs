@@ -411,3 +411,57 @@ fn columns_sets_the_width() {
     // Not a number: the default width.
     assert_eq!(run("wide", &[]), run("120", &[]));
 }
+
+/// Whether `token` is a figure a README comment shows from a command's output: a decimal
+/// number such as `1.8172` or `4.7783e2` (not a count, a range `1..=4` or a flag value).
+fn is_shown_figure(token: &str) -> bool {
+    let mantissa = token.split('e').next().unwrap_or("");
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    let exponent_ok = token
+        .split_once('e')
+        .is_none_or(|(_, e)| digits(e.trim_start_matches('-')));
+    matches!(mantissa.trim_start_matches('-').split_once('.'), Some((a, b)) if digits(a) && digits(b))
+        && exponent_ok
+}
+
+/// The outputs the README shows beside its commands: every decimal figure in the comment of
+/// a `smelt ...` line of a shell block (`# E 1.8172, A 4.7783e2, ...`) is in what that
+/// command prints, so a shown figure cannot drift from the program.
+#[test]
+fn readme_comments_show_what_the_commands_print() {
+    let readme =
+        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let mut checked = 0;
+    for block in readme.split("```sh\n").skip(1) {
+        let block = block.split("```").next().unwrap_or("");
+        for line in block.lines() {
+            let Some((command, comment)) = line.split_once(" # ") else {
+                continue;
+            };
+            let Some(args) = command.trim().strip_prefix("smelt ") else {
+                continue;
+            };
+            let separators = |c: char| c.is_whitespace() || ",;()".contains(c);
+            let figures: Vec<&str> = comment
+                .split(separators)
+                .filter(|t| is_shown_figure(t))
+                .collect();
+            if figures.is_empty() {
+                continue;
+            }
+            let args: Vec<&str> = args.split_whitespace().collect();
+            let (_, out) = smelt(&args);
+            for figure in figures {
+                assert!(
+                    out.contains(figure),
+                    "README: `{}` shows {figure}, which it does not print:\n{out}",
+                    command.trim()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1, "no README command shows a figure");
+    assert!(is_shown_figure("4.7783e2") && is_shown_figure("0.3473"));
+    assert!(!is_shown_figure("1..=4") && !is_shown_figure("5") && !is_shown_figure("8,10"));
+}

@@ -31,8 +31,26 @@ pub struct TimingArgs {
     max_seconds: f64,
     /// The device's dense peak in TFLOP/s (default: a GPU's datasheet bf16 peak when the
     /// card is a known one).
-    #[arg(long, value_name = "TFLOPS")]
+    #[arg(long, value_name = "TFLOPS", value_parser = parse_peak)]
     peak: Option<f64>,
+}
+
+/// `--peak` in TFLOP/s: a number in the library's range of peaks (1e-6 to 1e6 TFLOP/s).
+fn parse_peak(text: &str) -> Result<f64, String> {
+    let tflops: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number"))?;
+    let (low, high) = (
+        smelt::bench::PEAK_FLOPS.start() / 1e12,
+        smelt::bench::PEAK_FLOPS.end() / 1e12,
+    );
+    match tflops.is_finite() && (low..=high).contains(&tflops) {
+        true => Ok(tflops),
+        false => Err(format!(
+            "must be between {low:e} and {high:e} TFLOP/s (1 MFLOP/s to 1 EFLOP/s); got {text}"
+        )),
+    }
 }
 
 impl TimingArgs {

@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let baseline = args.activations.apply(args.workload.spec(load(path)?)?)?;
             let cmp = smelt::compare(&baseline, &model)?;
             for note in &cmp.harmonised {
-                eprintln!("smelt: note: {note}");
+                super::note(&format!("smelt: note: {note}"));
             }
             match args.conventions {
                 true => {

@@ -64,5 +64,5 @@ fn say(dir: &Path, format: ExportFormat, written: &[export::Exported]) {
         ExportFormat::Hf => format!("{n} models for Transformers (config.json each)"),
         ExportFormat::Model => format!("{n} model files"),
     };
-    eprintln!("smelt: wrote {what} into '{}'", dir.display());
+    super::note(&format!("smelt: wrote {what} into '{}'", dir.display()));
 }

@@ -68,9 +68,10 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     }
     let layout = args.layout.layout();
     let text = super::launcher::render_grid(&r, args.format, layout, &args.conventions)?;
-    let inputs: Vec<_> = (grid.cells.iter())
+    let mut inputs: Vec<_> = (grid.cells.iter())
         .flat_map(|c| budget_inputs(&args.grid, &c.budget))
         .collect();
+    inputs.extend(args.workload.inputs());
     if let Some(path) = &args.plot {
         let svg = smelt::report::plot::residual_heatmap(&r)?;
         write_file(path, &svg, "the residual heatmap", &inputs)?;

@@ -72,13 +72,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let spec = hf::import(&text, workload)
         .with_context(|| format!("config '{}'", args.config.display()))?;
     let out = smelt::report::imported_model_file(&args.config.display().to_string(), &spec)?;
+    let mut inputs = vec![args.config.clone()];
+    inputs.extend(args.workload.inputs());
     match &args.output {
-        Some(path) => write_file(
-            path,
-            &out,
-            "the model file",
-            std::slice::from_ref(&args.config),
-        )?,
+        Some(path) => write_file(path, &out, "the model file", &inputs)?,
         None => emit(&out)?,
     }
     Ok(ExitCode::SUCCESS)

@@ -19,7 +19,7 @@ use smelt::search::{self, SearchOptions};
 use super::bench::BenchFlag;
 use super::launcher::render_match;
 use super::{
-    LayoutArgs, WorkloadArgs, budget_inputs, emit, load_budget, tolerance_exit, write_file,
+    LayoutArgs, WorkloadArgs, budget_inputs, emit, load_budget, note, tolerance_exit, write_file,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -144,7 +144,8 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         )?);
     }
     let (layout, conventions) = (args.layout.layout(), &args.conventions);
-    let inputs = budget_inputs(&args.budget, &budget);
+    let mut inputs = budget_inputs(&args.budget, &budget);
+    inputs.extend(args.workload.inputs());
     let text = match args.format {
         MatchFormat::Table => Some(render_match(&m, Format::Table, layout, conventions)?),
         MatchFormat::Json => Some(render_match(&m, Format::Json, Layout::WIDE, conventions)?),
@@ -209,22 +210,22 @@ fn write_hf(
                 .write(path, inputs)
                 .with_context(|| format!("writing the looped model to '{}'", path.display()))?;
             let names: Vec<&str> = files.files.iter().map(|(n, _)| *n).collect();
-            eprintln!(
+            note(&format!(
                 "smelt: wrote the looped model for Transformers to '{}' ({}); build it with \
                  trust_remote_code=True",
                 path.display(),
                 names.join(", ")
-            );
+            ));
             Ok(None)
         }
         Some(path) if path.is_dir() => {
             files
                 .write(path, inputs)
                 .with_context(|| format!("writing the config.json into '{}'", path.display()))?;
-            eprintln!(
+            note(&format!(
                 "smelt: wrote the matched model's config.json into '{}'",
                 path.display()
-            );
+            ));
             Ok(None)
         }
         Some(path) => {

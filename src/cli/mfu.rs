@@ -54,12 +54,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let r = mfu(&model, args.tokens_per_second, args.gpus, peak)?;
     if let Some(row) = r.rows.iter().find(|row| row.mfu > 1.0) {
-        eprintln!(
+        super::note(&format!(
             "smelt: warning: MFU above 100% ({:.1}% under {}): check the throughput (the whole \
              run's), --gpus and the peak",
             row.mfu * 100.0,
             row.convention
-        );
+        ));
     }
     emit_report(&r, args.format, &args.layout)?;
     Ok(ExitCode::SUCCESS)

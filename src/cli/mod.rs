@@ -74,7 +74,9 @@ enum Command {
     Import(import::Args),
     Mfu(mfu::Args),
     Merge(merge::Args),
-    /// Print a shell completion script: `smelt completions bash > /etc/bash_completion.d/smelt`.
+    /// Print a shell completion script. For bash, into bash-completion's folder for the user
+    /// (made if missing): `mkdir -p ~/.local/share/bash-completion/completions && smelt
+    /// completions bash > ~/.local/share/bash-completion/completions/smelt`.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
@@ -145,8 +147,14 @@ pub fn budget_inputs(path: &Path, budget: &Budget) -> Vec<PathBuf> {
 pub fn write_file(path: &Path, text: &str, what: &str, inputs: &[PathBuf]) -> anyhow::Result<()> {
     smelt::io::write_output(path, text.as_bytes(), inputs)
         .with_context(|| format!("writing {what}"))?;
-    eprintln!("smelt: wrote {what} to '{}'", path.display());
+    note(&format!("smelt: wrote {what} to '{}'", path.display()));
     Ok(())
+}
+
+/// Writes a line to standard error, ignoring a failure: a full or closed standard error
+/// loses the note, never the result (`eprintln!` would panic).
+pub fn note(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// The width a table fits when standard output is not a terminal and `COLUMNS` is not set
@@ -218,7 +226,7 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
 pub fn tolerance_exit(result: &impl Verdict) -> ExitCode {
     let broken = result.broken_tolerances();
     for b in &broken {
-        eprintln!("smelt: tolerance not met: {b}");
+        note(&format!("smelt: tolerance not met: {b}"));
     }
     match broken.is_empty() {
         true => ExitCode::SUCCESS,

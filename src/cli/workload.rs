@@ -67,6 +67,12 @@ impl WorkloadArgs {
         Ok(budget.with_workload(self.apply(&budget.baseline().workload)?)?)
     }
 
+    /// The files the flags read (a `--doc-lengths` histogram), which an output must not
+    /// replace.
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        self.doc_lengths.iter().cloned().collect()
+    }
+
     fn is_set(&self) -> bool {
         let lengths = self.mean_doc_len.is_some() || self.doc_lengths.is_some();
         self.context.is_some() || lengths || self.dense

@@ -1,39 +1,22 @@
 //! Named keys, never positions: where a file's schema has a table, anything else is an
-//! error naming the key. (serde reads a struct from an array field by field, so without
-//! this `hidden = [32, 640, 1280]` would be a lattice range, and a JSON array a model.)
+//! error naming the key.
+//!
+//! serde reads a struct from an array field by field, so `hidden = [32, 640, 1280]` would
+//! be a lattice range, `mla = [384, 256, 64, 32, 64]` an MLA table and a JSON array a model.
+//! Every file is therefore read through [`Strict`], a deserializer adapter that refuses a
+//! sequence wherever a struct is asked for. The rule holds for every table of every schema
+//! by construction (no list of tables to keep in step with the types); the key is named by
+//! [`serde_path_to_error`], which the adapter sits under.
 
+use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, Visitor};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 
-/// The tables of a model file.
-pub(crate) const MODEL_TABLES: &[&str] = &[
-    "model",
-    "model.moe",
-    "model.dense",
-    "model.loop",
-    "workload",
-    "counting",
-];
-
-/// The tables of a budget or grid file (besides an inline Baseline's).
-pub(crate) const PLAN_TABLES: &[&str] = &[
-    "recipe",
-    "lattice",
-    "lattice.hidden",
-    "lattice.experts",
-    "lattice.expert_ffn",
-    "lattice.head_dim",
-    "lattice.heads",
-    "lattice.kv_heads",
-    "lattice.gqa",
-    "lattice.q_width",
-    "objective",
-    "objective.weights",
-    "tolerance",
-    "workload",
-    "counting",
-];
+/// The rule a sequence in a table's place breaks; also the marker by which the error is
+/// told from the parser's own.
+const NOT_A_TABLE: &str =
+    "must be a table with named keys (got an array); positional forms are not read";
 
 /// What kind of value `v` is, in words; a map is `object` ("a table" in a TOML file,
 /// "an object" in JSON).
@@ -48,104 +31,250 @@ pub(crate) fn kind_of(v: &Value, object: &'static str) -> &'static str {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
-    kind_of(v, "a table")
+/// Reads a `T` through [`Strict`]: an array where `T` has a table is an [`Error::InvalidSpec`]
+/// naming its key (`file` for the whole file); any other error is `other`'s rendering of the
+/// parser's.
+fn read<'de, T, D>(deserializer: D, other: impl FnOnce(D::Error) -> Error) -> Result<T>
+where
+    T: de::Deserialize<'de>,
+    D: Deserializer<'de>,
+    D::Error: std::fmt::Display,
+{
+    serde_path_to_error::deserialize(Strict(deserializer)).map_err(|e| {
+        if e.inner().to_string().contains(NOT_A_TABLE) {
+            let field = match e.path().to_string() {
+                p if p == "." || p.is_empty() => "file".to_owned(),
+                p => p,
+            };
+            return Error::invalid(field, NOT_A_TABLE);
+        }
+        other(e.into_inner())
+    })
 }
 
-fn not_a_table(path: &str, v: &Value) -> Error {
-    Error::invalid(
-        if path.is_empty() { "file" } else { path },
-        format!(
-            "must be a table with named keys (got {}); positional forms are not read",
-            kind(v)
-        ),
-    )
+/// Parses TOML text as a `T`, tables read only from tables.
+pub(crate) fn from_toml<T: DeserializeOwned>(text: &str) -> Result<T> {
+    let deserializer = toml::de::Deserializer::parse(text).map_err(Error::parse)?;
+    read(deserializer, Error::parse)
 }
 
-/// Every path of `tables` present under `root` (itself a table) is a table.
-pub(crate) fn require_tables(root: &Value, prefix: &str, tables: &[&str]) -> Result<()> {
-    if !root.is_object() {
-        return Err(not_a_table(prefix.trim_end_matches('.'), root));
+/// Parses JSON text as a `T`, objects read only from objects.
+pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T> {
+    let json = |e: serde_json::Error| Error::parse(format!("JSON: {e}"));
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = read(&mut deserializer, json)?;
+    deserializer.end().map_err(json)?;
+    Ok(value)
+}
+
+/// Reads a `T` from a TOML value (an inline table), tables read only from tables.
+pub(crate) fn from_toml_value<T: DeserializeOwned>(value: toml::Value) -> Result<T> {
+    read(value, Error::parse)
+}
+
+/// A deserializer that refuses a sequence where a struct is asked for, at any depth.
+struct Strict<D>(D);
+
+/// A visitor passed on by [`Strict`]: `table` when it reads a struct (a sequence refused).
+struct Wrap<V> {
+    inner: V,
+    table: bool,
+}
+
+impl<V> Wrap<V> {
+    fn plain(inner: V) -> Self {
+        Self {
+            inner,
+            table: false,
+        }
     }
-    for path in tables {
-        let mut v = root;
-        for key in path.split('.') {
-            match v.get(key) {
-                Some(next) => v = next,
-                None => {
-                    v = &Value::Null;
-                    break;
-                }
+}
+
+/// A sequence, map, seed, enum or variant whose values are read through [`Strict`].
+struct Nested<A>(A);
+
+macro_rules! forward_deserialize {
+    ($($method:ident($($arg:ident: $ty:ty),*)),* $(,)?) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, $($arg: $ty,)* visitor: V) -> Result<V::Value, Self::Error> {
+                self.0.$method($($arg,)* Wrap::plain(visitor))
             }
-        }
-        if !v.is_null() && !v.is_object() {
-            return Err(not_a_table(&format!("{prefix}{path}"), v));
-        }
-    }
-    Ok(())
+        )*
+    };
 }
 
-/// A budget or grid file's tables, and those of its inline Baselines.
-pub(crate) fn require_plan_tables(root: &Value) -> Result<()> {
-    require_tables(root, "", PLAN_TABLES)?;
-    if let Some(b) = root.get("baseline").filter(|b| !b.is_string()) {
-        require_tables(b, "baseline.", MODEL_TABLES)?;
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
+    type Error = D::Error;
+
+    forward_deserialize! {
+        deserialize_any(), deserialize_bool(), deserialize_i8(), deserialize_i16(),
+        deserialize_i32(), deserialize_i64(), deserialize_i128(), deserialize_u8(),
+        deserialize_u16(), deserialize_u32(), deserialize_u64(), deserialize_u128(),
+        deserialize_f32(), deserialize_f64(), deserialize_char(), deserialize_str(),
+        deserialize_string(), deserialize_bytes(), deserialize_byte_buf(),
+        deserialize_option(), deserialize_unit(), deserialize_seq(), deserialize_map(),
+        deserialize_identifier(), deserialize_ignored_any(),
+        deserialize_unit_struct(name: &'static str),
+        deserialize_newtype_struct(name: &'static str),
+        deserialize_tuple(len: usize),
+        deserialize_tuple_struct(name: &'static str, len: usize),
+        deserialize_enum(name: &'static str, variants: &'static [&'static str]),
     }
-    match root.get("cells") {
-        None => {}
-        Some(Value::Array(cells)) => {
-            for (i, cell) in cells.iter().enumerate() {
-                require_tables(cell, &format!("cells[{i}]."), &[])?;
-                if let Some(b) = cell.get("baseline").filter(|b| !b.is_string()) {
-                    require_tables(b, &format!("cells[{i}].baseline."), MODEL_TABLES)?;
-                }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        let visitor = Wrap {
+            inner: visitor,
+            table: true,
+        };
+        self.0.deserialize_struct(name, fields, visitor)
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.0.is_human_readable()
+    }
+}
+
+macro_rules! forward_visit {
+    ($($method:ident($ty:ty)),* $(,)?) => {
+        $(
+            fn $method<E: de::Error>(self, v: $ty) -> Result<Self::Value, E> {
+                self.inner.$method(v)
             }
-        }
-        Some(other) => {
-            return Err(Error::invalid(
-                "cells",
-                format!(
-                    "must be an array of tables ([[cells]]); got {}",
-                    kind(other)
-                ),
-            ));
-        }
-    }
-    Ok(())
+        )*
+    };
 }
 
-/// The value tree of TOML or JSON text (syntax errors reported by the parser).
-pub(crate) fn tree(text: &str, json: bool) -> Result<Value> {
-    if json {
-        return serde_json::from_str(text).map_err(|e| Error::parse(format!("JSON: {e}")));
+impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.inner.expecting(f)
     }
-    let t: toml::Value = toml::from_str(text).map_err(Error::parse)?;
-    serde_json::to_value(t).map_err(|e| Error::serialize("JSON", e))
+
+    forward_visit! {
+        visit_bool(bool), visit_i8(i8), visit_i16(i16), visit_i32(i32), visit_i64(i64),
+        visit_i128(i128), visit_u8(u8), visit_u16(u16), visit_u32(u32), visit_u64(u64),
+        visit_u128(u128), visit_f32(f32), visit_f64(f64), visit_char(char),
+        visit_str(&str), visit_borrowed_str(&'de str), visit_string(String),
+        visit_bytes(&[u8]), visit_borrowed_bytes(&'de [u8]), visit_byte_buf(Vec<u8>),
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.inner.visit_none()
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.inner.visit_unit()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.inner.visit_some(Strict(d))
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.inner.visit_newtype_struct(Strict(d))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        match self.table {
+            true => Err(de::Error::custom(NOT_A_TABLE)),
+            false => self.inner.visit_seq(Nested(seq)),
+        }
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.inner.visit_map(Nested(map))
+    }
+
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<Self::Value, A::Error> {
+        self.inner.visit_enum(Nested(data))
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl<'de, A: de::SeqAccess<'de>> de::SeqAccess<'de> for Nested<A> {
+    type Error = A::Error;
 
-    #[test]
-    fn arrays_where_tables_belong_are_refused() {
-        let t = tree("[model]\nlayers = 1\n[workload]\ncontext = 8", false).unwrap();
-        assert!(require_tables(&t, "", MODEL_TABLES).is_ok());
-        let t = tree("model = [1, 2]", false).unwrap();
-        let e = require_tables(&t, "", MODEL_TABLES)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("model: must be a table") && e.contains("an array"),
-            "{e}"
-        );
-        let t = tree("[lattice]\nhidden = [32, 640, 1280]", false).unwrap();
-        let e = require_plan_tables(&t).unwrap_err().to_string();
-        assert!(e.starts_with("lattice.hidden: "), "{e}");
-        let t = tree("[1, 2]", true).unwrap();
-        assert!(require_tables(&t, "", MODEL_TABLES).is_err());
-        let t = tree("[[cells]]\nbaseline = { model = [] }", false).unwrap();
-        let e = require_plan_tables(&t).unwrap_err().to_string();
-        assert!(e.starts_with("cells[0].baseline.model: "), "{e}");
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, A::Error> {
+        self.0.next_element_seed(Nested(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: de::MapAccess<'de>> de::MapAccess<'de> for Nested<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        self.0.next_key_seed(seed)
+    }
+
+    fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.next_value_seed(Nested(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Nested<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<S::Value, D::Error> {
+        self.0.deserialize(Strict(d))
+    }
+}
+
+impl<'de, A: de::EnumAccess<'de>> de::EnumAccess<'de> for Nested<A> {
+    type Error = A::Error;
+    type Variant = Nested<A::Variant>;
+
+    fn variant_seed<S: DeserializeSeed<'de>>(
+        self,
+        seed: S,
+    ) -> Result<(S::Value, Nested<A::Variant>), A::Error> {
+        let (value, variant) = self.0.variant_seed(seed)?;
+        Ok((value, Nested(variant)))
+    }
+}
+
+impl<'de, A: de::VariantAccess<'de>> de::VariantAccess<'de> for Nested<A> {
+    type Error = A::Error;
+
+    fn unit_variant(self) -> Result<(), A::Error> {
+        self.0.unit_variant()
+    }
+
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.newtype_variant_seed(Nested(seed))
+    }
+
+    fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
+        self.0.tuple_variant(len, Wrap::plain(visitor))
+    }
+
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, A::Error> {
+        let visitor = Wrap {
+            inner: visitor,
+            table: true,
+        };
+        self.0.struct_variant(fields, visitor)
     }
 }

@@ -261,6 +261,10 @@ fn bench_on(
     report(models, &prepared, opts, timings)
 }
 
+/// The peaks a device may be given, FLOP/s: 1 MFLOP/s to 1 EFLOP/s, so that the share of
+/// it a measured rate reaches is always a finite number (no `inf%` from a subnormal peak).
+pub const PEAK_FLOPS: std::ops::RangeInclusive<f64> = 1e6..=1e18;
+
 /// An error unless the batch, the rounds, the time budget and the peak are in range.
 fn check_options(opts: &BenchOptions) -> Result<()> {
     if !(1..=MAX_TOKENS).contains(&opts.tokens) {
@@ -282,11 +286,15 @@ fn check_options(opts: &BenchOptions) -> Result<()> {
         ));
     }
     if let Some(p) = opts.peak
-        && !(p.is_finite() && p > 0.0)
+        && !PEAK_FLOPS.contains(&p)
     {
         return Err(Error::invalid(
             "peak",
-            "must be a positive number of FLOP/s",
+            format!(
+                "must be between {:e} and {:e} FLOP/s (1 MFLOP/s to 1 EFLOP/s); got {p:e}",
+                PEAK_FLOPS.start(),
+                PEAK_FLOPS.end()
+            ),
         ));
     }
     Ok(())
@@ -336,8 +344,13 @@ fn report(
         ceiling_rounds,
         peak_flops_per_second: peak,
         peak_source: source,
-        ceiling_of_peak: peak.map(|p| ceiling / p),
+        ceiling_of_peak: peak.map(|p| ceiling / p).filter(|s| s.is_finite()),
         options: *opts,
+        workloads: {
+            let mut w: Vec<String> = models.iter().map(|m| m.workload.summary()).collect();
+            w.dedup();
+            w
+        },
         time_ratio: time_stats.map(|t| t.median),
         time_ratio_stats: time_stats,
         flop_ratio: ratio(|b| b.flops_per_token),

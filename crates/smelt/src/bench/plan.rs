@@ -476,18 +476,21 @@ pub fn plan(
     let t: u64 = documents.iter().sum();
     let executions = model.checked_executions()?;
     // Executions of each kind of layer: (dense FFN, windowed attention).
+    // Counted per physical layer (times its visits), not per execution: a long loop over
+    // many layers costs no more than the layer count.
+    let set = |layers: Option<&Vec<u64>>| -> std::collections::BTreeSet<u64> {
+        layers.into_iter().flatten().copied().collect()
+    };
+    let dense_layers = set(model.dense.as_ref().map(|d| &d.layers));
+    let windowed_layers = set(model.window.as_ref().map(|w| &w.layers));
     let mut kinds = std::collections::BTreeMap::new();
-    for layer in model.execution_order() {
-        let one_based = layer + 1;
-        let dense = model
-            .dense
-            .as_ref()
-            .is_some_and(|d| d.layers.contains(&one_based));
-        let windowed = model
-            .window
-            .as_ref()
-            .is_some_and(|w| w.layers.contains(&one_based));
-        *kinds.entry((dense, windowed)).or_insert(0u64) += 1;
+    for one_based in 1..=model.layers {
+        let kind = (
+            dense_layers.contains(&one_based),
+            windowed_layers.contains(&one_based),
+        );
+        let n = kinds.entry(kind).or_insert(0u64);
+        *n = n.saturating_add(model.visits(one_based));
     }
     let window = model.window.as_ref().map(|w| (w.kind, w.size));
     let mut all = std::collections::BTreeMap::new();

@@ -179,6 +179,9 @@ pub struct BenchReport {
     pub ceiling_of_peak: Option<f64>,
     /// Settings.
     pub options: BenchOptions,
+    /// The workload the models were planned at, in words ([`crate::Workload::summary`]),
+    /// one per model when they differ.
+    pub workloads: Vec<String>,
     /// The models: the Baseline first when there are two.
     pub models: Vec<LayerBench>,
     /// Measured seconds per token, second model over first: the median over the rounds

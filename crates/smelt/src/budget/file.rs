@@ -24,10 +24,9 @@ pub(crate) enum Syntax {
 
 /// Parses a budget or grid file; tables must be tables (positional forms are refused).
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str, syntax: Syntax) -> Result<T> {
-    crate::structure::require_plan_tables(&crate::structure::tree(text, syntax == Syntax::Json)?)?;
     match syntax {
-        Syntax::Toml => toml::from_str(text).map_err(Error::parse),
-        Syntax::Json => serde_json::from_str(text).map_err(|e| Error::parse(format!("JSON: {e}"))),
+        Syntax::Toml => crate::structure::from_toml(text),
+        Syntax::Json => crate::structure::from_json(text),
     }
 }
 
@@ -229,8 +228,9 @@ pub(crate) fn baseline_from(
             };
             let text = crate::io::read_to_string(&path).map_err(wrap)?;
             if path.extension().is_some_and(|e| e == "json") {
-                let spec = crate::hf::import(&text, ModelSpec::default_workload()).map_err(wrap)?;
-                let config = serde_json::from_str(&text).map_err(|e| {
+                let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+                let spec = crate::hf::import(text, ModelSpec::default_workload()).map_err(wrap)?;
+                let config = serde_json::from_str(text).map_err(|e| {
                     wrap(Error::Parse {
                         message: e.to_string(),
                     })
@@ -241,8 +241,7 @@ pub(crate) fn baseline_from(
             Ok((spec, BaselineSource::File(path)))
         }
         toml::Value::Table(t) => {
-            let spec: ModelSpec = toml::Value::Table(t.clone())
-                .try_into()
+            let spec: ModelSpec = crate::structure::from_toml_value(toml::Value::Table(t.clone()))
                 .map_err(|e| Error::invalid(field, e.to_string()))?;
             spec.validate()
                 .map_err(|e| Error::invalid(field, format!("inline Baseline: {e}")))?;

@@ -52,12 +52,7 @@ impl Executions {
     fn of(m: &Model) -> Result<Self> {
         let total = m.checked_executions()?;
         let dense = m.dense_executions();
-        let windowed = m.window.as_ref().map_or(0, |w| {
-            m.execution_order()
-                .iter()
-                .filter(|&&l| w.layers.contains(&(l + 1)))
-                .count() as u64
-        });
+        let windowed = m.window.as_ref().map_or(0, |w| m.executions_of(&w.layers));
         Ok(Self {
             total,
             moe: total - dense,

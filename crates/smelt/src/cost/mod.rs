@@ -77,7 +77,9 @@
 //!   and values); bytes = elements × `kv_dtype_bytes`. Every report also gives the cache **one
 //!   sequence holds at the end of the workload's context**: `context` entries per full layer
 //!   execution, `min(size, context)` per windowed one (a chunked layer holds at most its
-//!   chunk). The KV budget a match compares is the per-token figure unless `[counting] kv =
+//!   chunk): a sliding layer holds the `W` keys its last query attends, where Transformers'
+//!   sliding-window cache keeps `W - 1` after a prefill (the incoming token's key completes
+//!   the window), a count the report gives beside it (`elements_cache`). The KV budget a match compares is the per-token figure unless `[counting] kv =
 //!   "at_context"` (in the model file or the budget's `[counting]`) picks the held one, which
 //!   is the one that sees windows.
 //! * **Activation memory** ([`memory`]): the bytes per token a training step saves for the
@@ -356,10 +358,9 @@ fn kv_elements(layer: &LayerCost) -> Result<KvElements> {
 }
 
 /// KV-cache elements one sequence of `context` tokens holds at its end: `context` entries
-/// per full layer execution, at most the window per windowed one.
-fn kv_at_context(model: &Model, layer: &LayerCost, context: u64) -> Result<KvElements> {
+/// per full layer execution, `held` (at most the window) per windowed one.
+fn kv_held(layer: &LayerCost, context: u64, held: u64) -> Result<KvElements> {
     let per = layer.attention.kv;
-    let held = model.window.as_ref().map_or(0, |w| w.size.min(context));
     let full = product(&[per, layer.runs.full, context], "kv_cache.at_context")?;
     let windowed = product(&[per, layer.runs.windowed, held], "kv_cache.at_context")?;
     Ok(KvElements(crate::units::add(
@@ -388,7 +389,19 @@ fn kv_report(
         )?))
     };
     let elements = kv_elements(layer)?;
-    let at_context = kv_at_context(model, layer, workload.context)?;
+    let context = workload.context;
+    let held = model.window.as_ref().map(|w| w.size.min(context));
+    let at_context = kv_at_context(model, layer, context)?;
+    // Transformers' sliding-window cache: W - 1 keys after a prefill of at least W tokens.
+    let cache_held = model
+        .window
+        .as_ref()
+        .filter(|w| w.kind == crate::model::WindowKind::Sliding && w.size <= context)
+        .map(|w| w.size - 1);
+    let elements_cache = match cache_held {
+        Some(h) => Some(kv_held(layer, context, h)?),
+        None => None,
+    };
     Ok(KvReport {
         elements,
         bytes: bytes(elements)?,
@@ -396,6 +409,8 @@ fn kv_report(
             context: workload.context,
             elements: at_context,
             bytes: bytes(at_context)?,
+            held_per_windowed_layer: held,
+            elements_cache,
         },
         budget: counting.kv,
     })
@@ -412,6 +427,12 @@ fn kv_budget(
         KvCount::PerToken => kv_elements(layer),
         KvCount::AtContext => kv_at_context(model, layer, context),
     }
+}
+
+/// [`kv_held`] under smelt's convention: `min(window, context)` keys per windowed layer.
+fn kv_at_context(model: &Model, layer: &LayerCost, context: u64) -> Result<KvElements> {
+    let held = model.window.as_ref().map_or(0, |w| w.size.min(context));
+    kv_held(layer, context, held)
 }
 
 /// The budgets of a validated spec, without the report around them.

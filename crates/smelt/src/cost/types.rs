@@ -172,6 +172,11 @@ pub struct KvReport {
 
 /// The KV cache one sequence holds at the end of the workload's context: `context` entries
 /// per full layer execution, `min(window, context)` per windowed one.
+///
+/// The convention for windows is the window's own: a sliding layer holds the `W` keys its
+/// last query attends. Transformers' sliding-window cache keeps `W - 1` after a prefill
+/// (the incoming token's key completes the window), so for a model with sliding layers the
+/// count under that convention is given too ([`KvAtContext::elements_cache`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct KvAtContext {
     /// The context, tokens.
@@ -180,6 +185,14 @@ pub struct KvAtContext {
     pub elements: KvElements,
     /// `elements * kv_dtype_bytes`.
     pub bytes: Bytes,
+    /// Keys (and values) held per windowed layer execution, `min(window, context)`; `None`
+    /// without windows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_per_windowed_layer: Option<u64>,
+    /// Elements held under Transformers' cache convention, `min(W - 1, context)` per sliding
+    /// layer execution; `None` without sliding windows (or where it is the same count).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elements_cache: Option<KvElements>,
 }
 
 /// The fully-activated control a sparsity is measured against.

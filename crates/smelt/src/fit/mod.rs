@@ -378,9 +378,13 @@ pub(crate) fn minimise_from(
     (best, tie)
 }
 
+/// The relative spread of the losses under which they count as one value (below it, the
+/// differences are rounding of a constant, not a signal a surface can be fitted to).
+const LOSS_SPREAD: f64 = 1e-9;
+
 /// Refuses data that cannot identify the surface: fewer distinct `(F, S, D)` points than
-/// parameters, or no spread in `F`, `D` (or, for the full surface, `S`). A fit of such data
-/// would "converge" to one of infinitely many equally good surfaces.
+/// parameters, no spread in `F`, `D` (or, for the full surface, `S`), or none in the loss.
+/// A fit of such data would "converge" to one of infinitely many equally good surfaces.
 fn identifiable(group: &str, points: &[Endpoint], form: Form) -> Result<()> {
     let field = if group.is_empty() {
         "endpoints".to_owned()
@@ -416,6 +420,18 @@ fn identifiable(group: &str, points: &[Endpoint], form: Form) -> Result<()> {
         if n < 2 {
             return refuse(format!("every endpoint has the same {name}"));
         }
+    }
+    // A loss that does not vary determines E alone: A, B and the exponents are then
+    // anything that makes both power-law terms vanish, and a "converged" fit of them (or a
+    // gain computed from two such fits) would be arbitrary.
+    let (low, high) = points.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| {
+        (lo.min(p.loss), hi.max(p.loss))
+    });
+    if high - low <= LOSS_SPREAD * high {
+        return refuse(format!(
+            "every endpoint has the same loss ({low}, to a relative {LOSS_SPREAD:e}), which \
+             fixes E alone: the power-law terms (A, B, alpha, beta) are not determined"
+        ));
     }
     if form == Form::Surface && distinct(&|p| vec![p.s.to_bits()]) < 2 {
         return refuse(

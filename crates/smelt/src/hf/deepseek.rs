@@ -218,10 +218,30 @@ impl Moe {
                 "must be at least 1 (every how many layers one is MoE)",
             ));
         }
+        if self.first_k_dense_replace > layers {
+            return Err(Error::invalid(
+                "config.json: first_k_dense_replace",
+                format!(
+                    "must be at most num_hidden_layers ({layers}): it counts the dense layers \
+                     before the first MoE one; got {}",
+                    self.first_k_dense_replace
+                ),
+            ));
+        }
         let dense: Vec<u64> = (0..layers)
             .filter(|&i| i < self.first_k_dense_replace || i % self.moe_layer_freq != 0)
             .map(|i| i + 1)
             .collect();
+        if layers > 0 && dense.len() as u64 == layers {
+            return Err(Error::invalid(
+                "config.json: first_k_dense_replace",
+                format!(
+                    "leaves no MoE layer of the {layers} (with moe_layer_freq {}): a MoE \
+                     config needs at least one",
+                    self.moe_layer_freq
+                ),
+            ));
+        }
         let dense = if dense.is_empty() {
             None
         } else {

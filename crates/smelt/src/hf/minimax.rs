@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use super::family::{FamilyConfig, object};
 use super::support::{Feature, Support, refuse};
 use super::{Common, Family, Parts, field_names, read};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{Model, QkNorm};
 
 /// The `minimax_m2` family.
@@ -85,7 +85,7 @@ struct Config {
 }
 
 impl Config {
-    fn parts(&self, _: &Common) -> Result<Parts> {
+    fn parts(&self, c: &Common) -> Result<Parts> {
         let unlike = |key: &str, what: &str| {
             Err(refuse(
                 key,
@@ -112,6 +112,20 @@ impl Config {
                 "shared_intermediate_size",
                 &format!("asks for a shared expert of {w}"),
             );
+        }
+        if let Some(t) = self
+            .attn_type_list
+            .as_ref()
+            .filter(|t| t.len() as u64 != c.num_hidden_layers)
+        {
+            return Err(Error::invalid(
+                "config.json: attn_type_list",
+                format!(
+                    "must have one entry per layer, num_hidden_layers ({}); got {}",
+                    c.num_hidden_layers,
+                    t.len()
+                ),
+            ));
         }
         if let Some(i) = self
             .attn_type_list

@@ -223,6 +223,22 @@ impl Common {
         let (shared_experts, shared_ffn, shared_gate) = parts.shared.unwrap_or((0, 0, false));
         // MLA: every head has its own keys and values, of the query/key width.
         let (kv_heads, head_dim) = match &parts.mla {
+            Some(_)
+                if self
+                    .num_key_value_heads
+                    .is_some_and(|k| k != self.num_attention_heads) =>
+            {
+                return Err(Error::invalid(
+                    "config.json: num_key_value_heads",
+                    format!(
+                        "with multi-head latent attention (kv_lora_rank) every head has its own \
+                         keys and values, so it must equal num_attention_heads ({}) or be \
+                         absent; got {}",
+                        self.num_attention_heads,
+                        self.num_key_value_heads.unwrap_or_default()
+                    ),
+                ));
+            }
             Some(a) => (
                 self.num_attention_heads,
                 a.qk_nope_head_dim.saturating_add(a.qk_rope_head_dim),
@@ -267,6 +283,9 @@ impl Common {
 
 /// Imports `config.json` text, costed at `workload`.
 pub fn import(text: &str, workload: Workload) -> Result<ModelSpec> {
+    // A UTF-8 byte-order mark (which some editors write) is not part of the JSON: it is
+    // skipped, as TOML and CSV readers skip it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let value: Value =
         serde_json::from_str(text).map_err(|e| Error::parse(format!("config.json: {e}")))?;
     import_value(&value, workload)
@@ -391,11 +410,25 @@ fn import_wrapped(
     );
     import_value(&Value::Object(text), workload).map_err(|e| match e {
         Error::InvalidSpec { field, rule } => Error::InvalidSpec {
-            field: field.replacen("config.json: ", "config.json: text_config.", 1),
+            field: in_text_config(&field),
             rule,
         },
         e => e,
     })
+}
+
+/// A field of a wrapper's `text_config` named from the top of the file: `config.json: k`
+/// is `config.json: text_config.k`, and the whole `config.json` (a key missing from it,
+/// say) is `config.json: text_config`.
+fn in_text_config(field: &str) -> String {
+    match field.strip_prefix("config.json") {
+        Some("") => "config.json: text_config".to_owned(),
+        Some(rest) => match rest.strip_prefix(": ") {
+            Some(key) => format!("config.json: text_config.{key}"),
+            None => field.to_owned(),
+        },
+        None => field.to_owned(),
+    }
 }
 
 fn kind_of(v: &Value) -> &'static str {

@@ -379,16 +379,27 @@ impl Model {
 
     /// Executions of dense layers per forward pass (a looped dense layer counts each visit).
     pub fn dense_executions(&self) -> u64 {
-        let Some(d) = &self.dense else { return 0 };
-        let looped = self.looping.as_ref().map_or(0, |l| {
-            let inside = d
-                .layers
-                .iter()
-                .filter(|&&i| i >= l.first && i < l.first.saturating_add(l.span))
-                .count() as u64;
-            inside.saturating_mul(l.repeats.saturating_sub(1))
-        });
-        (d.layers.len() as u64).saturating_add(looped)
+        self.dense
+            .as_ref()
+            .map_or(0, |d| self.executions_of(&d.layers))
+    }
+
+    /// How many times the 1-based `layer` runs in one forward pass: `repeats` inside the
+    /// loop, once outside it.
+    pub fn visits(&self, layer: u64) -> u64 {
+        match &self.looping {
+            Some(l) if layer >= l.first && layer < l.first.saturating_add(l.span) => l.repeats,
+            _ => 1,
+        }
+    }
+
+    /// The executions of the listed 1-based layers (each listed once) in one forward pass,
+    /// counted per layer, not per execution, so it takes time in the list's length only
+    /// (saturating, as [`Model::executions`]).
+    pub fn executions_of(&self, layers: &[u64]) -> u64 {
+        layers
+            .iter()
+            .fold(0u64, |n, &l| n.saturating_add(self.visits(l)))
     }
 
     /// Query width `heads * head_dim`.
@@ -423,19 +434,14 @@ impl Model {
 impl ModelSpec {
     /// Parses and validates a model file's text.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let tree = crate::structure::tree(text, false)?;
-        crate::structure::require_tables(&tree, "", crate::structure::MODEL_TABLES)?;
-        let spec: ModelSpec = toml::from_str(text).map_err(Error::parse)?;
+        let spec: ModelSpec = crate::structure::from_toml(text)?;
         spec.validate()?;
         Ok(spec)
     }
 
     /// Parses and validates a model spec given as JSON (the model file's structure).
     pub fn from_json_str(text: &str) -> Result<Self> {
-        let tree = crate::structure::tree(text, true)?;
-        crate::structure::require_tables(&tree, "", crate::structure::MODEL_TABLES)?;
-        let spec: ModelSpec =
-            serde_json::from_str(text).map_err(|e| Error::parse(format!("JSON: {e}")))?;
+        let spec: ModelSpec = crate::structure::from_json(text)?;
         spec.validate()?;
         Ok(spec)
     }
@@ -528,5 +534,27 @@ attention = "dense"
             vec![0, 1, 2, 1, 2, 1, 2, 3, 4]
         );
         assert_eq!(spec.model.executions(), 9);
+    }
+
+    /// The executions of a set of layers counted per layer equal those counted along the
+    /// execution order, for every loop placement and every subset of a 6-layer model.
+    #[test]
+    fn executions_of_layers_count_the_order() {
+        let mut spec = ModelSpec::from_toml_str(SMALL).unwrap();
+        spec.model.layers = 6;
+        for (first, span, repeats) in [(1, 6, 4), (2, 2, 3), (3, 4, 2), (6, 1, 5), (1, 1, 1)] {
+            spec.model.looping = Some(Loop {
+                first,
+                span,
+                repeats,
+                residual_scale: None,
+            });
+            let order = spec.model.execution_order();
+            for mask in 0u32..64 {
+                let layers: Vec<u64> = (1..=6).filter(|l| mask & (1 << (l - 1)) != 0).collect();
+                let counted = order.iter().filter(|&&l| layers.contains(&(l + 1))).count();
+                assert_eq!(spec.model.executions_of(&layers), counted as u64);
+            }
+        }
     }
 }

@@ -41,7 +41,9 @@ fn tick(ticker: Arc<Ticker>, task: String, total: u64, start: Instant) {
         if last.elapsed() >= LOG_EVERY && ticker.running.load(Ordering::Relaxed) {
             let done = ticker.done.load(Ordering::Relaxed);
             let seconds = start.elapsed().as_secs_f64();
-            eprintln!("smelt: {task}: {done}/{total} steps ({seconds:.0} s)");
+            line(&format!(
+                "smelt: {task}: {done}/{total} steps ({seconds:.0} s)"
+            ));
             last = Instant::now();
         }
     }
@@ -64,6 +66,13 @@ impl Terminal {
     }
 }
 
+/// Writes a line to standard error, ignoring a failure: a full or closed standard error
+/// loses the progress, never the result (`eprintln!` would panic).
+fn line(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
 impl Progress for Terminal {
     fn begin(&self, task: &str, total: u64) {
         if self.quiet {
@@ -79,7 +88,7 @@ impl Progress for Terminal {
         });
         let start = Instant::now();
         if bar.is_none() {
-            eprintln!("smelt: {task} ({total} steps)");
+            line(&format!("smelt: {task} ({total} steps)"));
             let ticker = Arc::new(Ticker::default());
             ticker.running.store(true, Ordering::Relaxed);
             let (t, name) = (ticker.clone(), task.to_owned());
@@ -111,7 +120,7 @@ impl Progress for Terminal {
         }
         match &*self.task() {
             Some((_, _, Some(bar))) => bar.println(text),
-            _ => eprintln!("smelt: {text}"),
+            _ => line(&format!("smelt: {text}")),
         }
     }
 
@@ -127,7 +136,7 @@ impl Progress for Terminal {
         }
         if !self.quiet {
             let seconds = start.elapsed().as_secs_f64();
-            eprintln!("smelt: {task}: done in {seconds:.1} s");
+            line(&format!("smelt: {task}: done in {seconds:.1} s"));
         }
     }
 }

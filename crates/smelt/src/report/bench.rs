@@ -40,6 +40,15 @@ impl Report for BenchReport {
             Backend::Cuda => "CUDA",
         };
         let mut doc = Document::titled(format!("{backend} backend: {}", self.device));
+        let names = self.models.iter().map(|m| m.name.as_str());
+        match self.workloads.as_slice() {
+            [one] => doc.line(format!("workload: {one}")),
+            many => {
+                for (name, w) in names.zip(many) {
+                    doc.line(format!("workload of {name}: {w}"));
+                }
+            }
+        }
         doc.line(format!(
             "ceiling (large square GEMM): {}, the best of {} (rounds spread {:.1}%){}",
             rate(self.ceiling_flops_per_second),

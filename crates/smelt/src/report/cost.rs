@@ -161,11 +161,21 @@ impl Rows {
         } else {
             ""
         };
+        let window = at
+            .held_per_windowed_layer
+            .map_or(String::new(), |w| format!("; {w} keys per windowed layer"));
         self.push(
             "KV held at context (elements)",
             count(at.elements.0),
-            format!("context {}{marker}", at.context),
+            format!("context {}{window}{marker}", at.context),
         );
+        if let (Some(cache), Some(w)) = (at.elements_cache, at.held_per_windowed_layer) {
+            self.push(
+                "  as Transformers' cache holds",
+                count(cache.0),
+                format!("{} keys per sliding layer after prefill", w - 1),
+            );
+        }
         self.push(
             "KV held at context (bytes)",
             count(at.bytes.0),
