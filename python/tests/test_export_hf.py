@@ -126,7 +126,8 @@ TINY = {
     ),
     "minimax_m2": (
         "minimax-m2",
-        dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=32, head_dim=16, rotary_dim=8),
+        dict(num_local_experts=4, num_experts_per_tok=2, intermediate_size=32, head_dim=16, rotary_dim=8,
+             attn_type_list=[1] * 4),  # one entry per layer (smelt refuses a list of another length)
     ),
     "llama4_text": (
         "llama-4-maverick-17b-128e-text",

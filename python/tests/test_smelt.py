@@ -151,7 +151,8 @@ def test_the_families_of_issue_14():
     assert oss["attention"]["windowed"]["size"] == 128
     m = smelt.match(BUDGETS / "match-deepseek-v3.toml")
     assert m["within_tolerance"]
-    assert all(abs(r) <= 0.03 for r in m["residuals"].values())
+    # The three matched budgets (activations are reported, not matched, by default).
+    assert all(abs(m["residuals"][k]) <= 0.03 for k in ("flops", "params", "kv"))
     assert m["looped"]["model"]["mla"]["qk_rope_head_dim"] == 64
 
 
