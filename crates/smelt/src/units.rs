@@ -89,77 +89,127 @@ integer_quantity!(
     "a byte count"
 );
 
-/// FLOPs per token, as an exact reduced fraction (`num_rational::Ratio<u128>`).
-///
-/// Arithmetic is checked ([`Error::Overflow`] instead of a wrap) and comparison is exact
-/// for every pair of values: `Ratio`'s order never rounds and never overflows (it compares
-/// integer parts, then the reciprocals of the fractional parts), which a test checks on
-/// fractions whose cross products do not fit in 128 bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Flops(Ratio<u128>);
+/// An exact non-negative quantity per token held as a reduced fraction
+/// (`num_rational::Ratio<u128>`): arithmetic checked ([`Error::Overflow`] naming `$what`
+/// instead of a wrap), comparison exact for every pair of values (`Ratio`'s order never
+/// rounds and never overflows: it compares integer parts, then the reciprocals of the
+/// fractional parts), printed as `n` or `n/d`, serialised as an integer when whole and
+/// otherwise as the nearest float.
+macro_rules! exact_quantity {
+    ($(#[$meta:meta])* $name:ident, what: $what:literal, field: $field:literal) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(Ratio<u128>);
 
-const FLOPS_OVERFLOW: Error = Error::Overflow {
-    what: "a FLOP count",
-};
+        impl $name {
+            /// Zero.
+            pub const ZERO: Self = Self(Ratio::new_raw(0, 1));
+            const OVERFLOW: Error = Error::Overflow { what: $what };
+
+            /// A whole number.
+            pub fn from_int(n: u64) -> Self {
+                Self(Ratio::from_integer(u128::from(n)))
+            }
+
+            /// `num / den`, reduced. `den` must be positive.
+            pub fn ratio(num: u128, den: u128) -> Result<Self> {
+                if den == 0 {
+                    return Err(Error::invalid(
+                        $field,
+                        concat!("a ratio of ", $what, " needs a positive denominator"),
+                    ));
+                }
+                Ok(Self(Ratio::new(num, den)))
+            }
+
+            /// Numerator of the reduced fraction.
+            pub fn numer(self) -> u128 {
+                *self.0.numer()
+            }
+
+            /// Denominator of the reduced fraction (1 for a whole number).
+            pub fn denom(self) -> u128 {
+                *self.0.denom()
+            }
+
+            /// The value when it is a whole number that fits in `u64`.
+            pub fn as_integer(self) -> Option<u64> {
+                if self.0.is_integer() {
+                    u64::try_from(self.numer()).ok()
+                } else {
+                    None
+                }
+            }
+
+            /// The value as a float: the nearest one (ties to even), so equal values give
+            /// the same float however the fraction is written ([`ratio_to_f64`]).
+            pub fn as_f64(self) -> f64 {
+                ratio_to_f64(self.numer(), self.denom())
+            }
+
+            /// Checked exact sum.
+            pub fn checked_add(self, other: Self) -> Result<Self> {
+                self.0.checked_add(&other.0).map(Self).ok_or(Self::OVERFLOW)
+            }
+
+            /// Checked exact multiplication by a whole number.
+            pub fn checked_mul(self, factor: u64) -> Result<Self> {
+                self.0
+                    .checked_mul(&Ratio::from_integer(u128::from(factor)))
+                    .map(Self)
+                    .ok_or(Self::OVERFLOW)
+            }
+
+            /// The checked exact sum of many values.
+            pub fn sum(values: &[Self]) -> Result<Self> {
+                values
+                    .iter()
+                    .try_fold(Self::ZERO, |acc, &v| acc.checked_add(v))
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::ZERO
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                if self.0.is_integer() {
+                    write!(f, "{}", self.numer())
+                } else {
+                    write!(f, "{}/{}", self.numer(), self.denom())
+                }
+            }
+        }
+
+        /// Serialised as an integer when the value is whole, otherwise as the nearest float.
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(
+                &self,
+                serializer: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                match self.as_integer() {
+                    Some(n) => serializer.serialize_u64(n),
+                    None => serializer.serialize_f64(self.as_f64()),
+                }
+            }
+        }
+    };
+}
+
+exact_quantity!(
+    /// FLOPs per token, as an exact reduced fraction (`num_rational::Ratio<u128>`).
+    ///
+    /// Arithmetic is checked ([`Error::Overflow`] instead of a wrap) and comparison is exact
+    /// for every pair of values: `Ratio`'s order never rounds and never overflows (it
+    /// compares integer parts, then the reciprocals of the fractional parts), which a test
+    /// checks on fractions whose cross products do not fit in 128 bits.
+    Flops, what: "a FLOP count", field: "flops"
+);
 
 impl Flops {
-    /// Zero FLOPs.
-    pub const ZERO: Self = Self(Ratio::new_raw(0, 1));
-
-    /// A whole number of FLOPs.
-    pub fn from_int(n: u64) -> Self {
-        Self(Ratio::from_integer(u128::from(n)))
-    }
-
-    /// `num / den` FLOPs, reduced. `den` must be positive.
-    pub fn ratio(num: u128, den: u128) -> Result<Self> {
-        if den == 0 {
-            return Err(Error::invalid(
-                "flops",
-                "a FLOP ratio needs a positive denominator",
-            ));
-        }
-        Ok(Self(Ratio::new(num, den)))
-    }
-
-    /// Numerator of the reduced fraction.
-    pub fn numer(self) -> u128 {
-        *self.0.numer()
-    }
-
-    /// Denominator of the reduced fraction (1 for a whole number).
-    pub fn denom(self) -> u128 {
-        *self.0.denom()
-    }
-
-    /// The value when it is a whole number that fits in `u64`.
-    pub fn as_integer(self) -> Option<u64> {
-        if self.0.is_integer() {
-            u64::try_from(self.numer()).ok()
-        } else {
-            None
-        }
-    }
-
-    /// The value as a float: the nearest one (ties to even), so equal values give the same
-    /// float however the fraction is written ([`ratio_to_f64`]).
-    pub fn as_f64(self) -> f64 {
-        ratio_to_f64(self.numer(), self.denom())
-    }
-
-    /// Checked exact sum.
-    pub fn checked_add(self, other: Self) -> Result<Self> {
-        self.0.checked_add(&other.0).map(Self).ok_or(FLOPS_OVERFLOW)
-    }
-
-    /// Checked exact multiplication by a whole number.
-    pub fn checked_mul(self, factor: u64) -> Result<Self> {
-        self.0
-            .checked_mul(&Ratio::from_integer(u128::from(factor)))
-            .map(Self)
-            .ok_or(FLOPS_OVERFLOW)
-    }
-
     /// Checked exact division by a positive whole number.
     pub fn checked_div(self, divisor: u64) -> Result<Self> {
         if divisor == 0 {
@@ -168,147 +218,18 @@ impl Flops {
         self.0
             .checked_div(&Ratio::from_integer(u128::from(divisor)))
             .map(Self)
-            .ok_or(FLOPS_OVERFLOW)
-    }
-
-    /// The checked exact sum of many values.
-    pub fn sum(values: &[Self]) -> Result<Self> {
-        values
-            .iter()
-            .try_fold(Self::ZERO, |acc, &v| acc.checked_add(v))
+            .ok_or(Self::OVERFLOW)
     }
 }
 
-impl Default for Flops {
-    fn default() -> Self {
-        Self::ZERO
-    }
-}
-
-impl fmt::Display for Flops {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_integer() {
-            write!(f, "{}", self.numer())
-        } else {
-            write!(f, "{}/{}", self.numer(), self.denom())
-        }
-    }
-}
-
-/// Serialised as an integer when the value is whole, otherwise as the nearest float.
-impl Serialize for Flops {
-    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        match self.as_integer() {
-            Some(n) => serializer.serialize_u64(n),
-            None => serializer.serialize_f64(self.as_f64()),
-        }
-    }
-}
-
-/// Bytes of saved activations per token, as an exact reduced fraction: a layer under the
-/// `eager` policy saves one attention row as long as its document, and a document-length
-/// histogram gives the token-weighted mean `Σ n·T² / Σ n·T` (see [`crate::cost::memory`]).
-/// Arithmetic is checked and comparison exact, as for [`Flops`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ActivationBytes(Ratio<u128>);
-
-const ACTIVATIONS_OVERFLOW: Error = Error::Overflow {
-    what: "an activation byte count",
-};
-
-impl ActivationBytes {
-    /// Zero bytes.
-    pub const ZERO: Self = Self(Ratio::new_raw(0, 1));
-
-    /// A whole number of bytes.
-    pub fn from_int(n: u64) -> Self {
-        Self(Ratio::from_integer(u128::from(n)))
-    }
-
-    /// `num / den` bytes, reduced. `den` must be positive.
-    pub fn ratio(num: u128, den: u128) -> Result<Self> {
-        if den == 0 {
-            return Err(Error::invalid(
-                "activations",
-                "a byte ratio needs a positive denominator",
-            ));
-        }
-        Ok(Self(Ratio::new(num, den)))
-    }
-
-    /// Numerator of the reduced fraction.
-    pub fn numer(self) -> u128 {
-        *self.0.numer()
-    }
-
-    /// Denominator of the reduced fraction (1 for a whole number).
-    pub fn denom(self) -> u128 {
-        *self.0.denom()
-    }
-
-    /// The value when it is a whole number that fits in `u64`.
-    pub fn as_integer(self) -> Option<u64> {
-        if self.0.is_integer() {
-            u64::try_from(self.numer()).ok()
-        } else {
-            None
-        }
-    }
-
-    /// The value as the nearest float ([`ratio_to_f64`]).
-    pub fn as_f64(self) -> f64 {
-        ratio_to_f64(self.numer(), self.denom())
-    }
-
-    /// Checked exact sum.
-    pub fn checked_add(self, other: Self) -> Result<Self> {
-        self.0
-            .checked_add(&other.0)
-            .map(Self)
-            .ok_or(ACTIVATIONS_OVERFLOW)
-    }
-
-    /// Checked exact multiplication by a whole number.
-    pub fn checked_mul(self, factor: u64) -> Result<Self> {
-        self.0
-            .checked_mul(&Ratio::from_integer(u128::from(factor)))
-            .map(Self)
-            .ok_or(ACTIVATIONS_OVERFLOW)
-    }
-
-    /// The checked exact sum of many values.
-    pub fn sum(values: &[Self]) -> Result<Self> {
-        values
-            .iter()
-            .try_fold(Self::ZERO, |acc, &v| acc.checked_add(v))
-    }
-}
-
-impl Default for ActivationBytes {
-    fn default() -> Self {
-        Self::ZERO
-    }
-}
-
-impl fmt::Display for ActivationBytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_integer() {
-            write!(f, "{}", self.numer())
-        } else {
-            write!(f, "{}/{}", self.numer(), self.denom())
-        }
-    }
-}
-
-/// Serialised as an integer when the value is whole, otherwise as the nearest float.
-impl Serialize for ActivationBytes {
-    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        match self.as_integer() {
-            Some(n) => serializer.serialize_u64(n),
-            None => serializer.serialize_f64(self.as_f64()),
-        }
-    }
-}
+exact_quantity!(
+    /// Bytes of saved activations per token, as an exact reduced fraction: a layer under the
+    /// `eager` policy saves one attention row as long as its document, and a document-length
+    /// histogram gives the token-weighted mean `Σ n·T² / Σ n·T` (see
+    /// [`crate::cost::memory`]). Arithmetic is checked and comparison exact, as for
+    /// [`Flops`].
+    ActivationBytes, what: "an activation byte count", field: "activations"
+);
 
 /// `num / den` correctly rounded to the nearest float (ties to even): a function of the
 /// value alone, so `6/4` and `3/2` give the same float. (`num as f64 / den as f64` rounds
