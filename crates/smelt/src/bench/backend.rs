@@ -44,7 +44,18 @@ pub trait TimingBackend {
     fn library(&self) -> Option<String> {
         None
     }
+
+    /// Seconds per launch of the smallest kernel (a `1 x 1 x 1` GEMM): the launch floor
+    /// below which a shape's time is the launch's, not its arithmetic's; `None` where the
+    /// backend has none to measure.
+    fn time_floor(&mut self) -> Result<Option<f64>> {
+        Ok(None)
+    }
 }
+
+/// A shape is launch-bound when its time per launch is under this many times the
+/// backend's launch floor ([`TimingBackend::time_floor`]).
+pub const LAUNCH_BOUND_FACTOR: f64 = 2.0;
 
 /// The `index`-th shape of plan `plan` in a backend's per-plan `shapes`: an internal error
 /// if the backend was opened on other plans than it is asked to time.
@@ -82,6 +93,8 @@ pub struct Timings {
     pub device: String,
     /// The kernel library loaded ([`TimingBackend::library`]).
     pub library: Option<String>,
+    /// The launch floor ([`TimingBackend::time_floor`]).
+    pub launch_floor: Option<f64>,
 }
 
 impl Timings {
@@ -92,16 +105,17 @@ impl Timings {
         times: Vec<Vec<Vec<f64>>>,
         repeats: usize,
         ceiling_rounds: Vec<f64>,
-        device: String,
+        (device, launch_floor): (String, Option<f64>),
     ) -> Self {
         let measurements = plans.iter().zip(times);
         Self {
             measurements: measurements
-                .map(|(p, t)| Measurement::of(p, t, repeats, &device))
+                .map(|(p, t)| Measurement::of(p, t, repeats, (&device, launch_floor)))
                 .collect(),
             ceiling_rounds,
             device,
             library: None,
+            launch_floor,
         }
     }
 }
@@ -147,11 +161,18 @@ pub fn measure(backend: &mut dyn TimingBackend, job: &Job) -> Result<Timings> {
             }
         }
     }
+    let floor = backend.time_floor()?;
     backend.finish()?;
     progress.end();
     Ok(Timings {
         library: backend.library(),
-        ..Timings::of(plans, times, repeats, ceiling_rates, backend.device())
+        ..Timings::of(
+            plans,
+            times,
+            repeats,
+            ceiling_rates,
+            (backend.device(), floor),
+        )
     })
 }
 

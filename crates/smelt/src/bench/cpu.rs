@@ -1,5 +1,5 @@
 //! The CPU backend: f32 GEMMs with `matrixmultiply` (pure Rust, runtime-detected AVX/FMA
-//! kernels, no BLAS to install), one thread.
+//! kernels, no BLAS to install), and the attention tiles' softmax as a loop, one thread.
 //!
 //! Inputs come from one pool of random values (never zero), filled once per run and at
 //! least [`POOL_MIN_FLOATS`] long (larger than the caches), from which each launch takes its
@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use super::TimingBackend;
-use crate::bench::plan::{Component, Kernel, Pass, Plan};
+use crate::bench::plan::{Component, Kernel, Op, Pass, Plan};
 use crate::error::{Error, Result};
 use crate::rng::Lcg;
 
@@ -29,9 +29,8 @@ struct Buffers {
 }
 
 fn floats(k: &Kernel) -> (usize, usize, usize) {
-    let b = k.batch as usize;
-    let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
-    (b * m * kk, b * kk * n, b * m * n)
+    let (a, b, c) = k.operands();
+    (a as usize, b as usize, c as usize)
 }
 
 impl Buffers {
@@ -68,12 +67,30 @@ impl Buffers {
 
     /// One launch of `k` on operands at the next offsets.
     fn launch(&mut self, k: &Kernel) {
-        let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
-        let (a_len, b_len, _) = floats(k);
+        let (a_len, b_len, c_len) = floats(k);
         let room = self.pool.len() - a_len - b_len;
         let a0 = (self.call.wrapping_mul(a_len + b_len + 64)) % (room + 1);
         let b0 = a0 + a_len;
         self.call += 1;
+        match k.op {
+            Op::Gemm => self.gemm(k, a0, b0),
+            Op::Softmax => {
+                let (s, rest) = self.pool.split_at(b0);
+                softmax(
+                    k.pass,
+                    k.n as usize,
+                    &s[a0..a0 + a_len],
+                    &rest[..b_len],
+                    &mut self.out[..c_len],
+                );
+            }
+        }
+        std::hint::black_box(&self.out[0]);
+    }
+
+    /// One launch of the GEMM `k` with A at `a0` and B at `b0` in the pool.
+    fn gemm(&mut self, k: &Kernel, a0: usize, b0: usize) {
+        let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
         let (a, b, c) = (
             self.pool.as_ptr(),
             self.pool.as_ptr(),
@@ -103,7 +120,6 @@ impl Buffers {
                 );
             }
         }
-        std::hint::black_box(&self.out[0]);
     }
 
     /// One warm-up launch, then one timed.
@@ -115,17 +131,36 @@ impl Buffers {
     }
 }
 
+/// A fused attention kernel's softmax over rows of `n` scores (module docs of
+/// [`crate::bench::plan::Op::Softmax`]): forward, the online softmax of `scores` into
+/// `out` (each row's maximum, the exponentials, their sum, the scaling); backward, the
+/// probabilities recomputed from the scores and a row's log-sum-exp (here its first
+/// score) and the scores' gradient `P ∘ (dP − D)` from `grads` (`D` here the row's first
+/// gradient).
+fn softmax(pass: Pass, n: usize, scores: &[f32], grads: &[f32], out: &mut [f32]) {
+    let rows = scores.chunks_exact(n).zip(grads.chunks_exact(n));
+    for ((s, g), o) in rows.zip(out.chunks_exact_mut(n)) {
+        if pass == Pass::Forward {
+            let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for (o, &x) in o.iter_mut().zip(s) {
+                *o = (x - max).exp();
+                sum += *o;
+            }
+            let scale = 1.0 / sum;
+            o.iter_mut().for_each(|o| *o *= scale);
+        } else {
+            let (lse, d) = (s[0], g[0]);
+            for ((o, &x), &dp) in o.iter_mut().zip(s).zip(g) {
+                *o = (x - lse).exp() * (dp - d);
+            }
+        }
+    }
+}
+
 /// The ceiling kernel: a 1024³ GEMM.
 fn ceiling_kernel() -> Kernel {
-    Kernel {
-        component: Component::Projections,
-        pass: Pass::Forward,
-        m: 1024,
-        n: 1024,
-        k: 1024,
-        batch: 1,
-        count: 1,
-    }
+    Kernel::gemm(Component::Projections, Pass::Forward, [1024, 1024, 1024], 1)
 }
 
 /// The CPU backend, opened on a run's plans: their kernels and the buffers they need.
@@ -178,6 +213,14 @@ impl TimingBackend for Cpu {
             .map(|k| 2.0 * (k.flops() as f64 / k.count as f64 / (0.25 * rate) + 5e-6))
             .sum();
         repeats as f64 * (per_round + 2.0 * first)
+    }
+
+    /// The median of 9 timed `1 x 1 x 1` GEMM calls.
+    fn time_floor(&mut self) -> Result<Option<f64>> {
+        let tiny = Kernel::gemm(Component::Projections, Pass::Forward, [1, 1, 1], 1);
+        let mut t: Vec<f64> = (0..9).map(|_| self.buffers.time(&tiny)).collect();
+        t.sort_by(f64::total_cmp);
+        Ok(Some(t[t.len() / 2]))
     }
 
     fn device(&self) -> String {

@@ -38,11 +38,12 @@ pub struct GemmLayout {
     pub ldc: u64,
 }
 
-/// The layout a trainer's GEMM of `kernel`'s pass has: `TN` forward, `NN` for the data
-/// gradient, `NT` for the weight gradient.
+/// The layout a trainer's GEMM of `kernel`'s pass has: `TN` forward (and for a fused
+/// attention kernel's recomputed scores), `NN` for the data gradient, `NT` for the weight
+/// gradient.
 pub fn layout(kernel: &Kernel) -> GemmLayout {
     let (transa, transb) = match kernel.pass {
-        Pass::Forward => (Op::T, Op::N),
+        Pass::Forward | Pass::Recompute => (Op::T, Op::N),
         Pass::BackwardData => (Op::N, Op::N),
         Pass::BackwardWeight => (Op::N, Op::T),
     };
@@ -82,15 +83,7 @@ mod tests {
     use crate::bench::plan::Component;
 
     fn kernel(pass: Pass) -> Kernel {
-        Kernel {
-            component: Component::Projections,
-            pass,
-            m: 3,
-            n: 5,
-            k: 7,
-            batch: 1,
-            count: 1,
-        }
+        Kernel::gemm(Component::Projections, pass, [3, 5, 7], 1)
     }
 
     #[test]

@@ -53,15 +53,7 @@ fn per_launch(k: &Kernel, factor: f64) -> f64 {
 }
 
 fn ceiling_kernel() -> Kernel {
-    Kernel {
-        component: Component::Projections,
-        pass: Pass::Forward,
-        m: 1024,
-        n: 1024,
-        k: 1024,
-        batch: 1,
-        count: 1,
-    }
+    Kernel::gemm(Component::Projections, Pass::Forward, [1024, 1024, 1024], 1)
 }
 
 impl Mock {
@@ -250,10 +242,14 @@ fn medians_sums_spreads_and_ratios_are_exact() {
         let x = spec.model.executions();
         assert_eq!(m.layer_executions, x);
         assert_eq!(m.kernel_shapes, p.kernels.len());
-        assert_eq!(m.executed_flops, p.flops());
+        assert_eq!(m.executed_flops, p.executed_flops());
+        assert!(
+            m.executed_flops > p.flops(),
+            "the tiles execute more than the pairs"
+        );
         assert!(m.flops_exact);
         // The median round (factor 2) of each shape: its FLOPs at half the rate.
-        let stack = p.flops() as f64 / (RATE / 2.0);
+        let stack = p.executed_flops() as f64 / (RATE / 2.0);
         assert_eq!(m.seconds_per_token, stack / m.tokens as f64);
         assert_eq!(m.seconds_per_layer_execution, stack / x as f64);
         assert_eq!(m.rounds_spread, 3.0);
@@ -262,7 +258,8 @@ fn medians_sums_spreads_and_ratios_are_exact() {
             assert_eq!(c.flops_per_second, RATE / 2.0, "{:?}", c.component);
             assert_eq!(c.of_ceiling, 1.0, "{:?}", c.component);
             let flops = p.component_flops(c.component);
-            assert_eq!(c.seconds, flops as f64 / (RATE / 2.0) / x as f64);
+            let executed = p.component_executed_flops(c.component);
+            assert_eq!(c.seconds, executed as f64 / (RATE / 2.0) / x as f64);
             assert_eq!(c.flop_share, flops as f64 / p.flops() as f64);
             shares += c.time_share;
         }

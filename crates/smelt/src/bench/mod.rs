@@ -33,7 +33,7 @@ pub mod pool;
 pub mod stats;
 mod types;
 
-pub use backend::{Deadline, Job, TimingBackend, Timings, measure};
+pub use backend::{Deadline, Job, LAUNCH_BOUND_FACTOR, TimingBackend, Timings, measure};
 pub use peak::peak_of;
 pub use plan::{Component, Kernel, Pass, Plan, Routing};
 pub use types::{
@@ -177,6 +177,7 @@ fn layer_bench(
         .iter()
         .filter_map(|&c| {
             let flops = p.component_flops(c);
+            let executed = p.component_executed_flops(c);
             let seconds: f64 = m
                 .kernels
                 .iter()
@@ -187,9 +188,10 @@ fn layer_bench(
                 Ok(ComponentReport {
                     component: c,
                     flops: Flops::ratio(flops, u128::from(x))?,
+                    executed_flops: Flops::ratio(executed, u128::from(x))?,
                     seconds: seconds / x as f64,
-                    flops_per_second: flops as f64 / seconds,
-                    of_ceiling: flops as f64 / seconds / ceiling,
+                    flops_per_second: executed as f64 / seconds,
+                    of_ceiling: executed as f64 / seconds / ceiling,
                     time_share: seconds / total_time,
                     flop_share: flops as f64 / total_flops as f64,
                 })
@@ -197,6 +199,7 @@ fn layer_bench(
         })
         .collect::<Result<Vec<_>>>()?;
     let launches: u64 = p.kernels.iter().map(|k| k.count).sum();
+    let bound = m.kernels.iter().filter(|k| k.launch_bound);
     Ok(LayerBench {
         name: spec.name.clone().unwrap_or_else(|| "model".to_owned()),
         layer_executions: x,
@@ -213,6 +216,8 @@ fn layer_bench(
         seconds_per_token: total_time / p.tokens as f64,
         flops_per_token: planned.as_f64() * x as f64,
         rounds_spread: spread(&m.rounds),
+        launch_bound_shapes: bound.clone().count(),
+        launch_bound_time_share: bound.fold(0.0, |s, k| s + k.seconds) / total_time,
     })
 }
 
@@ -312,6 +317,7 @@ fn report(
         ceiling_rounds,
         device,
         library,
+        launch_floor,
     } = timings;
     // The median round, as for every kernel shape: a best round would flatter the ceiling.
     let ceiling = stats::median(&ceiling_rounds);
@@ -339,6 +345,7 @@ fn report(
         backend: opts.backend,
         device,
         library,
+        launch_floor_seconds: launch_floor,
         ceiling_flops_per_second: ceiling,
         ceiling_spread: spread(&ceiling_rounds),
         ceiling_rounds,

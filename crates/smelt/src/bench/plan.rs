@@ -8,13 +8,18 @@
 //! output columns x reduction, `batch` identical GEMMs):
 //!
 //! * projections: `T x heads·d x H` (Q), `T x kv_heads·d x H` (K and V), `T x H x heads·d` (O);
-//! * attention core, per document of length `L` and per query head (`batch = heads`):
-//!   dense: `L x L x d` (`QKᵀ`) and `L x d x L` (`PV`). Causal attention is executed
-//!   exactly, not as a full square with half of it masked: the triangle of query-key pairs
-//!   is split recursively into a square block (the second half of the queries against the
-//!   first half of the keys, one GEMM) and two half-size triangles, down to triangles of
-//!   [`TRIANGLE_ROWS`] rows, which run one GEMM per query row (`1 x i x d`). The pairs
-//!   covered are exactly `L(L+1)/2`, so the plan's FLOPs equal the analytic count;
+//! * attention core, per document of length `L` and per query head (`batch = heads`): a
+//!   fused attention kernel's tiles, as FlashAttention runs causal attention. The queries
+//!   and the keys are cut into blocks of [`TILE`] (128; the last block shorter) and every
+//!   tile holding a pair the layer attends is computed whole: on and below the diagonal for
+//!   causal attention, the diagonal's tiles included ([`tiles`]). Per `r x c` tile: forward
+//!   `r x c x d` (`S = QKᵀ`), the online softmax of `S` ([`Op::Softmax`]) and `r x d_v x c`
+//!   (`O += PV`); backward (FlashAttention 2) `S` recomputed ([`Pass::Recompute`]), the
+//!   softmax's backward, `c x d_v x r` (`dV += Pᵀ·dO`), `r x c x d_v` (`dP = dO·Vᵀ`),
+//!   `r x d x c` (`dQ += dS·K`) and `c x d x r` (`dK += dSᵀ·Q`). The model's FLOPs are the
+//!   pairs attended, `L(L+1)/2` causal ([`pairs`]), 3 x the forward as everywhere; the
+//!   kernels execute more: the masked half of the diagonal's tiles and the recomputed
+//!   scores ([`Plan::pair_flops`] keeps both counts);
 //! * router: `T x E x H`;
 //! * routed experts: for expert `e` with `t_e` tokens assigned, `t_e x f x H` (gate),
 //!   `t_e x f x H` (up), `t_e x H x f` (down); `Σ t_e = T·k` ([`Routing`]);
@@ -27,18 +32,17 @@
 //! `d_nope`, `d_rope`, `d_v`) the projections are `T x r_q x H` and `T x heads·(d_nope +
 //! d_rope) x r_q` (or one `T x heads·(d_nope + d_rope) x H`), `T x (r_kv + d_rope) x H`,
 //! `T x heads·(d_nope + d_v) x r_kv` and `T x H x heads·d_v`; the core's `QKᵀ` has width
-//! `d_nope + d_rope` and `PV` width `d_v`. A windowed layer (`[model.window]`) runs only the
-//! pairs its window keeps: a chunked layer one causal triangle per chunk; a sliding one, per
-//! block of `W` queries, the triangle of its own keys and the triangle of the previous
-//! block's last `W - 1` keys (a last partial block of `r` queries: its triangle, an
-//! `r x (W - r)` block and a triangle of `r - 1`), exactly `min(t, W)` keys for query `t`.
+//! `d_nope + d_rope` and `PV` width `d_v`. A windowed layer (`[model.window]`) computes the
+//! tiles holding a pair its window keeps: a chunked layer's chunks are tiled as documents
+//! of their own; a sliding window of `W` keeps, for the query block starting at `q`, the key
+//! blocks from the one holding `q - W + 1` to the diagonal.
 //!
 //! A sparse attention indexer (`[model.indexer]`, `heads` of width `head_dim`, `topk`) adds
 //! `T x heads·head_dim x r_q`, `T x head_dim x H` and `T x heads x H`, and per document the
-//! scores of every pair attention would cover (`QKᵀ` of width `head_dim` per indexer head,
-//! then a reduction over the heads); the core then runs on `min(t, topk)` keys for query
-//! `t`, planned as a sliding window of `topk` (the same pairs; the gather of the selected
-//! keys is not planned).
+//! scores of every pair attention would cover, in the same tiles (per tile `QKᵀ` of width
+//! `head_dim` per indexer head, then a reduction over the heads, each with its two backward
+//! GEMMs); the core then runs on `min(t, topk)` keys for query `t`, planned as a sliding
+//! window of `topk` (the same pairs; the gather of the selected keys is not planned).
 //!
 //! The stack has up to four kinds of layer (MoE or dense, full or windowed): each kind is
 //! planned once and its launch counts multiplied by its executions per forward pass (a
@@ -46,19 +50,17 @@
 //! and weighted by how often the stack runs it. The MTP modules, the embedding and the LM
 //! head are outside the layer stack and not planned.
 //!
-//! Backward: every forward GEMM `C = A·B` (`m x n x k`) has a data-gradient GEMM
-//! `dA = dC·Bᵀ` (`m x k x n`) and a weight-gradient GEMM `dB = Aᵀ·dC` (`k x n x m`) (for the
-//! attention core both operands are activations; the second is still listed as
-//! `backward_weight`). So the training step is exactly 3 x the forward, as the cost model
-//! assumes. Norms, softmax, activations and routing are not GEMMs and are not in the plan.
+//! Backward: every forward GEMM `C = A·B` (`m x n x k`) outside the attention core has a
+//! data-gradient GEMM `dA = dC·Bᵀ` (`m x k x n`) and a weight-gradient GEMM `dB = Aᵀ·dC`
+//! (`k x n x m`). So the model's training step is exactly 3 x the forward, as the cost
+//! model assumes; the attention core's backward is the fused kernel's above. Norms,
+//! activations and routing are not GEMMs and are not in the plan; the attention tiles'
+//! softmax is ([`Op::Softmax`]), with no FLOPs counted for it.
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::model::{Attention, Model, WindowKind};
-
-/// Causal triangles of at most this many rows run one GEMM per query row.
-pub const TRIANGLE_ROWS: u64 = 32;
 
 /// What a kernel computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -116,6 +118,23 @@ pub enum Pass {
     BackwardData,
     /// Gradient with respect to the right operand.
     BackwardWeight,
+    /// A fused attention kernel's backward pass recomputing its forward's scores.
+    Recompute,
+}
+
+/// What a kernel runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// A GEMM: `m x n` outputs, each a dot product of length `k`.
+    #[default]
+    Gemm,
+    /// The softmax of a fused attention kernel over its `m x n` tiles of scores: forward,
+    /// each row's maximum, exponentials and sum (the online softmax); backward
+    /// ([`Pass::BackwardData`]), the probabilities recomputed from the saved log-sum-exp
+    /// and the scores' gradient `P ∘ (dP − D)`. `k` is 0; no FLOPs are counted for it (as
+    /// for every norm and activation, the cost model counts GEMMs only).
+    Softmax,
 }
 
 /// One GEMM shape, issued `count` times (each a batch of `batch` identical GEMMs).
@@ -125,6 +144,8 @@ pub struct Kernel {
     pub component: Component,
     /// Pass.
     pub pass: Pass,
+    /// What it runs.
+    pub op: Op,
     /// Output rows.
     pub m: u64,
     /// Output columns.
@@ -138,8 +159,37 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// `2·m·n·k·batch·count`.
+    /// A GEMM.
+    pub fn gemm(component: Component, pass: Pass, [m, n, k]: [u64; 3], batch: u64) -> Self {
+        Kernel {
+            component,
+            pass,
+            op: Op::Gemm,
+            m,
+            n,
+            k,
+            batch,
+            count: 1,
+        }
+    }
+
+    /// Elements of its operands per launch: `(A, B, C)`, `batch·(m·k, k·n, m·n)` for a GEMM,
+    /// `batch·m·n` each for a softmax (scores in, their gradient in, the result out).
+    pub fn operands(&self) -> (u128, u128, u128) {
+        let b = u128::from(self.batch);
+        let (m, n, k) = (u128::from(self.m), u128::from(self.n), u128::from(self.k));
+        match self.op {
+            Op::Gemm => (b * m * k, b * k * n, b * m * n),
+            Op::Softmax => (b * m * n, b * m * n, b * m * n),
+        }
+    }
+
+    /// FLOPs executed by all its launches: `2·m·n·k·batch·count` for a GEMM, 0 for a
+    /// softmax.
     pub fn flops(&self) -> u128 {
+        if self.op == Op::Softmax {
+            return 0;
+        }
         2 * u128::from(self.m)
             * u128::from(self.n)
             * u128::from(self.k)
@@ -237,16 +287,40 @@ pub struct Plan {
     pub executions: u64,
     /// Distinct kernels with their launch counts over the stack, sorted.
     pub kernels: Vec<Kernel>,
+    /// The model's FLOPs of the query-key pairs attended (the attention core's and an
+    /// indexer's scores), by component: what the cost model counts, exactly, where the
+    /// tiles' kernels execute more (module docs).
+    pub pair_flops: std::collections::BTreeMap<Component, PairFlops>,
 }
 
 impl Plan {
-    /// Total FLOPs of the plan.
+    /// The model's FLOPs of the plan: the GEMMs' FLOPs, with the pairs attended counted
+    /// for the tiled components ([`Plan::pair_flops`]). Equal to the cost model's count.
     pub fn flops(&self) -> u128 {
+        Component::ALL
+            .iter()
+            .map(|&c| self.component_flops(c))
+            .sum()
+    }
+
+    /// The model's FLOPs of one component.
+    pub fn component_flops(&self, c: Component) -> u128 {
+        let executed = self.component_executed_flops(c);
+        match self.pair_flops.get(&c) {
+            Some(p) => executed - p.executed + p.model,
+            None => executed,
+        }
+    }
+
+    /// The FLOPs the plan's kernels execute: the model's, plus the masked pairs of the
+    /// tiles the attention kernels compute whole and the scores a fused kernel's backward
+    /// recomputes.
+    pub fn executed_flops(&self) -> u128 {
         self.kernels.iter().map(Kernel::flops).sum()
     }
 
-    /// FLOPs of one component.
-    pub fn component_flops(&self, c: Component) -> u128 {
+    /// The FLOPs one component's kernels execute.
+    pub fn component_executed_flops(&self, c: Component) -> u128 {
         self.kernels
             .iter()
             .filter(|k| k.component == c)
@@ -255,7 +329,92 @@ impl Plan {
     }
 }
 
-/// What a block of query-key pairs computes.
+/// The FLOPs of a component's query-key pairs: the model's (the pairs attended) and what
+/// the tiles covering them execute.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PairFlops {
+    /// The cost model's: the pairs attended, forward and backward (3 x the forward).
+    pub model: u128,
+    /// The tiles' kernels': whole tiles, the backward's recomputation included.
+    pub executed: u128,
+}
+
+/// The query and key tile edge of a fused attention kernel (FlashAttention's 128).
+pub const TILE: u64 = 128;
+
+/// Whether query `q` attends key `k` (0-based positions in one document).
+pub fn attends(q: u64, k: u64, attention: Attention, window: Option<(WindowKind, u64)>) -> bool {
+    match (attention, window) {
+        (Attention::Dense, _) => true,
+        (Attention::Causal, None) => k <= q,
+        (Attention::Causal, Some((WindowKind::Chunked, c))) => k <= q && k / c == q / c,
+        (Attention::Causal, Some((WindowKind::Sliding, w))) => k <= q && q - k < w,
+    }
+}
+
+/// The query-key pairs one document of `len` tokens attends, exactly.
+pub fn pairs(len: u64, attention: Attention, window: Option<(WindowKind, u64)>) -> u128 {
+    let n = u128::from(len);
+    let triangle = |n: u128| n * (n + 1) / 2;
+    match (attention, window) {
+        (Attention::Dense, _) => n * n,
+        (Attention::Causal, None) => triangle(n),
+        (Attention::Causal, Some((WindowKind::Chunked, c))) => {
+            let c = u128::from(c);
+            (n / c) * triangle(c) + triangle(n % c)
+        }
+        (Attention::Causal, Some((WindowKind::Sliding, w))) => {
+            let w = u128::from(w);
+            match n <= w {
+                true => triangle(n),
+                false => triangle(w) + (n - w) * w,
+            }
+        }
+    }
+}
+
+/// The tiles a fused attention kernel computes for one document of `len` tokens, as
+/// `(query rows, keys) -> count`: the document cut into blocks of `tile` queries and of
+/// `tile` keys (the last of each shorter), and every tile holding at least one pair the
+/// document attends ([`attends`]) computed whole, the diagonal's included. A chunked
+/// layer's chunks are tiled as documents of their own (a variable-length kernel's
+/// sequences).
+pub fn tiles(
+    len: u64,
+    attention: Attention,
+    window: Option<(WindowKind, u64)>,
+    tile: u64,
+) -> std::collections::BTreeMap<(u64, u64), u64> {
+    let mut out = std::collections::BTreeMap::new();
+    if let (Attention::Causal, Some((WindowKind::Chunked, c))) = (attention, window) {
+        for (chunk, times) in [(c, len / c), (len % c, 1)] {
+            for (shape, n) in tiles(chunk, attention, None, tile) {
+                *out.entry(shape).or_insert(0) += n * times;
+            }
+        }
+        out.retain(|_, n| *n > 0);
+        return out;
+    }
+    let blocks = len.div_ceil(tile);
+    let size = |i: u64| tile.min(len - i * tile);
+    for i in 0..blocks {
+        let (first_q, last_q) = (i * tile, i * tile + size(i) - 1);
+        // Key blocks `lo..=hi`: those holding a key some query of the block attends.
+        let (lo, hi) = match (attention, window) {
+            (Attention::Dense, _) => (0, blocks - 1),
+            (Attention::Causal, Some((WindowKind::Sliding, w))) => {
+                ((first_q + 1).saturating_sub(w) / tile, last_q / tile)
+            }
+            _ => (0, last_q / tile),
+        };
+        for j in lo..=hi {
+            *out.entry((size(i), size(j))).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// What the tiles of query-key pairs compute.
 #[derive(Debug, Clone, Copy)]
 enum Core {
     /// Attention, per query head: `QKᵀ` of width `dk`, then `PV` of width `dv`.
@@ -265,88 +424,113 @@ enum Core {
     Index { head_dim: u64, heads: u64 },
 }
 
+type Shape = (Component, Pass, Op, u64, u64, u64, u64);
+
 struct Builder {
-    kernels: std::collections::BTreeMap<(Component, Pass, u64, u64, u64, u64), u64>,
+    kernels: std::collections::BTreeMap<Shape, u64>,
+    /// The FLOPs of the pairs planned so far, by component.
+    pairs: std::collections::BTreeMap<Component, PairFlops>,
     /// What the pairs of the documents planned next compute.
     core: Core,
 }
 
 impl Builder {
+    /// `count` launches of one kernel.
+    fn launch(&mut self, k: Kernel, count: u64) {
+        if k.m == 0 || k.n == 0 || (k.op == Op::Gemm && k.k == 0) || count == 0 {
+            return;
+        }
+        let key = (k.component, k.pass, k.op, k.m, k.n, k.k, k.batch);
+        *self.kernels.entry(key).or_insert(0) += count;
+    }
+
     /// A forward GEMM and its two backward GEMMs.
     fn gemm(&mut self, c: Component, m: u64, n: u64, k: u64, batch: u64, count: u64) {
-        if m == 0 || n == 0 || k == 0 || count == 0 {
-            return;
-        }
-        for (pass, (mm, nn, kk)) in [
-            (Pass::Forward, (m, n, k)),
-            (Pass::BackwardData, (m, k, n)),
-            (Pass::BackwardWeight, (k, n, m)),
+        for (pass, shape) in [
+            (Pass::Forward, [m, n, k]),
+            (Pass::BackwardData, [m, k, n]),
+            (Pass::BackwardWeight, [k, n, m]),
         ] {
-            *self
-                .kernels
-                .entry((c, pass, mm, nn, kk, batch))
-                .or_insert(0) += count;
+            self.launch(Kernel::gemm(c, pass, shape, batch), count);
         }
     }
 
-    /// Exact causal attention over a triangle of `rows` queries (see module docs).
-    fn triangle(&mut self, rows: u64) {
-        if rows == 0 {
-            return;
+    /// `count` tiles of `r` queries and `c` keys of a fused attention kernel, per query
+    /// head: forward `S = Q·Kᵀ`, the online softmax, `O += P·V`; backward (FlashAttention
+    /// 2) `S` recomputed, the softmax's backward, `dV += Pᵀ·dO`, `dP = dO·Vᵀ`,
+    /// `dQ += dS·K`, `dK += dSᵀ·Q`.
+    fn fused(&mut self, [r, c]: [u64; 2], [dk, dv]: [u64; 2], heads: u64, count: u64) {
+        let a = Component::AttentionCore;
+        let softmax = |pass| Kernel {
+            op: Op::Softmax,
+            ..Kernel::gemm(a, pass, [r, c, 0], heads)
+        };
+        for k in [
+            Kernel::gemm(a, Pass::Forward, [r, c, dk], heads),
+            softmax(Pass::Forward),
+            Kernel::gemm(a, Pass::Forward, [r, dv, c], heads),
+            Kernel::gemm(a, Pass::Recompute, [r, c, dk], heads),
+            softmax(Pass::BackwardData),
+            Kernel::gemm(a, Pass::BackwardWeight, [c, dv, r], heads),
+            Kernel::gemm(a, Pass::BackwardData, [r, c, dv], heads),
+            Kernel::gemm(a, Pass::BackwardData, [r, dk, c], heads),
+            Kernel::gemm(a, Pass::BackwardWeight, [c, dk, r], heads),
+        ] {
+            self.launch(k, count);
         }
-        if rows <= TRIANGLE_ROWS {
-            for i in 1..=rows {
-                self.block(1, i);
-            }
-            return;
-        }
-        let first = rows / 2;
-        let second = rows - first;
-        self.triangle(first);
-        self.block(second, first);
-        self.triangle(second);
     }
 
-    /// A full block of `rows` queries against `keys` keys.
-    fn block(&mut self, rows: u64, keys: u64) {
-        match self.core {
+    /// The pairs of `count` documents of `len` tokens (module docs): the model's FLOPs of
+    /// the pairs attended, and the kernels of the tiles that cover them.
+    fn document(
+        &mut self,
+        (len, count): (u64, u64),
+        attention: Attention,
+        window: Option<(WindowKind, u64)>,
+    ) {
+        let p = pairs(len, attention, window) * u128::from(count);
+        let (component, per_pair) = match self.core {
             Core::Attention { dk, dv, heads } => {
-                self.gemm(Component::AttentionCore, rows, keys, dk, heads, 1); // QKᵀ
-                self.gemm(Component::AttentionCore, rows, dv, keys, heads, 1); // PV
+                (Component::AttentionCore, 2 * u128::from((dk + dv) * heads))
             }
             Core::Index { head_dim, heads } => {
-                self.gemm(Component::Indexer, rows, keys, head_dim, heads, 1);
-                self.gemm(Component::Indexer, rows, keys, heads, 1, 1);
+                (Component::Indexer, 2 * u128::from((head_dim + 1) * heads))
+            }
+        };
+        let before: u128 = self.kernels_flops(component);
+        for ((r, c), n) in tiles(len, attention, window, TILE) {
+            match self.core {
+                Core::Attention { dk, dv, heads } => self.fused([r, c], [dk, dv], heads, n * count),
+                Core::Index { head_dim, heads } => {
+                    self.gemm(Component::Indexer, r, c, head_dim, heads, n * count);
+                    self.gemm(Component::Indexer, r, c, heads, 1, n * count);
+                }
             }
         }
+        let executed = self.kernels_flops(component) - before;
+        let e = self.pairs.entry(component).or_default();
+        e.model += 3 * per_pair * p;
+        e.executed += executed;
     }
 
-    /// The query-key pairs of one document of `len` tokens (module docs).
-    fn document(&mut self, len: u64, attention: Attention, window: Option<(WindowKind, u64)>) {
-        match (attention, window) {
-            (Attention::Dense, _) => self.block(len, len),
-            (Attention::Causal, None) => self.triangle(len),
-            (Attention::Causal, Some((WindowKind::Chunked, c))) => {
-                for _ in 0..len / c {
-                    self.triangle(c);
+    fn kernels_flops(&self, c: Component) -> u128 {
+        self.kernels
+            .iter()
+            .filter(|(key, _)| key.0 == c)
+            .map(|(&(component, pass, op, m, n, k, batch), &count)| {
+                Kernel {
+                    component,
+                    pass,
+                    op,
+                    m,
+                    n,
+                    k,
+                    batch,
+                    count,
                 }
-                self.triangle(len % c);
-            }
-            (Attention::Causal, Some((WindowKind::Sliding, w))) => {
-                self.triangle(len.min(w));
-                let rest = len.saturating_sub(w);
-                for _ in 0..rest / w {
-                    self.triangle(w);
-                    self.triangle(w - 1);
-                }
-                let r = rest % w;
-                if r > 0 {
-                    self.triangle(r);
-                    self.block(r, w - r);
-                    self.triangle(r - 1);
-                }
-            }
-        }
+                .flops()
+            })
+            .sum()
     }
 }
 
@@ -401,8 +585,8 @@ impl Builder {
                     head_dim: ix.head_dim,
                     heads: ix.heads,
                 };
-                for &len in documents {
-                    self.document(len, attention, None);
+                for doc in lengths(documents) {
+                    self.document(doc, attention, None);
                 }
                 Some((WindowKind::Sliding, ix.topk))
             }
@@ -413,8 +597,8 @@ impl Builder {
             dv,
             heads: model.heads,
         };
-        for &len in documents {
-            self.document(len, attention, window);
+        for doc in lengths(documents) {
+            self.document(doc, attention, window);
         }
     }
 
@@ -441,21 +625,48 @@ impl Builder {
         Ok(())
     }
 
-    /// The kernels, each launch count multiplied by `times`.
-    fn times(self, times: u64) -> Vec<Kernel> {
-        self.kernels
+    /// The kernels, each launch count multiplied by `times`, and the pairs' FLOPs so
+    /// multiplied.
+    fn times(self, times: u64) -> (Vec<Kernel>, Vec<(Component, PairFlops)>) {
+        let kernels = self
+            .kernels
             .into_iter()
-            .map(|((component, pass, m, n, k, batch), count)| Kernel {
+            .map(|((component, pass, op, m, n, k, batch), count)| Kernel {
                 component,
                 pass,
+                op,
                 m,
                 n,
                 k,
                 batch,
                 count: count * times,
             })
-            .collect()
+            .collect();
+        let pairs = self
+            .pairs
+            .into_iter()
+            .map(|(c, f)| {
+                let t = u128::from(times);
+                (
+                    c,
+                    PairFlops {
+                        model: f.model * t,
+                        executed: f.executed * t,
+                    },
+                )
+            })
+            .collect();
+        (kernels, pairs)
     }
+}
+
+/// Document lengths with their counts.
+fn lengths(documents: &[u64]) -> std::collections::BTreeMap<u64, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for &len in documents {
+        *out.entry(len).or_insert(0) += 1;
+    }
+    out
 }
 
 /// The plan of the layer stack of `model` on `documents`, with `routing`: each kind of
@@ -494,9 +705,11 @@ pub fn plan(
     }
     let window = model.window.as_ref().map(|w| (w.kind, w.size));
     let mut all = std::collections::BTreeMap::new();
+    let mut pair_flops = std::collections::BTreeMap::new();
     for ((dense, windowed), times) in kinds {
         let mut b = Builder {
             kernels: Default::default(),
+            pairs: Default::default(),
             core: Core::Attention {
                 dk: 0,
                 dv: 0,
@@ -511,8 +724,14 @@ pub fn plan(
             }
             None => b.moe(model, t, routing)?,
         }
-        for k in b.times(times) {
+        let (kernels, pairs) = b.times(times);
+        for k in kernels {
             *all.entry(Kernel { count: 0, ..k }).or_insert(0u64) += k.count;
+        }
+        for (c, f) in pairs {
+            let e: &mut PairFlops = pair_flops.entry(c).or_default();
+            e.model += f.model;
+            e.executed += f.executed;
         }
     }
     Ok(Plan {
@@ -523,6 +742,7 @@ pub fn plan(
             .into_iter()
             .map(|(k, count)| Kernel { count, ..k })
             .collect(),
+        pair_flops,
     })
 }
 

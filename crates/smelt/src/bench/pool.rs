@@ -94,8 +94,9 @@ pub struct Layout {
 /// Lays out `plans` (and the ceiling's `ceiling³` GEMM) in one pool.
 pub fn layout(plans: &[&Plan], ceiling: u64) -> Result<Layout> {
     let elems = |k: &Kernel| -> Result<(usize, usize, usize)> {
-        let e = |x: u64, y: u64| usize::try_from(k.batch * x * y).ok();
-        match (e(k.m, k.k), e(k.k, k.n), e(k.m, k.n)) {
+        let (a, b, c) = k.operands();
+        let e = |x: u128| usize::try_from(x).ok();
+        match (e(a), e(b), e(c)) {
             (Some(a), Some(b), Some(c)) => Ok((a, b, c)),
             _ => Err(Error::invalid("tokens", "a kernel too large to address")),
         }
@@ -159,13 +160,8 @@ mod tests {
 
     fn kernel(m: u64, n: u64, k: u64, batch: u64, count: u64) -> Kernel {
         Kernel {
-            component: Component::Experts,
-            pass: Pass::Forward,
-            m,
-            n,
-            k,
-            batch,
             count,
+            ..Kernel::gemm(Component::Experts, Pass::Forward, [m, n, k], batch)
         }
     }
 
@@ -182,6 +178,7 @@ mod tests {
                 kernel(16384, 2048, 2048, 1, 3),
                 kernel(2, 3, 4, 1, 60),
             ],
+            pair_flops: Default::default(),
         };
         let l = layout(&[&plan], 8192).unwrap();
         assert!(l.pool >= POOL_MIN_ELEMS && l.out >= 8192 * 8192);

@@ -46,6 +46,12 @@ pub struct KernelTime {
     pub kernel: Kernel,
     /// Seconds for all its launches.
     pub seconds: f64,
+    /// Whether its time per launch is under [`LAUNCH_BOUND_FACTOR`] x the backend's launch
+    /// floor: a time set by launching, not by arithmetic or memory (never where the
+    /// backend measures no floor).
+    ///
+    /// [`LAUNCH_BOUND_FACTOR`]: crate::bench::LAUNCH_BOUND_FACTOR
+    pub launch_bound: bool,
 }
 
 /// What a backend measured for a plan.
@@ -64,7 +70,12 @@ impl Measurement {
     /// The measurement of `plan` on `device` from each kernel shape's seconds per launch in
     /// each of `repeats` rounds (`times[kernel][round]`): per shape the median round times
     /// its launches, and per round the whole plan's time.
-    pub(crate) fn of(plan: &Plan, times: Vec<Vec<f64>>, repeats: usize, device: &str) -> Self {
+    pub(crate) fn of(
+        plan: &Plan,
+        times: Vec<Vec<f64>>,
+        repeats: usize,
+        (device, floor): (&str, Option<f64>),
+    ) -> Self {
         let rounds = (0..repeats)
             .map(|r| {
                 plan.kernels
@@ -84,9 +95,15 @@ impl Measurement {
                 .kernels
                 .iter()
                 .zip(times)
-                .map(|(k, tk)| KernelTime {
-                    kernel: *k,
-                    seconds: median(tk) * k.count as f64,
+                .map(|(k, tk)| {
+                    let per_launch = median(tk);
+                    KernelTime {
+                        kernel: *k,
+                        seconds: per_launch * k.count as f64,
+                        launch_bound: floor.is_some_and(|f| {
+                            per_launch < crate::bench::backend::LAUNCH_BOUND_FACTOR * f
+                        }),
+                    }
                 })
                 .collect(),
             rounds,
@@ -102,9 +119,13 @@ pub struct ComponentReport {
     /// FLOPs in the batch (training step) per layer execution: exact, an average over the
     /// stack when it has dense and MoE layers.
     pub flops: Flops,
+    /// FLOPs its kernels execute per layer execution: `flops`, except for the attention
+    /// core and an indexer's scores, whose tiles are computed whole and whose fused
+    /// backward recomputes the scores ([`crate::bench::plan::PairFlops`]).
+    pub executed_flops: Flops,
     /// Seconds per layer execution.
     pub seconds: f64,
-    /// Achieved FLOP/s.
+    /// Achieved FLOP/s: the FLOPs its kernels execute over their time.
     pub flops_per_second: f64,
     /// Achieved rate over the backend's ceiling.
     pub of_ceiling: f64,
@@ -132,7 +153,8 @@ pub struct LayerBench {
     /// Training FLOPs per token of one layer execution (an average over the stack) from the
     /// cost model, at the benchmarked documents.
     pub analytic_flops_per_token: f64,
-    /// Σ 2·m·n·k over the plan, per token and layer execution.
+    /// The plan's model FLOPs ([`crate::bench::plan::Plan::flops`]: its GEMMs', the pairs
+    /// attended for the attention core), per token and layer execution.
     pub plan_flops_per_token: f64,
     /// Whether the two agree exactly (compared as exact fractions).
     pub flops_exact: bool,
@@ -149,6 +171,10 @@ pub struct LayerBench {
     pub flops_per_token: f64,
     /// How much the plan's time varied between rounds: `max / min - 1`.
     pub rounds_spread: f64,
+    /// Kernel shapes whose time is launch-bound ([`KernelTime::launch_bound`]).
+    pub launch_bound_shapes: usize,
+    /// Their share of the plan's time.
+    pub launch_bound_time_share: f64,
 }
 
 /// A benchmark of one model, or of a model against its Baseline: `smelt bench --format json`.
@@ -162,6 +188,10 @@ pub struct BenchReport {
     /// system's loader found it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub library: Option<String>,
+    /// Seconds per launch of a `1 x 1 x 1` GEMM: the floor a launch-bound shape is judged
+    /// by ([`KernelTime::launch_bound`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch_floor_seconds: Option<f64>,
     /// FLOP/s of the backend's ceiling GEMM: the median of its rounds.
     pub ceiling_flops_per_second: f64,
     /// The ceiling's FLOP/s in each round.

@@ -1,6 +1,7 @@
 //! The layout of a kernel benchmark (`smelt bench`).
 
 use super::{Document, Field, Format, Report, Table, group_digits, short};
+use crate::bench::plan::TILE;
 use crate::bench::{Backend, BenchReport};
 
 fn rate(x: f64) -> String {
@@ -50,7 +51,7 @@ impl Report for BenchReport {
             }
         }
         doc.line(format!(
-            "ceiling (large square GEMM): {}, the best of {} (rounds spread {:.1}%){}",
+            "ceiling (large square GEMM): {}, the median of {} (rounds spread {:.1}%){}",
             rate(self.ceiling_flops_per_second),
             crate::bench::rounds(self.ceiling_rounds.len()),
             100.0 * self.ceiling_spread,
@@ -85,6 +86,7 @@ impl Report for BenchReport {
             let mut t = Table::new([
                 "component",
                 "FLOPs",
+                "executed",
                 "time",
                 "achieved",
                 "of ceiling",
@@ -95,6 +97,7 @@ impl Report for BenchReport {
                 t.rows.push(vec![
                     Field::text(c.component.as_str()),
                     Field::shown(short(c.flops.as_f64()), c.flops.as_f64()),
+                    Field::shown(short(c.executed_flops.as_f64()), c.executed_flops.as_f64()),
                     Field::shown(seconds(c.seconds), c.seconds),
                     Field::shown(rate(c.flops_per_second), c.flops_per_second),
                     pct(c.of_ceiling),
@@ -103,10 +106,12 @@ impl Report for BenchReport {
                 ]);
             }
             let total: f64 = m.components.iter().map(|c| c.flops.as_f64()).sum();
-            let achieved = total / m.seconds_per_layer_execution;
+            let executed: f64 = m.components.iter().map(|c| c.executed_flops.as_f64()).sum();
+            let achieved = executed / m.seconds_per_layer_execution;
             t.rows.push(vec![
                 Field::text("layer execution"),
                 Field::shown(short(total), total),
+                Field::shown(short(executed), executed),
                 Field::shown(
                     seconds(m.seconds_per_layer_execution),
                     m.seconds_per_layer_execution,
@@ -117,6 +122,23 @@ impl Report for BenchReport {
                 Field::text("100%"),
             ]);
             doc.table(t);
+            doc.line(format!(
+                "FLOPs: the cost model's (query-key pairs attended); executed: what the kernels \
+                 run, the attention core as a fused kernel's {TILE}x{TILE} tiles (those on the \
+                 diagonal computed whole) with its backward recomputing the scores; achieved \
+                 and of ceiling: executed FLOPs over time"
+            ));
+            if let Some(floor) = self.launch_floor_seconds {
+                doc.line(format!(
+                    "launch-bound: {} of {} kernel shapes (time per launch under {}x a 1x1x1 \
+                     GEMM's, {}), {:.1}% of the time",
+                    m.launch_bound_shapes,
+                    m.kernel_shapes,
+                    crate::bench::LAUNCH_BOUND_FACTOR,
+                    seconds(floor),
+                    100.0 * m.launch_bound_time_share
+                ));
+            }
             doc.line(format!(
                 "per token, all {} layer executions: {} and {} training FLOPs (rounds spread {:.1}%)",
                 m.layer_executions,

@@ -19,12 +19,14 @@ use std::sync::{Arc, OnceLock};
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
 use half::bf16;
 
 use super::libs;
 use crate::bench::TimingBackend;
-use crate::bench::plan::{Component, Kernel, Pass, Plan};
+use crate::bench::plan::{Component, Kernel, Op as KernelOp, Pass, Plan};
 use crate::bench::pool::{Layout, Slot, layout};
 use crate::error::{Error, Result};
 
@@ -56,23 +58,71 @@ struct Gpu {
 fn load_cublas() -> Result<Option<String>> {
     static LOADED: OnceLock<std::result::Result<Option<String>, String>> = OnceLock::new();
     let loaded = LOADED.get_or_init(|| {
-        let dirs = libs::search_dirs(Path::new("/"), &|v| std::env::var(v).ok());
-        let Some((cublas, lt)) = libs::find_cublas(&dirs) else {
+        let Some((cublas, lt)) = libs::find_cublas(&search_dirs()) else {
             return Ok(None);
         };
         for path in lt.iter().chain([&cublas]) {
-            let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_GLOBAL;
-            // SAFETY: loading a shared library runs its initialisers, those of NVIDIA's
-            // cuBLAS, which any program linking it runs; nothing is called through it here.
-            let lib = unsafe { libloading::os::unix::Library::open(Some(path), flags) }
-                .map_err(|e| format!("loading {}: {e}", path.display()))?;
-            // Kept loaded: cudarc's load by name then finds this library.
-            std::mem::forget(lib);
+            open_global(path)?;
         }
         Ok(Some(cublas.display().to_string()))
     });
     loaded.clone().map_err(|m| fail("loading cuBLAS", m))
 }
+
+fn search_dirs() -> Vec<std::path::PathBuf> {
+    libs::search_dirs(Path::new("/"), &|v| std::env::var(v).ok())
+}
+
+/// Loads the library at `path` for the process's life, its symbols global, so that
+/// cudarc's later load by name finds it.
+fn open_global(path: &Path) -> std::result::Result<(), String> {
+    let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_GLOBAL;
+    // SAFETY: loading a shared library runs its initialisers, those of NVIDIA's cuBLAS or
+    // NVRTC, which any program linking it runs; nothing is called through it here.
+    let lib = unsafe { libloading::os::unix::Library::open(Some(path), flags) }
+        .map_err(|e| format!("loading {}: {e}", path.display()))?;
+    std::mem::forget(lib);
+    Ok(())
+}
+
+/// The attention tiles' softmax kernels ([`SOFTMAX_SOURCE`]), compiled by NVRTC (found as
+/// cuBLAS is, [`libs::NVRTC`]) and loaded on `ctx`: `(forward, backward)`.
+fn softmax_kernels(ctx: &Arc<CudaContext>) -> Result<(CudaFunction, CudaFunction)> {
+    let dirs = search_dirs();
+    if let Some(path) = libs::find(&dirs, libs::NVRTC) {
+        open_global(&path).map_err(|m| fail("loading NVRTC", m))?;
+    }
+    // SAFETY: this only tries to dlopen the library; nothing is called through it.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        let tried: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        return Err(fail(
+            "no NVRTC (the attention tiles' softmax is compiled by it)",
+            format!(
+                "{} was not found in [{}] nor by the system's loader; put its folder in {}",
+                libs::NVRTC,
+                tried.join(", "),
+                libs::DIR_VAR
+            ),
+        ));
+    }
+    let ptx = cudarc::nvrtc::compile_ptx(SOFTMAX_SOURCE)
+        .map_err(|e| fail("compiling the softmax kernel with NVRTC", e))?;
+    let module = ctx
+        .load_module(ptx)
+        .map_err(|e| fail("loading the softmax kernel", e))?;
+    let function = |name: &str| {
+        module
+            .load_function(name)
+            .map_err(|e| fail(&format!("loading {name}"), e))
+    };
+    Ok((function("softmax_forward")?, function("softmax_backward")?))
+}
+
+/// The CUDA source of the attention tiles' softmax (one warp per row).
+const SOFTMAX_SOURCE: &str = include_str!("softmax.cu");
+
+/// Warps (rows) per block of the softmax kernels.
+const SOFTMAX_WARPS: u64 = 4;
 
 /// `f`, with a panic inside cudarc (a library that loads but lacks a symbol it calls: it
 /// panics on first use) turned into an error saying `what` failed. The panic's default
@@ -112,8 +162,7 @@ fn init_unguarded() -> Result<Gpu> {
     // SAFETY: as above.
     let cublas = unsafe { cudarc::cublas::sys::is_culib_present() };
     if !cublas {
-        let dirs = libs::search_dirs(Path::new("/"), &|v| std::env::var(v).ok());
-        return Err(fail("no cuBLAS", libs::not_found(&dirs)));
+        return Err(fail("no cuBLAS", libs::not_found(&search_dirs())));
     }
     let library =
         found.unwrap_or_else(|| format!("{} (found by the system's loader)", libs::CUBLAS));
@@ -144,6 +193,8 @@ pub fn probe() -> Result<String> {
 /// rotation).
 struct Run {
     gpu: Gpu,
+    /// The softmax kernels `(forward, backward)`, when a plan has attention tiles.
+    softmax: Option<(CudaFunction, CudaFunction)>,
     pool: CudaSlice<bf16>,
     out: CudaSlice<bf16>,
     layout_pool: usize,
@@ -152,6 +203,15 @@ struct Run {
 
 impl Run {
     fn new(gpu: Gpu, layout: &Layout) -> Result<Self> {
+        let softmax = match layout
+            .slots
+            .iter()
+            .flatten()
+            .any(|s| s.kernel.op == KernelOp::Softmax)
+        {
+            true => Some(softmax_kernels(&gpu.ctx)?),
+            false => None,
+        };
         // The pool is filled once, on the host (in parallel), and copied once.
         let host: Vec<bf16> = crate::bench::pool::fill(layout.pool)
             .into_iter()
@@ -167,6 +227,7 @@ impl Run {
             .map_err(|e| fail("allocating the output buffer", e))?;
         Ok(Self {
             gpu,
+            softmax,
             pool,
             out,
             layout_pool: layout.pool,
@@ -179,6 +240,9 @@ impl Run {
     /// [`gemm::MAX_BATCH`](crate::bench::gemm::MAX_BATCH) is issued as several calls.
     fn call(&mut self, slot: &Slot) -> Result<()> {
         use crate::bench::gemm::{self, Op};
+        if slot.kernel.op == KernelOp::Softmax {
+            return self.softmax(slot);
+        }
         let k = &slot.kernel;
         let (m, n, kk) = (k.m as usize, k.n as usize, k.k as usize);
         let (a0, b0) = slot.offsets(self.calls, self.layout_pool);
@@ -230,6 +294,52 @@ impl Run {
         Ok(())
     }
 
+    /// One launch of the softmax kernel of `slot`'s pass over its `group` launches' rows,
+    /// on the next operands.
+    fn softmax(&mut self, slot: &Slot) -> Result<()> {
+        let k = &slot.kernel;
+        let Some((forward, backward)) = &self.softmax else {
+            return Err(fail("a softmax kernel", "not loaded (internal error)"));
+        };
+        let (a0, b0) = slot.offsets(self.calls, self.layout_pool);
+        self.calls += 1;
+        let rows = slot.calls_batch() * k.m;
+        let len = (rows * k.n) as usize;
+        let (n, rows_i64) = (k.n as i32, rows as i64);
+        let scores = self.pool.slice(a0..a0 + len);
+        let grads = self.pool.slice(b0..b0 + len);
+        let mut out = self.out.slice_mut(0..len);
+        let blocks = rows.div_ceil(SOFTMAX_WARPS);
+        let cfg = LaunchConfig {
+            grid_dim: (
+                u32::try_from(blocks).map_err(|_| fail("a softmax launch", "too many rows"))?,
+                1,
+                1,
+            ),
+            block_dim: (32 * SOFTMAX_WARPS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let forward_pass = k.pass == Pass::Forward;
+        let mut launch = self.gpu.stream.launch_builder(match forward_pass {
+            true => forward,
+            false => backward,
+        });
+        launch.arg(&scores);
+        if !forward_pass {
+            launch.arg(&grads);
+        }
+        launch.arg(&mut out);
+        launch.arg(&rows_i64);
+        launch.arg(&n);
+        // SAFETY: the kernel reads `rows·n` scores (and gradients) and writes `rows·n`
+        // outputs, the lengths of the views given (the layout sized them for the slot's
+        // group), with the argument types its source declares (two or three bf16 pointers,
+        // an i64, an i32); one warp per row, blocks of `SOFTMAX_WARPS` warps.
+        unsafe { launch.launch(cfg) }
+            .map_err(|e| fail(&format!("softmax {} x {}", rows, k.n), e))?;
+        Ok(())
+    }
+
     /// Seconds per call over a run of `calls` calls, by CUDA events.
     fn timed(&mut self, slot: &Slot, calls: usize) -> Result<f64> {
         let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
@@ -278,15 +388,12 @@ impl Run {
 
 /// The ceiling kernel: an 8192³ GEMM.
 fn ceiling_kernel() -> Kernel {
-    Kernel {
-        component: Component::Projections,
-        pass: Pass::Forward,
-        m: CEILING,
-        n: CEILING,
-        k: CEILING,
-        batch: 1,
-        count: 1,
-    }
+    Kernel::gemm(
+        Component::Projections,
+        Pass::Forward,
+        [CEILING, CEILING, CEILING],
+        1,
+    )
 }
 
 /// The CUDA backend, opened on a run's plans: GPU 0 with their pool laid out on it.
@@ -357,6 +464,22 @@ impl TimingBackend for Cuda {
             .sum()
     }
 
+    /// A `1 x 1 x 1` GEMM's time per call, by events over a run of calls (median of 5).
+    fn time_floor(&mut self) -> Result<Option<f64>> {
+        let tiny = Slot {
+            kernel: Kernel::gemm(Component::Projections, Pass::Forward, [1, 1, 1], 1),
+            group: 1,
+            a: 1,
+            b: 1,
+            c: 1,
+        };
+        let mut t = (0..5)
+            .map(|_| self.run.per_launch(&tiny, false))
+            .collect::<Result<Vec<f64>>>()?;
+        t.sort_by(f64::total_cmp);
+        Ok(Some(t[t.len() / 2]))
+    }
+
     fn finish(&mut self) -> Result<()> {
         self.run
             .gpu
@@ -367,5 +490,32 @@ impl TimingBackend for Cuda {
 
     fn device(&self) -> String {
         self.device.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The softmax source compiles with NVRTC where NVRTC is found (no GPU needed); without
+    /// it the test says so. (`SMELT_CUDA_LIB_DIR` pointing at PyTorch's `nvidia/cu13/lib`
+    /// finds it.)
+    #[test]
+    fn the_softmax_kernels_compile_with_nvrtc() {
+        if let Some(path) = libs::find(&search_dirs(), libs::NVRTC) {
+            open_global(&path).unwrap();
+        }
+        // SAFETY: this only tries to dlopen the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!(
+                "skipped: no {} to compile the softmax kernels with",
+                libs::NVRTC
+            );
+            return;
+        }
+        let ptx = cudarc::nvrtc::compile_ptx(SOFTMAX_SOURCE).unwrap().to_src();
+        for name in ["softmax_forward", "softmax_backward"] {
+            assert!(ptx.contains(&format!(".entry {name}")), "{name}");
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! Where the CUDA backend looks for cuBLAS before the system's loader does.
+//! Where the CUDA backend looks for cuBLAS (and NVRTC, [`NVRTC`]) before the system's
+//! loader does.
 //!
 //! The loader alone finds a library only on `LD_LIBRARY_PATH` and in its cache; PyTorch's
 //! CUDA 13 wheels keep `libcublas.so.13` under `site-packages/nvidia/cu13/lib/` (older
@@ -14,7 +15,7 @@
 //! 3. `$CONDA_PREFIX/lib`;
 //! 4. in each Python `site-packages` or `dist-packages` folder (of `$VIRTUAL_ENV`, of each
 //!    `$PYTHONPATH` entry, of `$HOME/.local/lib/python3*`, `/usr/local/lib/python3*`,
-//!    `/usr/lib/python3*`): `nvidia/cu13/lib`, `nvidia/cublas/lib`;
+//!    `/usr/lib/python3*`): `nvidia/cu13/lib`, `nvidia/cublas/lib`, `nvidia/cuda_nvrtc/lib`;
 //! 5. `/usr/local/cuda/lib64`, then `/usr/local/cuda-*/lib64`, newest version first.
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,9 @@ use std::path::{Path, PathBuf};
 pub const CUBLAS: &str = "libcublas.so.13";
 /// Its companion, loaded first.
 pub const CUBLAS_LT: &str = "libcublasLt.so.13";
+/// NVRTC, which compiles the attention tiles' softmax kernel at run time (PyTorch's CUDA 13
+/// wheels carry it beside cuBLAS).
+pub const NVRTC: &str = "libnvrtc.so.13";
 /// The variable that names folders to search first.
 pub const DIR_VAR: &str = "SMELT_CUDA_LIB_DIR";
 
@@ -50,7 +54,14 @@ pub fn search_dirs(root: &Path, var: &dyn Fn(&str) -> Option<String>) -> Vec<Pat
         dirs.push(at(&conda).join("lib"));
     }
     for site in site_packages(root, var) {
-        dirs.extend(["nvidia/cu13/lib", "nvidia/cublas/lib"].map(|l| site.join(l)));
+        dirs.extend(
+            [
+                "nvidia/cu13/lib",
+                "nvidia/cublas/lib",
+                "nvidia/cuda_nvrtc/lib",
+            ]
+            .map(|l| site.join(l)),
+        );
     }
     dirs.push(at("/usr/local/cuda/lib64"));
     let mut versions = children(&at("/usr/local"), "cuda-");
@@ -59,6 +70,11 @@ pub fn search_dirs(root: &Path, var: &dyn Fn(&str) -> Option<String>) -> Vec<Pat
     let mut seen = std::collections::BTreeSet::new();
     dirs.retain(|d| d.is_dir() && seen.insert(d.clone()));
     dirs
+}
+
+/// The first of `dirs` holding the library `name`.
+pub fn find(dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
+    dirs.iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
 
 /// The first of `dirs` holding [`CUBLAS`]: `(libcublas, libcublasLt if beside it)`.
