@@ -108,6 +108,12 @@ for tag in ("balanced", "skew-1.0"):
         for x in m["components"]:
             print(f"| {m['name']} | {x['component']} | {x['flops_per_second'] / 1e12:.1f} | "
                   f"{100 * x['of_ceiling']:.1f}% | {100 * x['time_share']:.1f}% | {100 * x['flop_share']:.1f}% |")
+    for m in r["models"]:
+        core = [x for x in m["components"] if x["component"] == "attention_core"]
+        if core:
+            x = core[0]
+            print(f"{m['name']}: attention core as fused tiles, {x['executed_flops'] / x['flops']:.3f} x the model's FLOPs executed; "
+                  f"{m['launch_bound_shapes']} of {m['kernel_shapes']} shapes launch-bound, {100 * m['launch_bound_time_share']:.1f}% of the time")
     exact = all(m["flops_exact"] for m in r["models"])
     print(f"FLOPs exact for every model: {exact}")
     t = r.get("time_ratio_stats") or {}
