@@ -174,12 +174,15 @@ class BenchResult(TypedDict, total=False):
 
     backend: str
     device: str
+    library: str
+    launch_floor_seconds: float
     ceiling_flops_per_second: float
     peak_flops_per_second: float
     ceiling_of_peak: float
     options: Dict[str, Any]
     models: List[Dict[str, Any]]
     time_ratio: float
+    time_ratio_stats: Dict[str, Any]
     flop_ratio: float
 
 
