@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let m = fit::fit("chinchilla (mean)", &points, &mean)?;
     println!(
-        "mean-scaled fit: E {:.4} A {:.1} B {:.1} alpha {:.4} beta {:.4} ({:?} after {} iterations, {} of {} starts at best)",
+        "mean-scaled fit: E {:.4} A {:.1} B {:.1} alpha {:.4} beta {:.4} ({:?} after {} iterations, {} of {} L-BFGS runs at best)",
         m.surface.E,
         m.surface.A,
         m.surface.K,
@@ -42,8 +42,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         m.surface.c,
         m.convergence.termination,
         m.convergence.iterations,
-        m.convergence.starts_at_best,
-        m.convergence.starts
+        m.convergence.polished_at_best,
+        m.convergence.polished
     );
     // The published fits, scored with the same objective.
     let published = [

@@ -65,7 +65,10 @@ fn fit_json_contract_per_group() {
     assert_eq!(out, again);
     let (code, table, _) = run(&["fit", &csv, "--group", "arch", "--starts", "small"]);
     assert_eq!(code, Some(0));
-    assert!(table.contains("baseline") && table.contains("starts at best"));
+    assert!(
+        table.contains("baseline") && table.contains("at best"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -129,4 +132,106 @@ fn bad_endpoints_and_arguments() {
         "x",
     ]);
     assert_eq!(code, Some(2));
+}
+
+/// Near-degenerate data is fitted, but flagged: losses that barely vary (the power laws rest
+/// on differences of 1e-7), and tokens almost proportional to size (the two laws can nearly
+/// trade places). `fit` says so under its table and in its JSON; `gain` says so before its
+/// rows, naming the fit its gains rest on; clean data carries no warning.
+#[test]
+fn near_degenerate_fits_are_flagged_and_gain_repeats_it() {
+    let (truth, _) = data::paper_like_surfaces();
+    let mut flat = data::synthetic(
+        &truth,
+        &data::SYNTHETIC_FLOPS,
+        &[0.85, 0.95, 0.97],
+        &data::SYNTHETIC_TOKENS,
+        0.0,
+        5,
+    );
+    flat.iter_mut()
+        .for_each(|p| p.loss = 3.0 + 1e-7 * (p.loss - truth.E));
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let near: Vec<data::Endpoint> = (0..24)
+        .map(|i| {
+            rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let f = 1e8 * 1.25f64.powi(i);
+            let d = 20.0 * f * (1.0 + 0.004 * ((rng >> 11) as f64 / (1u64 << 53) as f64 - 0.5));
+            data::Endpoint {
+                f,
+                s: 0.0,
+                d,
+                loss: truth.loss(f, 0.0, d),
+                cell: format!("c{i}"),
+            }
+        })
+        .collect();
+    let (base, _) = data::paper_like_endpoints(&[0.85, 0.95, 0.97], 0.002);
+    let csv = write(&data::to_csv(&[
+        ("flat", &flat),
+        ("near", &near),
+        ("baseline", &base),
+    ]));
+    let (code, out, err) = run(&[
+        "fit", &csv, "--group", "arch", "--starts", "small", "--format", "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let warnings = |group: &str| -> Vec<String> {
+        let f = v["fits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["group"] == group)
+            .unwrap();
+        f.get("warnings").map_or(Vec::new(), |w| {
+            w.as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_owned())
+                .collect()
+        })
+    };
+    assert!(
+        warnings("baseline").is_empty(),
+        "{:?}",
+        warnings("baseline")
+    );
+    let flat_warnings = warnings("flat").join("\n");
+    assert!(
+        flat_warnings.contains("the losses vary by only"),
+        "{flat_warnings}"
+    );
+    let near_warnings = warnings("near").join("\n");
+    assert!(
+        near_warnings.contains("log D is nearly an affine function of log F")
+            && near_warnings.contains("A, a, K and c are poorly determined"),
+        "{near_warnings}"
+    );
+    // Long lines wrap at the table's width: read the words.
+    let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (code, table, _) = run(&["fit", &csv, "--group", "arch", "--starts", "small"]);
+    assert_eq!(code, Some(0));
+    let table = words(&table);
+    assert!(
+        table.contains("warning (flat): the losses vary by only"),
+        "{table}"
+    );
+    let (code, table, err) = run(&[
+        "gain",
+        &csv,
+        "--reference",
+        "baseline",
+        "--target",
+        "near",
+        "--starts",
+        "small",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let table = words(&table);
+    assert!(
+        table.contains("warning (near): log D is nearly an affine function of log F")
+            && table.contains("the gains below rest on this fit"),
+        "{table}"
+    );
 }

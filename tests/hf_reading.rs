@@ -316,3 +316,41 @@ fn held_kv_states_both_window_conventions() {
         "{table}"
     );
 }
+
+/// The same for Llama-4's chunked layers: smelt holds a whole chunk of `C` per chunked layer
+/// (what a chunk's last query attends), Transformers' cache (its sliding-window cache with
+/// the window set to the chunk) `C - 1` after a prefill. Counted from the config's own keys:
+/// a layer is chunked where `no_rope_layers` is 1.
+#[test]
+fn held_kv_states_both_chunk_conventions() {
+    let path = data("hf/llama-4-scout-17b-16e.json");
+    let config: serde_json::Value =
+        serde_json::from_str(&config_text("llama-4-scout-17b-16e.json")).unwrap();
+    let text = &config["text_config"];
+    let n = |k: &str| text[k].as_u64().unwrap();
+    let rope = text["no_rope_layers"].as_array().unwrap();
+    let chunked = rope.iter().filter(|v| v.as_u64() == Some(1)).count() as u64;
+    let full = n("num_hidden_layers") - chunked;
+    let (per, chunk) = (
+        2 * n("num_key_value_heads") * n("head_dim"),
+        n("attention_chunk_size"),
+    );
+    let context = 3 * chunk + 5;
+    let ctx = context.to_string();
+    let json = run_json(&["cost", &path, "--context", &ctx, "--format", "json"]);
+    let at = &json["kv_cache_per_token"]["at_context"];
+    assert_eq!(at["held_per_windowed_layer"], chunk);
+    assert_eq!(at["elements"], per * (full * context + chunked * chunk));
+    assert_eq!(
+        at["elements_cache"],
+        per * (full * context + chunked * (chunk - 1))
+    );
+    let table = common::run(&["cost", &path, "--context", &ctx]).1;
+    assert!(
+        table.contains(&format!(
+            "{} keys per chunked layer after prefill",
+            chunk - 1
+        )),
+        "{table}"
+    );
+}

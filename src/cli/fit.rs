@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use smelt::fit::{self, FitOptions, Scale, Starts};
+use smelt::fit::{self, FitOptions, Scale, Search, Starts};
 use smelt::progress::Terminal;
 use smelt::report::Format;
 
@@ -26,6 +26,11 @@ pub struct Args {
     /// 13,500 for the surface) or `small` (32 starts, for a quick look).
     #[arg(long, default_value = "standard", value_parser = named::<Starts>())]
     starts: Starts,
+    /// How the grid is searched: `screened` (every start scored, L-BFGS from the best-scored
+    /// in rounds of 64 until a round finds nothing lower) or `exhaustive` (L-BFGS from every
+    /// start; slow).
+    #[arg(long, default_value = "screened", value_parser = named::<Search>())]
+    search: Search,
     /// Output format.
     #[arg(long, default_value = "table", value_parser = all_formats())]
     format: Format,
@@ -47,6 +52,7 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     let opts = |form| FitOptions {
         delta: args.delta,
         starts: args.starts.grid(form),
+        search: args.search,
         scale: if args.mean { Scale::Mean } else { Scale::Sum },
         ..FitOptions::standard(form)
     };

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use smelt::fit::{self, GainOptions, Starts};
+use smelt::fit::{self, GainOptions, Search, Starts};
 use smelt::progress::Terminal;
 use smelt::report::Format;
 
@@ -47,6 +47,9 @@ pub struct Args {
     /// (32 starts, for a quick look).
     #[arg(long, default_value = "standard", value_parser = named::<Starts>())]
     starts: Starts,
+    /// How the grid is searched: `screened` or `exhaustive` (see `smelt fit --help`).
+    #[arg(long, default_value = "screened", value_parser = named::<Search>())]
+    search: Search,
     /// Output format.
     #[arg(long, default_value = "table", value_parser = all_formats())]
     format: Format,
@@ -71,9 +74,10 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         sparsities: args.sparsity,
         ..GainOptions::standard()
     };
-    let opts = opts
+    let mut opts = opts
         .with_starts(args.starts)
         .with_bootstrap(args.bootstrap as usize, args.seed);
+    opts.fit.search = args.search;
     let table = fit::gain_table_with(reference, target, &opts, progress)?;
     let text = smelt::report::render_with(&table, args.format, args.layout.layout())?;
     if let Some(path) = &args.plot {

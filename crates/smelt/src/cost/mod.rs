@@ -76,10 +76,13 @@
 //!   `kv_lora_rank + qk_rope_head_dim`; the second visit of a looped layer keeps its own keys
 //!   and values); bytes = elements × `kv_dtype_bytes`. Every report also gives the cache **one
 //!   sequence holds at the end of the workload's context**: `context` entries per full layer
-//!   execution, `min(size, context)` per windowed one (a chunked layer holds at most its
-//!   chunk): a sliding layer holds the `W` keys its last query attends, where Transformers'
+//!   execution, `min(size, context)` per windowed one: a sliding layer holds the `W` keys its
+//!   last query attends, a chunked layer a whole chunk of `C` (what a chunk's last query
+//!   attends; the cache must hold it whichever token ends the context). Transformers'
 //!   sliding-window cache keeps `W - 1` after a prefill (the incoming token's key completes
-//!   the window), a count the report gives beside it (`elements_cache`). The KV budget a match compares is the per-token figure unless `[counting] kv =
+//!   the window), and its chunked layers use the same cache with the window set to the chunk
+//!   (`layer_types` `"chunked_attention"` → `DynamicSlidingWindowLayer`), keeping `C - 1`: a
+//!   count the report gives beside smelt's (`elements_cache`). The KV budget a match compares is the per-token figure unless `[counting] kv =
 //!   "at_context"` (in the model file or the budget's `[counting]`) picks the held one, which
 //!   is the one that sees windows.
 //! * **Activation memory** ([`memory`]): the bytes per token a training step saves for the
@@ -393,10 +396,11 @@ fn kv_report(
     let held = model.window.as_ref().map(|w| w.size.min(context));
     let at_context = kv_at_context(model, layer, context)?;
     // Transformers' sliding-window cache: W - 1 keys after a prefill of at least W tokens.
+    // Its chunked layers use the same cache with the window set to the chunk: C - 1.
     let cache_held = model
         .window
         .as_ref()
-        .filter(|w| w.kind == crate::model::WindowKind::Sliding && w.size <= context)
+        .filter(|w| w.size <= context)
         .map(|w| w.size - 1);
     let elements_cache = match cache_held {
         Some(h) => Some(kv_held(layer, context, h)?),

@@ -174,9 +174,11 @@ pub struct KvReport {
 /// per full layer execution, `min(window, context)` per windowed one.
 ///
 /// The convention for windows is the window's own: a sliding layer holds the `W` keys its
-/// last query attends. Transformers' sliding-window cache keeps `W - 1` after a prefill
-/// (the incoming token's key completes the window), so for a model with sliding layers the
-/// count under that convention is given too ([`KvAtContext::elements_cache`]).
+/// last query attends, a chunked layer a whole chunk of `C`. Transformers' sliding-window
+/// cache keeps `W - 1` after a prefill (the incoming token's key completes the window), and
+/// its chunked layers use that cache with the window set to the chunk (`C - 1`), so for a
+/// model with windowed layers the count under that convention is given too
+/// ([`KvAtContext::elements_cache`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct KvAtContext {
     /// The context, tokens.
@@ -189,8 +191,9 @@ pub struct KvAtContext {
     /// without windows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_per_windowed_layer: Option<u64>,
-    /// Elements held under Transformers' cache convention, `min(W - 1, context)` per sliding
-    /// layer execution; `None` without sliding windows (or where it is the same count).
+    /// Elements held under Transformers' cache convention, `W - 1` per sliding (`C - 1` per
+    /// chunked) layer execution once the context reaches the window; `None` without windows
+    /// or where it is the same count.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elements_cache: Option<KvElements>,
 }

@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use super::{Endpoint, Fit, FitOptions, ce_gain, finish, form_of, minimise_from, params_of};
+use super::{Endpoint, Fit, FitOptions, Search, ce_gain, finish, form_of, params_of, search};
 use crate::error::{Error, Result};
 use crate::progress::{Progress, Silent};
 use crate::rng::SplitMix64;
@@ -112,15 +112,20 @@ fn interval(mut values: Vec<f64>) -> Option<Interval> {
 
 fn refit(points: &[Endpoint], warm: &Fit, opts: &FitOptions) -> Option<Fit> {
     let form = form_of(points);
-    // One start, on the pool the resamples already run on.
+    // One start, run through L-BFGS, on the pool the resamples already run on.
     let inner = FitOptions {
         threads: None,
+        search: Search::Exhaustive,
         ..opts.clone()
     };
-    let (best, tie) = minimise_from(points, &[params_of(&warm.surface)], &inner, form, &Silent);
-    best.f
+    let start = [params_of(&warm.surface)];
+    let logs = super::objective::logs(points);
+    let found = search::minimise(&logs, &start, &inner, form, (&Silent, ""));
+    found
+        .best
+        .f
         .is_finite()
-        .then(|| finish(&warm.group, points, best, tie, 1, opts, form))
+        .then(|| finish(&warm.group, points, found, 1, &inner, form))
 }
 
 /// Where and how a gain table compares two architectures.

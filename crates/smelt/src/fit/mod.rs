@@ -6,8 +6,10 @@
 //! compute-equivalent sparsity and `D` training tokens (SMELT, §4). It is fitted in
 //! log-sum-exp form, `log L̂ = LSE(e, α + b·log(1 - S) - a·log F, κ - c·log D)` with
 //! `e = log E`, `α = log A`, `κ = log K`, by minimising the Huber loss (`δ = 1e-3` by
-//! default) of `log L̂ - log L` summed over the endpoints, with L-BFGS ([`lbfgs`]) from every
-//! point of a start grid, keeping the lowest objective (Hoffmann et al. 2022, Approach 3).
+//! default) of `log L̂ - log L` summed over the endpoints, with L-BFGS ([`lbfgs`]) from the
+//! points of a start grid, keeping the lowest objective (Hoffmann et al. 2022, Approach 3):
+//! from every start ([`Search::Exhaustive`]), or from the best-scored starts in rounds
+//! until one finds nothing lower ([`Search::Screened`], the default; [`search`]).
 //!
 //! With every `S = 0` the `b` term vanishes and `F` may be read as parameters `N`: this is
 //! Chinchilla's form `E + A/N^α + B/D^β` ([`Form::Chinchilla`], `b` fixed at 0).
@@ -27,7 +29,10 @@
 
 pub mod bootstrap;
 pub mod data;
+pub mod identify;
 pub mod lbfgs;
+mod objective;
+pub mod search;
 mod surface;
 
 use serde::Serialize;
@@ -37,6 +42,8 @@ pub use bootstrap::{
     gain_table_with,
 };
 pub use data::{Endpoint, Groups};
+pub use objective::{objective, rmse};
+pub use search::Search;
 pub use surface::{Surface, ce_gain, params_of};
 
 use crate::error::{Error, Result};
@@ -170,6 +177,8 @@ pub struct FitOptions {
     pub scale: Scale,
     /// Start points.
     pub starts: StartGrid,
+    /// How they are searched.
+    pub search: Search,
     /// Optimiser stopping rules.
     pub lbfgs: lbfgs::Options,
     /// Worker threads (`None`: all cores; results do not depend on it).
@@ -177,20 +186,23 @@ pub struct FitOptions {
 }
 
 impl FitOptions {
-    /// The replication's protocol for `form`: δ = 1e-3, summed, the standard grid, every
-    /// start run to convergence ([`lbfgs::Options::converged`]), all available cores.
+    /// The replication's protocol for `form`: δ = 1e-3, summed, the standard grid searched
+    /// [`Search::Screened`], each L-BFGS run to convergence
+    /// ([`lbfgs::Options::converged`]), all available cores.
     pub fn standard(form: Form) -> Self {
         Self {
             delta: 1e-3,
             scale: Scale::Sum,
             starts: StartGrid::standard(form),
+            search: Search::Screened,
             lbfgs: lbfgs::Options::converged(),
             threads: None,
         }
     }
 }
 
-/// How the best start's optimisation ended, and how many starts agree with it.
+/// How the best start's optimisation ended, how the grid was searched, and how many of
+/// the starts run through L-BFGS agree with the best.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Convergence {
     /// Why the best start stopped.
@@ -199,10 +211,14 @@ pub struct Convergence {
     pub iterations: usize,
     /// Its largest gradient component at the end.
     pub grad_max: f64,
-    /// Starts tried.
+    /// Starts in the grid (each scored, for a screened search).
     pub starts: usize,
-    /// Starts that ended within `1e-9` (relative) of the best objective.
-    pub starts_at_best: usize,
+    /// How the grid was searched.
+    pub search: Search,
+    /// Starts run through L-BFGS (all of them for an exhaustive search).
+    pub polished: usize,
+    /// Of those, the runs that ended within `1e-9` (relative) of the best objective.
+    pub polished_at_best: usize,
 }
 
 /// A fitted surface: the JSON contract of `smelt fit` (one per group).
@@ -232,6 +248,10 @@ pub struct Fit {
     pub cells: usize,
     /// How the optimisation ended.
     pub convergence: Convergence,
+    /// Why the coefficients may not be determined by the data ([`identify`]); absent when
+    /// there is nothing to say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The fits of an endpoints file, one per group: `smelt fit --format json`.
@@ -241,93 +261,6 @@ pub struct Fits {
     pub fits: Vec<Fit>,
 }
 
-fn huber(r: f64, delta: f64) -> (f64, f64) {
-    if r.abs() <= delta {
-        (0.5 * r * r, r)
-    } else {
-        (delta * (r.abs() - 0.5 * delta), delta * r.signum())
-    }
-}
-
-/// An endpoint's logarithms, computed once per fit.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Logs {
-    lf: f64,
-    ld: f64,
-    ls: f64,
-    ll: f64,
-}
-
-pub(crate) fn logs(points: &[Endpoint]) -> Vec<Logs> {
-    points
-        .iter()
-        .map(|p| Logs {
-            lf: p.f.ln(),
-            ld: p.d.ln(),
-            ls: (1.0 - p.s).ln(),
-            ll: p.loss.ln(),
-        })
-        .collect()
-}
-
-/// The objective and its gradient at parameters `p = [e, α, a, b, κ, c]`.
-pub fn objective(
-    points: &[Endpoint],
-    p: &[f64],
-    grad: &mut [f64],
-    delta: f64,
-    scale: Scale,
-    form: Form,
-) -> f64 {
-    objective_logs(&logs(points), p, grad, (delta, scale, form))
-}
-
-/// [`objective`] on prepared points, with the loss's `(delta, scale, form)`.
-pub(crate) fn objective_logs(
-    points: &[Logs],
-    p: &[f64],
-    grad: &mut [f64],
-    (delta, scale, form): (f64, Scale, Form),
-) -> f64 {
-    grad.iter_mut().for_each(|g| *g = 0.0);
-    let mut total = 0.0;
-    for pt in points {
-        let (lf, ld, ls) = (pt.lf, pt.ld, pt.ls);
-        let t = [p[0], p[1] + p[3] * ls - p[2] * lf, p[4] - p[5] * ld];
-        let m = t[0].max(t[1]).max(t[2]);
-        let w = [(t[0] - m).exp(), (t[1] - m).exp(), (t[2] - m).exp()];
-        let z = w[0] + w[1] + w[2];
-        let pred = m + z.ln();
-        let (h, dh) = huber(pred - pt.ll, delta);
-        total += h;
-        let (s0, s1, s2) = (dh * w[0] / z, dh * w[1] / z, dh * w[2] / z);
-        grad[0] += s0;
-        grad[1] += s1;
-        grad[2] -= s1 * lf;
-        grad[3] += s1 * ls;
-        grad[4] += s2;
-        grad[5] -= s2 * ld;
-    }
-    if form == Form::Chinchilla {
-        grad[3] = 0.0;
-    }
-    if scale == Scale::Mean {
-        let n = points.len().max(1) as f64;
-        total /= n;
-        grad.iter_mut().for_each(|g| *g /= n);
-    }
-    total
-}
-
-/// Loss-space RMSE of `surface` on `points`.
-pub fn rmse(surface: &Surface, points: &[Endpoint]) -> f64 {
-    let sse: f64 = points
-        .iter()
-        .map(|p| (surface.loss(p.f, p.s, p.d) - p.loss).powi(2))
-        .sum();
-    (sse / points.len().max(1) as f64).sqrt()
-}
-
 /// The form a set of endpoints calls for: Chinchilla when every `S` is 0.
 pub fn form_of(points: &[Endpoint]) -> Form {
     if points.iter().all(|p| p.s == 0.0) {
@@ -335,110 +268,6 @@ pub fn form_of(points: &[Endpoint]) -> Form {
     } else {
         Form::Surface
     }
-}
-
-/// Minimises from each of `starts`, returning the best result and how many starts tie it.
-pub(crate) fn minimise_from(
-    points: &[Endpoint],
-    starts: &[[f64; 6]],
-    opts: &FitOptions,
-    form: Form,
-    progress: &dyn Progress,
-) -> (lbfgs::Minimum, usize) {
-    let prepared = logs(points);
-    let all: Vec<lbfgs::Minimum> = crate::par::with_threads(opts.threads, || {
-        crate::par::map(starts, |x0| {
-            let f = |p: &[f64], g: &mut [f64]| {
-                objective_logs(&prepared, p, g, (opts.delta, opts.scale, form))
-            };
-            // Once the caller asks to stop, the remaining starts are skipped (and the fit
-            // returns Error::Interrupted).
-            let lbfgs = match progress.cancelled() {
-                true => lbfgs::Options {
-                    max_iter: 0,
-                    ..opts.lbfgs
-                },
-                false => opts.lbfgs,
-            };
-            let m = lbfgs::minimize(f, x0, &lbfgs);
-            progress.advance(1);
-            m
-        })
-    });
-    let best = all
-        .iter()
-        .filter(|m| m.f.is_finite())
-        .min_by(|x, y| x.f.total_cmp(&y.f))
-        .cloned()
-        .unwrap_or_else(|| all[0].clone());
-    let tie = all
-        .iter()
-        .filter(|m| (m.f - best.f).abs() <= 1e-9 * best.f.abs().max(1e-300))
-        .count();
-    (best, tie)
-}
-
-/// The relative spread of the losses under which they count as one value (below it, the
-/// differences are rounding of a constant, not a signal a surface can be fitted to).
-const LOSS_SPREAD: f64 = 1e-9;
-
-/// Refuses data that cannot identify the surface: fewer distinct `(F, S, D)` points than
-/// parameters, no spread in `F`, `D` (or, for the full surface, `S`), or none in the loss.
-/// A fit of such data would "converge" to one of infinitely many equally good surfaces.
-fn identifiable(group: &str, points: &[Endpoint], form: Form) -> Result<()> {
-    let field = if group.is_empty() {
-        "endpoints".to_owned()
-    } else {
-        format!("group '{group}'")
-    };
-    let distinct = |f: &dyn Fn(&Endpoint) -> Vec<u64>| {
-        let mut v: Vec<Vec<u64>> = points.iter().map(f).collect();
-        v.sort_unstable();
-        v.dedup();
-        v.len()
-    };
-    let params = match form {
-        Form::Surface => 6,
-        Form::Chinchilla => 5,
-    };
-    let unique = distinct(&|p| vec![p.f.to_bits(), p.s.to_bits(), p.d.to_bits()]);
-    let refuse = |why: String| {
-        Err(Error::invalid(
-            field.clone(),
-            format!("cannot identify the surface: {why}"),
-        ))
-    };
-    if unique <= params {
-        return refuse(format!(
-            "{unique} distinct (F, S, D) points for {params} parameters (repeated rows count once)"
-        ));
-    }
-    for (name, n) in [
-        ("F", distinct(&|p| vec![p.f.to_bits()])),
-        ("D", distinct(&|p| vec![p.d.to_bits()])),
-    ] {
-        if n < 2 {
-            return refuse(format!("every endpoint has the same {name}"));
-        }
-    }
-    // A loss that does not vary determines E alone: A, B and the exponents are then
-    // anything that makes both power-law terms vanish, and a "converged" fit of them (or a
-    // gain computed from two such fits) would be arbitrary.
-    let (low, high) = points.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| {
-        (lo.min(p.loss), hi.max(p.loss))
-    });
-    if high - low <= LOSS_SPREAD * high {
-        return refuse(format!(
-            "every endpoint has the same loss ({low}, to a relative {LOSS_SPREAD:e}), which \
-             fixes E alone: the power-law terms (A, B, alpha, beta) are not determined"
-        ));
-    }
-    if form == Form::Surface && distinct(&|p| vec![p.s.to_bits()]) < 2 {
-        return refuse(
-            "every endpoint has the same sparsity S > 0, so A and b cannot be told apart".into(),
-        );
-    }
-    Ok(())
 }
 
 /// Fits a surface to `points` (module docs).
@@ -491,7 +320,7 @@ pub fn fit_with(
             ),
         ));
     }
-    identifiable(group, points, form)?;
+    let warnings = identify::check_data(group, points, form, opts.delta)?;
     if !(opts.delta.is_finite() && opts.delta > 0.0) {
         return Err(Error::invalid(
             "delta",
@@ -513,22 +342,28 @@ pub fn fit_with(
     } else {
         format!("fitting {group}")
     };
-    progress.begin(&task, starts.len() as u64);
-    let (best, tie) = minimise_from(points, &starts, opts, form, progress);
-    progress.end();
+    let found = search::minimise(
+        &objective::logs(points),
+        &starts,
+        opts,
+        form,
+        (progress, &task),
+    );
     crate::progress::check(progress)?;
-    Ok(finish(group, points, best, tie, starts.len(), opts, form))
+    let mut fit = finish(group, points, found, starts.len(), opts, form);
+    fit.warnings.splice(0..0, warnings);
+    Ok(fit)
 }
 
 pub(crate) fn finish(
     group: &str,
     points: &[Endpoint],
-    best: lbfgs::Minimum,
-    tie: usize,
+    found: search::Outcome,
     starts: usize,
     opts: &FitOptions,
     form: Form,
 ) -> Fit {
+    let best = found.best;
     let s = Surface::from_params(&best.x);
     let mut cells: Vec<&str> = points.iter().map(|p| p.cell.as_str()).collect();
     cells.sort_unstable();
@@ -549,8 +384,11 @@ pub(crate) fn finish(
             iterations: best.iterations,
             grad_max: best.grad_max,
             starts,
-            starts_at_best: tie,
+            search: opts.search,
+            polished: found.polished,
+            polished_at_best: found.at_best,
         },
+        warnings: identify::check_fit(&s, points),
     }
 }
 

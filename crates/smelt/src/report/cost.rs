@@ -170,10 +170,15 @@ impl Rows {
             format!("context {}{window}{marker}", at.context),
         );
         if let (Some(cache), Some(w)) = (at.elements_cache, at.held_per_windowed_layer) {
+            let kind = c
+                .attention
+                .windowed
+                .as_ref()
+                .map_or("windowed", |w| w.kind.as_str());
             self.push(
                 "  as Transformers' cache holds",
                 count(cache.0),
-                format!("{} keys per sliding layer after prefill", w - 1),
+                format!("{} keys per {kind} layer after prefill", w - 1),
             );
         }
         self.push(

@@ -1,7 +1,7 @@
 //! The layouts of scaling-law fits (`smelt fit`) and of a gain table (`smelt gain`).
 
 use super::{Columns, Document, Field, Report, Table};
-use crate::fit::{Fits, GainTable, Interval};
+use crate::fit::{Fits, GainTable, Interval, Search};
 
 fn sci(x: f64) -> Field {
     Field::shown(format!("{x:.4e}"), x)
@@ -15,9 +15,28 @@ fn fixed(x: f64, decimals: usize) -> Field {
 fn convergence(f: &crate::fit::Fit) -> String {
     let c = &f.convergence;
     format!(
-        "{}, {} iterations, max |gradient| {:.1e}, {}/{} starts at best",
-        c.termination, c.iterations, c.grad_max, c.starts_at_best, c.starts
+        "{}, {} iterations, max |gradient| {:.1e}",
+        c.termination, c.iterations, c.grad_max
     )
+}
+
+/// How the start grid was searched and how many L-BFGS runs reached the best, in words.
+fn search(f: &crate::fit::Fit) -> String {
+    let c = &f.convergence;
+    match c.search {
+        Search::Exhaustive => format!("{}/{} starts at best", c.polished_at_best, c.starts),
+        Search::Screened => format!(
+            "{} starts scored, L-BFGS from the best {}, {} of them at best",
+            c.starts, c.polished, c.polished_at_best
+        ),
+    }
+}
+
+/// A line per warning of `f`, each followed by `then`.
+fn warnings(doc: &mut Document, f: &crate::fit::Fit, then: &str) {
+    for w in &f.warnings {
+        doc.line(format!("warning ({}): {w}{then}", group(f)));
+    }
 }
 
 fn group(f: &crate::fit::Fit) -> &str {
@@ -58,7 +77,7 @@ impl Fits {
                 fixed(f.rmse, 5),
                 Field::text(f.points.to_string()),
                 Field::text(f.cells.to_string()),
-                Field::text(convergence(f)),
+                Field::text(format!("{}, {}", convergence(f), search(f))),
             ]);
         }
         if columns == Columns::Compact {
@@ -73,6 +92,7 @@ impl Report for Fits {
     fn document(&self) -> Document {
         let mut doc = Document::default();
         doc.table(self.table(Columns::Wide));
+        self.fits.iter().for_each(|f| warnings(&mut doc, f, ""));
         doc
     }
 
@@ -82,7 +102,9 @@ impl Report for Fits {
         doc.table(self.table(Columns::Compact));
         for f in &self.fits {
             doc.line(format!("converged ({}): {}", group(f), convergence(f)));
+            doc.line(format!("search ({}): {}", group(f), search(f)));
         }
+        self.fits.iter().for_each(|f| warnings(&mut doc, f, ""));
         doc
     }
 }
@@ -95,6 +117,9 @@ impl Report for GainTable {
     fn document(&self) -> Document {
         let mut doc = Document::default();
         let (r, t) = (&self.reference, &self.target);
+        for f in [r, t] {
+            warnings(&mut doc, f, "; the gains below rest on this fit");
+        }
         doc.line(format!(
             "gamma: {} {:.3}{}, {} {:.3}{}",
             r.group,
