@@ -420,17 +420,19 @@ def fit(
     endpoints: Union[str, "os.PathLike[str]"],
     group: Optional[str] = None,
     starts: str = "standard",
+    search: str = "screened",
     *,
     progress: Optional[Progress] = None,
     quiet: bool = True,
 ) -> FitResult:
     """A scaling-law surface per group of an endpoints CSV (a path; columns F, S, D, loss
     and optional group columns): the fields of `smelt fit --format json` (`fits`). `starts`
-    is "standard", "small" or "paper"."""
+    is "standard", "small" or "paper"; `search` is "screened" (every start scored, L-BFGS
+    from the best-scored) or "exhaustive" (L-BFGS from every start), as `--search`."""
     progress, quiet = _progress(progress, quiet)
     g = None if group is None else _str("group", group)
     return _loads(_smelt.fit(_path("endpoints", endpoints), g, _str("starts", starts),
-                             progress, quiet))
+                             _str("search", search), progress, quiet))
 
 
 def gain(
@@ -443,6 +445,7 @@ def gain(
     bootstrap: int = 0,
     seed: int = 0,
     starts: str = "standard",
+    search: str = "screened",
     *,
     progress: Optional[Progress] = None,
     quiet: bool = True,
@@ -450,14 +453,15 @@ def gain(
     """The compute-efficiency gain of `target` over `reference` (two values of the `group`
     column of an endpoints CSV, a path) at each compute and sparsity: the fields of
     `smelt gain --format json`. `bootstrap` resamples (0 to 1,000,000) give intervals,
-    drawn from `seed`."""
+    drawn from `seed`; `starts` and `search` as for `fit`."""
     progress, quiet = _progress(progress, quiet)
     computes = [_float(f"compute[{i}]", c) for i, c in enumerate(compute)]
     sparsities = [_float(f"sparsity[{i}]", s) for i, s in enumerate(sparsity)]
     text = _smelt.gain(
         _path("endpoints", endpoints), _str("reference", reference), _str("target", target),
         _str("group", group), computes, sparsities, _int("bootstrap", bootstrap, 0, 1_000_000),
-        _int("seed", seed, 0, _U64), _str("starts", starts), progress, quiet,
+        _int("seed", seed, 0, _U64), _str("starts", starts), _str("search", search),
+        progress, quiet,
     )
     return _loads(text)
 

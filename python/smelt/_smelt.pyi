@@ -27,11 +27,14 @@ def sweep(
     base_dir: Optional[str], force: bool, workload: Optional[str], progress: Progress,
     quiet: bool,
 ) -> str: ...
-def fit(endpoints: str, group: Optional[str], starts: str, progress: Progress, quiet: bool) -> str: ...
+def fit(
+    endpoints: str, group: Optional[str], starts: str, search: str, progress: Progress,
+    quiet: bool,
+) -> str: ...
 def gain(
     endpoints: str, reference: str, target: str, group: str, compute: List[float],
-    sparsity: List[float], bootstrap: int, seed: int, starts: str, progress: Progress,
-    quiet: bool,
+    sparsity: List[float], bootstrap: int, seed: int, starts: str, search: str,
+    progress: Progress, quiet: bool,
 ) -> str: ...
 def bench(
     model: Source, against: Optional[Source], backend: str, tokens: Optional[int],

@@ -435,22 +435,26 @@ fn sweep(
     })
 }
 
-/// fit(endpoints, group, starts, progress, quiet) -> JSON: `smelt fit --format json`.
+/// fit(endpoints, group, starts, search, progress, quiet) -> JSON: `smelt fit --format
+/// json`.
 #[pyfunction]
-#[pyo3(signature = (endpoints, group, starts, progress, quiet))]
+#[pyo3(signature = (endpoints, group, starts, search, progress, quiet))]
 fn fit(
     py: Python<'_>,
     endpoints: String,
     group: Option<String>,
     starts: String,
+    search: String,
     progress: Option<Bound<'_, PyAny>>,
     quiet: bool,
 ) -> PyResult<String> {
     long_call(py, progress, quiet, move |p| {
         let starts: smelt_core::fit::Starts = starts.parse()?;
+        let search: smelt_core::fit::Search = search.parse()?;
         let groups = smelt_core::fit::data::load(PathBuf::from(endpoints), group.as_deref())?;
         let opts = |form| smelt_core::fit::FitOptions {
             starts: starts.grid(form),
+            search,
             ..smelt_core::fit::FitOptions::standard(form)
         };
         to_json(&smelt_core::fit::fit_groups(&groups, opts, p)?)
@@ -458,10 +462,10 @@ fn fit(
 }
 
 /// gain(endpoints, reference, target, group, compute, sparsity, bootstrap, seed, starts,
-/// progress, quiet) -> JSON: `smelt gain --format json`.
+/// search, progress, quiet) -> JSON: `smelt gain --format json`.
 #[pyfunction]
 #[pyo3(signature = (endpoints, reference, target, group, compute, sparsity, bootstrap, seed,
-                    starts, progress, quiet))]
+                    starts, search, progress, quiet))]
 #[allow(clippy::too_many_arguments)]
 fn gain(
     py: Python<'_>,
@@ -474,11 +478,13 @@ fn gain(
     bootstrap: usize,
     seed: u64,
     starts: String,
+    search: String,
     progress: Option<Bound<'_, PyAny>>,
     quiet: bool,
 ) -> PyResult<String> {
     long_call(py, progress, quiet, move |p| {
         use smelt_core::fit::{self, GainOptions};
+        let search: fit::Search = search.parse()?;
         let groups = fit::data::load(PathBuf::from(endpoints), Some(&group))?;
         let r = fit::data::group(&groups, &group, &reference)?;
         let t = fit::data::group(&groups, &group, &target)?;
@@ -487,9 +493,10 @@ fn gain(
             sparsities: sparsity,
             ..GainOptions::standard()
         };
-        let opts = opts
+        let mut opts = opts
             .with_starts(starts.parse()?)
             .with_bootstrap(bootstrap, seed);
+        opts.fit.search = search;
         to_json(&fit::gain_table_with(
             (&reference, r),
             (&target, t),
