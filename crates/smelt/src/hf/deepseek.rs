@@ -28,7 +28,7 @@ fn one() -> u64 {
 
 /// How a family's router gets its bias (`e_score_correction_bias`).
 #[derive(Debug, Clone, Copy)]
-enum Routing {
+pub(super) enum Routing {
     /// Always (GLM-4.5); no `topk_method` is read or written.
     Biased,
     /// With `topk_method = "noaux_tc"`; `default` is the method of a config that gives none.
@@ -190,7 +190,7 @@ impl FamilyConfig for Glm4Moe {
 
 /// The DeepSeek MoE keys.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Moe {
+pub(super) struct Moe {
     n_routed_experts: u64,
     moe_intermediate_size: u64,
     #[serde(default)]
@@ -198,9 +198,9 @@ struct Moe {
     #[serde(default)]
     first_k_dense_replace: u64,
     #[serde(default = "one")]
-    moe_layer_freq: u64,
+    pub(super) moe_layer_freq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    intermediate_size: Option<u64>,
+    pub(super) intermediate_size: Option<u64>,
     #[serde(default)]
     num_nextn_predict_layers: u64,
     /// `noaux_tc` routes with `e_score_correction_bias` (DeepSeek-V3's default); V2's
@@ -211,7 +211,7 @@ struct Moe {
 
 impl Moe {
     /// The MoE parts of a config routed as `routing` with `layers` layers.
-    fn parts(&self, routing: Routing, layers: u64) -> Result<Parts> {
+    pub(super) fn parts(&self, routing: Routing, layers: u64) -> Result<Parts> {
         if self.moe_layer_freq == 0 {
             return Err(Error::invalid(
                 "config.json: moe_layer_freq",
@@ -276,7 +276,7 @@ impl Moe {
 
     /// The keys of `m` in `family`'s words: the dense layers must be the first ones, and
     /// the shared experts a whole number of routed experts' width.
-    fn of(m: &Model, family: Family, routing: Routing) -> Result<Self> {
+    pub(super) fn of(m: &Model, family: Family, routing: Routing) -> Result<Self> {
         let unfit = |why: String| Error::invalid("family", format!("{family}: {why}"));
         let first_k = match &m.dense {
             None => 0,
@@ -320,7 +320,7 @@ impl Moe {
 
 /// DeepSeek's multi-head latent attention keys.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Latent {
+pub(super) struct Latent {
     /// `null` (DeepSeek-V2-Lite): a plain query projection.
     #[serde(default)]
     q_lora_rank: Option<u64>,
@@ -345,7 +345,7 @@ impl Latent {
         required: &[Feature::Mla, Feature::RouterBias],
         ..Self::V2
     };
-    const V32: Support = Support {
+    pub(super) const V32: Support = Support {
         features: &[
             Feature::Mla,
             Feature::RouterBias,
@@ -356,7 +356,7 @@ impl Latent {
         ..Self::V2
     };
 
-    fn parts(routing: Routing, c: &Common, latent: &Self, moe: &Moe) -> Result<Parts> {
+    pub(super) fn parts(routing: Routing, c: &Common, latent: &Self, moe: &Moe) -> Result<Parts> {
         if latent.attention_bias {
             return Err(refuse(
                 "attention_bias",
@@ -375,7 +375,7 @@ impl Latent {
         })
     }
 
-    fn of(m: &Model, family: Family) -> Result<Self> {
+    pub(super) fn of(m: &Model, family: Family) -> Result<Self> {
         let a = m
             .mla
             .as_ref()
@@ -438,14 +438,14 @@ impl Glm {
 
 /// DeepSeek-V3.2's sparse attention indexer keys.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Index {
+pub(super) struct Index {
     index_n_heads: u64,
     index_head_dim: u64,
     index_topk: u64,
 }
 
 impl Index {
-    fn indexer(&self) -> Indexer {
+    pub(super) fn indexer(&self) -> Indexer {
         Indexer {
             heads: self.index_n_heads,
             head_dim: self.index_head_dim,
@@ -453,7 +453,7 @@ impl Index {
         }
     }
 
-    fn of(ix: &Indexer) -> Self {
+    pub(super) fn of(ix: &Indexer) -> Self {
         Self {
             index_n_heads: ix.heads,
             index_head_dim: ix.head_dim,

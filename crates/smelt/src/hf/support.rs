@@ -274,15 +274,14 @@ pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
     if let Some(key) = ["index_topk", "index_n_heads", "index_head_dim"]
         .into_iter()
         .find(|k| map.contains_key(*k))
-        .filter(|_| name != Family::DeepseekV32.as_str())
+        .filter(|_| name != Family::DeepseekV32.as_str() && name != Family::GlmMoeDsa.as_str())
     {
         return Err(refuse(
             key,
             format!(
-                "a sparse attention indexer is read only from deepseek_v32 configs, whose code \
-                 is checked against DeepSeek-V3.2; '{name}' may place or size it otherwise \
-                 (GLM-5's glm_moe_dsa is not read yet: no config of it has been checked \
-                 against a published count)"
+                "a sparse attention indexer is read only from deepseek_v32 and glm_moe_dsa \
+                 configs, whose code is checked against DeepSeek-V3.2 and GLM-5; '{name}' may \
+                 place or size it otherwise"
             ),
         ));
     }
