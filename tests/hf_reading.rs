@@ -118,6 +118,10 @@ fn what_the_cost_model_cannot_describe_is_refused() {
     );
     for (family, why) in [
         ("qwen3_next", "recurrent state"),
+        ("qwen3_5", "Gated DeltaNet"),
+        ("qwen3_5_moe", "Gated DeltaNet"),
+        ("gemma4", "global_head_dim"),
+        ("gemma4_text", "not read yet"),
         ("nemotron_h", "Mamba"),
         ("minimax", "lightning (linear) attention"),
     ] {
