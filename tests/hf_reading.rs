@@ -86,6 +86,16 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         ),
         &["index_topk", "kimi_k2", "deepseek_v32 and glm_moe_dsa"],
     );
+    let v32 = config_text("deepseek-v3.2-exp.json");
+    refused(
+        &v32.replacen('{', r#"{"mlp_layer_types": ["dense", "sparse"],"#, 1),
+        &[
+            "mlp_layer_types",
+            "[1]",
+            "[1, 2, 3] of 61 layers",
+            "refuses",
+        ],
+    );
     let glm5 = config_text("glm-5.json");
     let with = |extra: &str| glm5.replacen('{', &format!("{{{extra},"), 1);
     refused(
@@ -370,6 +380,15 @@ fn glm_moe_dsa_reads_its_layer_lists_and_defaults() {
     let spec = hf::import(&bare, ModelSpec::default_workload()).unwrap();
     assert_eq!(spec.model.dense.as_ref().unwrap().layers, vec![1, 2, 3]);
     assert_eq!(spec.model.moe.shared_experts, 1);
+    let mut types = vec!["\"sparse\""; 61];
+    types[..3].fill("\"dense\"");
+    let agreeing = config_text("deepseek-v3.2-exp.json").replacen(
+        '{',
+        &format!("{{\"mlp_layer_types\": [{}],", types.join(", ")),
+        1,
+    );
+    let v32 = hf::import(&agreeing, ModelSpec::default_workload()).unwrap();
+    assert_eq!(v32.model.dense.as_ref().unwrap().layers, vec![1, 2, 3]);
     let full = glm5.replacen('{', "{\"indexer_types\": [\"full\"],", 1);
     let e = hf::import(&full, ModelSpec::default_workload()).unwrap_err();
     assert!(

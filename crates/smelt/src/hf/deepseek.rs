@@ -89,7 +89,8 @@ pub(super) const V32: DeepSeek = DeepSeek {
     architecture: "DeepseekV32ForCausalLM",
     about: "DeepSeek-V3.2 (DeepSeek-V3 with a sparse attention indexer on every layer)",
     reads: "`deepseek_v3`'s keys and the sparse attention indexer: `index_n_heads`, \
-            `index_head_dim`, `index_topk`",
+            `index_head_dim`, `index_topk`; an `mlp_layer_types` list must agree with the \
+            dense layers DeepSeek's rule gives",
     support: Latent::V32,
     indexer: true,
     ..V3
@@ -124,6 +125,7 @@ impl FamilyConfig for DeepSeek {
         keys.extend(field_names::<Latent>());
         if self.indexer {
             keys.extend(field_names::<Index>());
+            keys.extend(field_names::<MlpTypes>());
         }
         keys
     }
@@ -135,10 +137,11 @@ impl FamilyConfig for DeepSeek {
             true => Some(read::<Index>(config)?.indexer()),
             false => None,
         };
-        Ok(Parts {
-            indexer,
-            ..Latent::parts(self.routing, common, &read(config)?, &read(config)?)?
-        })
+        let parts = Latent::parts(self.routing, common, &read(config)?, &read(config)?)?;
+        if self.indexer {
+            read::<MlpTypes>(config)?.check(common.num_hidden_layers, parts.dense.as_ref())?;
+        }
+        Ok(Parts { indexer, ..parts })
     }
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Latent::of(m, self.family)?)?;
@@ -459,5 +462,40 @@ impl Index {
             index_head_dim: ix.head_dim,
             index_topk: ix.topk,
         }
+    }
+}
+
+/// The per-layer FFN list Transformers' `DeepseekV32Config` also reads (`"dense"` or
+/// `"sparse"` per layer, overriding `first_k_dense_replace`): smelt reads DeepSeek's rule,
+/// so a list that says otherwise is refused (GLM-5's `glm_moe_dsa` reads the list).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+struct MlpTypes {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mlp_layer_types: Option<Vec<String>>,
+}
+
+impl MlpTypes {
+    fn check(&self, layers: u64, dense: Option<&Dense>) -> Result<()> {
+        let Some(types) = &self.mlp_layer_types else {
+            return Ok(());
+        };
+        let listed: Vec<u64> = (1..)
+            .zip(types)
+            .filter(|(_, t)| t.as_str() != "sparse")
+            .map(|(i, _)| i)
+            .collect();
+        let ours = dense.map(|d| d.layers.clone()).unwrap_or_default();
+        if types.len() as u64 == layers && listed == ours {
+            return Ok(());
+        }
+        Err(refuse(
+            "mlp_layer_types",
+            format!(
+                "names {} entries with non-sparse layers {listed:?} (1-based), but \
+                 first_k_dense_replace and moe_layer_freq, DeepSeek's rule that smelt reads, \
+                 make {ours:?} of {layers} layers dense; Transformers would build the list's",
+                types.len()
+            ),
+        ))
     }
 }
