@@ -86,6 +86,11 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         ),
         &["index_topk", "kimi_k2", "deepseek_v32 and glm_moe_dsa"],
     );
+    // Gemma 4 26B-A4B's published config (SOURCE.md) is refused with the reason.
+    refused(
+        &config_text("refused/gemma-4-26b-a4b.json"),
+        &["model_type", "gemma4", "global_head_dim", "refuses"],
+    );
     let v32 = config_text("deepseek-v3.2-exp.json");
     refused(
         &v32.replacen('{', r#"{"mlp_layer_types": ["dense", "sparse"],"#, 1),
