@@ -351,3 +351,16 @@ def test_every_grid_and_sweep_export_builds_as_written(tmp_path):
         else:
             assert config.model_type == "mixtral"
             assert config.num_hidden_layers == cost["layer_executions"]
+
+
+def test_the_published_glm5_config_builds_smelts_count():
+    """GLM-5's flagship config (tests/data/hf/glm-5.json: Transformers' GlmMoeDsaConfig
+    defaults) as Transformers builds it, on the meta device: smelt's 743,911,218,432 (the
+    router's score-correction buffers in, the MTP layer out: Transformers builds none)."""
+    config = json.loads((HF / "glm-5.json").read_text())
+    built = transformers.AutoConfig.for_model(**config)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(built)
+    params = sum(p.numel() for p in model.parameters()) + score_correction_buffers(model)
+    cost = smelt.cost(smelt.import_hf(config))
+    assert params == cost["params"]["total"] == 743_911_218_432
