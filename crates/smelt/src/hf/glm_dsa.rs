@@ -7,7 +7,8 @@
 //!   `first_k_dense_replace` (Transformers' default 3 when the key is absent); the code does
 //!   not read `moe_layer_freq`, so a value other than 1 is refused (DeepSeek's own rule
 //!   would place the MoE layers otherwise);
-//! * `n_shared_experts` defaults to 1, as in Transformers' config class;
+//! * `n_shared_experts` defaults to 1, `q_lora_rank` to 2048 and `intermediate_size` to
+//!   12288, as in Transformers' config class;
 //! * each layer's indexer mode (`indexer_types`, else `index_topk_pattern`, else
 //!   `index_topk_freq` and `index_skip_topk_offset`) must be `"full"`: a `"shared"` layer
 //!   reuses the previous layer's top-k and has no indexer of its own, which smelt's indexer
@@ -30,9 +31,15 @@ use crate::model::{Dense, Model};
 /// The `glm_moe_dsa` family.
 pub(super) struct GlmMoeDsa;
 
-/// Transformers' `GlmMoeDsaConfig` defaults for the keys whose absence smelt would otherwise
-/// read differently.
-const DEFAULTS: &[(&str, u64)] = &[("first_k_dense_replace", 3), ("n_shared_experts", 1)];
+/// Transformers' `GlmMoeDsaConfig` defaults for the keys whose absence smelt's DeepSeek
+/// readers would take otherwise (no dense layers, no shared expert, a plain query
+/// projection, no dense width); keys without a default in those readers are required.
+const DEFAULTS: &[(&str, u64)] = &[
+    ("first_k_dense_replace", 3),
+    ("n_shared_experts", 1),
+    ("q_lora_rank", 2048),
+    ("intermediate_size", 12288),
+];
 
 const FULL: &str = "full";
 const SHARED: &str = "shared";
@@ -51,7 +58,8 @@ impl FamilyConfig for GlmMoeDsa {
     fn reads(&self) -> &'static str {
         "`deepseek_v32`'s keys (a router bias always); the dense layers from `mlp_layer_types` \
          when given, else the first `first_k_dense_replace` (3 when absent); \
-         `n_shared_experts` (1 when absent); every layer's indexer mode (`indexer_types`, \
+         `n_shared_experts`, `q_lora_rank` and `intermediate_size` (1, 2048 and 12288 when \
+         absent); every layer's indexer mode (`indexer_types`, \
          `index_topk_pattern`, `index_topk_freq`, `index_skip_topk_offset`) must be `full`"
     }
     fn support(&self) -> &Support {
