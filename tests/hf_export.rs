@@ -195,9 +195,13 @@ fn configs_round_trip_through_their_families() {
         ("granite-3.0-3b-a800m.json", Family::GraniteMoe),
         ("phi-3.5-moe-instruct.json", Family::Phimoe),
         ("deepseek-v3.2-exp.json", Family::DeepseekV32),
+        ("glm-5.json", Family::GlmMoeDsa),
     ] {
         let spec = load(name);
-        if matches!(family, Family::MinimaxM2 | Family::GraniteMoe) {
+        if matches!(
+            family,
+            Family::MinimaxM2 | Family::GraniteMoe | Family::GlmMoeDsa
+        ) {
             // Their shapes are also another family's; family_of picks that one.
             let out = hf::export(&spec, family).unwrap();
             let back = hf::import(&out.to_string(), spec.workload.clone()).unwrap();

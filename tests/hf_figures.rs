@@ -321,6 +321,40 @@ fn glm_45() {
     assert!(c.params.total.0 < 355_000_000_000 && t.params.total.0 > 355_000_000_000);
 }
 
+/// GLM-5 (Z.ai, GLM-5 model card and release post: "744B parameters (40B active)", with
+/// DeepSeek Sparse Attention). The config is Transformers' `GlmMoeDsaConfig` defaults (its
+/// flagship, `zai-org/GLM-5`) with the published config's `num_nextn_predict_layers = 1`
+/// (see SOURCE.md). smelt: 743,911,218,432 without the MTP layer, with the embedding and
+/// the untied head (the card's 744B); 40.83B active with the head, without the embedding
+/// (the card's 40B truncated, as for GLM-4.5). Every layer runs its own indexer (32 heads of
+/// 128), one shared expert, the first three layers dense.
+#[test]
+fn glm_5() {
+    let spec = load("glm-5.json");
+    let m = &spec.model;
+    assert_eq!(
+        (m.heads, m.head_dim, m.layers, m.hidden),
+        (64, 256, 78, 6144)
+    );
+    let ix = m.indexer.as_ref().unwrap();
+    assert_eq!((ix.heads, ix.head_dim, ix.topk), (32, 128, 2048));
+    assert_eq!(m.dense.as_ref().unwrap().layers, vec![1, 2, 3]);
+    assert_eq!((m.moe.shared_experts, m.moe.router_bias), (1, true));
+    let c = smelt::cost(&spec).unwrap();
+    assert_eq!(c.params.total.0, 743_911_218_432);
+    assert_eq!(billions(c.params.total.0, 0), "744");
+    assert_eq!((active_without_embedding(&c) as f64 / 1e9).floor(), 40.0);
+    // The indexer: wq_b from the 2048-wide query latent, wk, a LayerNorm, weights_proj.
+    let per_layer = 2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32;
+    assert_eq!(c.params.breakdown.indexer.0, 78 * per_layer);
+    // MLA's latent (512) and RoPE key (64), and the indexer's key (128), per layer.
+    assert_eq!(c.kv_cache_per_token.elements.0, 78 * (512 + 64 + 128));
+    // The same shapes read as deepseek_v32 cost the same.
+    let as_v32 = config_text("glm-5.json").replace("\"glm_moe_dsa\"", "\"deepseek_v32\"");
+    let v32 = hf::import(&as_v32, spec.workload.clone()).unwrap();
+    assert_eq!(v32.model, spec.model);
+}
+
 /// Granite 3.0 MoE (IBM model cards): granite-3.0-3b-a800m "3.3B" total, "800M" active;
 /// granite-3.0-1b-a400m "1.3B" and "400M". smelt: 3,298,793,472 and 807.4M active without
 /// the (tied) embedding; 1,334,628,352 and 378.3M. The active figures are compared at the

@@ -80,11 +80,52 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         &["index_topk", "sparse attention indexer", "refuses"],
     );
     refused(
-        &v3.replace("\"deepseek_v3\"", "\"glm_moe_dsa\"").replace(
+        &v3.replace("\"deepseek_v3\"", "\"kimi_k2\"").replace(
             "\"kv_lora_rank\": 512,",
             "\"kv_lora_rank\": 512, \"index_topk\": 2048,",
         ),
-        &["index_topk", "glm_moe_dsa", "not read yet"],
+        &["index_topk", "kimi_k2", "deepseek_v32 and glm_moe_dsa"],
+    );
+    // Gemma 4 26B-A4B's published config (SOURCE.md) is refused with the reason.
+    refused(
+        &config_text("refused/gemma-4-26b-a4b.json"),
+        &["model_type", "gemma4", "global_head_dim", "refuses"],
+    );
+    let v32 = config_text("deepseek-v3.2-exp.json");
+    refused(
+        &v32.replacen('{', r#"{"mlp_layer_types": ["dense", "sparse"],"#, 1),
+        &[
+            "mlp_layer_types",
+            "[1]",
+            "[1, 2, 3] of 61 layers",
+            "refuses",
+        ],
+    );
+    let glm5 = config_text("glm-5.json");
+    let with = |extra: &str| glm5.replacen('{', &format!("{{{extra},"), 1);
+    refused(
+        &with(r#""index_topk_freq": 2"#),
+        &[
+            "index_topk_freq",
+            "layer 2 (0-based) is 'shared'",
+            "refuses",
+        ],
+    );
+    refused(
+        &with(r#""index_topk_pattern": "FFS""#),
+        &["index_topk_pattern", "each of the 78 layers; got 3"],
+    );
+    refused(
+        &with(r#""moe_layer_freq": 2"#),
+        &["moe_layer_freq", "does not read it", "refuses"],
+    );
+    refused(
+        &with(r#""layer_types": ["full_attention"]"#),
+        &["layer_types", "each of the 78 layers; got 1"],
+    );
+    refused(
+        &with(r#""mlp_layer_types": ["dense", "sparse"]"#),
+        &["mlp_layer_types", "each of the 78 layers; got 2"],
     );
     refused(
         &v3.replace("\"attention_bias\": false", "\"attention_bias\": true"),
@@ -92,6 +133,10 @@ fn what_the_cost_model_cannot_describe_is_refused() {
     );
     for (family, why) in [
         ("qwen3_next", "recurrent state"),
+        ("qwen3_5", "Gated DeltaNet"),
+        ("qwen3_5_moe", "Gated DeltaNet"),
+        ("gemma4", "global_head_dim"),
+        ("gemma4_text", "not read yet"),
         ("nemotron_h", "Mamba"),
         ("minimax", "lightning (linear) attention"),
     ] {
@@ -352,5 +397,44 @@ fn held_kv_states_both_chunk_conventions() {
             chunk - 1
         )),
         "{table}"
+
+/// GLM-5's configs read as Transformers' `GlmMoeDsaConfig` builds them: the dense layers
+/// from `mlp_layer_types` when given (whatever `first_k_dense_replace` says), else the first
+/// `first_k_dense_replace`, 3 when absent, as is one shared expert.
+#[test]
+fn glm_moe_dsa_reads_its_layer_lists_and_defaults() {
+    let glm5 = config_text("glm-5.json");
+    let mut types = vec!["\"sparse\""; 78];
+    types[1] = "\"dense\"";
+    types[40] = "\"dense\"";
+    let listed = glm5.replacen(
+        '{',
+        &format!("{{\"mlp_layer_types\": [{}],", types.join(", ")),
+        1,
+    );
+    let spec = hf::import(&listed, ModelSpec::default_workload()).unwrap();
+    assert_eq!(spec.model.dense.as_ref().unwrap().layers, vec![2, 41]);
+    let bare = glm5
+        .replace("\"first_k_dense_replace\": 3,", "")
+        .replace("\"n_shared_experts\": 1,", "")
+        .replace("\"q_lora_rank\": 2048,", "")
+        .replace("\"intermediate_size\": 12288,", "");
+    assert!(!bare.contains("first_k_dense_replace") && !bare.contains("q_lora_rank"));
+    let spec = hf::import(&bare, ModelSpec::default_workload()).unwrap();
+    assert_eq!(spec.model, load("glm-5.json").model);
+    let mut types = vec!["\"sparse\""; 61];
+    types[..3].fill("\"dense\"");
+    let agreeing = config_text("deepseek-v3.2-exp.json").replacen(
+        '{',
+        &format!("{{\"mlp_layer_types\": [{}],", types.join(", ")),
+        1,
+    );
+    let v32 = hf::import(&agreeing, ModelSpec::default_workload()).unwrap();
+    assert_eq!(v32.model.dense.as_ref().unwrap().layers, vec![1, 2, 3]);
+    let full = glm5.replacen('{', "{\"indexer_types\": [\"full\"],", 1);
+    let e = hf::import(&full, ModelSpec::default_workload()).unwrap_err();
+    assert!(
+        e.to_string().contains("each of the 78 layers; got 1"),
+        "{e}"
     );
 }

@@ -515,8 +515,8 @@ def import_hf(config: Source) -> ModelDict:
     why.
 
     Families (model_type): mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3,
-    deepseek_v32, kimi_k2, glm4_moe, gpt_oss, minimax_m2, llama4_text (and a llama4 wrapper's
-    text decoder), granitemoe, phimoe.
+    deepseek_v32, kimi_k2, glm4_moe, glm_moe_dsa, gpt_oss, minimax_m2, llama4_text (and a
+    llama4 wrapper's text decoder), granitemoe, phimoe.
     `families()` gives each with what it is.
     """
     return _loads(_smelt.import_hf(_source("config", config)))

@@ -13,9 +13,9 @@ model it builds is the model smelt costed:
 * cached decoding, token by token, gives the full forward's logits.
 
 Where Transformers computes something else, the test states the exact difference:
-Llama-4's eager experts run every expert on every token, and DeepSeek-V3.2's indexer runs
-without gradient (and its top-k selection differs between a full forward and cached decoding,
-in the stock model as in the looped one).
+Llama-4's eager experts run every expert on every token, and DeepSeek-V3.2's and GLM-5's
+indexer runs without gradient (and its top-k selection differs between a full forward and
+cached decoding, in the stock model as in the looped one).
 """
 
 import copy
@@ -96,6 +96,10 @@ TINY = {
         "deepseek-v3.2-exp",
         dict(DEEPSEEK, index_n_heads=2, index_head_dim=16, index_topk=8),
     ),
+    "glm_moe_dsa": (
+        "glm-5",
+        dict(DEEPSEEK, index_n_heads=2, index_head_dim=16, index_topk=8),
+    ),
     "kimi_k2": ("kimi-k2-instruct", DEEPSEEK),
     "glm4_moe": (
         "glm-4.5-air",
@@ -162,6 +166,11 @@ LATTICE = {
     "olmoe": {"heads": {"tied": True}},
     "llama4_text": {"experts": {"step": 1, "min": 4, "max": 8}},
 }
+
+
+# Families with DeepSeek's sparse attention indexer (GLM-5's is DeepSeek-V3.2's, with
+# interleaved RoPE and, where a config asks, layers sharing a top-k, which smelt refuses).
+INDEXED = {"deepseek_v32", "glm_moe_dsa"}
 
 
 def tiny_config(family):
@@ -255,7 +264,7 @@ def test_the_export_builds_the_model_smelt_costed(family, tmp_path):
         extra = llama4_every_expert_extra(model_file)
         assert extra > 0, "the match routes to every expert: nothing to tell apart"
         want += extra
-    if family == "deepseek_v32":
+    if family in INDEXED:
         # The indexer's projections and scores run under no_grad: no backward for them
         # (2/3 of the indexer's training FLOPs), and its scores are computed by matmuls
         # over the whole key range, as smelt's dense convention counts them.
@@ -265,7 +274,7 @@ def test_the_export_builds_the_model_smelt_costed(family, tmp_path):
         assert flops == pytest.approx(want, abs=0.5)
 
 
-@pytest.mark.parametrize("family", sorted(set(TINY) - {"deepseek_v32"}))
+@pytest.mark.parametrize("family", sorted(set(TINY) - INDEXED))
 def test_cached_decoding_equals_the_full_forward(family, tmp_path):
     model = build(export(family, tmp_path)).eval()
     torch.manual_seed(1)
@@ -342,3 +351,16 @@ def test_every_grid_and_sweep_export_builds_as_written(tmp_path):
         else:
             assert config.model_type == "mixtral"
             assert config.num_hidden_layers == cost["layer_executions"]
+
+
+def test_the_published_glm5_config_builds_smelts_count():
+    """GLM-5's flagship config (tests/data/hf/glm-5.json: Transformers' GlmMoeDsaConfig
+    defaults) as Transformers builds it, on the meta device: smelt's 743,911,218,432 (the
+    router's score-correction buffers in, the MTP layer out: Transformers builds none)."""
+    config = json.loads((HF / "glm-5.json").read_text())
+    built = transformers.AutoConfig.for_model(**config)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(built)
+    params = sum(p.numel() for p in model.parameters()) + score_correction_buffers(model)
+    cost = smelt.cost(smelt.import_hf(config))
+    assert params == cost["params"]["total"] == 743_911_218_432

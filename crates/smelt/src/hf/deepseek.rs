@@ -28,7 +28,7 @@ fn one() -> u64 {
 
 /// How a family's router gets its bias (`e_score_correction_bias`).
 #[derive(Debug, Clone, Copy)]
-enum Routing {
+pub(super) enum Routing {
     /// Always (GLM-4.5); no `topk_method` is read or written.
     Biased,
     /// With `topk_method = "noaux_tc"`; `default` is the method of a config that gives none.
@@ -89,7 +89,8 @@ pub(super) const V32: DeepSeek = DeepSeek {
     architecture: "DeepseekV32ForCausalLM",
     about: "DeepSeek-V3.2 (DeepSeek-V3 with a sparse attention indexer on every layer)",
     reads: "`deepseek_v3`'s keys and the sparse attention indexer: `index_n_heads`, \
-            `index_head_dim`, `index_topk`",
+            `index_head_dim`, `index_topk`; an `mlp_layer_types` list must agree with the \
+            dense layers DeepSeek's rule gives",
     support: Latent::V32,
     indexer: true,
     ..V3
@@ -124,6 +125,7 @@ impl FamilyConfig for DeepSeek {
         keys.extend(field_names::<Latent>());
         if self.indexer {
             keys.extend(field_names::<Index>());
+            keys.extend(field_names::<MlpTypes>());
         }
         keys
     }
@@ -135,10 +137,11 @@ impl FamilyConfig for DeepSeek {
             true => Some(read::<Index>(config)?.indexer()),
             false => None,
         };
-        Ok(Parts {
-            indexer,
-            ..Latent::parts(self.routing, common, &read(config)?, &read(config)?)?
-        })
+        let parts = Latent::parts(self.routing, common, &read(config)?, &read(config)?)?;
+        if self.indexer {
+            read::<MlpTypes>(config)?.check(common.num_hidden_layers, parts.dense.as_ref())?;
+        }
+        Ok(Parts { indexer, ..parts })
     }
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Latent::of(m, self.family)?)?;
@@ -190,7 +193,7 @@ impl FamilyConfig for Glm4Moe {
 
 /// The DeepSeek MoE keys.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Moe {
+pub(super) struct Moe {
     n_routed_experts: u64,
     moe_intermediate_size: u64,
     #[serde(default)]
@@ -198,9 +201,9 @@ struct Moe {
     #[serde(default)]
     first_k_dense_replace: u64,
     #[serde(default = "one")]
-    moe_layer_freq: u64,
+    pub(super) moe_layer_freq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    intermediate_size: Option<u64>,
+    pub(super) intermediate_size: Option<u64>,
     #[serde(default)]
     num_nextn_predict_layers: u64,
     /// `noaux_tc` routes with `e_score_correction_bias` (DeepSeek-V3's default); V2's
@@ -211,7 +214,7 @@ struct Moe {
 
 impl Moe {
     /// The MoE parts of a config routed as `routing` with `layers` layers.
-    fn parts(&self, routing: Routing, layers: u64) -> Result<Parts> {
+    pub(super) fn parts(&self, routing: Routing, layers: u64) -> Result<Parts> {
         if self.moe_layer_freq == 0 {
             return Err(Error::invalid(
                 "config.json: moe_layer_freq",
@@ -276,7 +279,7 @@ impl Moe {
 
     /// The keys of `m` in `family`'s words: the dense layers must be the first ones, and
     /// the shared experts a whole number of routed experts' width.
-    fn of(m: &Model, family: Family, routing: Routing) -> Result<Self> {
+    pub(super) fn of(m: &Model, family: Family, routing: Routing) -> Result<Self> {
         let unfit = |why: String| Error::invalid("family", format!("{family}: {why}"));
         let first_k = match &m.dense {
             None => 0,
@@ -320,7 +323,7 @@ impl Moe {
 
 /// DeepSeek's multi-head latent attention keys.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Latent {
+pub(super) struct Latent {
     /// `null` (DeepSeek-V2-Lite): a plain query projection.
     #[serde(default)]
     q_lora_rank: Option<u64>,
@@ -345,7 +348,7 @@ impl Latent {
         required: &[Feature::Mla, Feature::RouterBias],
         ..Self::V2
     };
-    const V32: Support = Support {
+    pub(super) const V32: Support = Support {
         features: &[
             Feature::Mla,
             Feature::RouterBias,
@@ -356,7 +359,7 @@ impl Latent {
         ..Self::V2
     };
 
-    fn parts(routing: Routing, c: &Common, latent: &Self, moe: &Moe) -> Result<Parts> {
+    pub(super) fn parts(routing: Routing, c: &Common, latent: &Self, moe: &Moe) -> Result<Parts> {
         if latent.attention_bias {
             return Err(refuse(
                 "attention_bias",
@@ -375,7 +378,7 @@ impl Latent {
         })
     }
 
-    fn of(m: &Model, family: Family) -> Result<Self> {
+    pub(super) fn of(m: &Model, family: Family) -> Result<Self> {
         let a = m
             .mla
             .as_ref()
@@ -438,14 +441,14 @@ impl Glm {
 
 /// DeepSeek-V3.2's sparse attention indexer keys.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Index {
+pub(super) struct Index {
     index_n_heads: u64,
     index_head_dim: u64,
     index_topk: u64,
 }
 
 impl Index {
-    fn indexer(&self) -> Indexer {
+    pub(super) fn indexer(&self) -> Indexer {
         Indexer {
             heads: self.index_n_heads,
             head_dim: self.index_head_dim,
@@ -453,11 +456,46 @@ impl Index {
         }
     }
 
-    fn of(ix: &Indexer) -> Self {
+    pub(super) fn of(ix: &Indexer) -> Self {
         Self {
             index_n_heads: ix.heads,
             index_head_dim: ix.head_dim,
             index_topk: ix.topk,
         }
+    }
+}
+
+/// The per-layer FFN list Transformers' `DeepseekV32Config` also reads (`"dense"` or
+/// `"sparse"` per layer, overriding `first_k_dense_replace`): smelt reads DeepSeek's rule,
+/// so a list that says otherwise is refused (GLM-5's `glm_moe_dsa` reads the list).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+struct MlpTypes {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mlp_layer_types: Option<Vec<String>>,
+}
+
+impl MlpTypes {
+    fn check(&self, layers: u64, dense: Option<&Dense>) -> Result<()> {
+        let Some(types) = &self.mlp_layer_types else {
+            return Ok(());
+        };
+        let listed: Vec<u64> = (1..)
+            .zip(types)
+            .filter(|(_, t)| t.as_str() != "sparse")
+            .map(|(i, _)| i)
+            .collect();
+        let ours = dense.map(|d| d.layers.clone()).unwrap_or_default();
+        if types.len() as u64 == layers && listed == ours {
+            return Ok(());
+        }
+        Err(refuse(
+            "mlp_layer_types",
+            format!(
+                "names {} entries with non-sparse layers {listed:?} (1-based), but \
+                 first_k_dense_replace and moe_layer_freq, DeepSeek's rule that smelt reads, \
+                 make {ours:?} of {layers} layers dense; Transformers would build the list's",
+                types.len()
+            ),
+        ))
     }
 }

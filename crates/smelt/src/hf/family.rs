@@ -14,7 +14,8 @@ use serde_json::{Map, Value};
 
 use super::support::Support;
 use super::{
-    Common, Parts, deepseek, gpt_oss, granite, llama4, minimax, mixtral, olmoe, phimoe, qwen,
+    Common, Parts, deepseek, glm_dsa, gpt_oss, granite, llama4, minimax, mixtral, olmoe, phimoe,
+    qwen,
 };
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -42,6 +43,8 @@ named_enum! {
         KimiK2 = "kimi_k2",
         /// GLM-4.5 (Z.ai; GQA with DeepSeek-style MoE).
         Glm4Moe = "glm4_moe",
+        /// GLM-5 (Z.ai; DeepSeek-V3.2's MLA, sparse attention indexer and MoE).
+        GlmMoeDsa = "glm_moe_dsa",
         /// gpt-oss (OpenAI; alternating sliding and full attention, sinks, biases).
         GptOss = "gpt_oss",
         /// MiniMax-M2 (q/k norm over the whole projections, a router bias).
@@ -152,6 +155,7 @@ pub(super) static FAMILIES: &[&dyn FamilyConfig] = &[
     &deepseek::V32,
     &deepseek::KIMI_K2,
     &deepseek::Glm4Moe,
+    &glm_dsa::GlmMoeDsa,
     &gpt_oss::GptOss,
     &minimax::MinimaxM2,
     &llama4::Llama4Text,

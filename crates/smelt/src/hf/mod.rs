@@ -19,8 +19,8 @@
 //! `tie_word_embeddings`), as model cards do. A config that uses something the cost model
 //! does not describe is refused with the reason, never approximated: a sliding window Qwen's
 //! code applies (with `use_sliding_window = true`) to the layers `max_window_layers` selects,
-//! sparse attention indexers outside `deepseek_v32`, linear-attention and state-space
-//! hybrids, and any other `model_type` (see `support.rs`). Mixtral's and PhiMoE's
+//! sparse attention indexers outside `deepseek_v32` and `glm_moe_dsa`, linear-attention and
+//! state-space hybrids, Gemma 4 (per-layer attention shapes), and any other `model_type` (see `support.rs`). Mixtral's and PhiMoE's
 //! `sliding_window` windows every layer; gpt-oss's and Llama-4's windows are read per layer
 //! from `layer_types`; MTP modules are kept (`mtp_layers`) but counted only with
 //! `[counting] mtp`. A `llama4` wrapper is read as its `text_config` (the vision encoder is
@@ -33,6 +33,7 @@
 
 mod deepseek;
 mod family;
+mod glm_dsa;
 mod gpt_oss;
 mod granite;
 mod llama4;

@@ -274,20 +274,19 @@ pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
     if let Some(key) = ["index_topk", "index_n_heads", "index_head_dim"]
         .into_iter()
         .find(|k| map.contains_key(*k))
-        .filter(|_| name != Family::DeepseekV32.as_str())
+        .filter(|_| name != Family::DeepseekV32.as_str() && name != Family::GlmMoeDsa.as_str())
     {
         return Err(refuse(
             key,
             format!(
-                "a sparse attention indexer is read only from deepseek_v32 configs, whose code \
-                 is checked against DeepSeek-V3.2; '{name}' may place or size it otherwise \
-                 (GLM-5's glm_moe_dsa is not read yet: no config of it has been checked \
-                 against a published count)"
+                "a sparse attention indexer is read only from deepseek_v32 and glm_moe_dsa \
+                 configs, whose code is checked against DeepSeek-V3.2 and GLM-5; '{name}' may \
+                 place or size it otherwise"
             ),
         ));
     }
     let why = match name {
-        "qwen3_next" | "qwen3_5_moe" => {
+        "qwen3_next" | "qwen3_5_moe" | "qwen3_5_moe_text" | "qwen3_5" | "qwen3_5_text" => {
             "Gated DeltaNet (linear attention) layers keep a fixed-size recurrent state \
              instead of a KV cache, and their chunked recurrence is not a GEMM plan; the cost \
              model, whose third budget is a KV cache, does not describe them"
@@ -295,6 +294,14 @@ pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
         "nemotron_h" | "jamba" | "granitemoehybrid" => {
             "Mamba (state-space) layers keep a fixed-size state instead of a KV cache; the \
              cost model does not describe them"
+        }
+        "gemma4" | "gemma4_text" => {
+            "Gemma 4's full-attention layers have their own key/value heads and head width \
+             (num_global_key_value_heads, global_head_dim, attention_k_eq_v), its MoE layers \
+             run a dense MLP beside the experts with five more norms and a scaled router, and \
+             its small models add per-layer input embeddings; the cost model has one \
+             attention shape per model and no activation-memory count for these layers, so \
+             it is not read yet"
         }
         "minimax" | "minimax_m1" => {
             "MiniMax-Text-01 and MiniMax-M1 interleave lightning (linear) attention layers, \
