@@ -397,6 +397,8 @@ fn held_kv_states_both_chunk_conventions() {
             chunk - 1
         )),
         "{table}"
+    );
+}
 
 /// GLM-5's configs read as Transformers' `GlmMoeDsaConfig` builds them: the dense layers
 /// from `mlp_layer_types` when given (whatever `first_k_dense_replace` says), else the first
