@@ -196,6 +196,7 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     activations: ActivationPolicy::ALL[policy],
                     activation_bytes,
                 },
+                training: None,
             };
             (spec, repeat)
         },
