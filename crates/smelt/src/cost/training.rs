@@ -292,9 +292,13 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
         }
         if s == pp {
             own += m.norm_params();
-            let head = !m.tie_embeddings || pp > 1;
-            if head {
-                own += vocab_shard + if m.lm_head_bias { m.vocab / tp } else { 0 };
+            // A tied head is a copy on the last stage when it is not the first; its bias
+            // is its own.
+            if !m.tie_embeddings || pp > 1 {
+                own += vocab_shard;
+            }
+            if m.lm_head_bias {
+                own += m.vocab / tp;
             }
         }
         stages.push(stage(spec, &keys, &t, s, [first, last], own, expert)?);
