@@ -147,7 +147,7 @@ pub use memory::{
     ActivationBreakdown, ActivationReport, PolicyActivations, activation_report, activations,
 };
 pub use per_budget::{BudgetKind, PerBudget, Ratios, Residuals};
-pub use training::{StageMemory, TrainingMemory, training_memory};
+pub use training::{PeakPair, StageMemory, TrainingMemory, peak_pair, training_memory};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
     KvAtContext, KvReport, ParamBreakdown, ParamReport, SelectedKeys, Sparsity, WindowedKeys,
