@@ -222,7 +222,7 @@ impl Rows {
         self.push(
             "training params",
             count(m.params.0),
-            format!("embedding {} included", short(m.embedding.as_f64())),
+            format!("embedding {} (included)", short(m.embedding.as_f64())),
         );
         self.push(
             "training static (bytes)",
@@ -257,7 +257,12 @@ impl Rows {
         self.push(
             PEAK,
             field(m.peak),
-            format!("stage {}, {}", m.peak_stage, m.policy.as_str()),
+            format!(
+                "{}, stage {}, {}",
+                short(m.peak.as_f64()),
+                m.peak_stage,
+                m.policy.as_str()
+            ),
         );
     }
 
