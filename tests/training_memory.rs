@@ -291,3 +291,79 @@ proptest! {
         prop_assert_eq!(activations, whole.checked_mul(tokens).unwrap());
     }
 }
+
+/// Digits in groups of three, as the tables print them.
+fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The README's per-GPU peaks of the 200M / S95 pair are what `smelt cost --against`
+/// computes.
+#[test]
+fn readme_shows_the_200m_peaks() {
+    let args = [
+        "cost",
+        "budgets/smelt-200m-s95.toml",
+        "--against",
+        "budgets/base-200m-s95.toml",
+        "--ep",
+        "8",
+        "--pp",
+        "2",
+        "--dp",
+        "8",
+        "--zero",
+        "1",
+        "--format",
+        "json",
+    ];
+    let json = crate::common::run_json(&args);
+    let peak = |side: &str| json[side]["training"]["peak"].as_u64().unwrap();
+    let (base, looped) = (peak("baseline"), peak("model"));
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let shown = format!(
+        "Baseline's peak per GPU is {} bytes and the\nlooped model's {} ({:+.2}%)",
+        grouped(base),
+        grouped(looped),
+        (looped as f64 / base as f64 - 1.0) * 100.0
+    );
+    assert!(readme.contains(&shown), "README should say: {shown}");
+}
+
+/// Bad layouts and tables: refused with the field named, never a panic.
+#[test]
+fn bad_training_inputs_are_refused() {
+    let (code, _, err) = crate::common::run(&["cost", "budgets/base-200m-s95.toml", "--tp", "3"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("training.tp") && err.contains("model.heads"),
+        "{err}"
+    );
+    let (code, _, err) = crate::common::run(&["cost", "budgets/base-200m-s95.toml", "--zero", "5"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("training.zero"), "{err}");
+    let base = std::fs::read_to_string("budgets/base-200m-s95.toml").unwrap();
+    for (table, field) in [
+        ("[training]\ntpp = 2\n", "tpp"),
+        ("training = [1, 2]\n", "training"),
+        ("[training]\npp = 5\n", "training.pp"),
+    ] {
+        let text = if table.starts_with('[') {
+            format!("{base}\n{table}")
+        } else {
+            format!("{table}{base}")
+        };
+        let path = crate::common::temp_file("toml", &text);
+        let (code, _, err) = crate::common::run(&["cost", path.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "{table}");
+        assert!(err.contains(field), "{table}: {err}");
+    }
+}
