@@ -240,11 +240,11 @@ impl GridReport {
 
     /// The line saying what `M` is, when a layout was given.
     fn peak_note(&self, doc: &mut Document) {
-        if self.peaked() {
-            let t = self.cells.iter().find_map(|c| c.baseline.training.as_ref());
-            if let Some(line) = peak_line(None, t) {
-                doc.line(line);
-            }
+        let t = self.cells.iter().find_map(|c| c.baseline.training.as_ref());
+        if self.peaked()
+            && let Some(line) = peak_line(None, t)
+        {
+            doc.line(line);
         }
     }
 }
@@ -368,10 +368,10 @@ impl SweepReport {
             self.baseline.name.as_deref().unwrap_or("the Baseline")
         ));
         doc.line(format!("workload: {}", self.baseline.workload.summary()));
-        if self.peaked() {
-            if let Some(line) = peak_line(None, self.baseline.training.as_ref()) {
-                doc.line(line);
-            }
+        if self.peaked()
+            && let Some(line) = peak_line(None, self.baseline.training.as_ref())
+        {
+            doc.line(line);
         }
         doc
     }
