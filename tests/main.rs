@@ -26,4 +26,5 @@ mod search;
 mod search_ties;
 mod snapshots;
 mod structure;
+mod training_memory;
 mod validation;

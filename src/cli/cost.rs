@@ -39,6 +39,88 @@ pub struct Args {
     conventions: bool,
     #[command(flatten)]
     activations: ActivationArgs,
+    #[command(flatten)]
+    training: TrainingArgs,
+}
+
+/// The training recipe and layout ([training]; any of these flags adds the table, with
+/// the file's or the defaults for the others): static memory and memory per GPU.
+#[derive(Debug, clap::Args)]
+struct TrainingArgs {
+    /// Tensor-parallel degree (Megatron, with sequence parallelism) [training] tp.
+    #[arg(long, value_name = "N")]
+    tp: Option<u64>,
+    /// Expert-parallel degree: routed experts split across N GPUs of the data-parallel
+    /// group (must divide --dp).
+    #[arg(long, value_name = "N")]
+    ep: Option<u64>,
+    /// Pipeline stages (layers split evenly; 1F1B: the first stage keeps N micro-batches).
+    #[arg(long, value_name = "N")]
+    pp: Option<u64>,
+    /// Data-parallel degree.
+    #[arg(long, value_name = "N")]
+    dp: Option<u64>,
+    /// ZeRO stage: 0, 1 (optimizer states sharded across dp), 2 (+ gradients), 3 (+ weights).
+    #[arg(long, value_name = "STAGE")]
+    zero: Option<u64>,
+    /// Sequences of the workload's context per micro-batch.
+    #[arg(long, value_name = "N")]
+    micro_batch: Option<u64>,
+    /// Bytes per weight (2: bf16).
+    #[arg(long, value_name = "BYTES")]
+    weight_bytes: Option<u64>,
+    /// Bytes per gradient (2: bf16; 4: fp32 accumulation).
+    #[arg(long, value_name = "BYTES")]
+    grad_bytes: Option<u64>,
+    /// Bytes per master weight (4: fp32; 0: none).
+    #[arg(long, value_name = "BYTES")]
+    master_bytes: Option<u64>,
+    /// Optimizer bytes per parameter (8: Adam's two fp32 moments).
+    #[arg(long, value_name = "BYTES")]
+    optimizer_bytes: Option<u64>,
+}
+
+impl TrainingArgs {
+    /// `spec` with the flags given replacing its `[training]`'s (the table added when a
+    /// flag is given), validated.
+    fn apply(&self, mut spec: ModelSpec) -> anyhow::Result<ModelSpec> {
+        let flags = [
+            self.tp,
+            self.ep,
+            self.pp,
+            self.dp,
+            self.zero,
+            self.micro_batch,
+            self.weight_bytes,
+            self.grad_bytes,
+            self.master_bytes,
+            self.optimizer_bytes,
+        ];
+        if flags.iter().all(Option::is_none) {
+            return Ok(spec);
+        }
+        let mut t = spec.training.unwrap_or_default();
+        for (slot, flag) in [
+            (&mut t.tp, self.tp),
+            (&mut t.ep, self.ep),
+            (&mut t.pp, self.pp),
+            (&mut t.dp, self.dp),
+            (&mut t.zero, self.zero),
+            (&mut t.micro_batch, self.micro_batch),
+            (&mut t.weight_bytes, self.weight_bytes),
+            (&mut t.grad_bytes, self.grad_bytes),
+            (&mut t.master_bytes, self.master_bytes),
+            (&mut t.optimizer_bytes, self.optimizer_bytes),
+        ] {
+            if let Some(v) = flag {
+                *slot = v;
+            }
+        }
+        spec.training = Some(t);
+        spec.validate()
+            .context("the training layout (--tp, --ep, --pp, --dp, --zero, ...)")?;
+        Ok(spec)
+    }
 }
 
 /// What the activations budget counts (the table shows every policy).
@@ -74,9 +156,10 @@ pub fn load(path: &Path) -> anyhow::Result<ModelSpec> {
 
 /// Runs `smelt cost`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let model = args
-        .activations
-        .apply(args.workload.spec(load(&args.model)?)?)?;
+    let model = args.training.apply(
+        args.activations
+            .apply(args.workload.spec(load(&args.model)?)?)?,
+    )?;
     match &args.against {
         None if args.conventions => emit_report(
             &smelt::conventions::launcher_flops(&model)?,
@@ -85,7 +168,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )?,
         None => emit_report(&smelt::cost(&model)?, args.format, &args.layout)?,
         Some(path) => {
-            let baseline = args.activations.apply(args.workload.spec(load(path)?)?)?;
+            let baseline = args
+                .training
+                .apply(args.activations.apply(args.workload.spec(load(path)?)?)?)?;
             let cmp = smelt::compare(&baseline, &model)?;
             for note in &cmp.harmonised {
                 super::note(&format!("smelt: note: {note}"));

@@ -141,6 +141,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             kv_dtype_bytes: 2,
         },
         counting: Default::default(),
+        training: None,
     }
 }
 

@@ -36,7 +36,7 @@ fn documents(w: &Workload, repeat: usize) -> Vec<usize> {
     }
 }
 
-fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
+pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
     let shape = (
         1u64..=4, // layers
         1u64..=6, // hidden
@@ -196,6 +196,7 @@ fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     activations: ActivationPolicy::ALL[policy],
                     activation_bytes,
                 },
+                training: None,
             };
             (spec, repeat)
         },

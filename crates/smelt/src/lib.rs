@@ -102,13 +102,13 @@ pub mod units;
 
 pub use budget::{Budget, GridSpec, Mode};
 pub use cost::{
-    BudgetKind, Budgets, Comparison, Cost, PerBudget, Residuals, budgets, compare, cost,
-    cost_against,
+    BudgetKind, Budgets, Comparison, Cost, PerBudget, Residuals, TrainingMemory, budgets, compare,
+    cost, cost_against, training_memory,
 };
 pub use error::{Error, Result};
 pub use model::{
     ActivationPolicy, Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Mla,
-    Model, ModelSpec, Moe, QkNorm, Window, WindowKind, Workload,
+    Model, ModelSpec, Moe, QkNorm, Training, Window, WindowKind, Workload,
 };
 pub use search::{MatchReport, match_budget, match_grid, solve, sweep};
 pub use units::{ActivationBytes, Bytes, Flops, KvElements, Params};

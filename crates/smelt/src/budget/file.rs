@@ -13,7 +13,7 @@ use super::{BaselineSource, Budget, Mode, Placement, Recipe, Span, Tolerance, We
 use crate::cost::PerBudget;
 use crate::error::{Error, Result};
 use crate::model::validate::check_name;
-use crate::model::{Counting, ModelSpec, Workload};
+use crate::model::{Counting, ModelSpec, Training, Workload};
 
 /// The text format of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +92,10 @@ pub(crate) struct PlanFile {
     /// `config.json` Baseline, which counts the embedding and LM head).
     #[serde(default)]
     counting: Option<Counting>,
+    /// A training recipe and layout for the Baseline (and so the per-GPU peaks of the
+    /// match), replacing its own `[training]`.
+    #[serde(default)]
+    training: Option<Training>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,6 +123,9 @@ impl PlanFile {
         }
         if let Some(c) = self.counting {
             baseline.counting = c;
+        }
+        if let Some(t) = self.training {
+            baseline.training = Some(t);
         }
         baseline.validate()?;
         let recipe = self.recipe.resolve()?;

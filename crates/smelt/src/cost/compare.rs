@@ -69,6 +69,13 @@ pub fn compare(baseline: &ModelSpec, model: &ModelSpec) -> Result<Comparison> {
         ));
         under.workload = baseline.workload.clone();
     }
+    if model.training != baseline.training {
+        harmonised.push(
+            "the model's [training] is replaced by the Baseline's (one recipe and layout for both)"
+                .to_owned(),
+        );
+        under.training = baseline.training;
+    }
     let base = cost(baseline)?;
     let looped = cost_against(&under, baseline)?;
     let residuals = looped.budgets().residuals_against(&base.budgets());

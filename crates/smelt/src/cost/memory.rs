@@ -68,7 +68,7 @@
 use serde::Serialize;
 
 use super::Keys;
-use super::layer::LayerCost;
+use super::layer::{Executions, LayerCost};
 use crate::error::Result;
 use crate::model::{ActivationPolicy, Counting, Model, QkNorm};
 use crate::units::{ActivationBytes, product};
@@ -256,7 +256,18 @@ pub fn activations(
     policy: ActivationPolicy,
 ) -> Result<ActivationBreakdown> {
     keys.check(model)?;
-    let runs = LayerCost::of(model)?.runs;
+    activations_over(model, keys, counting, policy, LayerCost::of(model)?.runs)
+}
+
+/// [`activations`] over the layer executions `runs` (all of the model's, or one pipeline
+/// stage's), with keys checked against the model.
+pub(super) fn activations_over(
+    model: &Model,
+    keys: &Keys,
+    counting: &Counting,
+    policy: ActivationPolicy,
+    runs: Executions,
+) -> Result<ActivationBreakdown> {
     let b = counting.activation_bytes;
     let at = |saves: PerExecution, times: u64| saves.bytes(keys, b, times);
     if policy == ActivationPolicy::Full {

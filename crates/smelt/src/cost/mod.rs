@@ -102,6 +102,11 @@
 //!   matched (and bounding nothing in conservative mode) unless the objective weighs it.
 //!   It reproduces Korthikanti et al. (arXiv:2205.05198) for a GPT layer once their dropout
 //!   is added; the module's docs give every tensor and convention.
+//! * **Training memory** ([`training`], only with a `[training]` table): the static bytes
+//!   of weights, gradients, master weights and optimizer moments (16 per parameter by
+//!   default, as ZeRO counts mixed-precision Adam; embedding and LM head included), and
+//!   per GPU under a layout of tensor, expert, pipeline and data parallelism with ZeRO
+//!   stage 0–3: the static share plus the activations of the micro-batches in flight.
 //! * **Sparsity** (SMELT Eq. 1): `N_act_eq = (F/F0)·N0`, `S = 1 − N_act_eq/N`, with `F0, N0`
 //!   the training FLOPs and parameters of the *fully-activated control*: same shapes, not
 //!   looped, `experts = top_k`. `smelt cost MODEL --against BASELINE` measures the model
@@ -136,6 +141,7 @@ mod compare;
 mod layer;
 pub mod memory;
 mod per_budget;
+pub mod training;
 mod types;
 
 pub use attention::{Keys, MeanKeys, Shortcut};
@@ -144,6 +150,7 @@ pub use memory::{
     ActivationBreakdown, ActivationReport, PolicyActivations, activation_report, activations,
 };
 pub use per_budget::{BudgetKind, PerBudget, Ratios, Residuals};
+pub use training::{PeakPair, StageMemory, TrainingMemory, peak_pair, training_memory};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
     KvAtContext, KvReport, ParamBreakdown, ParamReport, SelectedKeys, Sparsity, WindowedKeys,
@@ -558,6 +565,11 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
         },
         kv_cache_per_token: kv_report(&spec.model, &layer, &spec.workload, &spec.counting)?,
         activations: activation_report(&spec.model, &keys, spec.workload.context, &spec.counting)?,
+        training: spec
+            .training
+            .as_ref()
+            .map(|t| training_memory(spec, t))
+            .transpose()?,
         attention: AttentionReport {
             mean_keys_per_query: keys.full.as_f64(),
             mean_keys_exact: keys.full.to_string(),

@@ -314,6 +314,9 @@ pub struct Cost {
     pub attention: AttentionReport,
     /// Compute-equivalent sparsity.
     pub sparsity: Sparsity,
+    /// Static and per-GPU training memory (only with `[training]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub training: Option<super::TrainingMemory>,
 }
 
 impl Cost {

@@ -369,6 +369,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
             lm_head: true,
             ..Counting::default()
         },
+        training: None,
     };
     spec.validate().map_err(|e| match e {
         Error::InvalidSpec { field, rule } if field == "name" => {

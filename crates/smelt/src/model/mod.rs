@@ -34,10 +34,12 @@
 //! (see the `MAX_*` constants) so that no count can silently wrap.
 
 mod changes;
+mod training;
 pub(crate) mod validate;
 mod workload;
 
 pub use changes::WorkloadChanges;
+pub use training::Training;
 pub use workload::{ActivationPolicy, Attention, Counting, KvCount, Workload};
 
 use serde::{Deserialize, Serialize};
@@ -74,6 +76,10 @@ pub struct ModelSpec {
     /// What is counted beyond the non-embedding defaults.
     #[serde(default, skip_serializing_if = "Counting::is_default")]
     pub counting: Counting,
+    /// A training recipe and parallel layout (`[training]`): the static and per-GPU
+    /// training memory are reported only when it is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<Training>,
 }
 
 /// A decoder-only, pre-norm MoE Transformer: every layer is GQA attention followed by the

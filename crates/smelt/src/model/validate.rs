@@ -329,6 +329,15 @@ impl ModelSpec {
                 "must be 1 to 8 (bytes per saved activation element)",
             ));
         }
+        if let Some(t) = &self.training {
+            t.validate_for(&self.model)?;
+            if self.counting.mtp && self.model.mtp_layers > 0 {
+                return Err(Error::invalid(
+                    "training",
+                    "the training memory does not count MTP modules: set [counting] mtp = false",
+                ));
+            }
+        }
         Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! The layout of a cost (`smelt cost`) and of a model against its Baseline.
 
 use super::{Document, Field, Report, Table, cost_row, group_digits, percent, short};
-use crate::cost::{Comparison, Cost};
+use crate::cost::{Comparison, Cost, TrainingMemory};
 use crate::model::{ActivationPolicy, KvCount};
 use crate::units::{ActivationBytes, Flops};
 
@@ -33,9 +33,12 @@ pub(crate) fn int(n: u64) -> String {
     group_digits(u128::from(n))
 }
 
+/// The label of the per-GPU peak's row.
+const PEAK: &str = "peak/GPU (bytes)";
+
 /// One row: label, exact value, short value (and the raw exact value).
 struct Row {
-    label: &'static str,
+    label: String,
     exact: Field,
     approx: String,
 }
@@ -77,9 +80,9 @@ fn fl(f: Flops) -> Field {
 }
 
 impl Rows {
-    fn push(&mut self, label: &'static str, exact: Field, approx: String) {
+    fn push(&mut self, label: impl Into<String>, exact: Field, approx: String) {
         self.rows.push(Row {
-            label,
+            label: label.into(),
             exact,
             approx,
         });
@@ -209,6 +212,65 @@ impl Rows {
         }
     }
 
+    /// The static training memory, the layout, and each pipeline stage's bytes per GPU.
+    fn training(&mut self, m: &TrainingMemory) {
+        let t = &m.training;
+        let field = |v: ActivationBytes| Field::shown(activation_bytes(v), v.as_f64());
+        self.push(
+            "training state/param (bytes)",
+            count(m.bytes_per_param),
+            format!(
+                "{} weight + {} grad + {} master + {} optimizer",
+                t.weight_bytes, t.grad_bytes, t.master_bytes, t.optimizer_bytes
+            ),
+        );
+        self.push(
+            "training params",
+            count(m.params.0),
+            format!("embedding {} (included)", short(m.embedding.as_f64())),
+        );
+        self.push(
+            "training static (bytes)",
+            count(m.static_bytes.0),
+            short(m.static_bytes.as_f64()),
+        );
+        self.push(
+            "layout (GPUs)",
+            count(m.gpus),
+            format!(
+                "tp {} ep {} pp {} dp {}, ZeRO-{}, micro-batch {}",
+                t.tp, t.ep, t.pp, t.dp, t.zero, t.micro_batch
+            ),
+        );
+        for st in &m.stages {
+            let s = st.stage;
+            self.push(
+                format!("  stage {s} static/GPU (bytes)"),
+                count(st.static_bytes.0),
+                format!("layers {}-{}", st.layers[0], st.layers[1]),
+            );
+            self.push(
+                format!("  stage {s} activations/GPU (bytes)"),
+                field(st.activations),
+                format!(
+                    "{} x {} in flight",
+                    short(st.activations_per_micro_batch.as_f64()),
+                    st.in_flight
+                ),
+            );
+        }
+        self.push(
+            PEAK,
+            field(m.peak),
+            format!(
+                "{}, stage {}, {}",
+                short(m.peak.as_f64()),
+                m.peak_stage,
+                m.policy.as_str()
+            ),
+        );
+    }
+
     fn attention(&mut self, c: &Cost) {
         let a = &c.attention;
         self.push(
@@ -292,6 +354,9 @@ fn rows(c: &Cost, all: bool, extras: Extras) -> Vec<Row> {
     r.flops(c);
     r.kv(c);
     r.activations(c);
+    if let Some(t) = &c.training {
+        r.training(t);
+    }
     r.attention(c);
     r.sparsity(c);
     r.rows
@@ -311,7 +376,7 @@ impl Report for Cost {
             .data();
         for row in rows(self, false, Extras::of(&[self])) {
             t.rows.push(vec![
-                Field::text(row.label),
+                Field::text(row.label.as_str()),
                 row.exact,
                 Field::text(row.approx),
             ]);
@@ -347,9 +412,19 @@ impl Report for Comparison {
                 .residuals
                 .iter()
                 .find(|(k, _)| cost_row(*k, kv_count) == b.label);
-            let residual = budget.map_or(Field::blank(), |(_, r)| Field::percent(*r));
-            t.rows
-                .push(vec![Field::text(b.label), b.exact, m.exact, residual]);
+            let residual = match (budget, &self.baseline.training, &self.model.training) {
+                (Some((_, r)), _, _) => Field::percent(*r),
+                (None, Some(tb), Some(tm)) if b.label == PEAK => {
+                    Field::percent(crate::units::relative(tm.peak.as_f64(), tb.peak.as_f64()))
+                }
+                _ => Field::blank(),
+            };
+            t.rows.push(vec![
+                Field::text(b.label.as_str()),
+                b.exact,
+                m.exact,
+                residual,
+            ]);
         }
         doc.table(t);
         doc

@@ -208,6 +208,11 @@ impl Report for MatchReport {
         let base_name = self.baseline.name.as_deref().unwrap_or("baseline");
         let mut doc = self.budget_table(base_name);
         doc.table(self.shape_table(base_name));
+        if let Some(line) =
+            super::rows::peak_line(self.peak_per_gpu.as_ref(), self.baseline.training.as_ref())
+        {
+            doc.line(line);
+        }
         self.notes(&mut doc);
         if !self.advice.is_empty() {
             doc.table(self.advice_table());

@@ -7,8 +7,9 @@
 //! budget's letter, the verdict; a grid's summary rows move to a table of their own, so
 //! that the label column stays narrow.
 
+use super::short;
 use super::{Document, Field, Report, SHAPE_COLUMNS, Table, label};
-use crate::cost::{BudgetKind, PerBudget, Ratios};
+use crate::cost::{BudgetKind, PeakPair, PerBudget, Ratios};
 use crate::model::Model;
 use crate::search::{GridCell, GridReport, SweepReport};
 
@@ -94,6 +95,49 @@ fn verdict(c: &GridCell, name: fn(BudgetKind) -> &'static str) -> Field {
     } else {
         let broken: Vec<&str> = c.broken.iter().map(|&k| name(k)).collect();
         format!("no: {}", broken.join(", "))
+    })
+}
+
+/// A row's per-GPU peak ratio (looped / Baseline), `n/a` when the layout does not split
+/// the looped model.
+fn peak_field(p: Option<&PeakPair>) -> Field {
+    match p {
+        Some(PeakPair { ratio: Some(r), .. }) => Field::ratio(*r),
+        Some(_) => Field::text("n/a"),
+        None => Field::text("-"),
+    }
+}
+
+/// The line under a match, grid or sweep that says what the per-GPU peak column is, or
+/// `None` without a layout.
+pub(crate) fn peak_line(
+    p: Option<&PeakPair>,
+    t: Option<&crate::model::Training>,
+) -> Option<String> {
+    let t = t?;
+    let layout = format!(
+        "tp {} ep {} pp {} dp {}, ZeRO-{}, micro-batch {}",
+        t.tp, t.ep, t.pp, t.dp, t.zero, t.micro_batch
+    );
+    Some(match p {
+        Some(PeakPair {
+            ratio: Some(r),
+            looped: Some(l),
+            baseline,
+            ..
+        }) => format!(
+            "training memory peak per GPU ({layout}): Baseline {} bytes, looped {} bytes, looped / Baseline {r:.4}",
+            short(baseline.as_f64()),
+            short(l.as_f64())
+        ),
+        Some(PeakPair {
+            refused: Some(why), ..
+        }) => {
+            format!("training memory peak per GPU ({layout}): not computed: {why}")
+        }
+        _ => format!(
+            "M: training memory peak per GPU, looped / Baseline ({layout}; n/a: the layout does not split the looped model, the JSON says why)"
+        ),
     })
 }
 
@@ -188,16 +232,34 @@ impl GridReport {
     fn timed(&self) -> bool {
         self.cells.iter().any(|c| c.time.is_some())
     }
+
+    /// Whether a layout was given (the per-GPU peak column).
+    fn peaked(&self) -> bool {
+        self.cells.iter().any(|c| c.peak_per_gpu.is_some())
+    }
+
+    /// The line saying what `M` is, when a layout was given.
+    fn peak_note(&self, doc: &mut Document) {
+        let t = self.cells.iter().find_map(|c| c.baseline.training.as_ref());
+        if self.peaked()
+            && let Some(line) = peak_line(None, t)
+        {
+            doc.line(line);
+        }
+    }
 }
 
 impl Report for GridReport {
     fn document(&self) -> Document {
         let mut doc = self.head();
         let timed = self.timed();
+        let peak = self.peaked();
+        self.peak_note(&mut doc);
         let first = ["scale", "sparsity", "sparse", "S base", "S looped"];
         let header = first.iter().chain(&SHAPE_COLUMNS).map(|s| s.to_string());
         let header = header
             .chain(budget_columns(label::Label::ratio))
+            .chain(peak.then(|| "M ratio".to_owned()))
             .chain(["max w|r|".to_owned(), "in tolerance".to_owned()])
             .chain(timed.then(|| "T ratio".to_owned()));
         let mut t = Table::new(header).right_from(2).data();
@@ -211,6 +273,7 @@ impl Report for GridReport {
             ];
             r.extend(shape(&c.baseline.model, &c.looped.model));
             r.extend(ratios(&c.ratios));
+            r.extend(peak.then(|| peak_field(c.peak_per_gpu.as_ref())));
             r.push(Field::shown(format!("{:.4}", c.score[0]), c.score[0]));
             r.push(verdict(c, BudgetKind::as_str));
             r.extend(timed.then(|| time_field(c)));
@@ -221,7 +284,7 @@ impl Report for GridReport {
             let mut r = vec![Field::text(label)];
             r.extend((0..first.len() - 1 + SHAPE_COLUMNS.len()).map(|_| Field::blank()));
             r.extend(values);
-            r.extend((0..2 + usize::from(timed)).map(|_| Field::blank()));
+            r.extend((0..2 + usize::from(timed) + usize::from(peak)).map(|_| Field::blank()));
             r
         };
         for (label, values) in grid_summary(self) {
@@ -252,11 +315,14 @@ impl Report for GridReport {
         let mut doc = self.head();
         doc.line(letters_line());
         let timed = self.timed();
+        let peak = self.peaked();
+        self.peak_note(&mut doc);
         let pairs = self.cells.iter();
         let changed = changed(pairs.map(|c| (&c.baseline.model, &c.looped.model)));
         let header = std::iter::once("cell".to_owned())
             .chain(changed_headers(changed))
             .chain(budget_columns(|l| l.letter.to_owned()))
+            .chain(peak.then(|| "M".to_owned()))
             .chain(["in tolerance".to_owned()])
             .chain(timed.then(|| "T ratio".to_owned()));
         let mut t = Table::new(header)
@@ -266,6 +332,7 @@ impl Report for GridReport {
             let mut r = vec![Field::text(format!("{} {}", c.scale, c.sparsity_label))];
             r.extend(changed_shape(&c.baseline.model, &c.looped.model, changed));
             r.extend(ratios(&c.ratios));
+            r.extend(peak.then(|| peak_field(c.peak_per_gpu.as_ref())));
             r.push(verdict(c, |k| label(k).letter));
             r.extend(timed.then(|| time_field(c)));
             t.rows.push(r);
@@ -288,6 +355,11 @@ impl Report for GridReport {
 }
 
 impl SweepReport {
+    /// Whether a layout was given (the per-GPU peak column).
+    fn peaked(&self) -> bool {
+        self.rows.iter().any(|r| r.peak_per_gpu.is_some())
+    }
+
     fn head(&self) -> Document {
         let mut doc = Document::titled(format!(
             "{}: sweep over {}, every candidate matched to {}",
@@ -296,6 +368,11 @@ impl SweepReport {
             self.baseline.name.as_deref().unwrap_or("the Baseline")
         ));
         doc.line(format!("workload: {}", self.baseline.workload.summary()));
+        if self.peaked()
+            && let Some(line) = peak_line(None, self.baseline.training.as_ref())
+        {
+            doc.line(line);
+        }
         doc
     }
 }
@@ -307,10 +384,12 @@ fn yes_no(within: bool) -> Field {
 impl Report for SweepReport {
     fn document(&self) -> Document {
         let mut doc = self.head();
+        let peak = self.peaked();
         let first = [self.knob.as_str(), "executions"];
         let header = first.iter().chain(&SHAPE_COLUMNS).map(|s| s.to_string());
         let header = header
             .chain(budget_columns(label::Label::ratio))
+            .chain(peak.then(|| "M ratio".to_owned()))
             .chain(["S looped".to_owned(), "in tolerance".to_owned()]);
         let mut t = Table::new(header).right_from(2).data();
         for r in &self.rows {
@@ -320,6 +399,7 @@ impl Report for SweepReport {
             ];
             out.extend(shape(&self.baseline.model, &r.looped.model));
             out.extend(ratios(&r.ratios));
+            out.extend(peak.then(|| peak_field(r.peak_per_gpu.as_ref())));
             out.push(Field::share(r.sparsity.looped));
             out.push(yes_no(r.within_tolerance));
             t.rows.push(out);
@@ -331,11 +411,13 @@ impl Report for SweepReport {
     fn compact(&self) -> Document {
         let mut doc = self.head();
         doc.line(letters_line());
+        let peak = self.peaked();
         let base = &self.baseline.model;
         let changed = changed(self.rows.iter().map(|r| (base, &r.looped.model)));
         let header = std::iter::once(self.knob.as_str().to_owned())
             .chain(changed_headers(changed))
             .chain(budget_columns(|l| l.letter.to_owned()))
+            .chain(peak.then(|| "M".to_owned()))
             .chain(["in tolerance".to_owned()]);
         let mut t = Table::new(header)
             .right_from(1)
@@ -344,6 +426,7 @@ impl Report for SweepReport {
             let mut out = vec![Field::text(r.value.to_string())];
             out.extend(changed_shape(base, &r.looped.model, changed));
             out.extend(ratios(&r.ratios));
+            out.extend(peak.then(|| peak_field(r.peak_per_gpu.as_ref())));
             out.push(yes_no(r.within_tolerance));
             t.rows.push(out);
         }

@@ -44,6 +44,10 @@ pub struct GridCell {
     /// budget ran out first. The other cells are timed all the same.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_failed: Option<String>,
+    /// The per-GPU training memory peaks under the Baseline's `[training]` (only with
+    /// one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_per_gpu: Option<crate::cost::PeakPair>,
 }
 
 /// The measured time ratios over the cells (`--bench`).
@@ -261,6 +265,7 @@ pub fn match_grid_with(
             broken: m.broken,
             lattice: m.lattice,
             time: None,
+            peak_per_gpu: m.peak_per_gpu,
         });
     }
     let summary = GridSummary::of(&cells);

@@ -659,5 +659,6 @@ pub fn model_spec(budget: &Budget, candidate: &Candidate) -> ModelSpec {
         model: candidate.model.clone(),
         workload: budget.baseline().workload.clone(),
         counting: budget.baseline().counting,
+        training: None,
     }
 }

@@ -82,6 +82,10 @@ pub struct MatchReport {
     /// The measured time ratio of the looped model to the Baseline (`--bench`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time: Option<crate::bench::TimeRatio>,
+    /// The per-GPU training memory peaks under the Baseline's `[training]` (only with
+    /// one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_per_gpu: Option<crate::cost::PeakPair>,
 }
 
 fn report(
@@ -99,7 +103,6 @@ fn report(
         name: budget.name().map(str::to_owned),
         mode: budget.mode(),
         baseline: budget.baseline().clone(),
-        looped,
         budgets: BudgetPair {
             baseline: base,
             looped: best.budgets,
@@ -132,6 +135,8 @@ fn report(
         floor: None,
         advice: Vec::new(),
         time: None,
+        peak_per_gpu: crate::cost::peak_pair(budget.baseline(), &looped)?,
+        looped,
     })
 }
 

@@ -100,6 +100,10 @@ pub struct SweepRow {
     pub within_tolerance: bool,
     /// Budgets outside their tolerance.
     pub broken: Vec<BudgetKind>,
+    /// The per-GPU training memory peaks under the Baseline's `[training]` (only with
+    /// one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_per_gpu: Option<crate::cost::PeakPair>,
 }
 
 /// The result of a sweep: `smelt sweep --format json`.
@@ -156,6 +160,7 @@ pub fn sweep_with(
             sparsity: m.sparsity,
             within_tolerance: m.within_tolerance,
             broken: m.broken,
+            peak_per_gpu: m.peak_per_gpu,
         });
     }
     progress.end();
