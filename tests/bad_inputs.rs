@@ -248,6 +248,44 @@ fn outputs_land_as_the_shell_would_put_them() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A full device is an error that says so: a private node of Linux's `full` device (major 1,
+/// minor 7, made in the test's own folder, never the machine's `/dev`) is written in place,
+/// the write fails with "no space", the exit is non-zero and the node stays a device.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_device_is_an_error_naming_no_space() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = private_dir("full");
+    let full = dir.join("full");
+    let made = std::process::Command::new("mknod")
+        .arg(&full)
+        .args(["c", "1", "7"])
+        .output()
+        .unwrap();
+    if !made.status.success() {
+        eprintln!(
+            "skipped: mknod of a private full device failed (needs root): {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    }
+    let config = data("hf/mixtral-8x7b-v0.1.json");
+    let out = smelt()
+        .args(["import", &config, "-o"])
+        .arg(&full)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no space left on the device"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let node = std::fs::symlink_metadata(&full).unwrap().file_type();
+    assert!(node.is_char_device(), "the device was replaced: {node:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A closed standard error loses the notes, never the result: no panic, exit 0, the file
 /// written and standard output whole.
 #[test]
