@@ -24,9 +24,10 @@ pub struct TimingArgs {
     /// Timed rounds per kernel shape (the median is kept; 1 to 100).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
     repeats: u64,
-    /// The longest one benchmark may take (under `grid --bench`, each cell's): a plan
-    /// estimated to need more is refused before it starts, and one that overruns stops with
-    /// an error.
+    /// The longest one benchmark may take (under `grid --bench`, the whole grid's: each cell
+    /// gets what the cells before it left): a plan estimated to need more is refused before
+    /// it starts, and one that overruns stops with an error (in a grid, that cell is
+    /// reported as not timed and the others are kept).
     #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     max_seconds: f64,
     /// The device's dense peak in TFLOP/s (default: a GPU's datasheet bf16 peak when the
