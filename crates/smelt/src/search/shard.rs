@@ -101,6 +101,40 @@ fn untimed(value: &Value) -> Value {
     v
 }
 
+/// The `(K, N, digest)` of `parts[i]`, or an error when it is not a shard's JSON.
+fn shard_info(v: &Value, i: usize) -> Result<(u64, u64, String)> {
+    let s = &v["shard"];
+    match (s["index"].as_u64(), s["of"].as_u64(), s["digest"].as_str()) {
+        (Some(k), Some(n), Some(d)) => Ok((k, n, d.to_owned())),
+        _ => Err(Error::invalid(
+            format!("shards[{i}]"),
+            "is not the JSON of a grid shard (smelt grid --format json --shard K/N)",
+        )),
+    }
+}
+
+/// An error if `shard` has a time on a cell it does not time (`owns`).
+fn check_owned(shard: &Value, owns: Shard) -> Result<()> {
+    let cells = shard["cells"].as_array().into_iter().flatten();
+    for (i, cell) in cells.enumerate() {
+        if !owns.has(i) && TIMED.iter().any(|key| cell.get(*key).is_some()) {
+            return Err(Error::invalid(
+                format!("shard {}/{}: cells[{i}]", owns.index, owns.of),
+                "has a time, but that shard does not time this cell (an edited file?)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A cell's `time` read back from a shard ([`check_time`]).
+fn read_time(t: &Value, field: &str) -> Result<TimeRatio> {
+    let t = serde_json::from_value::<TimeRatio>(t.clone())
+        .map_err(|e| Error::invalid(field, e.to_string()))?;
+    check_time(&t, field)?;
+    Ok(t)
+}
+
 /// A measured time ratio read back from a shard: positive finite seconds and ratios, an
 /// interval around the ratio, at least one round.
 fn check_time(t: &TimeRatio, field: &str) -> Result<()> {
@@ -134,18 +168,8 @@ fn check_time(t: &TimeRatio, field: &str) -> Result<()> {
 /// differ), a shard given twice or missing, a time on a cell its shard does not time, and
 /// a time that is not a measurement (a ratio outside its interval, a non-positive one).
 pub fn merge(parts: &[Value]) -> Result<Value> {
-    let info = |v: &Value, i: usize| -> Result<(u64, u64, String)> {
-        let s = &v["shard"];
-        match (s["index"].as_u64(), s["of"].as_u64(), s["digest"].as_str()) {
-            (Some(k), Some(n), Some(d)) => Ok((k, n, d.to_owned())),
-            _ => Err(Error::invalid(
-                format!("shards[{i}]"),
-                "is not the JSON of a grid shard (smelt grid --format json --shard K/N)",
-            )),
-        }
-    };
     let infos = (parts.iter().enumerate())
-        .map(|(i, v)| info(v, i))
+        .map(|(i, v)| shard_info(v, i))
         .collect::<Result<Vec<_>>>()?;
     let (Some((_, of, digest)), Some(first)) = (infos.first().cloned(), parts.first()) else {
         return Err(Error::invalid("shards", "none given"));
@@ -196,19 +220,11 @@ pub fn merge(parts: &[Value]) -> Result<Value> {
             "is missing: give every shard's output",
         ));
     }
+    for (&k, shard) in &by_index {
+        check_owned(shard, Shard { index: k, of })?;
+    }
     let mut merged = first.clone();
     let mut times: Vec<(Option<TimeRatio>, bool)> = Vec::with_capacity(cells.len());
-    for (&k, shard) in &by_index {
-        let owns = Shard { index: k, of };
-        for (i, cell) in (shard["cells"].as_array().into_iter().flatten()).enumerate() {
-            if !owns.has(i) && TIMED.iter().any(|key| cell.get(*key).is_some()) {
-                return Err(Error::invalid(
-                    format!("shard {k}/{of}: cells[{i}]"),
-                    "has a time, but that shard does not time this cell (an edited file?)",
-                ));
-            }
-        }
-    }
     let merged_cells = merged["cells"]
         .as_array_mut()
         .ok_or_else(|| Error::invalid("shards[0].cells", "is not a list of cells"))?;
@@ -227,14 +243,8 @@ pub fn merge(parts: &[Value]) -> Result<Value> {
                 obj.insert(key.to_owned(), v.clone());
             }
         }
-        let field = format!("shard {k}/{of}: cells[{i}].time");
         let time = match from.get("time") {
-            Some(t) => {
-                let t = serde_json::from_value::<TimeRatio>(t.clone())
-                    .map_err(|e| Error::invalid(&field, e.to_string()))?;
-                check_time(&t, &field)?;
-                Some(t)
-            }
+            Some(t) => Some(read_time(t, &format!("shard {k}/{of}: cells[{i}].time"))?),
             None => None,
         };
         times.push((time, from.get("time_failed").is_some()));
