@@ -57,8 +57,9 @@ fn merge_near(col: &[f64]) -> (Vec<f64>, bool) {
     let mut runs: Vec<(f64, f64)> = Vec::with_capacity(sorted.len());
     let mut rep = f64::NAN;
     for v in sorted {
-        // NaN (the first value) compares false: a new run.
-        if !(v - rep <= SAME * v.abs().max(rep.abs())) {
+        // The first value (against NaN) starts a run.
+        let same = rep.is_finite() && v - rep <= SAME * v.abs().max(rep.abs());
+        if !same {
             rep = v;
         }
         runs.push((v, rep));
