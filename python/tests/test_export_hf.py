@@ -387,7 +387,7 @@ def four_layers(config):
     counts and Transformers does not build: the counts then compare directly."""
     config = copy.deepcopy(config)
     config["num_hidden_layers"] = 4
-    for key in ("layer_types", "mlp_layer_types"):
+    for key in ("layer_types", "mlp_layer_types", "attn_type_list"):
         if isinstance(config.get(key), list):
             config[key] = config[key][:4]
     config.pop("num_nextn_predict_layers", None)
