@@ -440,3 +440,78 @@ fn glm_moe_dsa_reads_its_layer_lists_and_defaults() {
         "{e}"
     );
 }
+
+/// A key a config leaves out is read as its Transformers config class's default (from
+/// `transformers/models/<family>/configuration_*.py`, 5.24), so that the model costed is the
+/// one Transformers builds from the file: leaving the key out imports exactly what giving
+/// it that default does (python/tests/test_export_hf.py builds both in Transformers).
+#[test]
+fn a_key_left_out_takes_the_transformers_default() {
+    let cases: &[(&str, &[(&str, u64)])] = &[
+        ("mixtral-8x7b-v0.1.json", &[("num_key_value_heads", 8)]),
+        ("qwen1.5-moe-a2.7b.json", &[("num_key_value_heads", 16)]),
+        ("qwen3-30b-a3b.json", &[("num_key_value_heads", 4)]),
+        (
+            "deepseek-v2.json",
+            &[("n_shared_experts", 2), ("q_lora_rank", 1536)],
+        ),
+        (
+            "deepseek-v3.json",
+            &[
+                ("first_k_dense_replace", 3),
+                ("n_shared_experts", 1),
+                ("q_lora_rank", 1536),
+            ],
+        ),
+        (
+            "deepseek-v3.2-exp.json",
+            &[
+                ("first_k_dense_replace", 3),
+                ("n_shared_experts", 1),
+                ("q_lora_rank", 1536),
+            ],
+        ),
+        (
+            "glm-4.5.json",
+            &[
+                ("first_k_dense_replace", 1),
+                ("n_shared_experts", 1),
+                ("num_key_value_heads", 8),
+            ],
+        ),
+        (
+            "gpt-oss-120b.json",
+            &[("num_key_value_heads", 8), ("head_dim", 64)],
+        ),
+        (
+            "minimax-m2.json",
+            &[("num_key_value_heads", 8), ("head_dim", 128)],
+        ),
+        ("phi-3.5-moe-instruct.json", &[("num_key_value_heads", 8)]),
+    ];
+    let import = |v: &serde_json::Value| {
+        hf::import_value(v, ModelSpec::default_workload()).map_err(|e| e.to_string())
+    };
+    for (fixture, keys) in cases {
+        let config: serde_json::Value = serde_json::from_str(&config_text(fixture)).unwrap();
+        for (key, default) in *keys {
+            let mut left_out = config.clone();
+            left_out.as_object_mut().unwrap().remove(*key);
+            let mut given = config.clone();
+            given[*key] = serde_json::Value::from(*default);
+            let (a, b) = (import(&left_out), import(&given));
+            assert_eq!(
+                a.as_ref().map(|s| &s.model),
+                b.as_ref().map(|s| &s.model),
+                "{fixture} without {key}"
+            );
+        }
+    }
+    // Qwen2-57B's 28 heads: Transformers' default of 16 key/value heads does not divide
+    // them, and the config without the key is refused rather than costed with 28.
+    let mut qwen: serde_json::Value =
+        serde_json::from_str(&config_text("qwen2-57b-a14b.json")).unwrap();
+    qwen.as_object_mut().unwrap().remove("num_key_value_heads");
+    let e = import(&qwen).unwrap_err();
+    assert!(e.contains("num_key_value_heads") && e.contains("16"), "{e}");
+}

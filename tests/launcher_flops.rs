@@ -366,8 +366,8 @@ fn mfu_refuses_bad_inputs() {
             2,
             "h100-sxm",
         ),
-        (&["--tokens-per-second", "1", "--peak", "0"], 1, "peak"),
-        (&["--tokens-per-second", "1", "--peak", "-3"], 1, "peak"),
+        (&["--tokens-per-second", "1", "--peak", "0"], 2, "--peak"),
+        (&["--tokens-per-second", "1", "--peak", "-3"], 2, "--peak"),
         (&["--tokens-per-second", "1"], 2, "--card"),
     ];
     for (args, want, word) in cases {

@@ -367,3 +367,33 @@ fn bad_training_inputs_are_refused() {
         assert!(err.contains(field), "{table}: {err}");
     }
 }
+
+/// A loop that crosses a pipeline-stage boundary sends each micro-batch through those
+/// stages more than once, which the 1F1B count of micro-batches in flight does not
+/// describe: the memory says so (JSON `pipeline_note`, a note under `cost`, `M~` in a
+/// grid), and is silent for a loop inside one stage and for an unlooped model.
+#[test]
+fn a_loop_across_pipeline_stages_is_flagged() {
+    let looped = smelt::ModelSpec::load("budgets/smelt-200m-s95.toml").unwrap();
+    let base = smelt::ModelSpec::load("budgets/base-200m-s95.toml").unwrap();
+    let note = |spec: &ModelSpec, pp: u64| {
+        let t = Training {
+            pp,
+            ..Training::default()
+        };
+        training_memory(spec, &t).unwrap().pipeline_note
+    };
+    // Layers 4-9 looped: stages of 6 (1-6, 7-12) and of 3 (4-6, 7-9) split the loop.
+    for pp in [2, 4] {
+        let n = note(&looped, pp).expect("the loop crosses stages");
+        assert!(n.contains("layers 4-9") && n.contains("not exact"), "{n}");
+    }
+    // One stage holds the whole model; twelve stages of one layer each split the loop too.
+    assert_eq!(note(&looped, 1), None);
+    assert!(note(&looped, 12).is_some());
+    for pp in [1, 2, 4, 12] {
+        assert_eq!(note(&base, pp), None, "unlooped, pp {pp}");
+    }
+    let (_, out, _) = crate::common::run(&["cost", "budgets/smelt-200m-s95.toml", "--pp", "2"]);
+    assert!(out.contains("crosses pipeline stages 1-2"), "{out}");
+}

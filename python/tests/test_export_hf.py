@@ -364,3 +364,54 @@ def test_the_published_glm5_config_builds_smelts_count():
     params = sum(p.numel() for p in model.parameters()) + score_correction_buffers(model)
     cost = smelt.cost(smelt.import_hf(config))
     assert params == cost["params"]["total"] == 743_911_218_432
+
+
+# Keys a published config may leave out, per fixture, whose absence Transformers' config
+# class fills with its own default (DeepseekV3Config: first_k_dense_replace = 3, ...).
+ABSENT_KEYS = [
+    ("deepseek-v2.json", ["n_shared_experts", "q_lora_rank", "first_k_dense_replace"]),
+    ("deepseek-v3.json", ["first_k_dense_replace", "n_shared_experts", "q_lora_rank"]),
+    ("deepseek-v3.2-exp.json", ["first_k_dense_replace", "n_shared_experts"]),
+    ("glm-4.5.json", ["first_k_dense_replace", "n_shared_experts", "num_key_value_heads"]),
+    ("glm-4.5-air.json", ["first_k_dense_replace", "n_shared_experts", "num_key_value_heads"]),
+    ("gpt-oss-20b.json", ["head_dim", "num_key_value_heads"]),
+    ("minimax-m2.json", ["head_dim", "num_key_value_heads"]),
+    ("mixtral-8x7b-v0.1.json", ["num_key_value_heads"]),
+    ("phi-3.5-moe-instruct.json", ["num_key_value_heads"]),
+    ("qwen3-30b-a3b.json", ["num_key_value_heads"]),
+]
+
+
+def four_layers(config):
+    """`config` cut to 4 layers (per-layer lists too) and without MTP modules, which smelt
+    counts and Transformers does not build: the counts then compare directly."""
+    config = copy.deepcopy(config)
+    config["num_hidden_layers"] = 4
+    for key in ("layer_types", "mlp_layer_types", "attn_type_list"):
+        if isinstance(config.get(key), list):
+            config[key] = config[key][:4]
+    config.pop("num_nextn_predict_layers", None)
+    return config
+
+
+def built_params(config):
+    built = transformers.AutoConfig.for_model(**config)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(built)
+    return sum(p.numel() for p in model.parameters()) + score_correction_buffers(model)
+
+
+@pytest.mark.parametrize("fixture,keys", ABSENT_KEYS, ids=[f for f, _ in ABSENT_KEYS])
+def test_a_key_left_out_is_read_as_transformers_default(fixture, keys):
+    """A config without a key is the model Transformers builds from it (its config class's
+    default), not another one: the parameters smelt counts change as Transformers' do."""
+    full = four_layers(json.loads((HF / fixture).read_text()))
+    smelt_full = smelt.cost(smelt.import_hf(full))["params"]["total"]
+    built_full = built_params(full)
+    for key in keys:
+        left_out = {k: v for k, v in full.items() if k != key}
+        try:
+            counted = smelt.cost(smelt.import_hf(left_out))["params"]["total"] - smelt_full
+        except smelt.SmeltError as e:
+            pytest.fail(f"{fixture} without {key}: refused: {e}")
+        assert counted == built_params(left_out) - built_full, f"{fixture} without {key}"

@@ -24,10 +24,9 @@ pub struct TimingArgs {
     /// Timed rounds per kernel shape (the median is kept; 1 to 100).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
     repeats: u64,
-    /// The longest one benchmark may take (under `grid --bench`, the whole grid's: each cell
+    /// The longest the benchmark may take (under `grid --bench`, the whole grid: each cell
     /// gets what the cells before it left): a plan estimated to need more is refused before
-    /// it starts, and one that overruns stops with an error (in a grid, that cell is
-    /// reported as not timed and the others are kept).
+    /// it starts, and one that overruns stops with an error.
     #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     max_seconds: f64,
     /// The device's dense peak in TFLOP/s (default: a GPU's datasheet bf16 peak when the
@@ -37,7 +36,7 @@ pub struct TimingArgs {
 }
 
 /// `--peak` in TFLOP/s: a number in the library's range of peaks (1e-6 to 1e6 TFLOP/s).
-fn parse_peak(text: &str) -> Result<f64, String> {
+pub(super) fn parse_peak(text: &str) -> Result<f64, String> {
     let tflops: f64 = text
         .trim()
         .parse()

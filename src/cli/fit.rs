@@ -23,7 +23,8 @@ pub struct Args {
     #[arg(long, value_name = "COLUMN")]
     group: Option<String>,
     /// Start grid: `standard` (the replication's, 4,500 starts for Chinchilla's form and
-    /// 13,500 for the surface) or `small` (32 starts, for a quick look).
+    /// 13,500 for the surface) or `small` (32 starts for the surface, 16 for Chinchilla's form,
+    /// for a quick look).
     #[arg(long, default_value = "standard", value_parser = named::<Starts>())]
     starts: Starts,
     /// How the grid is searched: `screened` (every start scored, L-BFGS from the best-scored

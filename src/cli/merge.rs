@@ -30,11 +30,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|p| {
             let text = smelt::io::read_to_string(p)?;
-            serde_json::from_str::<serde_json::Value>(&text)
+            // A UTF-8 byte-order mark is not part of the JSON (as for config.json files).
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+            serde_json::from_str::<serde_json::Value>(text)
                 .with_context(|| format!("'{}' is not JSON", p.display()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let merged = smelt::search::shard::merge(&parts)?;
+    let merged = smelt::search::shard::merge(&parts).with_context(|| {
+        let named: Vec<String> = (args.shards.iter().enumerate())
+            .map(|(i, p)| format!("shards[{i}] = '{}'", p.display()))
+            .collect();
+        format!("merging {}", named.join(", "))
+    })?;
     let text = smelt::report::to_json(&merged)?;
     match &args.output {
         Some(path) => write_file(path, &text, "the merged grid", &args.shards)?,

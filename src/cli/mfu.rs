@@ -33,7 +33,8 @@ pub struct Args {
           conflicts_with = "peak")]
     card: Option<Card>,
     /// The dense bf16 peak per GPU in TFLOP/s, for a card the table does not have.
-    #[arg(long, value_name = "TFLOPS", allow_negative_numbers = true)]
+    #[arg(long, value_name = "TFLOPS", allow_negative_numbers = true,
+          value_parser = super::bench::parse_peak)]
     peak: Option<f64>,
     #[command(flatten)]
     workload: WorkloadArgs,

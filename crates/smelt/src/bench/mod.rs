@@ -85,6 +85,9 @@ pub(crate) fn rounds(n: usize) -> String {
 pub(crate) fn seconds(s: f64) -> String {
     if s >= 100.0 {
         format!("{s:.0} s")
+    } else if s.abs() < 1e-3 && s != 0.0 {
+        // Fixed digits would round a limit of 1e-300 s to "0.000000000 s".
+        format!("{s:.2e} s")
     } else {
         let digits = (2 - s.abs().log10().floor() as i32).clamp(0, 9) as usize;
         format!("{s:.digits$} s")
@@ -287,7 +290,10 @@ fn check_options(opts: &BenchOptions) -> Result<()> {
     if !(opts.max_seconds.is_finite() && opts.max_seconds > 0.0) {
         return Err(Error::invalid(
             "max_seconds",
-            "must be a positive number of seconds",
+            format!(
+                "must be a positive number of seconds (--max-seconds); got {}",
+                opts.max_seconds
+            ),
         ));
     }
     if let Some(p) = opts.peak

@@ -60,31 +60,52 @@ pub struct Mfu {
     pub rows: Vec<MfuRow>,
 }
 
+/// The throughputs a run may be given, tokens per second (the whole run): from one token
+/// in 1,000 s to 10^12 tokens/s (a thousand times today's largest clusters), so that every
+/// FLOP/s and MFU derived from it is a finite, printable number.
+pub const TOKENS_PER_SECOND: std::ops::RangeInclusive<f64> = 1e-3..=1e12;
+
+/// The most GPUs a run may be given (2^24).
+pub const MAX_GPUS: u64 = 1 << 24;
+
 /// The MFU of `spec` trained at `tokens_per_second` (the whole run) on `gpus` GPUs of
-/// `peak`. Errors name the input: a throughput or peak that is not a positive finite
-/// number, no GPUs.
+/// `peak`. Errors name the input: a throughput outside [`TOKENS_PER_SECOND`], no GPUs or
+/// more than [`MAX_GPUS`], a given peak outside [`crate::bench::PEAK_FLOPS`].
 pub fn mfu(spec: &ModelSpec, tokens_per_second: f64, gpus: u64, peak: Peak) -> Result<Mfu> {
-    if !(tokens_per_second.is_finite() && tokens_per_second > 0.0) {
+    if !TOKENS_PER_SECOND.contains(&tokens_per_second) {
         return Err(Error::invalid(
             "tokens_per_second",
             format!(
-                "must be a positive finite number of tokens per second (got {tokens_per_second})"
+                "must be between {:e} and {:e} tokens per second (the whole run's); got \
+                 {tokens_per_second:e}",
+                TOKENS_PER_SECOND.start(),
+                TOKENS_PER_SECOND.end()
             ),
         ));
     }
     if gpus == 0 {
         return Err(Error::invalid("gpus", "must be at least 1"));
     }
+    if gpus > MAX_GPUS {
+        return Err(Error::invalid(
+            "gpus",
+            format!("must be at most {MAX_GPUS}; got {gpus}"),
+        ));
+    }
     let (card, peak_flops, source) = match peak {
         Peak::Card(c) => {
             let s = c.spec();
             (Some(c), s.peak_flops_per_second, s.source.to_owned())
         }
-        Peak::Given(p) if p.is_finite() && p > 0.0 => (None, p, "--peak".to_owned()),
+        Peak::Given(p) if crate::bench::PEAK_FLOPS.contains(&p) => (None, p, "--peak".to_owned()),
         Peak::Given(p) => {
             return Err(Error::invalid(
                 "peak",
-                format!("must be a positive finite number of FLOP/s (got {p})"),
+                format!(
+                    "must be between {:e} and {:e} FLOP/s (1 MFLOP/s to 1 EFLOP/s); got {p:e}",
+                    crate::bench::PEAK_FLOPS.start(),
+                    crate::bench::PEAK_FLOPS.end()
+                ),
             ));
         }
     };

@@ -122,6 +122,28 @@ pub struct TrainingMemory {
     pub peak_stage: u64,
     /// The largest peak per GPU.
     pub peak: ActivationBytes,
+    /// Set when a loop crosses a pipeline-stage boundary: each micro-batch then passes those
+    /// stages more than once, a schedule the 1F1B count of micro-batches in flight (`pp −
+    /// s + 1` on stage `s`) does not describe, so the activations per GPU are not exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline_note: Option<String>,
+}
+
+/// [`TrainingMemory::pipeline_note`] for a loop over layers `first..=last` on stages of
+/// `per_stage` layers.
+fn pipeline_note(m: &Model, pp: u64, per_stage: u64) -> Option<String> {
+    let l = m.looping.as_ref().filter(|l| l.repeats > 1 && l.span > 0)?;
+    let last = l.first + l.span - 1;
+    let (from, to) = ((l.first - 1) / per_stage + 1, (last - 1) / per_stage + 1);
+    (pp > 1 && from != to).then(|| {
+        format!(
+            "the loop (layers {}-{last}, x{}) crosses pipeline stages {from}-{to}: each \
+             micro-batch passes them {} times, which the 1F1B count of micro-batches in \
+             flight (pp - s + 1 on stage s) does not describe; the activations per GPU of \
+             those stages are not exact",
+            l.first, l.repeats, l.repeats
+        )
+    })
 }
 
 /// Parameters of one physical layer on one GPU: `(non-expert, expert)`.
@@ -323,6 +345,7 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
         stages,
         peak_stage,
         peak,
+        pipeline_note: pipeline_note(m, pp, per_stage),
     })
 }
 
@@ -390,6 +413,9 @@ pub struct PeakPair {
     /// Why the layout does not split the looped model (the field and the rule).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// The looped model's [`TrainingMemory::pipeline_note`]: its peak is not exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The per-GPU peaks of `baseline` and `looped` (costed under the Baseline's counting and
@@ -412,12 +438,14 @@ pub fn peak_pair(baseline: &ModelSpec, looped: &ModelSpec) -> Result<Option<Peak
             looped: Some(m.peak),
             ratio: Some(m.peak.as_f64() / base.as_f64()),
             refused: None,
+            note: m.pipeline_note,
         },
         Err(e @ Error::InvalidSpec { .. }) => PeakPair {
             baseline: base,
             looped: None,
             ratio: None,
             refused: Some(format!("the looped model: {e}")),
+            note: None,
         },
         Err(e) => return Err(e),
     }))

@@ -230,7 +230,7 @@ pub fn gain_table_with(
 }
 
 /// An error unless the two names differ, the bootstrap is not too large, every compute is
-/// positive, every sparsity in `[0, 1)`, and there is at least one of each.
+/// in [`COMPUTE`], every sparsity in `[0, 1)`, and there is at least one of each.
 fn check(reference: &str, target: &str, gain: &GainOptions) -> Result<()> {
     if reference == target {
         return Err(Error::invalid(
@@ -247,10 +247,15 @@ fn check(reference: &str, target: &str, gain: &GainOptions) -> Result<()> {
         ));
     }
     for &c in &gain.computes {
-        if !(c.is_finite() && c > 0.0) {
+        if !COMPUTE.contains(&c) {
             return Err(Error::invalid(
                 "compute",
-                format!("must be positive (got {c})"),
+                format!(
+                    "must be between {:e} and {:e} FLOPs (got {c:e}): past them the frontier \
+                     is extrapolated so far that its losses and gains are no figures at all",
+                    COMPUTE.start(),
+                    COMPUTE.end()
+                ),
             ));
         }
     }
@@ -270,6 +275,15 @@ fn check(reference: &str, target: &str, gain: &GainOptions) -> Result<()> {
     }
     Ok(())
 }
+
+/// The training computes `C = F·D` a gain is evaluated at, FLOPs: 10^6 to 10^32 (today's
+/// largest runs are near 10^26). A surface fitted on real endpoints says nothing past them,
+/// and at `C = 1e300` the printed gain was a 280-digit percentage.
+pub const COMPUTE: std::ops::RangeInclusive<f64> = 1e6..=1e32;
+
+/// Resamples below which a percentile interval's 2.5% and 97.5% ends are the extreme
+/// resamples themselves (`1 / 0.025 = 40`): not a 95% interval.
+pub const MIN_INTERVAL_RESAMPLES: usize = 40;
 
 /// One resample's `(γ of the reference, γ of the target, the gain at each grid point)`.
 type Sample = (f64, f64, Vec<f64>);

@@ -17,6 +17,8 @@
 //!   ratio, say. Then `K/D^c` is a power of `F` too, and the two terms can trade places
 //!   (`a` with `c`, `A` with `K`): two optima, no way to tell which law is which.
 //!
+//! Values of `F`, `S` or `D` within a relative [`SAME`] of each other count as one value
+//! (rounding in a CSV), so a size given twice with a different last digit is not a third.
 //! "Affine" is to a relative residual of [`COLLINEAR`] (rounding in a CSV); a residual below
 //! [`NEARLY`] is flagged instead. Also flagged: losses whose relative spread is below the
 //! Huber threshold `δ` (the power laws then rest on differences that small), and, after the
@@ -41,6 +43,50 @@ pub const NEARLY: f64 = 1e-2;
 /// A term's variation over the data, relative to the losses' spread, at or under which it
 /// is flagged as constant.
 pub const FLAT: f64 = 1e-6;
+
+/// The relative difference under which two values of `F`, `S` or `D` count as one (CSV
+/// rounding of one value, not a second one: `3e9` and `3e9·(1 + 1e-12)` do not make a
+/// third size that could determine `E`, `A` and `a`).
+pub const SAME: f64 = 1e-9;
+
+/// `col` with each run of values within a relative [`SAME`] of the run's smallest mapped
+/// to that smallest, and whether any value moved.
+fn merge_near(col: &[f64]) -> (Vec<f64>, bool) {
+    let mut sorted: Vec<f64> = col.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mut runs: Vec<(f64, f64)> = Vec::with_capacity(sorted.len());
+    let mut rep = f64::NAN;
+    for v in sorted {
+        // The first value (against NaN) starts a run.
+        let same = rep.is_finite() && v - rep <= SAME * v.abs().max(rep.abs());
+        if !same {
+            rep = v;
+        }
+        runs.push((v, rep));
+    }
+    let out: Vec<f64> = col
+        .iter()
+        .map(|v| runs[runs.partition_point(|(x, _)| x.total_cmp(v).is_lt())].1)
+        .collect();
+    let moved = out.iter().zip(col).any(|(a, b)| a.to_bits() != b.to_bits());
+    (out, moved)
+}
+
+/// `points` with near-equal values of `F`, `S` and `D` merged ([`merge_near`]), and
+/// whether any was.
+fn merged_points(points: &[Endpoint]) -> (Vec<Endpoint>, bool) {
+    let column = |f: fn(&Endpoint) -> f64| merge_near(&points.iter().map(f).collect::<Vec<_>>());
+    let ((f, mf), (s, ms), (d, md)) = (column(|p| p.f), column(|p| p.s), column(|p| p.d));
+    let out = (points.iter().enumerate())
+        .map(|(i, p)| Endpoint {
+            f: f[i],
+            s: s[i],
+            d: d[i],
+            ..p.clone()
+        })
+        .collect();
+    (out, mf || ms || md)
+}
 
 /// The values of `key` over `points`, each once.
 fn distinct<const N: usize>(points: &[Endpoint], key: impl Fn(&Endpoint) -> [f64; N]) -> usize {
@@ -101,10 +147,18 @@ pub(crate) fn check_data(
     } else {
         format!("group '{group}'")
     };
+    let (merged, near) = merged_points(points);
+    let points = merged.as_slice();
     let refuse = |why: String| {
+        let note = match near {
+            true => format!(
+                " (values of F, S or D within a relative {SAME:e} of each other count as one)"
+            ),
+            false => String::new(),
+        };
         Err(Error::invalid(
             field.clone(),
-            format!("cannot identify the surface: {why}"),
+            format!("cannot identify the surface: {why}{note}"),
         ))
     };
     let params = match form {

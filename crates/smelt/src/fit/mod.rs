@@ -112,8 +112,9 @@ impl StartGrid {
         }
     }
 
-    /// A small grid (32 starts) for tests and quick looks: `e` in `{0, 0.5}`, `log A` and
-    /// `log K` in `{5, 15}`, exponents in `{0.3, 0.8}`, `b` in `{0, 0.3}`.
+    /// A small grid (32 starts for the surface, 16 for Chinchilla's form, which fixes `b`) for
+    /// tests and quick looks: `e` in `{0, 0.5}`, `log A` and `log K` in `{5, 15}`, `a` in
+    /// `{0.3, 0.8}`, `c` at 0.3, `b` in `{0, 0.3}`.
     pub fn small(form: Form) -> Self {
         Self {
             e: vec![0.0, 0.5],
@@ -153,7 +154,7 @@ named_enum! {
     pub enum Starts: "starts" {
         /// [`StartGrid::standard`]: the replication's grid.
         Standard = "standard",
-        /// [`StartGrid::small`]: 32 starts, for a quick look.
+        /// [`StartGrid::small`]: 32 starts (16 for Chinchilla's form), for a quick look.
         Small = "small",
     }
 }
@@ -167,6 +168,12 @@ impl Starts {
         }
     }
 }
+
+/// The smallest Huber threshold a fit takes: the Huber loss's gradient scales with `delta`
+/// (for residuals beyond it), and below about 1e-10 it falls under L-BFGS's absolute
+/// gradient test at the first start, which would then be reported as converged unfitted;
+/// 1e-6 leaves that four orders of magnitude away (the paper's threshold is 1e-3).
+pub const MIN_DELTA: f64 = 1e-6;
 
 /// Fitting options.
 #[derive(Debug, Clone, PartialEq)]
@@ -320,13 +327,18 @@ pub fn fit_with(
             ),
         ));
     }
-    let warnings = identify::check_data(group, points, form, opts.delta)?;
-    if !(opts.delta.is_finite() && opts.delta > 0.0) {
+    if !(opts.delta.is_finite() && opts.delta >= MIN_DELTA) {
         return Err(Error::invalid(
             "delta",
-            format!("must be a positive number (got {})", opts.delta),
+            format!(
+                "must be a finite number of at least {MIN_DELTA:e} (got {:e}): below it the \
+                 Huber loss's gradient falls under L-BFGS's absolute gradient test, and a \
+                 start would be reported as converged without being fitted",
+                opts.delta
+            ),
         ));
     }
+    let warnings = identify::check_data(group, points, form, opts.delta)?;
     let mut starts = opts.starts.points();
     if form == Form::Chinchilla {
         // `b` has no effect: fix it at 0 and drop the starts that become duplicates.

@@ -53,6 +53,8 @@ pub(super) struct DeepSeek {
     routing: Routing,
     /// Whether it reads the sparse attention indexer ([`Index`]).
     indexer: bool,
+    /// [`FamilyConfig::defaults`]: its Transformers config class's.
+    defaults: &'static [(&'static str, u64)],
 }
 
 /// `deepseek_v2`.
@@ -69,6 +71,9 @@ pub(super) const V2: DeepSeek = DeepSeek {
     support: Latent::V2,
     routing: Routing::Method { default: GREEDY },
     indexer: false,
+    // DeepseekV2Config: n_shared_experts = 2, q_lora_rank = 1536 (first_k_dense_replace = 0
+    // and moe_layer_freq = 1 are smelt's reading of their absence too).
+    defaults: &[("n_shared_experts", 2), ("q_lora_rank", 1536)],
 };
 
 /// `deepseek_v3`.
@@ -81,6 +86,13 @@ pub(super) const V3: DeepSeek = DeepSeek {
     support: Latent::V3,
     routing: Routing::Method { default: NOAUX_TC },
     indexer: false,
+    // DeepseekV3Config (and DeepseekV32Config): first_k_dense_replace = 3,
+    // n_shared_experts = 1, q_lora_rank = 1536.
+    defaults: &[
+        ("first_k_dense_replace", 3),
+        ("n_shared_experts", 1),
+        ("q_lora_rank", 1536),
+    ],
 };
 
 /// `deepseek_v32`.
@@ -101,10 +113,16 @@ pub(super) const KIMI_K2: DeepSeek = DeepSeek {
     family: Family::KimiK2,
     about: "Kimi-K2 (Moonshot AI; DeepSeek-V3's code)",
     reads: "`deepseek_v3`'s keys (DeepSeek-V3's modeling code builds it)",
+    // Not a Transformers family: its own remote code builds it, whose defaults smelt has
+    // not read, so a missing key is read as before (Kimi-K2's published config gives them).
+    defaults: &[],
     ..V3
 };
 
 impl FamilyConfig for DeepSeek {
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        self.defaults
+    }
     fn family(&self) -> Family {
         self.family
     }
@@ -157,6 +175,14 @@ impl FamilyConfig for DeepSeek {
 pub(super) struct Glm4Moe;
 
 impl FamilyConfig for Glm4Moe {
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        // Glm4MoeConfig: num_key_value_heads = 8, first_k_dense_replace = 1, n_shared_experts = 1.
+        &[
+            ("num_key_value_heads", 8),
+            ("first_k_dense_replace", 1),
+            ("n_shared_experts", 1),
+        ]
+    }
     fn family(&self) -> Family {
         Family::Glm4Moe
     }

@@ -89,6 +89,17 @@ pub(super) trait FamilyConfig: Sync {
         None
     }
 
+    /// Transformers' config-class defaults (`transformers/models/<family>/configuration_*.py`)
+    /// for the keys a `config.json` may leave out where smelt would otherwise read the
+    /// absence as another model than Transformers builds (DeepSeek-V3 without
+    /// `first_k_dense_replace` has 3 dense layers, Mixtral without `num_key_value_heads` 8
+    /// key/value heads). Inserted when the key is absent; an explicit `null` keeps the
+    /// meaning the family gives it. Keys whose class default is `None` (derived from
+    /// another key) are not listed: smelt derives them the same way.
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        &[]
+    }
+
     /// Refusals checked before any key is read (a use of a key smelt does not describe).
     fn refuse(&self, _config: &Map<String, Value>) -> Result<()> {
         Ok(())

@@ -46,6 +46,9 @@ const SHARED: &str = "shared";
 const INDEXED: &str = "indexed_attention";
 
 impl FamilyConfig for GlmMoeDsa {
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        DEFAULTS
+    }
     fn family(&self) -> Family {
         Family::GlmMoeDsa
     }
@@ -77,14 +80,11 @@ impl FamilyConfig for GlmMoeDsa {
     }
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         let mut config = config.clone();
-        if let Some(map) = config.as_object_mut() {
-            if map.get("mlp_layer_types").is_some_and(|v| !v.is_null()) {
-                // Transformers reads the dense layers from the list alone.
-                map.insert("first_k_dense_replace".to_owned(), Value::from(0));
-            }
-            for (key, default) in DEFAULTS {
-                map.entry(*key).or_insert(Value::from(*default));
-            }
+        if let Some(map) = config.as_object_mut()
+            && map.get("mlp_layer_types").is_some_and(|v| !v.is_null())
+        {
+            // Transformers reads the dense layers from the list alone.
+            map.insert("first_k_dense_replace".to_owned(), Value::from(0));
         }
         let dsa: Dsa = read(&config)?;
         let moe: Moe = read(&config)?;

@@ -18,6 +18,10 @@ use crate::model::{AttentionBias, Model, Window, WindowKind};
 pub(super) struct GptOss;
 
 impl FamilyConfig for GptOss {
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        // GptOssConfig: num_key_value_heads = 8, head_dim = 64.
+        &[("num_key_value_heads", 8), ("head_dim", 64)]
+    }
     fn family(&self) -> Family {
         Family::GptOss
     }

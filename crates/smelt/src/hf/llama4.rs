@@ -26,6 +26,10 @@ use crate::model::{AttentionBias, Dense, Model, Window, WindowKind};
 pub(super) struct Llama4Text;
 
 impl FamilyConfig for Llama4Text {
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        // Llama4TextConfig: num_key_value_heads = 8, head_dim = 128.
+        &[("num_key_value_heads", 8), ("head_dim", 128)]
+    }
     fn family(&self) -> Family {
         Family::Llama4Text
     }

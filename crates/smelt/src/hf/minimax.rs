@@ -23,6 +23,10 @@ use crate::model::{Model, QkNorm};
 pub(super) struct MinimaxM2;
 
 impl FamilyConfig for MinimaxM2 {
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        // MiniMaxM2Config: num_key_value_heads = 8, head_dim = 128.
+        &[("num_key_value_heads", 8), ("head_dim", 128)]
+    }
     fn family(&self) -> Family {
         Family::MinimaxM2
     }

@@ -15,6 +15,10 @@ use crate::model::Model;
 pub(super) struct Mixtral;
 
 impl FamilyConfig for Mixtral {
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        // MixtralConfig: num_key_value_heads = 8.
+        &[("num_key_value_heads", 8)]
+    }
     fn family(&self) -> Family {
         Family::Mixtral
     }

@@ -345,6 +345,11 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         }
     };
     family.config().refuse(map)?;
+    let mut filled = map.clone();
+    for (key, default) in family.config().defaults() {
+        filled.entry(*key).or_insert_with(|| Value::from(*default));
+    }
+    let value = &Value::Object(filled);
     let common: Common = read(value)?;
     // Bound the loop counts before any config value is iterated over.
     crate::model::validate::positive(

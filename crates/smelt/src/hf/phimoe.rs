@@ -20,6 +20,10 @@ use crate::model::{AttentionBias, Model};
 pub(super) struct Phimoe;
 
 impl FamilyConfig for Phimoe {
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        // PhimoeConfig: num_key_value_heads = 8.
+        &[("num_key_value_heads", 8)]
+    }
     fn family(&self) -> Family {
         Family::Phimoe
     }

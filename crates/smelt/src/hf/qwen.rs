@@ -30,6 +30,10 @@ fn qwen_keys() -> Vec<&'static str> {
 pub(super) struct Qwen2MoeFamily;
 
 impl FamilyConfig for Qwen2MoeFamily {
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        // Qwen2MoeConfig: num_key_value_heads = 16.
+        &[("num_key_value_heads", 16)]
+    }
     fn family(&self) -> Family {
         Family::Qwen2Moe
     }
@@ -75,6 +79,10 @@ impl FamilyConfig for Qwen2MoeFamily {
 pub(super) struct Qwen3MoeFamily;
 
 impl FamilyConfig for Qwen3MoeFamily {
+    fn defaults(&self) -> &'static [(&'static str, u64)] {
+        // Qwen3MoeConfig: num_key_value_heads = 4.
+        &[("num_key_value_heads", 4)]
+    }
     fn family(&self) -> Family {
         Family::Qwen3Moe
     }

@@ -382,7 +382,18 @@ impl Report for Cost {
             ]);
         }
         doc.table(t);
+        pipeline_notes(&mut doc, &[self]);
         doc
+    }
+}
+
+/// A line under the table for each cost whose loop crosses pipeline stages.
+fn pipeline_notes(doc: &mut Document, costs: &[&Cost]) {
+    for c in costs {
+        if let Some(note) = c.training.as_ref().and_then(|t| t.pipeline_note.as_ref()) {
+            let name = c.name.as_deref().unwrap_or("model");
+            doc.line(format!("note ({name}): {note}"));
+        }
     }
 }
 
@@ -427,6 +438,7 @@ impl Report for Comparison {
             ]);
         }
         doc.table(t);
+        pipeline_notes(&mut doc, &[&self.baseline, &self.model]);
         doc
     }
 }

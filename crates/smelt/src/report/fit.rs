@@ -134,6 +134,13 @@ impl Report for GainTable {
                 "bootstrap: {} resamples of {} cells, seed {}",
                 b.resamples, self.cells, b.seed
             ));
+            if b.resamples < crate::fit::bootstrap::MIN_INTERVAL_RESAMPLES {
+                doc.line(format!(
+                    "warning: with fewer than {} resamples each interval's ends are the \
+                     extreme resamples, not a 95% interval",
+                    crate::fit::bootstrap::MIN_INTERVAL_RESAMPLES
+                ));
+            }
         }
         let mut tab = Table::new([
             "compute C".to_owned(),

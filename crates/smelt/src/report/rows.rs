@@ -102,10 +102,30 @@ fn verdict(c: &GridCell, name: fn(BudgetKind) -> &'static str) -> Field {
 /// the looped model.
 fn peak_field(p: Option<&PeakPair>) -> Field {
     match p {
+        Some(PeakPair {
+            ratio: Some(r),
+            note: Some(_),
+            ..
+        }) => Field::shown(format!("{r:.4}~"), *r),
         Some(PeakPair { ratio: Some(r), .. }) => Field::ratio(*r),
         Some(_) => Field::text("n/a"),
         None => Field::text("-"),
     }
+}
+
+/// The line under a grid or sweep that explains `~` in its `M` column, when a row has it.
+pub(crate) fn peak_marks<'a>(
+    pairs: impl IntoIterator<Item = Option<&'a PeakPair>>,
+) -> Option<String> {
+    pairs
+        .into_iter()
+        .flatten()
+        .any(|p| p.ratio.is_some() && p.note.is_some())
+        .then(|| {
+            "M~: the loop crosses pipeline stages, a schedule the 1F1B count of micro-batches \
+             in flight does not describe: that peak is not exact (the JSON's note says why)"
+                .to_owned()
+        })
 }
 
 /// The line under a match, grid or sweep that says what the per-GPU peak column is, or
@@ -124,11 +144,15 @@ pub(crate) fn peak_line(
             ratio: Some(r),
             looped: Some(l),
             baseline,
+            note,
             ..
         }) => format!(
-            "training memory peak per GPU ({layout}): Baseline {} bytes, looped {} bytes, looped / Baseline {r:.4}",
+            "training memory peak per GPU ({layout}): Baseline {} bytes, looped {} bytes, looped / Baseline {r:.4}{}",
             short(baseline.as_f64()),
-            short(l.as_f64())
+            short(l.as_f64()),
+            note.as_ref()
+                .map(|n| format!("; not exact: {n}"))
+                .unwrap_or_default()
         ),
         Some(PeakPair {
             refused: Some(why), ..
@@ -245,6 +269,9 @@ impl GridReport {
             && let Some(line) = peak_line(None, t)
         {
             doc.line(line);
+            if let Some(marks) = peak_marks(self.cells.iter().map(|c| c.peak_per_gpu.as_ref())) {
+                doc.line(marks);
+            }
         }
     }
 }
@@ -372,6 +399,9 @@ impl SweepReport {
             && let Some(line) = peak_line(None, self.baseline.training.as_ref())
         {
             doc.line(line);
+            if let Some(marks) = peak_marks(self.rows.iter().map(|r| r.peak_per_gpu.as_ref())) {
+                doc.line(marks);
+            }
         }
         doc
     }

@@ -156,6 +156,16 @@ pub fn time_shard(
 ) -> Result<()> {
     let start = std::time::Instant::now();
     let n = report.cells.len();
+    if let Some(s) = shard.filter(|s| s.of > n as u64) {
+        return Err(crate::Error::invalid(
+            "shard",
+            format!(
+                "{}/{}: the grid has {n} cells, so N must be at most {n} (a shard past the \
+                 cells would time nothing, and smelt merge needs every shard)",
+                s.index, s.of
+            ),
+        ));
+    }
     for (i, cell) in report.cells.iter_mut().enumerate() {
         crate::progress::check(progress)?;
         if shard.is_some_and(|s| !s.has(i)) {
