@@ -4,8 +4,8 @@
 
 use crate::common;
 use crate::hf_figures::{config_text, load};
-use smelt::ModelSpec;
 use smelt::hf::{self, Family};
+use smelt::{ExpertActivation, ModelSpec};
 
 /// A Baseline given as a config.json, matched, exported as a config.json in its family's
 /// style with the loop in `smelt_loop_*` keys, and imported back: the same model.
@@ -263,6 +263,19 @@ fn exports_refuse_what_a_family_cannot_build() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("deepseek_v3"), "{e}");
+    // gpt-oss's experts always clamp their SwiGLU (imported as such), and no other
+    // family's do.
+    assert_eq!(oss.model.moe.activation, ExpertActivation::ClampedSwiglu);
+    let mut plain = oss.clone();
+    plain.model.moe.activation = ExpertActivation::Swiglu;
+    let e = hf::export(&plain, Family::GptOss).unwrap_err().to_string();
+    assert!(e.contains("gpt_oss") && e.contains("clamped_swiglu"), "{e}");
+    let mut clamped = load("mixtral-8x7b-v0.1.json");
+    clamped.model.moe.activation = ExpertActivation::ClampedSwiglu;
+    let e = hf::export(&clamped, Family::Mixtral)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("mixtral") && e.contains("clamped_swiglu"), "{e}");
 }
 
 /// The shipped budgets: DeepSeek-V3 and gpt-oss-120b matched with SMELT's recipe on the

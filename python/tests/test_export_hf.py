@@ -188,15 +188,16 @@ def tiny_config(family):
     return config
 
 
-def export(family, tmp_path):
-    """The tiny Baseline of `family` matched with SMELT's recipe and exported."""
+def export(family, tmp_path, lattice=None):
+    """The tiny Baseline of `family` matched with SMELT's recipe and exported (on
+    `lattice`, by default the family's `LATTICE`)."""
     baseline = tmp_path / "baseline.json"
     baseline.write_text(json.dumps(tiny_config(family)))
     budget = {
         "name": f"tiny-{family}",
         "baseline": str(baseline),
         "recipe": {"span": "half", "repeats": 2},
-        "lattice": LATTICE.get(family, {}),
+        "lattice": LATTICE.get(family, {}) if lattice is None else lattice,
     }
     out = tmp_path / "looped"
     written = smelt.export_hf(budget, out)

@@ -125,6 +125,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
                 shared_gate: false,
                 router_bias: false,
                 expert_bias: false,
+                activation: Default::default(),
             },
             dense: None,
             looping: None,

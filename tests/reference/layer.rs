@@ -1,7 +1,7 @@
 //! One layer of the reference: its weights, allocated from the spec's fields, and its
 //! forward pass over a batch of documents, counting multiply-adds as it goes.
 
-use smelt::{Attention, AttentionBias, Model, QkNorm, WindowKind};
+use smelt::{Attention, AttentionBias, ExpertActivation, Model, QkNorm, WindowKind};
 
 use smelt::ActivationPolicy::{Eager, Flash, Full, Selective};
 
@@ -96,10 +96,13 @@ impl Layer {
             router: rng.tensor(width(moe, h * m.moe.experts as usize)),
             router_bias: rng.tensor(width(moe && m.moe.router_bias, m.moe.experts as usize)),
             experts: (0..width(moe, m.moe.experts as usize))
-                .map(|_| Expert::new(rng, h, f, m.moe.expert_bias))
+                .map(|_| {
+                    let clamped = m.moe.activation == ExpertActivation::ClampedSwiglu;
+                    Expert::new(rng, h, f, m.moe.expert_bias, clamped)
+                })
                 .collect(),
             shared: (0..width(moe, m.moe.shared_experts as usize))
-                .map(|_| Expert::new(rng, h, fs, false))
+                .map(|_| Expert::new(rng, h, fs, false, false))
                 .collect(),
             shared_gate: rng.tensor(width(moe && m.moe.shared_gate, h)),
             dense: dense.then(|| {
@@ -107,6 +110,7 @@ impl Layer {
                     rng,
                     h,
                     m.dense.as_ref().map_or(0, |d| d.ffn) as usize,
+                    false,
                     false,
                 )
             }),

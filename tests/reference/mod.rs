@@ -16,8 +16,8 @@ mod parts;
 
 use proptest::prelude::*;
 use smelt::{
-    ActivationPolicy, Attention, AttentionBias, Counting, Dense, Indexer, KvCount, Loop, Model,
-    ModelSpec, Moe, QkNorm, WindowKind, Workload,
+    ActivationPolicy, Attention, AttentionBias, Counting, Dense, ExpertActivation, Indexer,
+    KvCount, Loop, Model, ModelSpec, Moe, QkNorm, WindowKind, Workload,
 };
 
 use forward::Reference;
@@ -81,7 +81,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
     // The open MoE architectures: sinks, router and expert biases, LayerNorm and LM-head
     // biases (PhiMoE), windowed layers
     // (kind, size, bit mask), MLA (query rank, latent rank, nope, rope, value widths), MTP
-    // modules (count, counted), and the KV budget at the context.
+    // modules (count, counted), the KV budget at the context, and gpt-oss's clamped SwiGLU.
     let newer = (
         (
             any::<bool>(),
@@ -92,7 +92,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
         ),
         proptest::option::of((any::<bool>(), 1u64..=4, 1u64..16)),
         proptest::option::of((0u64..=2, 1u64..=3, 0u64..=2, 0u64..=2, 1u64..=3)),
-        (0u64..=2, any::<bool>(), any::<bool>()),
+        (0u64..=2, any::<bool>(), any::<bool>(), any::<bool>()),
         // A sparse attention indexer (heads, head width, top k), kept when the model has a
         // query latent and no window.
         proptest::option::of((1u64..=2, 1u64..=3, 1u64..=4)),
@@ -106,7 +106,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                 (sinks, router_bias, expert_bias, norm_bias, lm_head_bias),
                 window,
                 mla,
-                (mtp_layers, mtp, at_context),
+                (mtp_layers, mtp, at_context, clamped),
                 indexer,
             ),
         )| {
@@ -170,6 +170,11 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                         shared_gate: gate && shared.0 > 0,
                         router_bias,
                         expert_bias,
+                        activation: if clamped {
+                            ExpertActivation::ClampedSwiglu
+                        } else {
+                            ExpertActivation::Swiglu
+                        },
                     },
                     dense,
                     looping,

@@ -196,11 +196,18 @@ pub struct Expert {
     pub up: Vec<f64>,
     pub down: Vec<f64>,
     pub biases: Vec<Vec<f64>>,
+    /// gpt-oss's clamped SwiGLU instead of SwiGLU.
+    pub clamped: bool,
 }
 
+/// gpt-oss's clamp limit (`swiglu_limit`) and sigmoid scale.
+const LIMIT: f64 = 7.0;
+const ALPHA: f64 = 1.702;
+
 impl Expert {
-    pub fn new(rng: &mut Rng, h: usize, f: usize, bias: bool) -> Self {
+    pub fn new(rng: &mut Rng, h: usize, f: usize, bias: bool, clamped: bool) -> Self {
         Self {
+            clamped,
             gate: rng.tensor(h * f),
             up: rng.tensor(h * f),
             down: rng.tensor(f * h),
@@ -221,7 +228,11 @@ impl Expert {
 
     /// SwiGLU of one token `x` (width `h`), recording in `saved` (as `part`) what its
     /// backward reads: SiLU's input `g`, the product's factors `silu(g)` and `u`, and the
-    /// down projection's input (the input `x` is its caller's).
+    /// down projection's input (the input `x` is its caller's). The clamped SwiGLU,
+    /// `(clamp(u) + 1)·c·σ(α·c)` with `c = clamp(g)`, composed as gpt-oss's modelling code
+    /// does: each clamp saves its input (`g`, `u`), the product `c·σ` its factors, the
+    /// outer product its factors `clamp(u) + 1` and `c·σ`, and the down projection its
+    /// input.
     pub fn forward(
         &self,
         x: &[f64],
@@ -233,11 +244,24 @@ impl Expert {
         let mut u = matmul(x, &self.up, 1, h, f, counter);
         add_bias(&mut g, &self.biases[0]);
         add_bias(&mut u, &self.biases[1]);
-        let s: Vec<f64> = g.iter().map(|g| silu(*g)).collect();
-        let a: Vec<f64> = s.iter().zip(&u).map(|(s, u)| s * u).collect();
-        for t in [&g, &s, &u, &a] {
-            saved.save(part, t.len(), KEPT);
-        }
+        let a: Vec<f64> = if self.clamped {
+            let c: Vec<f64> = g.iter().map(|g| g.min(LIMIT)).collect();
+            let sig: Vec<f64> = c.iter().map(|c| 1.0 / (1.0 + (-ALPHA * c).exp())).collect();
+            let glu: Vec<f64> = c.iter().zip(&sig).map(|(c, s)| c * s).collect();
+            let u1: Vec<f64> = u.iter().map(|u| u.clamp(-LIMIT, LIMIT) + 1.0).collect();
+            let a: Vec<f64> = u1.iter().zip(&glu).map(|(u, g)| u * g).collect();
+            for t in [&g, &u, &c, &sig, &glu, &u1, &a] {
+                saved.save(part, t.len(), KEPT);
+            }
+            a
+        } else {
+            let s: Vec<f64> = g.iter().map(|g| silu(*g)).collect();
+            let a: Vec<f64> = s.iter().zip(&u).map(|(s, u)| s * u).collect();
+            for t in [&g, &s, &u, &a] {
+                saved.save(part, t.len(), KEPT);
+            }
+            a
+        };
         let mut y = matmul(&a, &self.down, 1, f, h, counter);
         add_bias(&mut y, &self.biases[2]);
         y

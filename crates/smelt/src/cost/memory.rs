@@ -27,7 +27,7 @@
 //! | indexer (`[model.indexer]`) | – | selected indices `topk` (int32) | as `flash` | – |
 //! | FFN input (its normed input) | `H` | same | same | – |
 //! | router (MoE layers) | probabilities `E` + chosen weights `k` | same | same | – |
-//! | routed experts (MoE layers) | `k·(H + 4F + H)`: the dispatched copy, SwiGLU's gate, up, SiLU and product, the output the weight multiplies | same | same | – |
+//! | routed experts (MoE layers) | `k·(H + 4F + H)`: the dispatched copy, SwiGLU's gate, up, SiLU and product, the output the weight multiplies (`k·(H + 7F + H)` with the clamped SwiGLU) | same | same | – |
 //! | shared experts (MoE layers) | `n·4F_s`, and with a gate its sigmoid `1` and each output `n·H` | same | same | – |
 //! | dense FFN (`[model.dense]` layers) | `4F` | same | same | – |
 //!
@@ -48,6 +48,12 @@
 //!   are kept, as is its output; nothing per key and no log-sum-exp.
 //! * **full**: every layer execution is recomputed from its input, the one tensor kept (the
 //!   transient memory of the one layer being recomputed is not counted).
+//!
+//! The clamped SwiGLU (`[model.moe] activation = "clamped_swiglu"`, gpt-oss's
+//! `(clamp(up) + 1)·g·σ(α·g)` with `g = clamp(gate)`, as its reference and Transformers'
+//! modelling code compose it from clamp, sigmoid and products) saves `7F` per routed copy
+//! where SwiGLU saves `4F`: both clamps' inputs, `g`, `σ(α·g)`, `up + 1`, `g·σ(α·g)` and
+//! the product the down projection reads.
 //!
 //! MLA's rows: the query latent (`r_q`, when the model has one) and the key/value latent
 //! `r` each save a norm input and a normed copy; its queries and keys are
@@ -70,7 +76,7 @@ use serde::Serialize;
 use super::Keys;
 use super::layer::{Executions, LayerCost};
 use crate::error::Result;
-use crate::model::{ActivationPolicy, Counting, Model, QkNorm};
+use crate::model::{ActivationPolicy, Counting, ExpertActivation, Model, QkNorm};
 use crate::units::{ActivationBytes, product};
 
 /// Bytes of an fp32 log-sum-exp and of an int32 key index.
@@ -239,7 +245,15 @@ fn attention_saves(
 fn moe_saves(m: &Model) -> Result<(u64, u64, u64)> {
     const WHAT: &str = "activations.experts";
     let (h, e) = (m.hidden, &m.moe);
-    let routed = product(&[e.top_k, 2 * h + product(&[4, e.expert_ffn], WHAT)?], WHAT)?;
+    // The gated activation's saved tensors per routed copy, in units of `expert_ffn`.
+    let gated = match e.activation {
+        ExpertActivation::Swiglu => 4,
+        ExpertActivation::ClampedSwiglu => 7,
+    };
+    let routed = product(
+        &[e.top_k, 2 * h + product(&[gated, e.expert_ffn], WHAT)?],
+        WHAT,
+    )?;
     let mut shared = product(&[e.shared_experts, 4, e.shared_ffn], WHAT)?;
     if e.shared_gate {
         shared += 1 + product(&[e.shared_experts, h], WHAT)?;

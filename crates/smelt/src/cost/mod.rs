@@ -96,7 +96,8 @@
 //!   besides the scores: `2H` norm inputs (and q/k or MLA latent norm inputs), the
 //!   attention's normed input, `q`, `k`, `v` and output, the FFN's normed input, and in a
 //!   MoE layer `E + k` router probabilities and weights, `k·(2H + 4·expert_ffn)` for the
-//!   dispatched copies, SwiGLU intermediates and outputs, `4·shared_ffn` per shared expert;
+//!   dispatched copies, SwiGLU intermediates and outputs (`7·expert_ffn` with gpt-oss's
+//!   clamped SwiGLU, `activation = "clamped_swiglu"`), `4·shared_ffn` per shared expert;
 //!   a dense layer `4·ffn`. The **activations budget** is the per-token figure under
 //!   `[counting] activations` (`flash` unless set); its weight defaults to 0: reported, not
 //!   matched (and bounding nothing in conservative mode) unless the objective weighs it.

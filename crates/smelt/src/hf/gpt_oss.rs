@@ -2,8 +2,9 @@
 //! learned sink logit per head; layers alternate sliding-window and full attention
 //! (`layer_types`, by default sliding on even 0-based layers; `sliding_window` keys, default
 //! 128); a router with a bias; routed experts (`num_local_experts` of `intermediate_size`)
-//! with biases on gate/up and down. No shared experts, no dense layers. The clamped SwiGLU
-//! (`swiglu_limit`) and YaRN RoPE cost nothing counted.
+//! with biases on gate/up and down, and gpt-oss's clamped SwiGLU (`swiglu_limit`; smelt's
+//! `activation = "clamped_swiglu"`, which changes only the activation memory). No shared
+//! experts, no dense layers. YaRN RoPE costs nothing counted.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -12,7 +13,7 @@ use super::family::{FamilyConfig, object};
 use super::support::{Feature, Support, refuse};
 use super::{Common, Family, Parts, field_names, read, yes};
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, Model, Window, WindowKind};
+use crate::model::{AttentionBias, ExpertActivation, Model, Window, WindowKind};
 
 /// The `gpt_oss` family.
 pub(super) struct GptOss;
@@ -35,7 +36,8 @@ impl FamilyConfig for GptOss {
         "Q/K/V/O biases (`attention_bias`, true when absent), one sink per head, \
          `layer_types` (`sliding_attention` layers windowed by `sliding_window`, by default \
          every even 0-based layer, 128), a router bias, `num_local_experts` of \
-         `intermediate_size` with biases"
+         `intermediate_size` with biases and the clamped SwiGLU (`swiglu_limit`: \
+         `activation = \"clamped_swiglu\"`)"
     }
     fn support(&self) -> &Support {
         &SUPPORT
@@ -63,8 +65,14 @@ const SUPPORT: Support = Support {
         Feature::Sinks,
         Feature::RouterBias,
         Feature::ExpertBias,
+        Feature::ClampedSwiglu,
     ],
-    required: &[Feature::Sinks, Feature::RouterBias, Feature::ExpertBias],
+    required: &[
+        Feature::Sinks,
+        Feature::RouterBias,
+        Feature::ExpertBias,
+        Feature::ClampedSwiglu,
+    ],
     ..Support::ROUTED
 };
 
@@ -139,6 +147,7 @@ impl Config {
             sinks: true,
             router_bias: true,
             expert_bias: true,
+            activation: ExpertActivation::ClampedSwiglu,
             ..Parts::default()
         })
     }

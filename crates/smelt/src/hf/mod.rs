@@ -53,8 +53,8 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AttentionBias, Counting, Dense, Indexer, Loop, Mla, Model, ModelSpec, Moe, QkNorm, Window,
-    Workload,
+    AttentionBias, Counting, Dense, ExpertActivation, Indexer, Loop, Mla, Model, ModelSpec, Moe,
+    QkNorm, Window, Workload,
 };
 use crate::names::Named;
 use family::Wrapper;
@@ -154,6 +154,7 @@ struct Parts {
     sinks: bool,
     router_bias: bool,
     expert_bias: bool,
+    activation: ExpertActivation,
     mtp_layers: u64,
     norm_bias: bool,
     lm_head_bias: bool,
@@ -272,6 +273,7 @@ impl Common {
                 shared_gate,
                 router_bias: parts.router_bias,
                 expert_bias: parts.expert_bias,
+                activation: parts.activation,
             },
             dense: parts.dense,
             looping: self.looping()?,

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::Family;
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, Model, QkNorm, Window, WindowKind};
+use crate::model::{AttentionBias, ExpertActivation, Model, QkNorm, Window, WindowKind};
 
 /// A refusal: the config uses what the cost model does not describe.
 pub(super) fn refuse(key: &str, why: impl Into<String>) -> Error {
@@ -41,6 +41,8 @@ pub(super) enum Feature {
     RouterBias,
     /// Biases in the routed experts.
     ExpertBias,
+    /// gpt-oss's clamped SwiGLU in the routed experts.
+    ClampedSwiglu,
     /// Multi-token-prediction modules.
     Mtp,
     /// LayerNorms with a bias.
@@ -60,6 +62,9 @@ impl Feature {
             Feature::Sinks => "attention sinks (model.attention_sinks)",
             Feature::RouterBias => "a router bias (model.moe.router_bias)",
             Feature::ExpertBias => "biases in the experts (model.moe.expert_bias)",
+            Feature::ClampedSwiglu => {
+                "gpt-oss's clamped SwiGLU (model.moe.activation = \"clamped_swiglu\")"
+            }
             Feature::Mtp => "MTP modules (model.mtp_layers)",
             Feature::NormBias => "LayerNorms with a bias (model.norm_bias)",
             Feature::LmHeadBias => "a bias on the LM head (model.lm_head_bias)",
@@ -82,6 +87,10 @@ impl Feature {
             (m.attention_sinks, Feature::Sinks),
             (m.moe.router_bias, Feature::RouterBias),
             (m.moe.expert_bias, Feature::ExpertBias),
+            (
+                m.moe.activation == ExpertActivation::ClampedSwiglu,
+                Feature::ClampedSwiglu,
+            ),
             (m.mtp_layers > 0, Feature::Mtp),
             (m.norm_bias, Feature::NormBias),
             (m.lm_head_bias, Feature::LmHeadBias),

@@ -5,11 +5,12 @@ use serde_json::Value;
 use super::family::object;
 use super::{Common, Family};
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, ModelSpec, QkNorm, WindowKind};
+use crate::model::{AttentionBias, ExpertActivation, ModelSpec, QkNorm, WindowKind};
 
 /// The family whose conventions a spec follows: `deepseek_v32` with an indexer,
 /// `deepseek_v3` with MLA, `llama4_text` with chunked attention, `phimoe` with norm or
-/// LM-head biases, `gpt_oss` with sinks, expert biases or sliding windows on some layers,
+/// LM-head biases, `gpt_oss` with sinks, expert biases, the clamped SwiGLU or sliding windows
+/// on some layers,
 /// `mixtral` with a window on every layer, `glm4_moe` with ungated shared experts or a
 /// router bias, `qwen3_moe` with per-head q/k norm, `olmoe` with q/k norm over the whole
 /// projection, `qwen2_moe` with a gated shared expert, Q/K/V biases or dense layers,
@@ -36,7 +37,11 @@ pub fn family_of(spec: &ModelSpec) -> Family {
         .window
         .as_ref()
         .is_some_and(|w| w.layers.len() as u64 == m.layers);
-    if m.attention_sinks || m.moe.expert_bias || (m.window.is_some() && !everywhere) {
+    if m.attention_sinks
+        || m.moe.expert_bias
+        || m.moe.activation == ExpertActivation::ClampedSwiglu
+        || (m.window.is_some() && !everywhere)
+    {
         return Family::GptOss;
     }
     if everywhere {

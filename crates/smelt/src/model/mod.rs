@@ -245,6 +245,31 @@ pub struct Moe {
     /// expert (gate and up, down), no counted FLOPs.
     #[serde(default, skip_serializing_if = "is_false")]
     pub expert_bias: bool,
+    /// The routed experts' gated activation (`swiglu` unless set): it changes no counted
+    /// FLOPs or parameters, only what a training step saves ([`crate::cost::memory`]).
+    #[serde(default, skip_serializing_if = "ExpertActivation::is_swiglu")]
+    pub activation: ExpertActivation,
+}
+
+named_enum! {
+    /// The gated activation of the routed experts, between their gate/up and down
+    /// projections.
+    #[derive(Default)]
+    pub enum ExpertActivation: "expert activation" {
+        /// `silu(gate) · up`.
+        #[default]
+        Swiglu = "swiglu",
+        /// gpt-oss's clamped SwiGLU: `(clamp(up, ±limit) + 1) · g · σ(α·g)` with
+        /// `g = clamp(gate, max = limit)` (`swiglu_limit` and `swiglu_alpha`, 7.0 and 1.702
+        /// by default in Transformers' `GptOssConfig`).
+        ClampedSwiglu = "clamped_swiglu",
+    }
+}
+
+impl ExpertActivation {
+    fn is_swiglu(&self) -> bool {
+        *self == ExpertActivation::Swiglu
+    }
 }
 
 /// Layers whose FFN is a dense SwiGLU of width `ffn` (3 matrices of `hidden x ffn`), with no

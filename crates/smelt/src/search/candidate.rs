@@ -72,6 +72,7 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
             shared_gate: base.moe.shared_gate,
             router_bias: base.moe.router_bias,
             expert_bias: base.moe.expert_bias,
+            activation: base.moe.activation,
         },
         looping: looping.cloned(),
     }
