@@ -33,6 +33,12 @@
 //! * `unfused`: every tile kernel as the bench times it (each a batched GEMM or softmax
 //!   launch, the scores through memory): what a calibration measured on the bench predicts.
 //!
+//! **The routed experts** are launched one of two ways ([`ExpertLaunch`]): `grouped` (the
+//! default for a card), as a grouped GEMM runs them (Megatron-Core's and MegaBlocks'
+//! MoE layers): each expert's GEMM costed at its own shape, with [`GROUPED_LAUNCHES`]
+//! launches per MoE layer execution; or `per-expert`, one launch per expert's GEMM, as the
+//! bench launches them.
+//!
 //! # Uncalibrated defaults
 //!
 //! Without a calibration every efficiency is 1 (each kernel reaches the card's datasheet
@@ -90,6 +96,21 @@ named_enum! {
         Unfused = "unfused",
     }
 }
+
+named_enum! {
+    /// How the routed experts' GEMMs are launched (module docs).
+    pub enum ExpertLaunch: "experts" {
+        /// One grouped GEMM per weight matrix and pass for all the experts of a layer
+        /// (nine launches per MoE layer execution), each expert's GEMM at its own shape.
+        Grouped = "grouped",
+        /// One GEMM launch per expert, as the bench launches them.
+        PerExpert = "per-expert",
+    }
+}
+
+/// Launches of a grouped expert GEMM per MoE layer execution: gate, up and down, each
+/// forward, data gradient and weight gradient.
+pub const GROUPED_LAUNCHES: u64 = 9;
 
 named_enum! {
     /// What an efficiency is fitted per.
@@ -401,6 +422,8 @@ pub struct Roofline {
     pub calibration: Option<Calibration>,
     /// How the attention core is costed.
     pub attention: AttentionData,
+    /// How the routed experts' GEMMs are launched.
+    pub experts: ExpertLaunch,
 }
 
 /// What bounds a kernel's time.
@@ -484,17 +507,47 @@ impl Roofline {
         one.scaled(k.count as f64)
     }
 
+    /// The launches the prediction counts for `plan`: the plan's, with a fused attention
+    /// kernel's two per layer execution for its tiles and a grouped GEMM's
+    /// [`GROUPED_LAUNCHES`] per MoE layer execution for the experts'.
+    pub fn launches(&self, model: &Model, plan: &Plan) -> u64 {
+        let of = |c: Component| -> u64 {
+            (plan.kernels.iter())
+                .filter(|k| k.component == c)
+                .map(|k| k.count)
+                .sum()
+        };
+        let mut n: u64 = plan.kernels.iter().map(|k| k.count).sum();
+        let tiles = of(Component::AttentionCore);
+        if self.attention == AttentionData::Fused && tiles > 0 {
+            n = n - tiles + 2 * plan.executions;
+        }
+        let experts = of(Component::Experts);
+        if self.experts == ExpertLaunch::Grouped && experts > 0 {
+            n = n - experts + GROUPED_LAUNCHES * moe_executions(model);
+        }
+        n
+    }
+
     /// The predicted time of `plan` for `model`, by component.
     pub fn plan(&self, model: &Model, plan: &Plan) -> BTreeMap<Component, Bounds> {
         let mut out: BTreeMap<Component, Bounds> = BTreeMap::new();
         let mut fused = 0.0;
+        let grouped = self.experts == ExpertLaunch::Grouped;
         for k in &plan.kernels {
             if self.attention == AttentionData::Fused && k.component == Component::AttentionCore
             {
                 fused += self.compute_seconds(k) * k.count as f64;
                 continue;
             }
-            out.entry(k.component).or_default().add(self.kernel(k));
+            let mut b = self.kernel(k);
+            if grouped && k.component == Component::Experts {
+                b.launch = 0.0;
+            }
+            out.entry(k.component).or_default().add(b);
+        }
+        if grouped && let Some(e) = out.get_mut(&Component::Experts) {
+            e.launch += (GROUPED_LAUNCHES * moe_executions(model)) as f64 * self.device.launch_seconds;
         }
         if self.attention == AttentionData::Fused && fused > 0.0 {
             let io = fused_io_bytes(model, plan.tokens, plan.executions, self.device.element_bytes);
@@ -516,6 +569,15 @@ impl Roofline {
         }
         out
     }
+}
+
+/// Executions of MoE layers per forward pass (a looped layer once per visit).
+fn moe_executions(model: &Model) -> u64 {
+    let dense: Vec<u64> = model.dense.as_ref().map(|d| d.layers.clone()).unwrap_or_default();
+    (1..=model.layers)
+        .filter(|l| !dense.contains(l))
+        .map(|l| model.visits(l))
+        .sum()
 }
 
 /// Bytes a fused attention kernel moves over a training step of `executions` layer
@@ -560,7 +622,7 @@ pub struct ModelPrediction {
     pub tokens: u64,
     /// Layer executions per forward pass.
     pub layer_executions: u64,
-    /// Kernel launches of the training step as the plan counts them.
+    /// Kernel launches of the training step ([`Roofline::launches`]).
     pub launches: u64,
     /// Training FLOPs per token of the layer stack (the cost model's).
     pub flops_per_token: f64,
@@ -627,7 +689,7 @@ pub fn predict_model(
         name: spec.name.clone().unwrap_or_else(|| "model".to_owned()),
         tokens: p.tokens,
         layer_executions: p.executions,
-        launches: p.kernels.iter().map(|k| k.count).sum(),
+        launches: roof.launches(&spec.model, &p),
         flops_per_token,
         seconds,
         seconds_per_token,
@@ -652,6 +714,8 @@ pub struct PredictionBasis {
     pub device: Device,
     /// How the attention core was costed.
     pub attention: AttentionData,
+    /// How the routed experts' GEMMs were launched.
+    pub experts: ExpertLaunch,
     /// Whether efficiencies come from measurements.
     pub calibrated: bool,
     /// The calibration's bench file, when calibrated.
@@ -674,6 +738,7 @@ impl PredictionBasis {
         PredictionBasis {
             device: roof.device.clone(),
             attention: roof.attention,
+            experts: roof.experts,
             calibrated: c.is_some(),
             calibration: c.map(|c| c.source.clone()),
             calibrated_on: c.map(|c| c.device.name.clone()),
@@ -707,10 +772,12 @@ impl PredictionBasis {
             _ => "uncalibrated roofline (efficiency 1)".to_owned(),
         };
         format!(
-            "predicted on {} ({roof}, launch {:.2} µs, {} attention, {} tokens): {how}",
+            "predicted on {} ({roof}, launch {:.2} µs, {} attention, {} experts, {} tokens): \
+             {how}",
             self.device.name,
             self.device.launch_seconds * 1e6,
             self.attention.as_str(),
+            self.experts.as_str(),
             self.options.tokens
         )
     }
@@ -815,6 +882,7 @@ mod tests {
             device: device(bandwidth, launch),
             calibration: None,
             attention: AttentionData::Unfused,
+            experts: ExpertLaunch::PerExpert,
         }
     }
 
@@ -883,7 +951,29 @@ mod tests {
             assert!((p.seconds - sum).abs() <= 1e-12 * sum, "{attention}: {p:?} {sum}");
             let parts: f64 = p.components.iter().map(|c| c.seconds).sum();
             assert!((parts - p.seconds).abs() <= 1e-12 * sum);
-            assert_eq!(p.launches, plan.kernels.iter().map(|k| k.count).sum::<u64>());
+            let all: u64 = plan.kernels.iter().map(|k| k.count).sum();
+            let tiles: u64 = (plan.kernels.iter())
+                .filter(|k| k.component == Component::AttentionCore)
+                .map(|k| k.count)
+                .sum();
+            let expected = match attention {
+                AttentionData::Unfused => all,
+                AttentionData::Fused => all - tiles + 2 * plan.executions,
+            };
+            assert_eq!(p.launches, expected);
+            // Grouped experts: the experts' launch overhead is nine launches per execution.
+            let g = Roofline {
+                experts: ExpertLaunch::Grouped,
+                ..r.clone()
+            };
+            let pg = predict_model(&spec, &g, &opts).unwrap();
+            let experts = |p: &ModelPrediction| {
+                let c = p.components.iter().find(|c| c.component == Component::Experts);
+                c.unwrap().bounds
+            };
+            let (a, b) = (experts(&p), experts(&pg));
+            assert_eq!(a.compute + a.memory, b.compute + b.memory);
+            assert!((b.launch - 9.0 * plan.executions as f64 * 4e-6).abs() < 1e-15);
         }
     }
 
@@ -924,6 +1014,7 @@ mod tests {
             device: d,
             calibration: Some(cal),
             attention: AttentionData::Unfused,
+            experts: ExpertLaunch::PerExpert,
         };
         for (k, t) in &measured {
             let p = r.kernel(k).total();
