@@ -16,9 +16,7 @@
 //! Timing decides nothing here but the figures printed: a shared machine's noise shows in
 //! the intervals.
 
-use smelt::bench::predict::{
-    AttentionData, Calibration, ExpertLaunch, PredictOptions, Roofline,
-};
+use smelt::bench::predict::{AttentionData, Calibration, ExpertLaunch, PredictOptions, Roofline};
 use smelt::bench::{Backend, BenchOptions};
 use smelt::progress::Silent;
 use smelt::{GridSpec, ModelSpec};
@@ -33,8 +31,14 @@ fn env(name: &str, default: u64) -> u64 {
 
 fn main() {
     // `cargo bench` passes `--bench`; a filter that is not this benchmark's name skips it.
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
-    if args.iter().any(|a| !a.starts_with('-') && !"predict".contains(a.as_str())) {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if args
+        .iter()
+        .any(|a| !a.starts_with('-') && !"predict".contains(a.as_str()))
+    {
         return;
     }
     let repeats = env("SMELT_PREDICT_REPEATS", 5) as usize;
@@ -95,14 +99,23 @@ fn main() {
     // 3. The comparison.
     println!(
         "{:<10} {:>7} {:>26} {:>9} {:>8} {:>8} {:>7}",
-        "cell", "F ratio", "measured T [95% interval]", "predicted", "|p - m|", "relative", "inside"
+        "cell",
+        "F ratio",
+        "measured T [95% interval]",
+        "predicted",
+        "|p - m|",
+        "relative",
+        "inside"
     );
     let mut errors = Vec::new();
     for c in &r.cells {
         let name = format!("{} {}", c.scale, c.sparsity_label);
         let p = c.predicted.expect("predicted").ratio;
         let Some(t) = &c.time else {
-            println!("{name:<10} not timed: {}", c.time_failed.as_deref().unwrap_or("?"));
+            println!(
+                "{name:<10} not timed: {}",
+                c.time_failed.as_deref().unwrap_or("?")
+            );
             continue;
         };
         let err = (p - t.ratio).abs();

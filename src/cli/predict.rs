@@ -46,7 +46,9 @@ fn positive(text: &str) -> Result<f64, String> {
 fn microseconds(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(x) if x.is_finite() && (0.0..=1e6).contains(&x) => Ok(x),
-        _ => Err(format!("'{text}' is not a number of microseconds from 0 to 1e6")),
+        _ => Err(format!(
+            "'{text}' is not a number of microseconds from 0 to 1e6"
+        )),
     }
 }
 
@@ -101,7 +103,11 @@ fn load_calibration(path: &Path) -> anyhow::Result<Calibration> {
 impl DeviceArgs {
     /// The roofline on `card` (or --peak's device, or the calibration's own) and the options.
     pub fn roofline(&self, card: Option<Card>) -> anyhow::Result<(Roofline, PredictOptions)> {
-        let calibration = self.calibration.as_deref().map(load_calibration).transpose()?;
+        let calibration = self
+            .calibration
+            .as_deref()
+            .map(load_calibration)
+            .transpose()?;
         let cuda_floor = calibration
             .as_ref()
             .filter(|c| c.backend == smelt::bench::Backend::Cuda)
@@ -109,10 +115,23 @@ impl DeviceArgs {
         let (mut device, own) = match (card, self.peak, &calibration) {
             (Some(_), Some(_), _) => anyhow::bail!("give a card or --peak, not both"),
             (Some(c), _, _) => {
+                if let Some(cal) = calibration
+                    .as_ref()
+                    .filter(|c| c.backend != smelt::bench::Backend::Cuda)
+                {
+                    super::note(&format!(
+                        "smelt: warning: the calibration was measured on {} ({} backend): its \
+                         efficiencies are applied to {} as they are, not measured on it",
+                        cal.device.name,
+                        cal.backend,
+                        c.spec().name
+                    ));
+                }
                 let mut d = Device::card(c);
                 if let Some(l) = cuda_floor {
                     d.launch_seconds = l;
-                    d.source.push_str("; launch: the calibration's measured floor");
+                    d.source
+                        .push_str("; launch: the calibration's measured floor");
                 }
                 (d, false)
             }
@@ -121,7 +140,8 @@ impl DeviceArgs {
                     name: format!("a device of {tflops} TFLOP/s (--peak)"),
                     peak_flops_per_second: tflops * 1e12,
                     memory_bytes_per_second: None,
-                    launch_seconds: cuda_floor.unwrap_or(smelt::bench::predict::DEFAULT_LAUNCH_SECONDS),
+                    launch_seconds: cuda_floor
+                        .unwrap_or(smelt::bench::predict::DEFAULT_LAUNCH_SECONDS),
                     element_bytes: smelt::bench::predict::CARD_ELEMENT_BYTES,
                     source: "--peak, --bandwidth".to_owned(),
                 },
@@ -129,7 +149,9 @@ impl DeviceArgs {
             ),
             (None, None, Some(c)) => (c.device.clone(), true),
             (None, None, None) => {
-                anyhow::bail!("give a card (--card), a peak (--peak) or a calibration to predict with")
+                anyhow::bail!(
+                    "give a card (--card), a peak (--peak) or a calibration to predict with"
+                )
             }
         };
         if let Some(tb) = self.bandwidth {
@@ -240,7 +262,12 @@ pub fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let cal = Calibration::from_bench_json(&text, &args.bench.display().to_string())
         .with_context(|| format!("bench report '{}'", args.bench.display()))?;
     let json = smelt::report::to_json(&cal)?;
-    write_file(&args.output, &json, "the calibration", &[args.bench.clone()])?;
+    write_file(
+        &args.output,
+        &json,
+        "the calibration",
+        &[args.bench.clone()],
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

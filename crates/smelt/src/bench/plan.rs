@@ -123,7 +123,9 @@ pub enum Pass {
 }
 
 /// What a kernel runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     /// A GEMM: `m x n` outputs, each a dot product of length `k`.

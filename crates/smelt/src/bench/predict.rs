@@ -347,7 +347,9 @@ impl Calibration {
     pub fn validate(&self) -> Result<()> {
         self.device.validate()?;
         for (class, curve) in &self.curves {
-            let ok = curve.iter().all(|[x, e]| x.is_finite() && e.is_finite() && *e > 0.0)
+            let ok = curve
+                .iter()
+                .all(|[x, e]| x.is_finite() && e.is_finite() && *e > 0.0)
                 && curve.windows(2).all(|w| w[0][0] < w[1][0]);
             if !ok || curve.is_empty() {
                 return Err(Error::invalid(
@@ -535,8 +537,7 @@ impl Roofline {
         let mut fused = 0.0;
         let grouped = self.experts == ExpertLaunch::Grouped;
         for k in &plan.kernels {
-            if self.attention == AttentionData::Fused && k.component == Component::AttentionCore
-            {
+            if self.attention == AttentionData::Fused && k.component == Component::AttentionCore {
                 fused += self.compute_seconds(k) * k.count as f64;
                 continue;
             }
@@ -547,10 +548,16 @@ impl Roofline {
             out.entry(k.component).or_default().add(b);
         }
         if grouped && let Some(e) = out.get_mut(&Component::Experts) {
-            e.launch += (GROUPED_LAUNCHES * moe_executions(model)) as f64 * self.device.launch_seconds;
+            e.launch +=
+                (GROUPED_LAUNCHES * moe_executions(model)) as f64 * self.device.launch_seconds;
         }
         if self.attention == AttentionData::Fused && fused > 0.0 {
-            let io = fused_io_bytes(model, plan.tokens, plan.executions, self.device.element_bytes);
+            let io = fused_io_bytes(
+                model,
+                plan.tokens,
+                plan.executions,
+                self.device.element_bytes,
+            );
             let memory = self.device.memory_bytes_per_second.map_or(0.0, |w| io / w);
             let launch = 2.0 * plan.executions as f64 * self.device.launch_seconds;
             let b = match memory > fused {
@@ -573,7 +580,11 @@ impl Roofline {
 
 /// Executions of MoE layers per forward pass (a looped layer once per visit).
 fn moe_executions(model: &Model) -> u64 {
-    let dense: Vec<u64> = model.dense.as_ref().map(|d| d.layers.clone()).unwrap_or_default();
+    let dense: Vec<u64> = model
+        .dense
+        .as_ref()
+        .map(|d| d.layers.clone())
+        .unwrap_or_default();
     (1..=model.layers)
         .filter(|l| !dense.contains(l))
         .map(|l| model.visits(l))
@@ -931,8 +942,8 @@ mod tests {
             };
             let p = predict_model(&spec, &r, &opts).unwrap();
             let docs = plan::documents(&spec.workload, 2048).unwrap();
-            let plan = plan::plan(&spec.model, &docs, spec.workload.attention, opts.routing)
-                .unwrap();
+            let plan =
+                plan::plan(&spec.model, &docs, spec.workload.attention, opts.routing).unwrap();
             let mut sum = 0.0;
             for k in &plan.kernels {
                 if attention == AttentionData::Fused && k.component == Component::AttentionCore {
@@ -948,7 +959,10 @@ mod tests {
                 let io = fused_io_bytes(&spec.model, plan.tokens, plan.executions, 2) / 2e12;
                 sum += tiles.max(io) + 2.0 * plan.executions as f64 * 4e-6;
             }
-            assert!((p.seconds - sum).abs() <= 1e-12 * sum, "{attention}: {p:?} {sum}");
+            assert!(
+                (p.seconds - sum).abs() <= 1e-12 * sum,
+                "{attention}: {p:?} {sum}"
+            );
             let parts: f64 = p.components.iter().map(|c| c.seconds).sum();
             assert!((parts - p.seconds).abs() <= 1e-12 * sum);
             let all: u64 = plan.kernels.iter().map(|k| k.count).sum();
@@ -968,7 +982,10 @@ mod tests {
             };
             let pg = predict_model(&spec, &g, &opts).unwrap();
             let experts = |p: &ModelPrediction| {
-                let c = p.components.iter().find(|c| c.component == Component::Experts);
+                let c = p
+                    .components
+                    .iter()
+                    .find(|c| c.component == Component::Experts);
                 c.unwrap().bounds
             };
             let (a, b) = (experts(&p), experts(&pg));
