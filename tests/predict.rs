@@ -209,3 +209,40 @@ fn a_calibration_comes_from_a_bench_and_says_so() {
     assert_eq!(code, Some(1));
     assert!(err.contains("calibration"), "{err}");
 }
+
+#[test]
+fn the_readme_table_is_what_the_grid_predicts() {
+    let readme =
+        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let marker = "<!-- predict-h200: smelt grid budgets/smelt-grid.toml --predict h200";
+    let table = readme
+        .split(marker)
+        .nth(1)
+        .expect("the README's predict table");
+    let rows: Vec<&str> = (table.lines().skip(3))
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let j = run_json(&[
+        "grid",
+        &budget("smelt-grid.toml"),
+        "--predict",
+        "h200",
+        "--format",
+        "json",
+    ]);
+    let cells = j["cells"].as_array().unwrap();
+    assert_eq!(rows.len(), cells.len());
+    for (row, c) in rows.iter().zip(cells) {
+        let p = &c["predicted"];
+        let want = format!(
+            "| {} {} | {:.4} | {:.3e} | {:.3e} | {:.4} |",
+            c["scale"].as_str().unwrap(),
+            c["sparsity_label"].as_str().unwrap(),
+            c["ratios"]["flops"].as_f64().unwrap(),
+            p["baseline_seconds_per_token"].as_f64().unwrap(),
+            p["looped_seconds_per_token"].as_f64().unwrap(),
+            p["ratio"].as_f64().unwrap(),
+        );
+        assert_eq!(*row, want);
+    }
+}
