@@ -266,7 +266,7 @@ pub fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         &args.output,
         &json,
         "the calibration",
-        &[args.bench.clone()],
+        std::slice::from_ref(&args.bench),
     )?;
     Ok(ExitCode::SUCCESS)
 }
