@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use smelt::bench::Routing;
 use smelt::bench::predict::{
-    AttentionData, Calibration, Device, ExpertLaunch, PredictOptions, Roofline, predict,
+    AttentionData, Calibration, DeviceRequest, ExpertLaunch, PredictOptions, Roofline, predict,
 };
 use smelt::card::Card;
 use smelt::report::Format;
@@ -108,80 +108,24 @@ impl DeviceArgs {
             .as_deref()
             .map(load_calibration)
             .transpose()?;
-        let cuda_floor = calibration
-            .as_ref()
-            .filter(|c| c.backend == smelt::bench::Backend::Cuda)
-            .map(|c| c.device.launch_seconds);
-        let (mut device, own) = match (card, self.peak, &calibration) {
-            (Some(_), Some(_), _) => anyhow::bail!("give a card or --peak, not both"),
-            (Some(c), _, _) => {
-                if let Some(cal) = calibration
-                    .as_ref()
-                    .filter(|c| c.backend != smelt::bench::Backend::Cuda)
-                {
-                    super::note(&format!(
-                        "smelt: warning: the calibration was measured on {} ({} backend): its \
-                         efficiencies are applied to {} as they are, not measured on it",
-                        cal.device.name,
-                        cal.backend,
-                        c.spec().name
-                    ));
-                }
-                let mut d = Device::card(c);
-                if let Some(l) = cuda_floor {
-                    d.launch_seconds = l;
-                    d.source
-                        .push_str("; launch: the calibration's measured floor");
-                }
-                (d, false)
-            }
-            (None, Some(tflops), _) => (
-                Device {
-                    name: format!("a device of {tflops} TFLOP/s (--peak)"),
-                    peak_flops_per_second: tflops * 1e12,
-                    memory_bytes_per_second: None,
-                    launch_seconds: cuda_floor
-                        .unwrap_or(smelt::bench::predict::DEFAULT_LAUNCH_SECONDS),
-                    element_bytes: smelt::bench::predict::CARD_ELEMENT_BYTES,
-                    source: "--peak, --bandwidth".to_owned(),
-                },
-                false,
-            ),
-            (None, None, Some(c)) => (c.device.clone(), true),
-            (None, None, None) => {
-                anyhow::bail!(
-                    "give a card (--card), a peak (--peak) or a calibration to predict with"
-                )
-            }
-        };
-        if let Some(tb) = self.bandwidth {
-            device.memory_bytes_per_second = Some(tb * 1e12);
+        let (roof, warning) = DeviceRequest {
+            card,
+            peak: self.peak.map(|t| t * 1e12),
+            bandwidth: self.bandwidth.map(|t| t * 1e12),
+            launch_seconds: self.launch_us.map(|us| us * 1e-6),
+            calibration,
+            attention: self.attention,
+            experts: self.experts,
         }
-        if let Some(us) = self.launch_us {
-            device.launch_seconds = us * 1e-6;
+        .roofline()?;
+        if let Some(w) = warning {
+            super::note(&format!("smelt: warning: {w}"));
         }
-        device.validate()?;
-        let attention = self.attention.unwrap_or(match own {
-            true => AttentionData::Unfused,
-            false => AttentionData::Fused,
-        });
-        let experts = self.experts.unwrap_or(match own {
-            true => ExpertLaunch::PerExpert,
-            false => ExpertLaunch::Grouped,
-        });
         let opts = PredictOptions {
             tokens: self.tokens.unwrap_or(PredictOptions::default().tokens),
             routing: self.routing,
         };
-        Ok((
-            Roofline {
-                device,
-                calibration,
-                attention,
-                experts,
-            },
-            opts,
-        ))
+        Ok((roof, opts))
     }
 }
 

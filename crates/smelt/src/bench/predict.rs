@@ -428,6 +428,105 @@ pub struct Roofline {
     pub experts: ExpertLaunch,
 }
 
+/// What a prediction is asked to run on: a card, a peak (with a bandwidth), or a
+/// calibration's own device, with the figures a caller replaces.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceRequest {
+    /// A card of the table.
+    pub card: Option<Card>,
+    /// A dense peak in FLOP/s, for a device the table lacks.
+    pub peak: Option<f64>,
+    /// A memory bandwidth in bytes/s (replacing the card's or the calibration's).
+    pub bandwidth: Option<f64>,
+    /// Seconds per kernel launch (replacing the default or the calibration's).
+    pub launch_seconds: Option<f64>,
+    /// The efficiencies.
+    pub calibration: Option<Calibration>,
+    /// How the attention core is costed (default: fused, or unfused on the calibration's own
+    /// device).
+    pub attention: Option<AttentionData>,
+    /// How the experts are launched (default: grouped, or per-expert on the calibration's own
+    /// device).
+    pub experts: Option<ExpertLaunch>,
+}
+
+impl DeviceRequest {
+    /// The roofline asked for, and a warning when a calibration measured on a CPU is applied
+    /// to a card. A card and a peak together, or neither with no calibration, are errors.
+    pub fn roofline(self) -> Result<(Roofline, Option<String>)> {
+        let calibration = self.calibration;
+        if let Some(c) = &calibration {
+            c.validate()?;
+        }
+        let cuda_floor = calibration
+            .as_ref()
+            .filter(|c| c.backend == Backend::Cuda)
+            .map(|c| c.device.launch_seconds);
+        let mut warning = None;
+        let (mut device, own) = match (self.card, self.peak, &calibration) {
+            (Some(_), Some(_), _) => {
+                return Err(Error::invalid("peak", "give a card or a peak, not both"));
+            }
+            (Some(card), None, _) => {
+                if let Some(c) = calibration.as_ref().filter(|c| c.backend != Backend::Cuda) {
+                    warning = Some(format!(
+                        "the calibration was measured on {} ({} backend): its efficiencies \
+                         are applied to {} as they are, not measured on it",
+                        c.device.name,
+                        c.backend,
+                        card.spec().name
+                    ));
+                }
+                let mut d = Device::card(card);
+                if let Some(l) = cuda_floor {
+                    d.launch_seconds = l;
+                    d.source
+                        .push_str("; launch: the calibration's measured floor");
+                }
+                (d, false)
+            }
+            (None, Some(peak), _) => (
+                Device {
+                    name: format!("a device of {} TFLOP/s (--peak)", peak / 1e12),
+                    peak_flops_per_second: peak,
+                    memory_bytes_per_second: None,
+                    launch_seconds: cuda_floor.unwrap_or(DEFAULT_LAUNCH_SECONDS),
+                    element_bytes: CARD_ELEMENT_BYTES,
+                    source: "--peak, --bandwidth".to_owned(),
+                },
+                false,
+            ),
+            (None, None, Some(c)) => (c.device.clone(), true),
+            (None, None, None) => {
+                return Err(Error::invalid(
+                    "card",
+                    "give a card (--card), a peak (--peak) or a calibration to predict with",
+                ));
+            }
+        };
+        if let Some(w) = self.bandwidth {
+            device.memory_bytes_per_second = Some(w);
+        }
+        if let Some(l) = self.launch_seconds {
+            device.launch_seconds = l;
+        }
+        device.validate()?;
+        let roof = Roofline {
+            device,
+            calibration,
+            attention: self.attention.unwrap_or(match own {
+                true => AttentionData::Unfused,
+                false => AttentionData::Fused,
+            }),
+            experts: self.experts.unwrap_or(match own {
+                true => ExpertLaunch::PerExpert,
+                false => ExpertLaunch::Grouped,
+            }),
+        };
+        Ok((roof, warning))
+    }
+}
+
 /// What bounds a kernel's time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Bounds {
