@@ -18,10 +18,7 @@ use super::{LayoutArgs, WorkloadArgs, all_formats, emit_report, load_budget, nam
 /// A card by its id in the table (`h200-sxm`) or by the name its driver reports (`h200`,
 /// `"NVIDIA H200 NVL"`), read as `smelt mfu` and the bench read a device name.
 pub fn parse_card(text: &str) -> Result<Card, String> {
-    if let Ok(c) = text.parse::<Card>() {
-        return Ok(c);
-    }
-    Card::of_device(text).ok_or_else(|| {
+    Card::named(text).ok_or_else(|| {
         format!(
             "'{text}' is no card of the table (ids: {}); give --peak and --bandwidth for \
              another",
