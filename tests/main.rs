@@ -21,6 +21,7 @@ mod launcher;
 mod launcher_flops;
 mod parsers;
 mod plot;
+mod predict;
 mod reference;
 mod search;
 mod search_ties;

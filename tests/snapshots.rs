@@ -224,6 +224,45 @@ const CASES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "grid-predict",
+        &["grid", "budgets/smelt-grid.toml", "--predict", "h200"],
+    ),
+    (
+        "grid-predict-csv",
+        &[
+            "grid",
+            "budgets/smelt-grid.toml",
+            "--predict",
+            "h200",
+            "--format",
+            "csv",
+        ],
+    ),
+    (
+        "predict",
+        &[
+            "predict",
+            "budgets/smelt-200m-s95.toml",
+            "--against",
+            "budgets/base-200m-s95.toml",
+            "--card",
+            "h200",
+        ],
+    ),
+    (
+        "predict-markdown",
+        &[
+            "predict",
+            "budgets/smelt-200m-s95.toml",
+            "--against",
+            "budgets/base-200m-s95.toml",
+            "--card",
+            "h200",
+            "--format",
+            "markdown",
+        ],
+    ),
+    (
         "mfu-unknown-card",
         &[
             "mfu",
@@ -329,6 +368,8 @@ fn first_screens() -> Vec<Vec<String>> {
         "match budgets/match-200m-s95.toml --conventions",
         "grid budgets/smelt-grid.toml --conventions",
         "mfu budgets/base-200m-s95.toml --tokens-per-second 1.2e6 --gpus 8 --card h100-sxm",
+        "grid budgets/smelt-grid.toml --predict h200",
+        "predict budgets/smelt-200m-s95.toml --against budgets/base-200m-s95.toml --card h200",
     ]
     .iter()
     .map(|c| words(c))

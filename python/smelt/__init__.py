@@ -57,6 +57,7 @@ __all__ = [
     "families",
     "launcher_flops",
     "mfu",
+    "predict",
     "__version__",
 ]
 
@@ -566,6 +567,47 @@ def mfu(
         raise _error("card", "give a card or a peak, not both or neither")
     w = _workload(context, mean_doc_len, doc_lengths, dense)
     return _loads(_smelt.mfu(_source("spec", spec), tps, g, c, p, w))
+
+
+def predict(
+    model: Source,
+    against: Optional[Source] = None,
+    card: Optional[str] = None,
+    peak: Optional[float] = None,
+    bandwidth: Optional[float] = None,
+    *,
+    launch_us: Optional[float] = None,
+    calibration: Any = None,
+    attention: Optional[str] = None,
+    experts: Optional[str] = None,
+    tokens: Optional[int] = None,
+    routing: str = "balanced",
+    context: Optional[int] = None,
+    mean_doc_len: Optional[int] = None,
+    doc_lengths: Any = None,
+    dense: bool = False,
+) -> Dict[str, Any]:
+    """The predicted step time of `model`'s layer stack (and of `against`, its Baseline,
+    with the time ratio) from a roofline over the bench's kernel plan: the fields of
+    `smelt predict --format json`. Give `card` (an id of smelt's table of cards, or a
+    driver's name for one: "h200" is the SXM card), or `peak` (TFLOP/s) with `bandwidth`
+    (TB/s), or a `calibration` file (`smelt calibrate`) alone for its own device.
+    `attention` is "fused" or "unfused", `experts` "grouped" or "per-expert" (defaults as
+    the command line's)."""
+    c = None if card is None else _str("card", card)
+    p = None if peak is None else _float("peak", peak)
+    b = None if bandwidth is None else _float("bandwidth", bandwidth)
+    lu = None if launch_us is None else _float("launch_us", launch_us)
+    cal = None if calibration is None else _path("calibration", calibration)
+    a = None if attention is None else _str("attention", attention)
+    e = None if experts is None else _str("experts", experts)
+    t = _opt_int("tokens", tokens, 1, 1 << 20)
+    r = _str("routing", routing)
+    w = _workload(context, mean_doc_len, doc_lengths, dense)
+    base = None if against is None else _source("against", against)
+    return _loads(
+        _smelt.predict(_source("model", model), base, c, p, b, lu, cal, a, e, t, r, w)
+    )
 
 
 def families() -> Dict[str, str]:

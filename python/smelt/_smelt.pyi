@@ -56,3 +56,9 @@ def mfu(
     spec: Source, tokens_per_second: float, gpus: int, card: Optional[str],
     peak_tflops: Optional[float], workload: Optional[str],
 ) -> str: ...
+def predict(
+    model: Source, against: Optional[Source], card: Optional[str], peak_tflops: Optional[float],
+    bandwidth_tbs: Optional[float], launch_us: Optional[float], calibration: Optional[str],
+    attention: Optional[str], experts: Optional[str], tokens: Optional[int], routing: str,
+    workload: Optional[str],
+) -> str: ...

@@ -790,6 +790,77 @@ fn launcher_flops(
     })
 }
 
+/// predict(model, against, card, peak_tflops, bandwidth_tbs, launch_us, calibration,
+/// attention, experts, tokens, routing, workload) -> JSON: `smelt predict --format json`.
+#[pyfunction]
+#[pyo3(signature = (model, against, card, peak_tflops, bandwidth_tbs, launch_us, calibration,
+                    attention, experts, tokens, routing, workload))]
+#[allow(clippy::too_many_arguments)]
+fn predict(
+    py: Python<'_>,
+    model: Source,
+    against: Option<Source>,
+    card: Option<String>,
+    peak_tflops: Option<f64>,
+    bandwidth_tbs: Option<f64>,
+    launch_us: Option<f64>,
+    calibration: Option<String>,
+    attention: Option<String>,
+    experts: Option<String>,
+    tokens: Option<u64>,
+    routing: String,
+    workload: Option<String>,
+) -> PyResult<String> {
+    guarded(py, move || {
+        use smelt_core::bench::predict::{Calibration, DeviceRequest, PredictOptions};
+        let w = changes(workload.as_deref())?;
+        let model = model_spec(&model, &w)?;
+        let base = against.map(|b| model_spec(&b, &w)).transpose()?;
+        let card = card
+            .map(|c| {
+                smelt_core::card::Card::named(&c).ok_or_else(|| {
+                    Error::invalid(
+                        "card",
+                        format!(
+                            "'{c}' is no card of the table (ids: {}); give a peak for another",
+                            smelt_core::card::Card::ALL
+                                .iter()
+                                .map(|c| c.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )
+                })
+            })
+            .transpose()?;
+        let calibration = calibration
+            .map(|path| {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| Error::invalid("calibration", format!("reading '{path}': {e}")))?;
+                serde_json::from_str::<Calibration>(&text).map_err(|e| Error::Parse {
+                    message: format!("calibration '{path}' (smelt calibrate's file): {e}"),
+                })
+            })
+            .transpose()?;
+        let (roof, _warning) = DeviceRequest {
+            card,
+            peak: peak_tflops.map(|t| t * 1e12),
+            bandwidth: bandwidth_tbs.map(|t| t * 1e12),
+            launch_seconds: launch_us.map(|us| us * 1e-6),
+            calibration,
+            attention: attention.map(|a| a.parse()).transpose()?,
+            experts: experts.map(|e| e.parse()).transpose()?,
+        }
+        .roofline()?;
+        let opts = PredictOptions {
+            tokens: tokens.unwrap_or(PredictOptions::default().tokens),
+            routing: routing.parse()?,
+        };
+        let models: Vec<&ModelSpec> = base.iter().chain([&model]).collect();
+        to_json(&smelt_core::bench::predict::predict(&models, &roof, &opts)?)
+    })
+}
+
 /// mfu(spec, tokens_per_second, gpus, card, peak_tflops, workload) -> JSON: `smelt mfu
 /// --format json`.
 #[pyfunction]
@@ -850,6 +921,7 @@ fn _smelt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(families, m)?)?;
     m.add_function(wrap_pyfunction!(launcher_flops, m)?)?;
     m.add_function(wrap_pyfunction!(mfu, m)?)?;
+    m.add_function(wrap_pyfunction!(predict, m)?)?;
     m.add("SmeltError", m.py().get_type::<SmeltError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

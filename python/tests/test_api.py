@@ -40,7 +40,7 @@ def cli(*args, check=True):
 
 PUBLIC = [smelt.cost, smelt.match, smelt.grid, smelt.sweep, smelt.fit, smelt.gain, smelt.bench,
           smelt.import_hf, smelt.export_hf, smelt.export_toml, smelt.families,
-          smelt.launcher_flops, smelt.mfu]
+          smelt.launcher_flops, smelt.mfu, smelt.predict]
 
 
 @pytest.mark.parametrize("function", PUBLIC, ids=lambda f: f.__name__)

@@ -46,6 +46,8 @@ pub struct Args {
           value_parser = |s: &str| smelt::search::shard::Shard::parse(s))]
     shard: Option<smelt::search::shard::Shard>,
     #[command(flatten)]
+    predict: super::predict::PredictFlag,
+    #[command(flatten)]
     export: ExportArgs,
     #[command(flatten)]
     conventions: super::launcher::ConventionsFlag,
@@ -63,6 +65,9 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         ..SearchOptions::default()
     };
     let mut r = smelt::search::match_grid_with(&grid, &options, progress)?;
+    if let Some((roof, opts)) = args.predict.roofline()? {
+        smelt::search::predict_cells(&mut r, &roof, &opts)?;
+    }
     if let Some(opts) = args.bench.options() {
         smelt::search::time_shard(&mut r, &opts, args.shard, progress)?;
     }

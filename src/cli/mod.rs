@@ -27,6 +27,7 @@ mod launcher;
 mod matching;
 mod merge;
 mod mfu;
+mod predict;
 mod sweep;
 mod workload;
 
@@ -71,6 +72,8 @@ enum Command {
     Fit(fit::Args),
     Gain(gain::Args),
     Bench(bench::Args),
+    Predict(predict::Args),
+    Calibrate(predict::CalibrateArgs),
     Import(import::Args),
     Mfu(mfu::Args),
     Merge(merge::Args),
@@ -94,6 +97,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fit(args) => fit::run(args, &progress),
         Command::Gain(args) => gain::run(args, &progress),
         Command::Bench(args) => bench::run(args, &progress),
+        Command::Predict(args) => predict::run(args),
+        Command::Calibrate(args) => predict::calibrate(args),
         Command::Import(args) => import::run(args),
         Command::Mfu(args) => mfu::run(args),
         Command::Merge(args) => merge::run(args),

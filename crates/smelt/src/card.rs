@@ -224,6 +224,12 @@ impl Card {
         CARDS
     }
 
+    /// The card `text` names: an id of the table (`h200-sxm`), else the card a driver
+    /// reporting `text` as its device name would be (`h200`, `"NVIDIA H200 NVL"`).
+    pub fn named(text: &str) -> Option<Card> {
+        text.parse::<Card>().ok().or_else(|| Card::of_device(text))
+    }
+
     /// The card a driver reports as `device` (e.g. `"NVIDIA H200 NVL"`), if the table has
     /// it.
     pub fn of_device(device: &str) -> Option<Card> {

@@ -30,6 +30,7 @@ mod mock;
 mod peak;
 pub mod plan;
 pub mod pool;
+pub mod predict;
 pub mod stats;
 mod types;
 
@@ -221,6 +222,7 @@ fn layer_bench(
         rounds_spread: spread(&m.rounds),
         launch_bound_shapes: bound.clone().count(),
         launch_bound_time_share: bound.fold(0.0, |s, k| s + k.seconds) / total_time,
+        kernels: m.kernels.clone(),
     })
 }
 

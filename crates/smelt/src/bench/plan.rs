@@ -57,13 +57,13 @@
 //! activations and routing are not GEMMs and are not in the plan; the attention tiles'
 //! softmax is ([`Op::Softmax`]), with no FLOPs counted for it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::model::{Attention, Model, WindowKind};
 
 /// What a kernel computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Component {
     /// Q, K, V, O projections.
@@ -109,7 +109,7 @@ impl Component {
 }
 
 /// Which pass a kernel belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Pass {
     /// Forward.
@@ -123,7 +123,9 @@ pub enum Pass {
 }
 
 /// What a kernel runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     /// A GEMM: `m x n` outputs, each a dot product of length `k`.
@@ -138,7 +140,7 @@ pub enum Op {
 }
 
 /// One GEMM shape, issued `count` times (each a batch of `batch` identical GEMMs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Kernel {
     /// Component.
     pub component: Component,

@@ -175,6 +175,9 @@ pub struct LayerBench {
     pub launch_bound_shapes: usize,
     /// Their share of the plan's time.
     pub launch_bound_time_share: f64,
+    /// Every kernel shape of the plan with its measured time (all its launches): what
+    /// `smelt calibrate` fits a roofline's efficiencies to ([`crate::bench::predict`]).
+    pub kernels: Vec<KernelTime>,
 }
 
 /// A benchmark of one model, or of a model against its Baseline: `smelt bench --format json`.

@@ -28,6 +28,7 @@ mod launcher;
 mod markdown;
 mod matching;
 pub mod plot;
+mod predict;
 mod rows;
 mod table;
 mod toml;

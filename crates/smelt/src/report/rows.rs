@@ -181,6 +181,14 @@ fn time_field(c: &GridCell) -> Field {
     }
 }
 
+/// A cell's predicted time ratio.
+fn predicted_field(c: &GridCell) -> Field {
+    match &c.predicted {
+        Some(p) => Field::ratio(p.ratio),
+        None => Field::text("-"),
+    }
+}
+
 /// The summary of the time ratios in words.
 fn time_summary_line(tr: &crate::search::TimeSummary) -> String {
     let figure = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.4}"));
@@ -250,11 +258,31 @@ impl GridReport {
                 tr.device
             ));
         }
+        if let Some(p) = &self.summary.predicted {
+            doc.line(format!(
+                "P ratio: predicted looped / Baseline time per token of the layer stack, {}",
+                p.basis.summary()
+            ));
+        }
         doc
     }
 
     fn timed(&self) -> bool {
         self.cells.iter().any(|c| c.time.is_some())
+    }
+
+    fn predicted(&self) -> bool {
+        self.cells.iter().any(|c| c.predicted.is_some())
+    }
+
+    /// The line with the largest and mean predicted ratio.
+    fn predicted_line(&self, doc: &mut Document) {
+        if let Some(p) = &self.summary.predicted {
+            doc.line(format!(
+                "largest predicted time ratio {:.4}, mean predicted time ratio {:.4}",
+                p.max_ratio, p.mean_ratio
+            ));
+        }
     }
 
     /// Whether a layout was given (the per-GPU peak column).
@@ -280,6 +308,7 @@ impl Report for GridReport {
     fn document(&self) -> Document {
         let mut doc = self.head();
         let timed = self.timed();
+        let predicted = self.predicted();
         let peak = self.peaked();
         self.peak_note(&mut doc);
         let first = ["scale", "sparsity", "sparse", "S base", "S looped"];
@@ -288,7 +317,8 @@ impl Report for GridReport {
             .chain(budget_columns(label::Label::ratio))
             .chain(peak.then(|| "M ratio".to_owned()))
             .chain(["max w|r|".to_owned(), "in tolerance".to_owned()])
-            .chain(timed.then(|| "T ratio".to_owned()));
+            .chain(timed.then(|| "T ratio".to_owned()))
+            .chain(predicted.then(|| "P ratio".to_owned()));
         let mut t = Table::new(header).right_from(2).data();
         for c in &self.cells {
             let mut r = vec![
@@ -304,6 +334,7 @@ impl Report for GridReport {
             r.push(Field::shown(format!("{:.4}", c.score[0]), c.score[0]));
             r.push(verdict(c, BudgetKind::as_str));
             r.extend(timed.then(|| time_field(c)));
+            r.extend(predicted.then(|| predicted_field(c)));
             t.rows.push(r);
         }
         // A summary row: its label, blanks to the ratios, a value per budget, blanks after.
@@ -311,7 +342,8 @@ impl Report for GridReport {
             let mut r = vec![Field::text(label)];
             r.extend((0..first.len() - 1 + SHAPE_COLUMNS.len()).map(|_| Field::blank()));
             r.extend(values);
-            r.extend((0..2 + usize::from(timed) + usize::from(peak)).map(|_| Field::blank()));
+            let after = 2 + usize::from(timed) + usize::from(peak) + usize::from(predicted);
+            r.extend((0..after).map(|_| Field::blank()));
             r
         };
         for (label, values) in grid_summary(self) {
@@ -325,9 +357,8 @@ impl Report for GridReport {
             ] {
                 let blanks = BudgetKind::ALL.iter().map(|_| Field::blank()).collect();
                 let mut r = row(label, blanks);
-                if let Some(last) = r.last_mut() {
-                    *last = v.map_or(Field::text("-"), Field::ratio);
-                }
+                let at = r.len() - 1 - usize::from(predicted);
+                r[at] = v.map_or(Field::text("-"), Field::ratio);
                 t.summary.push(r);
             }
         }
@@ -335,6 +366,7 @@ impl Report for GridReport {
         if let Some(tr) = &self.summary.time_ratio {
             doc.line(time_summary_line(tr));
         }
+        self.predicted_line(&mut doc);
         doc
     }
 
@@ -342,6 +374,7 @@ impl Report for GridReport {
         let mut doc = self.head();
         doc.line(letters_line());
         let timed = self.timed();
+        let predicted = self.predicted();
         let peak = self.peaked();
         self.peak_note(&mut doc);
         let pairs = self.cells.iter();
@@ -351,7 +384,8 @@ impl Report for GridReport {
             .chain(budget_columns(|l| l.letter.to_owned()))
             .chain(peak.then(|| "M".to_owned()))
             .chain(["in tolerance".to_owned()])
-            .chain(timed.then(|| "T ratio".to_owned()));
+            .chain(timed.then(|| "T ratio".to_owned()))
+            .chain(predicted.then(|| "P ratio".to_owned()));
         let mut t = Table::new(header)
             .right_from(1)
             .droppable(knob_columns(changed));
@@ -362,6 +396,7 @@ impl Report for GridReport {
             r.extend(peak.then(|| peak_field(c.peak_per_gpu.as_ref())));
             r.push(verdict(c, |k| label(k).letter));
             r.extend(timed.then(|| time_field(c)));
+            r.extend(predicted.then(|| predicted_field(c)));
             t.rows.push(r);
         }
         doc.table(t);
@@ -377,6 +412,7 @@ impl Report for GridReport {
         if let Some(tr) = &self.summary.time_ratio {
             doc.line(time_summary_line(tr));
         }
+        self.predicted_line(&mut doc);
         doc
     }
 }

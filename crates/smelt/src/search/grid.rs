@@ -3,6 +3,9 @@
 use serde::Serialize;
 
 use super::{MatchReport, SearchOptions, SearchStats, SparsityPair, match_budget_with};
+use crate::bench::predict::{
+    PredictOptions, PredictedRatio, PredictionBasis, Roofline, predicted_ratio,
+};
 use crate::bench::{BenchOptions, TimeRatio, time_ratio};
 use crate::budget::{GridSpec, Mode};
 use crate::cost::{BudgetKind, PerBudget, Ratios, Residuals};
@@ -48,6 +51,20 @@ pub struct GridCell {
     /// one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_per_gpu: Option<crate::cost::PeakPair>,
+    /// The predicted time ratio of the looped model to the Baseline (`--predict`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<PredictedRatio>,
+}
+
+/// The predicted time ratios over the cells (`--predict`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PredictSummary {
+    /// What the predictions assume.
+    pub basis: PredictionBasis,
+    /// The largest predicted looped / Baseline time ratio.
+    pub max_ratio: f64,
+    /// The mean predicted looped / Baseline time ratio.
+    pub mean_ratio: f64,
 }
 
 /// The measured time ratios over the cells (`--bench`).
@@ -84,6 +101,9 @@ pub struct GridSummary {
     /// The measured time ratios (`--bench`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_ratio: Option<TimeSummary>,
+    /// The predicted time ratios (`--predict`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<PredictSummary>,
 }
 
 /// The result of matching a grid: `smelt grid --format json`.
@@ -128,8 +148,37 @@ impl GridSummary {
             looped_gets_more,
             within_tolerance: cells.iter().filter(|c| c.within_tolerance).count(),
             time_ratio: None,
+            predicted: None,
         }
     }
+}
+
+/// Predicts the time ratio of every cell of `report` on `roof` ([`crate::bench::predict`]),
+/// adding each cell's and their largest and mean to the summary.
+pub fn predict_cells(
+    report: &mut GridReport,
+    roof: &Roofline,
+    opts: &PredictOptions,
+) -> Result<()> {
+    roof.device.validate()?;
+    if let Some(c) = &roof.calibration {
+        c.validate()?;
+    }
+    let ratios = crate::par::map(&report.cells, |c| {
+        predicted_ratio(&c.baseline, &c.looped, roof, opts)
+    });
+    let mut all = Vec::with_capacity(ratios.len());
+    for (cell, r) in report.cells.iter_mut().zip(ratios) {
+        let r = r?;
+        all.push(r.ratio);
+        cell.predicted = Some(r);
+    }
+    report.summary.predicted = Some(PredictSummary {
+        basis: PredictionBasis::of(roof, opts),
+        max_ratio: all.iter().copied().fold(f64::NAN, f64::max),
+        mean_ratio: all.iter().sum::<f64>() / all.len() as f64,
+    });
+    Ok(())
 }
 
 /// Benchmarks the Baseline and the match of every cell of `report` on `opts`' backend
@@ -276,6 +325,7 @@ pub fn match_grid_with(
             lattice: m.lattice,
             time: None,
             peak_per_gpu: m.peak_per_gpu,
+            predicted: None,
         });
     }
     let summary = GridSummary::of(&cells);

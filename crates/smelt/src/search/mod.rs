@@ -99,8 +99,8 @@ mod verdict;
 
 pub use candidate::{Candidate, Point, looped_model, rank_key};
 pub use grid::{
-    GridCell, GridReport, GridSummary, TimeSummary, match_grid, match_grid_with, time_cells,
-    time_shard,
+    GridCell, GridReport, GridSummary, PredictSummary, TimeSummary, match_grid, match_grid_with,
+    predict_cells, time_cells, time_shard,
 };
 pub use report::{
     Alternative, BudgetPair, MatchReport, SparsityPair, match_budget, match_budget_with,

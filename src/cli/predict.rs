@@ -1,0 +1,248 @@
+//! `smelt predict`: the predicted step time of a model's layer stack on a card, from a
+//! roofline over the bench's kernel plan; `smelt calibrate`: a calibration from a bench.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use smelt::bench::Routing;
+use smelt::bench::predict::{
+    AttentionData, Calibration, DeviceRequest, ExpertLaunch, PredictOptions, Roofline, predict,
+};
+use smelt::card::Card;
+use smelt::report::Format;
+
+use super::cost::load;
+use super::{LayoutArgs, WorkloadArgs, all_formats, emit_report, load_budget, named, write_file};
+
+/// A card by its id in the table (`h200-sxm`) or by the name its driver reports (`h200`,
+/// `"NVIDIA H200 NVL"`), read as `smelt mfu` and the bench read a device name.
+pub fn parse_card(text: &str) -> Result<Card, String> {
+    Card::named(text).ok_or_else(|| {
+        format!(
+            "'{text}' is no card of the table (ids: {}); give --peak and --bandwidth for \
+             another",
+            Card::ALL
+                .iter()
+                .map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// A positive finite number.
+fn positive(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("'{text}' is not a positive number")),
+    }
+}
+
+/// A number of microseconds, 0 or more.
+fn microseconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.0..=1e6).contains(&x) => Ok(x),
+        _ => Err(format!(
+            "'{text}' is not a number of microseconds from 0 to 1e6"
+        )),
+    }
+}
+
+/// The device and efficiencies of a prediction (`smelt predict`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct DeviceArgs {
+    /// The dense peak in TFLOP/s of a card the table does not have (with --bandwidth).
+    #[arg(long, value_name = "TFLOPS", value_parser = positive)]
+    peak: Option<f64>,
+    /// The memory bandwidth in TB/s: a card's datasheet figure replaced, or --peak's
+    /// device's (without it, --peak's device has no memory roof).
+    #[arg(long, value_name = "TB/S", value_parser = positive)]
+    bandwidth: Option<f64>,
+    /// Seconds per kernel launch, in µs (default: 4 µs on a card, or a CUDA calibration's
+    /// measured launch floor; the calibration's own device keeps its floor).
+    #[arg(long, value_name = "US", value_parser = microseconds)]
+    launch_us: Option<f64>,
+    /// A calibration (`smelt calibrate`): efficiencies per shape class fitted to a bench's
+    /// measured kernels. Without it the roofline is uncalibrated (efficiency 1).
+    #[arg(long, value_name = "CAL.json")]
+    calibration: Option<PathBuf>,
+    /// How the attention core is costed: fused (scores on chip, each token's tensors through
+    /// memory once; the default on a card) or unfused (each tile kernel as the bench
+    /// launches it; the default on a calibration's own device).
+    #[arg(long, value_parser = named::<AttentionData>())]
+    attention: Option<AttentionData>,
+    /// How the routed experts' GEMMs are launched: grouped (one grouped GEMM per weight
+    /// matrix and pass per layer; the default on a card) or per-expert (one launch per
+    /// expert, as the bench launches them; the default on a calibration's own device).
+    #[arg(long, value_parser = named::<ExpertLaunch>())]
+    experts: Option<ExpertLaunch>,
+    /// Tokens per batch, rounded to whole documents of the workload (default 16384, a GPU
+    /// bench's batch).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=smelt::bench::MAX_TOKENS))]
+    tokens: Option<u64>,
+    /// Token-to-expert assignment: `balanced`, or `skew=S`.
+    #[arg(long, default_value = "balanced")]
+    routing: Routing,
+}
+
+/// Reads a calibration file, naming it in errors.
+fn load_calibration(path: &Path) -> anyhow::Result<Calibration> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading calibration '{}'", path.display()))?;
+    let c: Calibration = serde_json::from_str(&text)
+        .with_context(|| format!("calibration '{}' (smelt calibrate's file)", path.display()))?;
+    c.validate()
+        .with_context(|| format!("calibration '{}'", path.display()))?;
+    Ok(c)
+}
+
+impl DeviceArgs {
+    /// The roofline on `card` (or --peak's device, or the calibration's own) and the options.
+    pub fn roofline(&self, card: Option<Card>) -> anyhow::Result<(Roofline, PredictOptions)> {
+        let calibration = self
+            .calibration
+            .as_deref()
+            .map(load_calibration)
+            .transpose()?;
+        let (roof, warning) = DeviceRequest {
+            card,
+            peak: self.peak.map(|t| t * 1e12),
+            bandwidth: self.bandwidth.map(|t| t * 1e12),
+            launch_seconds: self.launch_us.map(|us| us * 1e-6),
+            calibration,
+            attention: self.attention,
+            experts: self.experts,
+        }
+        .roofline()?;
+        if let Some(w) = warning {
+            super::note(&format!("smelt: warning: {w}"));
+        }
+        let opts = PredictOptions {
+            tokens: self.tokens.unwrap_or(PredictOptions::default().tokens),
+            routing: self.routing,
+        };
+        Ok((roof, opts))
+    }
+}
+
+/// Predict the step time of a model's layer stack on a card: a roofline over the kernels
+/// the bench would time.
+///
+/// Each kernel of the bench's plan (every GEMM of one training step, the attention core as
+/// a fused kernel's tiles) takes max(FLOPs / (peak x efficiency), bytes / bandwidth) plus a
+/// launch overhead; the model's time is the sum over its plan. Uncalibrated, every
+/// efficiency is 1 (the card's datasheet peak and bandwidth: a lower bound on the time);
+/// --calibration applies efficiencies fitted to a bench's measured kernels. With --against
+/// (or --budget) the predicted time ratio of the two models next to their FLOP ratio. The
+/// output says which card, which calibration and what it assumes.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["model", "budget"])))]
+pub struct Args {
+    /// The model file to predict.
+    model: Option<PathBuf>,
+    /// A Baseline model file, for the time and FLOP ratios.
+    #[arg(long, value_name = "BASELINE", requires = "model")]
+    against: Option<PathBuf>,
+    /// A budget file: match it, then predict its Baseline and the matched looped model.
+    #[arg(long, value_name = "BUDGET", conflicts_with_all = ["model", "against"])]
+    budget: Option<PathBuf>,
+    /// The card: an id of the table (h100-sxm, h200-sxm, h200-nvl, b200, gb200, mi300x, ...)
+    /// or a driver's name for it (h200 is the SXM card, as its driver names it).
+    #[arg(long, value_parser = parse_card)]
+    card: Option<Card>,
+    #[command(flatten)]
+    device: DeviceArgs,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Output format.
+    #[arg(long, default_value = "table", value_parser = all_formats())]
+    format: Format,
+    #[command(flatten)]
+    layout: LayoutArgs,
+}
+
+/// Runs `smelt predict`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let w = &args.workload;
+    let specs = match (&args.budget, &args.against, &args.model) {
+        (Some(b), _, _) => {
+            let m = smelt::search::match_budget(&w.budget(load_budget(b)?)?, 1)?;
+            vec![m.baseline, m.looped]
+        }
+        (None, Some(b), Some(m)) => vec![w.spec(load(b)?)?, w.spec(load(m)?)?],
+        (None, None, Some(m)) => vec![w.spec(load(m)?)?],
+        _ => anyhow::bail!("give a model file (optionally with --against) or --budget"),
+    };
+    let (roof, opts) = args.device.roofline(args.card)?;
+    let refs: Vec<_> = specs.iter().collect();
+    emit_report(&predict(&refs, &roof, &opts)?, args.format, &args.layout)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Fit a calibration for `smelt predict` from a bench's measured kernels.
+///
+/// Reads `smelt bench --format json` (its per-shape times, `models[].kernels`) and fits per
+/// shape class (other GEMMs, routed experts, attention tiles, softmax) the efficiency each
+/// measured shape reached against the bench's peak (a GPU's datasheet peak or --peak; the
+/// CPU's measured ceiling), by octave of work per launch, with the bench's launch floor as
+/// the launch overhead.
+#[derive(Debug, clap::Args)]
+pub struct CalibrateArgs {
+    /// The bench report (JSON).
+    bench: PathBuf,
+    /// Where to write the calibration (JSON).
+    #[arg(short, long, value_name = "CAL.json")]
+    output: PathBuf,
+}
+
+/// Runs `smelt calibrate`.
+pub fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.bench)
+        .with_context(|| format!("reading bench report '{}'", args.bench.display()))?;
+    let cal = Calibration::from_bench_json(&text, &args.bench.display().to_string())
+        .with_context(|| format!("bench report '{}'", args.bench.display()))?;
+    let json = smelt::report::to_json(&cal)?;
+    write_file(
+        &args.output,
+        &json,
+        "the calibration",
+        std::slice::from_ref(&args.bench),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--predict CARD [--calibration FILE]` for `grid`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PredictFlag {
+    /// Also predict every cell's time ratio on this card (an id of the table or a driver's
+    /// name for it: h200 is the SXM card), from a roofline over the bench's kernel plan
+    /// (16384 tokens, balanced routing, attention fused, experts grouped): the `P ratio` column, `predicted`
+    /// in the JSON. See `smelt predict --help`.
+    #[arg(long, value_name = "CARD", value_parser = parse_card)]
+    predict: Option<Card>,
+    /// With --predict: efficiencies from a calibration (`smelt calibrate`) instead of the
+    /// uncalibrated roofline's 1.
+    #[arg(long, value_name = "CAL.json", requires = "predict")]
+    calibration: Option<PathBuf>,
+}
+
+impl PredictFlag {
+    /// The roofline and options, when a prediction is asked for.
+    pub fn roofline(&self) -> anyhow::Result<Option<(Roofline, PredictOptions)>> {
+        let Some(card) = self.predict else {
+            return Ok(None);
+        };
+        let args = DeviceArgs {
+            peak: None,
+            bandwidth: None,
+            launch_us: None,
+            calibration: self.calibration.clone(),
+            attention: None,
+            experts: None,
+            tokens: None,
+            routing: Routing::Balanced,
+        };
+        args.roofline(Some(card)).map(Some)
+    }
+}
