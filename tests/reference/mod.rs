@@ -161,6 +161,8 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     mla,
                     window,
                     indexer,
+                    attention_gate: false,
+                    recurrent: None,
                     moe: Moe {
                         experts,
                         top_k: top_k.index(experts as usize) as u64 + 1,

@@ -153,7 +153,8 @@ pub use per_budget::{BudgetKind, PerBudget, Ratios, Residuals};
 pub use training::{PeakPair, StageMemory, TrainingMemory, peak_pair, training_memory};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
-    KvAtContext, KvReport, ParamBreakdown, ParamReport, SelectedKeys, Sparsity, WindowedKeys,
+    KvAtContext, KvReport, ParamBreakdown, ParamReport, RecurrentState, SelectedKeys, Sparsity,
+    WindowedKeys,
 };
 
 use crate::error::{Error, Result};
@@ -241,26 +242,29 @@ fn params_of(
     let per_moe_layer = |x: u64| Params(x).checked_mul(moe_layers);
     let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
     let norm = model.norm_params();
-    let per_layer_norms = crate::units::add(
-        product(&[2, norm], "params.norms")?,
-        a.norms,
+    // Recurrent layers have no attention block (nor its q/k norms); their mixer's own
+    // weights, its gated norm included, are `recurrent`.
+    let attention_layers = l - model.recurrent_layers();
+    let layer_norms = crate::units::add(
+        product(&[2, norm, l], "params.norms")?,
+        product(&[a.norms, attention_layers], "params.norms")?,
         "params.norms",
     )?;
+    let recurrent = Params(layer.recurrent.map_or(0, |r| r.params)).checked_mul(l - attention_layers)?;
     let (embeddings, lm_head) = vocab_matrices(model, counting)?;
     let (mtp, active_mtp) = mtp_params(model, layer, counting)?;
     let total = ParamBreakdown {
-        attention: Params(a.params).checked_mul(l)?,
+        attention: Params(a.params).checked_mul(attention_layers)?,
         experts: per_moe_layer(f.experts)?,
         router: per_moe_layer(f.router)?,
         shared: per_moe_layer(f.shared)?,
         dense: Params(product(&[3, h, dense_ffn, dense_layers], "params.dense")?),
-        norms: Params(per_layer_norms)
-            .checked_mul(l)?
-            .checked_add(Params(norm))?,
+        norms: Params(layer_norms).checked_add(Params(norm))?,
         indexer: Params(layer.indexer.map_or(0, |ix| ix.params)).checked_mul(l)?,
         embeddings,
         lm_head,
         mtp,
+        recurrent,
     };
     let active = ParamBreakdown {
         experts: per_moe_layer(f.active_experts)?,
@@ -312,6 +316,21 @@ fn forward_of(
         _ => (keys.full.attention_flops(a.core_width)?, Flops::ZERO),
     };
     let mut attention_core = core.checked_mul(x.full)?;
+    // A recurrent layer's mixer: its projections per token, and its convolution and delta
+    // rule over the `context`-token sequence, per token of it.
+    let (recurrent_projections, recurrent_core) = match (layer.recurrent, keys.sequence) {
+        (Some(r), Some(t)) => (
+            flops(r.macs, x.recurrent, "flops.recurrent")?,
+            Flops::ratio(
+                u128::from(product(
+                    &[2, r.sequence_macs(t)?, x.recurrent],
+                    "flops.recurrent",
+                )?),
+                u128::from(t),
+            )?,
+        ),
+        _ => (Flops::ZERO, Flops::ZERO),
+    };
     if let Some((_, _, w)) = keys.windowed {
         attention_core = attention_core
             .checked_add(w.attention_flops(a.core_width)?.checked_mul(x.windowed)?)?;
@@ -343,7 +362,7 @@ fn forward_of(
         Flops::ZERO
     };
     Ok(FlopBreakdown {
-        projections: flops(a.macs, x.total, "flops.projections")?,
+        projections: flops(a.macs, x.attention, "flops.projections")?,
         attention_core,
         router: flops(f.router_macs, x.moe, "flops.router")?,
         experts: flops(f.expert_macs, x.moe, "flops.experts")?,
@@ -356,27 +375,46 @@ fn forward_of(
         lm_head,
         mtp,
         indexer: indexer_per.checked_mul(x.total)?,
+        recurrent_projections,
+        recurrent_core,
     })
 }
 
-/// KV-cache elements per token: the attention block's per execution, over all executions.
+/// KV-cache elements per token: the attention block's per execution, over the attention
+/// layers' executions.
 fn kv_elements(layer: &LayerCost) -> Result<KvElements> {
     Ok(KvElements(product(
-        &[layer.attention.kv, layer.runs.total],
+        &[layer.attention.kv, layer.runs.attention],
         "kv_cache.elements",
     )?))
 }
 
+/// The recurrent layers' state one sequence holds: `(conv, delta)` elements over all their
+/// executions (zero without recurrent layers).
+fn recurrent_state(layer: &LayerCost) -> Result<(u64, u64)> {
+    let n = layer.runs.recurrent;
+    layer.recurrent.map_or(Ok((0, 0)), |r| {
+        Ok((
+            product(&[r.conv_state, n], "kv_cache.state")?,
+            product(&[r.delta_state, n], "kv_cache.state")?,
+        ))
+    })
+}
+
 /// KV-cache elements one sequence of `context` tokens holds at its end: `context` entries
-/// per full layer execution, `held` (at most the window) per windowed one.
+/// per full layer execution, `held` (at most the window) per windowed one, and the
+/// recurrent layers' state.
 fn kv_held(layer: &LayerCost, context: u64, held: u64) -> Result<KvElements> {
+    const WHAT: &str = "kv_cache.at_context";
     let per = layer.attention.kv;
-    let full = product(&[per, layer.runs.full, context], "kv_cache.at_context")?;
-    let windowed = product(&[per, layer.runs.windowed, held], "kv_cache.at_context")?;
+    let full = product(&[per, layer.runs.full, context], WHAT)?;
+    let windowed = product(&[per, layer.runs.windowed, held], WHAT)?;
+    let (conv, delta) = recurrent_state(layer)?;
+    let state = crate::units::add(conv, delta, WHAT)?;
     Ok(KvElements(crate::units::add(
-        full,
-        windowed,
-        "kv_cache.at_context",
+        crate::units::add(full, windowed, WHAT)?,
+        state,
+        WHAT,
     )?))
 }
 
@@ -424,6 +462,27 @@ fn kv_report(
             elements_cache,
         },
         budget: counting.kv,
+        recurrent_state: match layer.recurrent {
+            Some(r) => {
+                let (conv, delta) = recurrent_state(layer)?;
+                let elements = KvElements(crate::units::add(conv, delta, "kv_cache.state")?);
+                let fp32 = crate::units::add(
+                    product(&[conv, workload.kv_dtype_bytes], "kv_cache.state")?,
+                    product(&[delta, 4], "kv_cache.state")?,
+                    "kv_cache.state",
+                )?;
+                Some(RecurrentState {
+                    kind: model.recurrent.as_ref().map_or("", |m| m.mixer.as_str()),
+                    conv_per_execution: r.conv_state,
+                    delta_per_execution: r.delta_state,
+                    executions: layer.runs.recurrent,
+                    elements,
+                    bytes: bytes(elements)?,
+                    bytes_fp32_delta: Bytes(fp32),
+                })
+            }
+            None => None,
+        },
     })
 }
 
@@ -472,7 +531,11 @@ pub fn budgets_with(
         flops: forward.checked_mul(TRAINING_OVER_FORWARD)?,
         params: total.total()?,
         kv: kv_budget(model, &layer, context, counting)?,
-        activations: activations(model, keys, counting, counting.activations)?.total()?,
+        // Not counted for recurrent layers: 0, which the objective refuses to weigh.
+        activations: match model.recurrent {
+            Some(_) => crate::units::ActivationBytes::ZERO,
+            None => activations(model, keys, counting, counting.activations)?.total()?,
+        },
     })
 }
 

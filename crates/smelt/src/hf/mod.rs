@@ -263,6 +263,8 @@ impl Common {
             mla: parts.mla,
             window: parts.window,
             indexer: parts.indexer,
+            attention_gate: false,
+            recurrent: None,
             moe: Moe {
                 experts: parts.experts,
                 top_k: self.num_experts_per_tok,
