@@ -123,7 +123,7 @@ impl Budget {
             }
         }
         check_mla_lattice(&baseline, &lattice)?;
-        if m.recurrent.is_some() && weights[crate::cost::BudgetKind::Activations] > 0.0 {
+        if weights[crate::cost::BudgetKind::Activations] > 0.0 {
             crate::cost::memory::refuse_recurrent(m).map_err(|e| {
                 Error::invalid("objective.weights.activations", format!("must be 0: {e}"))
             })?;

@@ -302,11 +302,11 @@ pub(super) fn activations_over(
     })
 }
 
-/// The activation memory does not count recurrent token mixers: an error naming the field
-/// for a model with recurrent layers.
+/// The activation memory does not count recurrent token mixers nor the attention output
+/// gate: an error naming the field for a model with either.
 pub(crate) fn refuse_recurrent(model: &Model) -> Result<()> {
-    match &model.recurrent {
-        Some(r) => Err(crate::Error::invalid(
+    if let Some(r) = &model.recurrent {
+        return Err(crate::Error::invalid(
             "model.recurrent",
             format!(
                 "the activation memory does not count {} layers (what their chunked \
@@ -314,9 +314,17 @@ pub(crate) fn refuse_recurrent(model: &Model) -> Result<()> {
                  reported for this model and cannot be matched",
                 r.mixer.as_str()
             ),
-        )),
-        None => Ok(()),
+        ));
     }
+    if model.attention_gate {
+        return Err(crate::Error::invalid(
+            "model.attention_gate",
+            "the activation memory does not count the attention output gate (what its \
+             sigmoid and product save is not modelled): activations are not reported for this \
+             model and cannot be matched",
+        ));
+    }
+    Ok(())
 }
 
 /// The activation report of `model` on a workload of `context` tokens: every policy; for

@@ -532,9 +532,9 @@ pub fn budgets_with(
         params: total.total()?,
         kv: kv_budget(model, &layer, context, counting)?,
         // Not counted for recurrent layers: 0, which the objective refuses to weigh.
-        activations: match model.recurrent {
-            Some(_) => crate::units::ActivationBytes::ZERO,
-            None => activations(model, keys, counting, counting.activations)?.total()?,
+        activations: match memory::refuse_recurrent(model) {
+            Err(_) => crate::units::ActivationBytes::ZERO,
+            Ok(()) => activations(model, keys, counting, counting.activations)?.total()?,
         },
     })
 }

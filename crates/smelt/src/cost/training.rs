@@ -262,11 +262,12 @@ fn divide(a: ActivationBytes, n: u64) -> Result<ActivationBytes> {
 pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<TrainingMemory> {
     let m = &spec.model;
     training.validate_for(m)?;
-    if m.recurrent.is_some() {
+    if m.recurrent.is_some() || m.attention_gate {
         return Err(Error::invalid(
             "training",
-            "the training memory does not count recurrent layers ([model.recurrent]): their \
-             activations and tensor-parallel shards are not modelled; remove [training]",
+            "the training memory does not count recurrent layers ([model.recurrent]) nor the \
+             attention output gate (model.attention_gate): their activations and \
+             tensor-parallel shards are not modelled; remove [training]",
         ));
     }
     if spec.counting.mtp && m.mtp_layers > 0 {
