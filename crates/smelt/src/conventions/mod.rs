@@ -128,6 +128,12 @@ named_enum! {
         Mtp = "mtp",
         /// The LM head.
         LmHead = "lm head",
+        /// Recurrent (Gated DeltaNet) layers: their convolution and chunked recurrence are
+        /// not counted, their projections only through `N`, and an attention term is
+        /// charged to every layer as if each were attention.
+        RecurrentLayers = "recurrent layers",
+        /// The attention output gate's projection, except through `N`.
+        AttentionGate = "attention gate",
     }
 }
 
@@ -148,6 +154,8 @@ impl Feature {
             Feature::SharedGate => m.moe.shared_gate && m.moe.shared_experts > 0,
             Feature::Mtp => spec.counting.mtp && m.mtp_layers > 0,
             Feature::LmHead => spec.counting.lm_head && m.vocab > 0,
+            Feature::RecurrentLayers => m.recurrent.is_some(),
+            Feature::AttentionGate => m.attention_gate,
         }
     }
 }
@@ -174,11 +182,26 @@ impl Convention {
                 CausalDiagonal,
                 IndexerScores,
                 SharedGate,
+                RecurrentLayers,
+                AttentionGate,
             ],
-            Convention::Torchtitan => {
-                &[Loops, Windows, DocumentMask, CausalMask, IndexerScores, Mtp]
-            }
-            Convention::SixN => &[Loops, AttentionCore, IndexerScores, Mtp, LmHead],
+            Convention::Torchtitan => &[
+                Loops,
+                Windows,
+                DocumentMask,
+                CausalMask,
+                IndexerScores,
+                Mtp,
+                RecurrentLayers,
+            ],
+            Convention::SixN => &[
+                Loops,
+                AttentionCore,
+                IndexerScores,
+                Mtp,
+                LmHead,
+                RecurrentLayers,
+            ],
             Convention::SixNAttn => &[
                 Loops,
                 Windows,
@@ -187,6 +210,7 @@ impl Convention {
                 IndexerScores,
                 Mtp,
                 LmHead,
+                RecurrentLayers,
             ],
         }
     }
