@@ -463,7 +463,12 @@ fn gated_deltanet_layers_are_read_from_the_layer_pattern() {
     assert!(layers.iter().all(|l| l % 2 == 1));
     let types: Vec<String> = (1..=48)
         .map(|l| {
-            if l <= 40 { "\"linear_attention\"" } else { "\"full_attention\"" }.to_owned()
+            if l <= 40 {
+                "\"linear_attention\""
+            } else {
+                "\"full_attention\""
+            }
+            .to_owned()
         })
         .collect();
     let listed = hf::import(
@@ -493,7 +498,10 @@ fn gated_deltanet_layers_are_read_from_the_layer_pattern() {
         &["layer_types[0]", "mamba"],
     );
     refused(
-        &next.replace("\"linear_num_value_heads\": 32", "\"linear_num_value_heads\": 24"),
+        &next.replace(
+            "\"linear_num_value_heads\": 32",
+            "\"linear_num_value_heads\": 24",
+        ),
         &["linear_num_value_heads", "multiple of"],
     );
     // Every layer linear leaves no KV cache to match.

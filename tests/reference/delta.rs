@@ -147,7 +147,14 @@ impl DeltaNet {
         let (dk, dv) = (g.key_head_dim as usize, g.value_head_dim as usize);
         let (k, v) = (nk * dk, nv * dv);
         let w = g.conv_kernel as usize;
-        let qkvz = matmul(hn, &self.in_qkvz, t, h, 2 * k + 2 * v, &mut macs.projections);
+        let qkvz = matmul(
+            hn,
+            &self.in_qkvz,
+            t,
+            h,
+            2 * k + 2 * v,
+            &mut macs.projections,
+        );
         let ba = matmul(hn, &self.in_ba, t, h, 2 * nv, &mut macs.projections);
         let row = |i: usize| &qkvz[i * (2 * k + 2 * v)..][..2 * k + 2 * v];
         // The depthwise causal convolution over q, k, v: `padding = w - 1` on both sides,
@@ -205,11 +212,7 @@ impl DeltaNet {
                     cum[p] = acc;
                 }
                 let pair = |i: usize, j: usize| {
-                    if j > i {
-                        0.0
-                    } else {
-                        (cum[i] - cum[j]).exp()
-                    }
+                    if j > i { 0.0 } else { (cum[i] - cum[j]).exp() }
                 };
                 let kc: Vec<Vec<f64>> = idx.clone().map(|i| kk[i].clone()).collect();
                 let k_beta: Vec<Vec<f64>> = idx

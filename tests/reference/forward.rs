@@ -209,7 +209,10 @@ impl Reference {
                 scale,
                 sequence: self.context,
             };
-            state += self.layers[li].delta.as_ref().map_or(0, |d| d.state() as u64);
+            state += self.layers[li]
+                .delta
+                .as_ref()
+                .map_or(0, |d| d.state() as u64);
             let (kv, touched) = self.layers[li].forward(&run, &mut x, &mut macs);
             cached += kv;
             executions.push(((kv / t) as u64, windowed.map(|w| w.size)));

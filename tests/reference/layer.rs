@@ -290,8 +290,8 @@ impl Layer {
         let mut qm = matmul(hn, &self.wq, t, h, q, &mut macs.projections);
         let mut km = matmul(hn, &self.wk, t, h, kv, &mut macs.projections);
         let mut vm = matmul(hn, &self.wv, t, h, kv, &mut macs.projections);
-        let gate = (!self.wg.is_empty())
-            .then(|| matmul(hn, &self.wg, t, h, q, &mut macs.projections));
+        let gate =
+            (!self.wg.is_empty()).then(|| matmul(hn, &self.wg, t, h, q, &mut macs.projections));
         add_bias(&mut qm, &self.bq);
         add_bias(&mut km, &self.bk);
         add_bias(&mut vm, &self.bv);

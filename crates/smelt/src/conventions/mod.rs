@@ -138,6 +138,12 @@ named_enum! {
 }
 
 impl Feature {
+    /// Whether only a hybrid (Gated DeltaNet layers, gated attention) has this feature: a
+    /// report lists it only for such a model.
+    pub fn hybrid_only(self) -> bool {
+        matches!(self, Feature::RecurrentLayers | Feature::AttentionGate)
+    }
+
     /// Whether `spec` has this feature (so that ignoring it changes its count).
     pub fn present_in(self, spec: &ModelSpec) -> bool {
         let (m, w) = (&spec.model, &spec.workload);
@@ -383,7 +389,7 @@ pub struct ConventionCount {
     /// Over the exact count.
     pub ratio_to_exact: f64,
     /// What of any model it does not see.
-    pub ignores: &'static [Feature],
+    pub ignores: Vec<Feature>,
     /// Of those, what this model has (what makes its count differ).
     pub ignored_here: Vec<Feature>,
     /// Its source, pinned.
@@ -417,7 +423,13 @@ pub fn launcher_flops(spec: &ModelSpec) -> Result<LauncherFlops> {
                 convention: c,
                 training_flops: f,
                 ratio_to_exact: f.as_f64() / exact.as_f64(),
-                ignores: c.ignores(),
+                // The features only hybrids have are listed only for them.
+                ignores: c
+                    .ignores()
+                    .iter()
+                    .copied()
+                    .filter(|f| !f.hybrid_only() || f.present_in(spec))
+                    .collect(),
                 ignored_here: c
                     .ignores()
                     .iter()

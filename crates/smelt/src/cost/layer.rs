@@ -310,7 +310,11 @@ fn recurrent(m: &Model) -> Result<Option<RecurrentBlock>> {
     let in_width = [product(&[2, v], WHAT)?, product(&[2, g.value_heads], WHAT)?]
         .into_iter()
         .try_fold(product(&[2, k], WHAT)?, |s, x| add(s, x, WHAT))?;
-    let macs = add(product(&[h, in_width], WHAT)?, product(&[v, h], WHAT)?, WHAT)?;
+    let macs = add(
+        product(&[h, in_width], WHAT)?,
+        product(&[v, h], WHAT)?,
+        WHAT,
+    )?;
     let conv_macs = product(&[channels, g.conv_kernel], WHAT)?;
     let c = DELTA_RULE_CHUNK;
     let (dk, dv) = (g.key_head_dim, g.value_head_dim);

@@ -28,6 +28,7 @@
 //! | norms | not counted | `2·H` (+ q/k norms, or MLA's `r_q + r` latent norms), plus `H` once for the final norm; with `norm_bias` (LayerNorms), twice the `H` terms |
 //! | LM head (only if counted) | `2·H·vocab`, once per token | `vocab·H` (embeddings likewise), `+ vocab` with `lm_head_bias` |
 //! | sparse attention indexer (`[model.indexer]`, `n_i` heads of width `d_i`, `topk`) | `2·(r_q·n_i·d_i + H·d_i + H·n_i)` + `2·n_i·(d_i+1)·c̄` (it scores every key the query may attend); the attention core then uses `c̄_topk` | `r_q·n_i·d_i + H·d_i + 2·d_i + H·n_i` (`wq_b`, `wk`, the key's LayerNorm, `weights_proj`) |
+//! | Gated DeltaNet layers (`[model.recurrent]`, see below) | projections `2·H·(2K + 2V + 2·n_v) + 2·V·H`, the convolution and the chunked delta rule over the `context`-token sequence | `H·(2K + 2V + 2·n_v) + V·H + c·w + 2·n_v + d_v` |
 //! | MTP module (`mtp_layers`, only if `[counting] mtp`) | per module: `2·2H·H` + one MoE layer with full attention + the LM head if counted | per module: one MoE layer, `2H·H`, `3·H` norms, and its own embedding and head when those are counted |
 //!
 //! * A layer listed in `[model.dense]` (`layers = [...]`, 1-based, and `ffn`) has one dense
@@ -55,6 +56,27 @@
 //!   its training (DeepSeek trains it on a KL loss against the attention it replaces) as
 //!   3 × forward like the rest. The report gives `c̄_topk` beside the full `c̄`. Under
 //!   `attention = "dense"` the core counts the whole square, as for windows.
+//! * **Recurrent layers** (`[model.recurrent]`, Qwen3-Next's and Qwen3.5's Gated DeltaNet,
+//!   with `n_k` query/key heads of width `d_k`, `n_v` value heads of width `d_v`, key width
+//!   `K = n_k·d_k`, value width `V = n_v·d_v`, a `w`-tap depthwise convolution over
+//!   `c = 2K + V` channels) replace the attention block of the layers they list (a looped one
+//!   stays recurrent on every visit). Parameters per layer: `H·(2K + 2V + 2·n_v) + V·H`
+//!   projections (q, k, v, z, b, a, out), `c·w` convolution, `2·n_v` (`A_log`, `dt_bias`) and
+//!   `d_v` (the gated RMSNorm). Forward FLOPs per token: 2 × the projections' multiply-adds,
+//!   plus, on the sequence of `T = context` tokens Transformers' torch path runs
+//!   (`causal_conv1d_fn`, `torch_chunk_gated_delta_rule` with its chunk `C = 64`, the sequence
+//!   padded to `P = C·⌈T/C⌉`), `2·((T + w − 1)·c·w + P·n_v·(2·C·d_k + C·d_v + 3·d_k·d_v))/T`:
+//!   the convolution over the `T + w − 1` outputs `Conv1d` computes, and per chunk and value
+//!   head `k_β·kᵀ`, `q·kᵀ`, `k_cumdecay·S`, `q·S`, `attn·v_new` and `kᵀ·v_new`. Not counted:
+//!   the two unit-triangular solves per chunk, cumulative sums, exponentials, masks, the q/k
+//!   l2 norms and the gated norm. A recurrent layer has no KV cache: it holds a state per
+//!   sequence, `c·w` convolution inputs (as Transformers' cache keeps them) and the
+//!   `n_v·d_k·d_v` delta-rule matrix per execution, reported beside the KV cache and included
+//!   in the cache held at the context. The activation memory, the training memory and the
+//!   kernel plan do not describe recurrent layers and refuse them by name.
+//! * **The attention output gate** (`attention_gate`, Qwen3-Next's and Qwen3.5's gated
+//!   attention): `q_proj` also produces a `heads·head_dim` gate, `H·heads·head_dim`
+//!   parameters and 2 × as many FLOPs per token; its sigmoid and product are not counted.
 //! * **Router and expert biases, sinks, MTP**: a router bias (gpt-oss's, DeepSeek-V3's
 //!   `e_score_correction_bias`, stored in its checkpoint) and expert biases are parameters
 //!   with no counted FLOPs; so are sinks (their logit joins the softmax). DeepSeek's grouped
@@ -72,7 +94,7 @@
 //! * **Parameters** are counted once per physical layer; embeddings and the LM head are excluded
 //!   unless `[counting]` includes them. **Active** parameters are those one token touches: the
 //!   same with `top_k` experts instead of all.
-//! * **KV cache per token** = Σ over executions of `2·kv_heads·head_dim` elements (MLA:
+//! * **KV cache per token** = Σ over attention-layer executions of `2·kv_heads·head_dim` elements (MLA:
 //!   `kv_lora_rank + qk_rope_head_dim`; the second visit of a looped layer keeps its own keys
 //!   and values); bytes = elements × `kv_dtype_bytes`. Every report also gives the cache **one
 //!   sequence holds at the end of the workload's context**: `context` entries per full layer
@@ -250,7 +272,8 @@ fn params_of(
         product(&[a.norms, attention_layers], "params.norms")?,
         "params.norms",
     )?;
-    let recurrent = Params(layer.recurrent.map_or(0, |r| r.params)).checked_mul(l - attention_layers)?;
+    let recurrent =
+        Params(layer.recurrent.map_or(0, |r| r.params)).checked_mul(l - attention_layers)?;
     let (embeddings, lm_head) = vocab_matrices(model, counting)?;
     let (mtp, active_mtp) = mtp_params(model, layer, counting)?;
     let total = ParamBreakdown {

@@ -3,7 +3,8 @@
 //! and no loop runs over an absurd range.
 
 use super::{
-    AttentionBias, GatedDeltaNet, Indexer, Mixer, Mla, Model, ModelSpec, QkNorm, Recurrent, Workload,
+    AttentionBias, GatedDeltaNet, Indexer, Mixer, Mla, Model, ModelSpec, QkNorm, Recurrent,
+    Workload,
 };
 use super::{
     MAX_CONTEXT, MAX_COUNT, MAX_EXPERTS, MAX_HISTOGRAM_TOKENS, MAX_REPEATS, MAX_VOCAB, MAX_WIDTH,
@@ -213,7 +214,9 @@ impl Model {
         {
             return Err(Error::invalid(
                 "model.recurrent.layers",
-                format!("layer {l} is also in model.window.layers: a recurrent layer has no window"),
+                format!(
+                    "layer {l} is also in model.window.layers: a recurrent layer has no window"
+                ),
             ));
         }
         ensure(

@@ -2,7 +2,6 @@
 
 use super::{
     Document, Field, Format, Report, SHAPE_COLUMNS, Table, exact, group_digits, label, percent,
-
 };
 use crate::cost::{BudgetKind, Residuals};
 use crate::error::Result;
