@@ -643,7 +643,7 @@ fn hybrid_budget(
     }))
     .unwrap();
     Some(
-        Budget::new(base, b.recipe().clone(), b.lattice().clone(), weights)
+        Budget::new(base, *b.recipe(), b.lattice().clone(), weights)
             .expect("a valid hybrid budget")
             .with_mode(b.mode()),
     )

@@ -140,6 +140,8 @@ impl DeltaNet {
         out
     }
 
+    // Index loops, to read as the torch code's tensor indices.
+    #[allow(clippy::needless_range_loop)]
     fn sequence(&self, h: usize, hn: &[f64], macs: &mut DeltaMacs) -> Vec<f64> {
         let g = &self.g;
         let t = hn.len() / h;

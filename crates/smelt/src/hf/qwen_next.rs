@@ -152,7 +152,7 @@ impl Hybrid {
             attention_bias: AttentionBias::all_if(self.attention_bias),
             shared: Some((1, self.shared_expert_intermediate_size, true)),
             attention_gate: true,
-            recurrent: (!layers.is_empty()).then(|| Recurrent {
+            recurrent: (!layers.is_empty()).then_some(Recurrent {
                 layers,
                 mixer: Mixer::GatedDeltanet(GatedDeltaNet {
                     key_heads: self.linear_num_key_heads,
