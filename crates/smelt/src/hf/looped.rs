@@ -79,8 +79,8 @@ pub fn model_dir(family_config: &Value) -> Result<ModelDir> {
                 "a looped {t} model cannot be written as a Transformers model directory yet: \
                  the looped template scales and re-indexes attention layers (self_attn) only, \
                  and would leave its Gated DeltaNet layers' residual updates unscaled and \
-                 their recurrent state shared between visits; export the config.json (its \
-                 smelt_loop_* keys) instead"
+                 their recurrent state shared between visits; write the model file \
+                 (--format model) instead"
             ),
         ));
     }
