@@ -495,3 +495,55 @@ fn phimoe() {
     let e = hf::export(&plain, Family::Mixtral).unwrap_err().to_string();
     assert!(e.contains("model.norm_bias"), "{e}");
 }
+
+/// Qwen3-Next-80B-A3B ("80B total parameters, only 3B active", Transformers' model doc and
+/// Qwen's release): 48 layers, every 4th full attention (gated, per-head q/k norm), the
+/// others Gated DeltaNet (16 query/key and 32 value heads of 128, 4 conv taps); 512 experts
+/// of 512, top-10, one gated shared expert. smelt: 79,674,391,296 with the embedding and the
+/// untied head (Transformers' `Qwen3NextForCausalLM` on the meta device: the same), 3.25B
+/// active without them (the "A3B" truncation).
+#[test]
+fn qwen3_next_80b_a3b() {
+    let spec = load("qwen3-next-80b-a3b.json");
+    let m = &spec.model;
+    assert!(m.attention_gate);
+    let r = m.recurrent.as_ref().unwrap();
+    assert_eq!(r.layers.len(), 36);
+    assert!(r.layers.iter().all(|l| l % 4 != 0));
+    let c = smelt::cost(&spec).unwrap();
+    assert_eq!(c.params.total.0, 79_674_391_296);
+    assert_eq!(billions(c.params.total.0, 0), "80");
+    let b = c.params.active_breakdown;
+    let active = c.params.active.0 - b.embeddings.0 - b.lm_head.0;
+    assert_eq!((active as f64 / 1e9).floor(), 3.0);
+    // Per Gated DeltaNet layer: in_proj_qkvz 2048·(2·2048 + 2·4096), in_proj_ba 2048·64,
+    // the conv (2·2048 + 4096)·4, A_log and dt_bias 2·32, the gated norm 128, out_proj
+    // 4096·2048.
+    let per = 2048 * (2 * 2048 + 2 * 4096) + 2048 * 64 + 8192 * 4 + 64 + 128 + 4096 * 2048;
+    assert_eq!(c.params.breakdown.recurrent.0, 36 * per);
+    // KV only on the 12 attention layers; the state: conv 8192·4 and delta 32·128·128.
+    assert_eq!(c.kv_cache_per_token.elements.0, 12 * 2 * 2 * 256);
+    let s = c.kv_cache_per_token.recurrent_state.unwrap();
+    assert_eq!(s.elements.0, 36 * (8192 * 4 + 32 * 128 * 128));
+}
+
+/// Qwen3.5-397B-A17B ("397B total, 17B active", Qwen3.5 release), read from its
+/// `qwen3_5_moe` wrapper's `text_config`: 396,346,350,336 for the text decoder (the vision
+/// encoder is not counted), Transformers' `Qwen3_5MoeForCausalLM` count on the meta device;
+/// 17.35B active. Qwen3.5-35B-A3B ("35B total/3B active", Transformers' model doc; the
+/// `Qwen3_5MoeTextConfig` defaults): 34,660,610,688, 2.95B active without the embedding.
+#[test]
+fn qwen3_5_moe() {
+    let spec = load("qwen3.5-397b-a17b.json");
+    assert!(spec.name.as_deref().unwrap().ends_with("text decoder"));
+    let c = smelt::cost(&spec).unwrap();
+    assert_eq!(c.params.total.0, 396_346_350_336);
+    assert_eq!(billions(c.params.total.0, 0), "396");
+    assert_eq!(billions(c.params.active.0, 0), "17");
+    assert_eq!(spec.model.recurrent.as_ref().unwrap().layers.len(), 45);
+    let small = smelt::cost(&load("qwen3.5-35b-a3b.json")).unwrap();
+    assert_eq!(small.params.total.0, 34_660_610_688);
+    assert_eq!(billions(small.params.total.0, 0), "35");
+    // 2.95B active with the head, without the embedding (3.45B with both).
+    assert_eq!(billions(active_without_embedding(&small), 0), "3");
+}

@@ -132,9 +132,8 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         &["attention_bias", "latent projections"],
     );
     for (family, why) in [
-        ("qwen3_next", "recurrent state"),
-        ("qwen3_5", "Gated DeltaNet"),
-        ("qwen3_5_moe", "Gated DeltaNet"),
+        ("qwen3_5", "dense MLP on every layer"),
+        ("qwen3_5_text", "no experts"),
         ("gemma4", "global_head_dim"),
         ("gemma4_text", "not read yet"),
         ("nemotron_h", "Mamba"),
@@ -514,4 +513,79 @@ fn a_key_left_out_takes_the_transformers_default() {
     qwen.as_object_mut().unwrap().remove("num_key_value_heads");
     let e = import(&qwen).unwrap_err();
     assert!(e.contains("num_key_value_heads") && e.contains("16"), "{e}");
+}
+
+/// Qwen3-Next and Qwen3.5 read their layer pattern from `layer_types`, else from
+/// `full_attention_interval` (4 when absent); a list that is not one entry per layer, or
+/// that names another kind, is refused with the key.
+#[test]
+fn gated_deltanet_layers_are_read_from_the_layer_pattern() {
+    let next = config_text("qwen3-next-80b-a3b.json");
+    let w = ModelSpec::default_workload;
+    let every = |n: u64| {
+        hf::import(
+            &next.replace(
+                "\"full_attention_interval\": 4",
+                &format!("\"full_attention_interval\": {n}"),
+            ),
+            w(),
+        )
+        .unwrap()
+    };
+    let two = every(2);
+    let layers = &two.model.recurrent.as_ref().unwrap().layers;
+    assert_eq!(layers.len(), 24);
+    assert!(layers.iter().all(|l| l % 2 == 1));
+    let types: Vec<String> = (1..=48)
+        .map(|l| {
+            if l <= 40 {
+                "\"linear_attention\""
+            } else {
+                "\"full_attention\""
+            }
+            .to_owned()
+        })
+        .collect();
+    let listed = hf::import(
+        &next.replace(
+            "\"full_attention_interval\": 4",
+            &format!("\"layer_types\": [{}]", types.join(", ")),
+        ),
+        w(),
+    )
+    .unwrap();
+    assert_eq!(
+        listed.model.recurrent.as_ref().unwrap().layers,
+        (1..=40).collect::<Vec<u64>>()
+    );
+    refused(
+        &next.replace(
+            "\"full_attention_interval\": 4",
+            "\"layer_types\": [\"linear_attention\"]",
+        ),
+        &["layer_types", "48"],
+    );
+    refused(
+        &next.replace(
+            "\"full_attention_interval\": 4",
+            &format!("\"layer_types\": [\"mamba\", {}]", types[1..].join(", ")),
+        ),
+        &["layer_types[0]", "mamba"],
+    );
+    refused(
+        &next.replace(
+            "\"linear_num_value_heads\": 32",
+            "\"linear_num_value_heads\": 24",
+        ),
+        &["linear_num_value_heads", "multiple of"],
+    );
+    // Every layer linear leaves no KV cache to match.
+    let all: Vec<&str> = vec!["\"linear_attention\""; 48];
+    refused(
+        &next.replace(
+            "\"full_attention_interval\": 4",
+            &format!("\"layer_types\": [{}]", all.join(", ")),
+        ),
+        &["layer_types", "at least one attention layer"],
+    );
 }

@@ -602,3 +602,104 @@ fn the_search_does_not_depend_on_the_thread_count() {
     assert_eq!(one, run("2"));
     assert_eq!(one, run("5"));
 }
+
+/// A hybrid of budget `b`'s Baseline: the layers in `mask` (but windowed ones) Gated
+/// DeltaNet of `(key heads, value heads per key head, key width, value width, taps)`,
+/// attention layers gated; MLA and its indexer dropped (no family has both), the
+/// activations weighed 0 (not counted for hybrids). `None` when no layer, or every layer,
+/// would be recurrent.
+fn hybrid_budget(
+    b: Budget,
+    mask: u64,
+    (nk, group, dk, dv, taps): (u64, u64, u64, u64, u64),
+    gate: bool,
+) -> Option<Budget> {
+    if b.baseline().model.mla.is_some() {
+        return None;
+    }
+    let mut base = b.baseline().clone();
+    let m = &mut base.model;
+    let windowed = m.window.as_ref().map_or(Vec::new(), |w| w.layers.clone());
+    let layers: Vec<u64> = (1..=m.layers)
+        .filter(|l| mask & (1 << (l - 1)) != 0 && !windowed.contains(l))
+        .collect();
+    if layers.is_empty() || layers.len() as u64 == m.layers {
+        return None;
+    }
+    m.recurrent = Some(smelt::Recurrent {
+        layers,
+        mixer: smelt::Mixer::GatedDeltanet(smelt::GatedDeltaNet {
+            key_heads: nk,
+            value_heads: nk * group,
+            key_head_dim: dk,
+            value_head_dim: dv,
+            conv_kernel: taps,
+        }),
+    });
+    m.attention_gate = gate;
+    let weights = Weights::new(PerBudget::from_fn(|k| match k {
+        BudgetKind::Activations => 0.0,
+        k => b.weights()[k],
+    }))
+    .unwrap();
+    Some(
+        Budget::new(base, *b.recipe(), b.lattice().clone(), weights)
+            .expect("a valid hybrid budget")
+            .with_mode(b.mode()),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(192))]
+
+    /// Hybrid Baselines (Gated DeltaNet layers, each looped layer keeping its kind; the
+    /// KV budget per token or, with the recurrent state, at the context): the solver's top 3
+    /// are brute force's, in order.
+    #[test]
+    fn hybrid_solver_equals_brute_force(
+        b in arb_budget(),
+        mask in 1u64..64,
+        shapes in (1u64..=2, 1u64..=2, 1u64..=3, 1u64..=3, 1u64..=4),
+        gate in any::<bool>(),
+    ) {
+        let b = hybrid_budget(b, mask, shapes, gate);
+        prop_assume!(b.is_some(), "no layer, or every layer, recurrent; or MLA");
+        let b = b.unwrap();
+        let brute = brute_force(&b);
+        match search::solve(&b, 3) {
+            Ok(sol) => {
+                prop_assert_eq!(sol.ranked.len(), brute.len().min(3));
+                for (c, (m, s, _)) in sol.ranked.iter().zip(&brute) {
+                    prop_assert!(same(c, m, s), "solver {:?} {:?}\nbrute {:?} {:?}", c.model, c.score, m, s);
+                    prop_assert_eq!(&c.model.recurrent, &b.baseline().model.recurrent);
+                }
+            }
+            Err(e) => {
+                prop_assert!(brute.is_empty(), "solver failed ({e}) but brute force found {:?}", brute[0].0);
+            }
+        }
+    }
+}
+
+/// A Qwen3.5-style Baseline (budgets/match-qwen3.5-style.toml) matches with the loop
+/// recipe, each looped layer keeping its kind, within the file's tolerances, and the report
+/// carries all three budgets: the KV budget is the cache at the context with the recurrent
+/// state in it.
+#[test]
+fn a_qwen3_5_style_baseline_matches() {
+    let b = Budget::load(common::budget("match-qwen3.5-style.toml")).unwrap();
+    let report = smelt::match_budget(&b, 1).unwrap();
+    assert!(report.within_tolerance, "{:?}", report.residuals);
+    let (base, looped) = (&report.baseline, &report.looped);
+    assert_eq!(looped.model.recurrent, base.model.recurrent);
+    assert!(looped.model.looping.is_some());
+    let kv = smelt::cost::kv_cache(&looped.model, &looped.workload, &looped.counting).unwrap();
+    let state = kv.recurrent_state.unwrap();
+    assert_eq!(
+        report.budgets.looped.kv.0,
+        kv.elements.0 * looped.workload.context + state.elements.0
+    );
+    for kind in [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv] {
+        assert!(report.residuals[kind].abs() <= 0.05, "{kind:?}");
+    }
+}

@@ -132,6 +132,8 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             mtp_layers: 0,
             norm_bias: false,
             indexer: None,
+            attention_gate: false,
+            recurrent: None,
             lm_head_bias: false,
         },
         workload: Workload {

@@ -40,6 +40,8 @@ impl Mtp {
 pub struct Reference {
     pub m: Model,
     pub attention: Attention,
+    /// The workload's context: the sequence the recurrent mixers run over.
+    pub context: usize,
     pub counting: Counting,
     pub layers: Vec<Layer>,
     pub final_norm: Norm,
@@ -59,6 +61,8 @@ pub struct Counted {
     pub active_params: u64,
     /// Per layer execution: KV elements cached per token, and the window if any.
     pub executions: Vec<(u64, Option<u64>)>,
+    /// The recurrent state one sequence keeps, over the recurrent executions.
+    pub state: u64,
 }
 
 /// The head's bias, when the model has one and the head is counted.
@@ -91,8 +95,15 @@ impl Reference {
         let m = spec.model.clone();
         let h = m.hidden as usize;
         let dense_layers: Vec<u64> = m.dense.as_ref().map_or(Vec::new(), |d| d.layers.clone());
+        let recurrent: Vec<u64> = m
+            .recurrent
+            .as_ref()
+            .map_or(Vec::new(), |r| r.layers.clone());
         let layers = (0..m.layers)
-            .map(|li| Layer::new(&m, rng, dense_layers.contains(&(li + 1))))
+            .map(|li| {
+                let l = li + 1;
+                Layer::new(&m, rng, dense_layers.contains(&l), recurrent.contains(&l))
+            })
             .collect();
         let counting = spec.counting;
         let (embedding, lm_head) = vocab_matrices(&m, &counting, rng);
@@ -104,7 +115,7 @@ impl Reference {
                         enorm: Norm::new(&m, rng),
                         hnorm: Norm::new(&m, rng),
                         eh_proj: rng.tensor(2 * h * h),
-                        block: Layer::new(&m, rng, false),
+                        block: Layer::new(&m, rng, false, false),
                         head_norm: Norm::new(&m, rng),
                         embedding,
                         lm_head,
@@ -119,6 +130,7 @@ impl Reference {
             final_norm: Norm::new(&m, rng),
             lm_head_bias: head_bias(&m, &counting, rng),
             attention: spec.workload.attention,
+            context: spec.workload.context as usize,
             m,
             counting,
             layers,
@@ -186,6 +198,7 @@ impl Reference {
         let mut active = 0usize;
         let mut visited = vec![false; m.layers as usize];
         let window = m.window.as_ref();
+        let mut state = 0;
         for (li, scale) in self.schedule() {
             let windowed = window.filter(|w| w.layers.contains(&(li as u64 + 1)));
             let run = Run {
@@ -194,7 +207,12 @@ impl Reference {
                 attention: self.attention,
                 window: windowed.map(|w| (w.kind, w.size as usize)),
                 scale,
+                sequence: self.context,
             };
+            state += self.layers[li]
+                .delta
+                .as_ref()
+                .map_or(0, |d| d.state() as u64);
             let (kv, touched) = self.layers[li].forward(&run, &mut x, &mut macs);
             cached += kv;
             executions.push(((kv / t) as u64, windowed.map(|w| w.size)));
@@ -230,6 +248,7 @@ impl Reference {
                 attention: self.attention,
                 window: None,
                 scale: 1.0,
+                sequence: self.context,
             };
             let (_, touched) = module.block.forward(&run, &mut y, &mut inner);
             let yn = module.head_norm.apply(&y, h);
@@ -249,6 +268,7 @@ impl Reference {
             kv_elements: cached as u64,
             active_params: active as u64,
             executions,
+            state,
         }
     }
 }

@@ -5,6 +5,7 @@ use smelt::{Attention, AttentionBias, ExpertActivation, Model, QkNorm, WindowKin
 
 use smelt::ActivationPolicy::{Eager, Flash, Full, Selective};
 
+use super::delta::DeltaNet;
 use super::parts::{
     Expert, Indexer, KEPT, Latent, Macs, Norm, Part, Rng, add_bias, matmul, rmsnorm,
 };
@@ -27,6 +28,10 @@ pub struct Layer {
     pub indexer: Option<Indexer>,
     /// One logit per head (empty without sinks).
     pub sinks: Vec<f64>,
+    /// The attention output gate's projection (empty without `attention_gate`).
+    pub wg: Vec<f64>,
+    /// A recurrent layer's mixer, in place of the attention block.
+    pub delta: Option<DeltaNet>,
     pub ffn_norm: Norm,
     /// MoE layers: router (and its bias), routed and shared experts, shared gate (all
     /// empty in a dense layer).
@@ -40,13 +45,16 @@ pub struct Layer {
 }
 
 impl Layer {
-    /// A layer of `m`: dense-FFN or MoE.
-    pub fn new(m: &Model, rng: &mut Rng, dense: bool) -> Self {
+    /// A layer of `m`: dense-FFN or MoE, with attention or (`recurrent`) the model's
+    /// recurrent mixer.
+    pub fn new(m: &Model, rng: &mut Rng, dense: bool, recurrent: bool) -> Self {
         let (h, d) = (m.hidden as usize, m.head_dim as usize);
         let (heads, kvh) = (m.heads as usize, m.kv_heads as usize);
         let (q, kv) = (heads * d, kvh * d);
         let (f, fs) = (m.moe.expert_ffn as usize, m.moe.shared_ffn as usize);
+        let attends = !recurrent;
         let (q_norm, k_norm) = match m.qk_norm {
+            _ if recurrent => (0, 0),
             QkNorm::None => (0, 0),
             QkNorm::PerHead => (d, d),
             QkNorm::Full => (q, kv),
@@ -56,7 +64,8 @@ impl Layer {
             AttentionBias::Qkv => (true, false),
             AttentionBias::All => (true, true),
         };
-        let gqa = m.mla.is_none();
+        let gqa = m.mla.is_none() && attends;
+        let (qkv_bias, o_bias) = (qkv_bias && attends, o_bias && attends);
         let moe = !dense;
         let width = |on: bool, n: usize| if on { n } else { 0 };
         let latent = m.mla.as_ref().map(|a| {
@@ -91,7 +100,15 @@ impl Layer {
             k_norm: rng.tensor(k_norm),
             latent,
             indexer: Indexer::new(m, rng),
-            sinks: rng.tensor(width(m.attention_sinks, heads)),
+            sinks: rng.tensor(width(m.attention_sinks && attends, heads)),
+            wg: rng.tensor(width(m.attention_gate && gqa, h * q)),
+            delta: m
+                .recurrent
+                .as_ref()
+                .filter(|_| recurrent)
+                .map(|r| match &r.mixer {
+                    smelt::Mixer::GatedDeltanet(g) => DeltaNet::new(m, g, rng),
+                }),
             ffn_norm: Norm::new(m, rng),
             router: rng.tensor(width(moe, h * m.moe.experts as usize)),
             router_bias: rng.tensor(width(moe && m.moe.router_bias, m.moe.experts as usize)),
@@ -131,6 +148,7 @@ impl Layer {
             &self.q_norm,
             &self.k_norm,
             &self.sinks,
+            &self.wg,
         ]
         .iter()
         .map(|v| v.len())
@@ -139,6 +157,7 @@ impl Layer {
             + self.ffn_norm.params()
             + self.latent.as_ref().map_or(0, Latent::params)
             + self.indexer.as_ref().map_or(0, Indexer::params)
+            + self.delta.as_ref().map_or(0, DeltaNet::params)
     }
 
     /// Every parameter of the layer.
@@ -162,6 +181,8 @@ pub struct Run<'a> {
     pub window: Option<(WindowKind, usize)>,
     /// The residual scale (the loop's).
     pub scale: f64,
+    /// The sequence length the recurrent mixers run over (the workload's context).
+    pub sequence: usize,
 }
 
 /// Per token and head: queries, keys and values (`[token][head][width]`), and the KV
@@ -173,6 +194,8 @@ struct Qkv {
     cached: usize,
     /// The normed query latent (MLA with a query rank), which an indexer reads.
     cq: Option<Vec<f64>>,
+    /// The attention output gate's pre-activations (tokens x q width), if gated.
+    gate: Option<Vec<f64>>,
 }
 
 /// Elements of a `[token][head][width]` tensor.
@@ -264,12 +287,15 @@ impl Layer {
                 // The latent and the RoPE key are what MLA caches.
                 cached: t * (r + rope),
                 cq,
+                gate: None,
             };
         }
         let (q, kv) = (heads * d, kvh * d);
         let mut qm = matmul(hn, &self.wq, t, h, q, &mut macs.projections);
         let mut km = matmul(hn, &self.wk, t, h, kv, &mut macs.projections);
         let mut vm = matmul(hn, &self.wv, t, h, kv, &mut macs.projections);
+        let gate =
+            (!self.wg.is_empty()).then(|| matmul(hn, &self.wg, t, h, q, &mut macs.projections));
         add_bias(&mut qm, &self.bq);
         add_bias(&mut km, &self.bk);
         add_bias(&mut vm, &self.bv);
@@ -308,6 +334,7 @@ impl Layer {
             v,
             cached: 2 * t * kv,
             cq: None,
+            gate,
         }
     }
 
@@ -336,6 +363,13 @@ impl Layer {
         macs.saved.save(Part::LayerInputs, x.len(), &[Full]);
         macs.saved.save(Part::Norms, x.len(), KEPT);
         let hn = self.attn_norm.apply(x, h);
+        if let Some(d) = &self.delta {
+            let y = d.forward(h, &hn, run.sequence, &mut macs.delta);
+            for (xv, yv) in x.iter_mut().zip(&y) {
+                *xv += run.scale * yv;
+            }
+            return (0, self.ffn(run, x, macs));
+        }
         macs.saved.save(Part::Attention, hn.len(), KEPT);
         let qkv = self.qkv(run, &hn, macs);
         let dk = qkv.q[0][0].len();
@@ -408,6 +442,11 @@ impl Layer {
         if let Some(ix) = &m.indexer {
             macs.saved
                 .save_wide(Part::Indexer, t * ix.topk as usize, &[Flash, Selective]);
+        }
+        if let Some(gate) = &qkv.gate {
+            for (a, g) in attn.iter_mut().zip(gate) {
+                *a *= 1.0 / (1.0 + (-g).exp());
+            }
         }
         macs.saved.save(Part::Attention, attn.len(), KEPT);
         let wo = self.latent.as_ref().map_or(&self.wo, |l| &l.o);

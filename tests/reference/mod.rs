@@ -10,14 +10,15 @@
 //!
 //! The reference does not call the library's counting code: it only reads the spec's fields.
 
+mod delta;
 mod forward;
 mod layer;
 mod parts;
 
 use proptest::prelude::*;
 use smelt::{
-    ActivationPolicy, Attention, AttentionBias, Counting, Dense, ExpertActivation, Indexer,
-    KvCount, Loop, Model, ModelSpec, Moe, QkNorm, WindowKind, Workload,
+    ActivationPolicy, Attention, AttentionBias, Counting, Dense, ExpertActivation, GatedDeltaNet,
+    Indexer, KvCount, Loop, Mixer, Model, ModelSpec, Moe, QkNorm, Recurrent, WindowKind, Workload,
 };
 
 use forward::Reference;
@@ -161,6 +162,8 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     mla,
                     window,
                     indexer,
+                    attention_gate: false,
+                    recurrent: None,
                     moe: Moe {
                         experts,
                         top_k: top_k.index(experts as usize) as u64 + 1,
@@ -318,6 +321,106 @@ proptest! {
                 prop_assert!(s.relative_to_exact.abs() < 1e-12);
             }
         }
+    }
+}
+
+/// A hybrid of `spec`: the layers in `mask` (but windowed ones) get a Gated DeltaNet mixer
+/// of `(key heads, value heads per key head, key width, value width, taps)`, attention
+/// layers an output gate when `gate`; the query latent and indexer dropped (no family has
+/// both); the context set to the batch's tokens, so the mixer runs on one sequence of the
+/// workload's context. `None` when no layer, or every layer, would be recurrent.
+fn hybrid(
+    mut spec: ModelSpec,
+    docs: &[usize],
+    mask: u64,
+    (nk, group, dk, dv, taps): (u64, u64, u64, u64, u64),
+    gate: bool,
+) -> Option<ModelSpec> {
+    let m = &mut spec.model;
+    if m.mla.is_some() {
+        m.mla = None;
+        m.indexer = None;
+        m.kv_heads = 1;
+        m.head_dim = 2;
+    }
+    let windowed = m.window.as_ref().map_or(Vec::new(), |w| w.layers.clone());
+    let layers: Vec<u64> = (1..=m.layers)
+        .filter(|l| mask & (1 << (l - 1)) != 0 && !windowed.contains(l))
+        .collect();
+    if layers.is_empty() || layers.len() as u64 == m.layers {
+        return None;
+    }
+    m.recurrent = Some(Recurrent {
+        layers,
+        mixer: Mixer::GatedDeltanet(GatedDeltaNet {
+            key_heads: nk,
+            value_heads: nk * group,
+            key_head_dim: dk,
+            value_head_dim: dv,
+            conv_kernel: taps,
+        }),
+    });
+    m.attention_gate = gate;
+    spec.workload.context = docs.iter().sum::<usize>() as u64;
+    spec.validate().unwrap();
+    Some(spec)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Hybrids (Gated DeltaNet layers beside attention, looped or not): the analytic
+    /// parameters, FLOPs by component, KV per token and the cache at the context (the
+    /// recurrent state included) equal the reference's counts, exactly; the context spans
+    /// one to three chunks of the delta rule.
+    #[test]
+    fn hybrid_counts_equal_counted_execution(
+        (spec, repeat) in arb_spec(),
+        mask in 1u64..16,
+        shapes in (1u64..=2, 1u64..=2, 1u64..=3, 1u64..=3, 1u64..=4),
+        gate in any::<bool>(),
+        long in prop_oneof![Just(1usize), Just(70), Just(130)],
+    ) {
+        // Documents long enough, at times, to span more than one 64-token chunk.
+        let mut docs = documents(&spec.workload, repeat);
+        docs.push(long);
+        let mut base = spec;
+        base.workload.mean_doc_len = None;
+        let mut hist: Vec<[u64; 2]> = docs.iter().map(|&d| [d as u64, 1]).collect();
+        hist.sort();
+        base.workload.doc_lengths = Some(hist);
+        let spec = hybrid(base, &docs, mask, shapes, gate);
+        prop_assume!(spec.is_some(), "no layer, or every layer, recurrent");
+        let spec = spec.unwrap();
+        let mut rng = Rng::new(11);
+        let reference = Reference::new(&spec, &mut rng);
+        let counted = reference.forward(&docs, &mut rng);
+        let cost = smelt::cost(&spec).unwrap();
+        let t = counted.tokens;
+        prop_assert_eq!(t, spec.workload.context);
+        prop_assert_eq!(cost.params.total.0, reference.params());
+        prop_assert_eq!(cost.params.active.0, counted.active_params);
+        let b = cost.flops_per_token.forward_breakdown;
+        let m = counted.macs;
+        prop_assert_eq!(total(b.projections, t), 2 * m.projections);
+        prop_assert_eq!(total(b.attention_core, t), 2 * m.attention_core);
+        prop_assert_eq!(total(b.recurrent_projections, t), 2 * m.delta.projections);
+        prop_assert_eq!(total(b.recurrent_core, t), 2 * m.delta.core);
+        prop_assert_eq!(total(b.experts, t), 2 * m.experts);
+        prop_assert_eq!(total(cost.flops_per_token.forward, t), 2 * m.total());
+        prop_assert_eq!(cost.kv_cache_per_token.elements.0 * t, counted.kv_elements);
+        let ctx = spec.workload.context;
+        let held: u64 = counted
+            .executions
+            .iter()
+            .map(|&(per_token, window)| per_token * window.map_or(ctx, |w| w.min(ctx)))
+            .sum();
+        prop_assert_eq!(cost.kv_cache_per_token.at_context.elements.0, held + counted.state);
+        let state = cost.kv_cache_per_token.recurrent_state.unwrap();
+        prop_assert_eq!(state.elements.0, counted.state);
+        // Activations are refused by name, never counted silently.
+        prop_assert!(cost.activations.policies.is_empty());
+        prop_assert!(cost.activations.refused.is_some());
     }
 }
 

@@ -70,6 +70,8 @@ pub struct Macs {
     pub lm_head: u64,
     pub mtp: u64,
     pub indexer: u64,
+    /// Recurrent mixers' projections and convolution + delta rule.
+    pub delta: super::delta::DeltaMacs,
     /// What the forward pass saved for the backward pass (not multiply-adds).
     pub saved: Saved,
 }
@@ -85,6 +87,8 @@ impl Macs {
             + self.lm_head
             + self.mtp
             + self.indexer
+            + self.delta.projections
+            + self.delta.core
     }
 }
 

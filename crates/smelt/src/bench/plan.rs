@@ -680,6 +680,24 @@ pub fn plan(
     routing: Routing,
 ) -> Result<Plan> {
     model.validate()?;
+    if let Some(r) = &model.recurrent {
+        return Err(Error::invalid(
+            "model.recurrent",
+            format!(
+                "the kernel plan does not plan {} layers (their projections, depthwise \
+                 convolution and chunked recurrence are not GEMM or attention shapes of this \
+                 plan): bench and the time prediction refuse hybrids",
+                r.mixer.as_str()
+            ),
+        ));
+    }
+    if model.attention_gate {
+        return Err(Error::invalid(
+            "model.attention_gate",
+            "the kernel plan does not plan the attention output gate's projection: bench and \
+             the time prediction refuse it",
+        ));
+    }
     if documents.is_empty() || documents.contains(&0) {
         return Err(Error::invalid(
             "documents",

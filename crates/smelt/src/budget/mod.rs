@@ -107,6 +107,7 @@ impl Budget {
         for (kind, list) in [
             ("dense", m.dense.as_ref().map(|d| &d.layers)),
             ("windowed", m.window.as_ref().map(|w| &w.layers)),
+            ("recurrent", m.recurrent.as_ref().map(|r| &r.layers)),
         ] {
             if let Some(&last) = list.and_then(|l| l.last())
                 && last > layers
@@ -122,6 +123,11 @@ impl Budget {
             }
         }
         check_mla_lattice(&baseline, &lattice)?;
+        if weights[crate::cost::BudgetKind::Activations] > 0.0 {
+            crate::cost::memory::refuse_recurrent(m).map_err(|e| {
+                Error::invalid("objective.weights.activations", format!("must be 0: {e}"))
+            })?;
+        }
         Ok(Self {
             name: None,
             baseline,

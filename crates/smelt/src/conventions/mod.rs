@@ -128,10 +128,22 @@ named_enum! {
         Mtp = "mtp",
         /// The LM head.
         LmHead = "lm head",
+        /// Recurrent (Gated DeltaNet) layers: their convolution and chunked recurrence are
+        /// not counted, their projections only through `N`, and an attention term is
+        /// charged to every layer as if each were attention.
+        RecurrentLayers = "recurrent layers",
+        /// The attention output gate's projection, except through `N`.
+        AttentionGate = "attention gate",
     }
 }
 
 impl Feature {
+    /// Whether only a hybrid (Gated DeltaNet layers, gated attention) has this feature: a
+    /// report lists it only for such a model.
+    pub fn hybrid_only(self) -> bool {
+        matches!(self, Feature::RecurrentLayers | Feature::AttentionGate)
+    }
+
     /// Whether `spec` has this feature (so that ignoring it changes its count).
     pub fn present_in(self, spec: &ModelSpec) -> bool {
         let (m, w) = (&spec.model, &spec.workload);
@@ -148,6 +160,8 @@ impl Feature {
             Feature::SharedGate => m.moe.shared_gate && m.moe.shared_experts > 0,
             Feature::Mtp => spec.counting.mtp && m.mtp_layers > 0,
             Feature::LmHead => spec.counting.lm_head && m.vocab > 0,
+            Feature::RecurrentLayers => m.recurrent.is_some(),
+            Feature::AttentionGate => m.attention_gate,
         }
     }
 }
@@ -174,11 +188,26 @@ impl Convention {
                 CausalDiagonal,
                 IndexerScores,
                 SharedGate,
+                RecurrentLayers,
+                AttentionGate,
             ],
-            Convention::Torchtitan => {
-                &[Loops, Windows, DocumentMask, CausalMask, IndexerScores, Mtp]
-            }
-            Convention::SixN => &[Loops, AttentionCore, IndexerScores, Mtp, LmHead],
+            Convention::Torchtitan => &[
+                Loops,
+                Windows,
+                DocumentMask,
+                CausalMask,
+                IndexerScores,
+                Mtp,
+                RecurrentLayers,
+            ],
+            Convention::SixN => &[
+                Loops,
+                AttentionCore,
+                IndexerScores,
+                Mtp,
+                LmHead,
+                RecurrentLayers,
+            ],
             Convention::SixNAttn => &[
                 Loops,
                 Windows,
@@ -187,6 +216,7 @@ impl Convention {
                 IndexerScores,
                 Mtp,
                 LmHead,
+                RecurrentLayers,
             ],
         }
     }
@@ -359,7 +389,7 @@ pub struct ConventionCount {
     /// Over the exact count.
     pub ratio_to_exact: f64,
     /// What of any model it does not see.
-    pub ignores: &'static [Feature],
+    pub ignores: Vec<Feature>,
     /// Of those, what this model has (what makes its count differ).
     pub ignored_here: Vec<Feature>,
     /// Its source, pinned.
@@ -393,7 +423,13 @@ pub fn launcher_flops(spec: &ModelSpec) -> Result<LauncherFlops> {
                 convention: c,
                 training_flops: f,
                 ratio_to_exact: f.as_f64() / exact.as_f64(),
-                ignores: c.ignores(),
+                // The features only hybrids have are listed only for them.
+                ignores: c
+                    .ignores()
+                    .iter()
+                    .copied()
+                    .filter(|f| !f.hybrid_only() || f.present_in(spec))
+                    .collect(),
                 ignored_here: c
                     .ignores()
                     .iter()

@@ -189,6 +189,7 @@ impl Keys {
                 .map(|(topk, _)| Ok((topk, at(Some((WindowKind::Sliding, topk)))?)))
                 .transpose()?,
             rows: MeanKeys::at_length(tokens, docs, Attention::Dense, None)?,
+            sequence: self.sequence,
         };
         Ok(Some((tokens as f64 / docs as f64, keys)))
     }
@@ -262,6 +263,10 @@ pub struct Keys {
     /// `mean_doc_len`): the row of attention probabilities an eager layer materialises per
     /// query, whatever the mask (the activation memory's, [`crate::cost::memory`]).
     pub rows: MeanKeys,
+    /// With recurrent layers, the length of the sequence they run over: the workload's
+    /// `context` (Transformers' torch path runs the convolution and the delta rule over the
+    /// packed sequence, whatever its documents), which their per-token cost depends on.
+    pub sequence: Option<u64>,
 }
 
 impl Keys {
@@ -291,6 +296,7 @@ impl Keys {
                 })
                 .transpose()?,
             rows: MeanKeys::rows(workload)?,
+            sequence: model.recurrent.as_ref().map(|_| workload.context),
         })
     }
 
@@ -299,6 +305,7 @@ impl Keys {
         let lcm = |a: u128, b: u128| a / gcd(a, b) * b;
         let q = lcm(self.full.queries, self.rows.queries);
         let q = self.windowed.map_or(q, |(_, _, w)| lcm(q, w.queries));
+        let q = self.sequence.map_or(q, |t| lcm(q, u128::from(t)));
         self.selected.map_or(q, |(_, s)| lcm(q, s.queries))
     }
 
@@ -307,16 +314,18 @@ impl Keys {
         let theirs = (
             model.window.as_ref().map(|w| (w.kind, w.size)),
             model.indexer.as_ref().map(|ix| ix.topk),
+            model.recurrent.is_some(),
         );
         let ours = (
             self.windowed.map(|(k, s, _)| (k, s)),
             self.selected.map(|(k, _)| k),
+            self.sequence.is_some(),
         );
         if theirs != ours {
             return Err(Error::Internal {
                 message: format!(
-                    "attention keys computed for (window, top-k) {ours:?} used for a model \
-                     with {theirs:?}"
+                    "attention keys computed for (window, top-k, recurrent) {ours:?} used for \
+                     a model with {theirs:?}"
                 ),
             });
         }
@@ -352,6 +361,7 @@ mod tests {
             windowed: window.map(|(k, s)| (k, s, MeanKeys::windowed(&w, k, s).unwrap())),
             selected: Some((3, MeanKeys::windowed(&w, WindowKind::Sliding, 3).unwrap())),
             rows: MeanKeys::rows(&w).unwrap(),
+            sequence: None,
         }
     }
 
@@ -435,6 +445,7 @@ mod tests {
             windowed: None,
             selected: None,
             rows: MeanKeys::rows(&w).unwrap(),
+            sequence: None,
         };
         assert_eq!(k.at_mean_length(&w).unwrap(), None);
     }

@@ -4,7 +4,7 @@
 //! them from that one value.
 
 use crate::error::Result;
-use crate::model::{AttentionBias, Model, QkNorm};
+use crate::model::{AttentionBias, DELTA_RULE_CHUNK, Mixer, Model, QkNorm};
 use crate::units::{add, product};
 
 /// Everything the counts need about one model's layers, computed once.
@@ -16,6 +16,8 @@ pub(super) struct LayerCost {
     pub indexer: Option<IndexerBlock>,
     /// The MoE FFN of the MoE layers.
     pub moe: MoeBlock,
+    /// The recurrent token mixer of the recurrent layers, if the model has any.
+    pub recurrent: Option<RecurrentBlock>,
     /// How often each kind of layer runs per forward pass.
     pub runs: Executions,
 }
@@ -27,12 +29,14 @@ impl LayerCost {
             attention: attention(m)?,
             indexer: indexer(m)?,
             moe: moe(m)?,
+            recurrent: recurrent(m)?,
             runs: Executions::of(m)?,
         })
     }
 }
 
-/// Layer executions per forward pass, by kind: `total = moe + dense = full + windowed`.
+/// Layer executions per forward pass, by kind: `total = moe + dense = attention +
+/// recurrent`, `attention = full + windowed`.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Executions {
     /// All of them ([`Model::checked_executions`]).
@@ -41,6 +45,10 @@ pub(super) struct Executions {
     pub moe: u64,
     /// Those of dense-FFN layers (a looped one counts once per visit).
     pub dense: u64,
+    /// Those of layers with an attention block (full or windowed).
+    pub attention: u64,
+    /// Those of layers with a recurrent token mixer.
+    pub recurrent: u64,
     /// Those of layers with full attention.
     pub full: u64,
     /// Those of windowed layers.
@@ -53,11 +61,16 @@ impl Executions {
         let total = m.checked_executions()?;
         let dense = m.dense_executions();
         let windowed = m.window.as_ref().map_or(0, |w| m.executions_of(&w.layers));
+        let recurrent = m.recurrent_executions();
+        // Validated: recurrent and windowed layers are disjoint.
+        let attention = total - recurrent;
         Ok(Self {
             total,
             moe: total - dense,
             dense,
-            full: total - windowed,
+            attention,
+            recurrent,
+            full: attention - windowed,
             windowed,
         })
     }
@@ -89,7 +102,10 @@ fn attention(m: &Model) -> Result<AttentionBlock> {
             let q = product(&[m.heads, m.head_dim], WHAT)?;
             let kv = product(&[m.kv_heads, m.head_dim], WHAT)?;
             let qkv = add(q, product(&[2, kv], WHAT)?, WHAT)?;
-            let weights = add(product(&[h, qkv], WHAT)?, product(&[q, h], WHAT)?, WHAT)?;
+            // The output gate doubles the query projection's columns.
+            let gate = if m.attention_gate { q } else { 0 };
+            let q_proj = add(qkv, gate, WHAT)?;
+            let weights = add(product(&[h, q_proj], WHAT)?, product(&[q, h], WHAT)?, WHAT)?;
             let biases = match m.attention_bias {
                 AttentionBias::None => 0,
                 AttentionBias::Qkv => qkv,
@@ -224,4 +240,99 @@ fn moe(m: &Model) -> Result<MoeBlock> {
         expert_macs: product(&[weights, e.top_k], "flops.experts")?,
         shared_macs: add(shared_experts, gate, "flops.shared")?,
     })
+}
+
+/// The recurrent token mixer of one layer, for one sequence of `T` tokens.
+///
+/// Gated DeltaNet, with `n_k` query/key heads of width `d_k`, `n_v` value heads of width
+/// `d_v`, key width `K = n_k·d_k`, value width `V = n_v·d_v`, a `w`-tap convolution over
+/// `c = 2K + V` channels and chunks of `C = 64`, as `torch_chunk_gated_delta_rule` runs it
+/// on a sequence padded to `P = C·⌈T/C⌉`:
+/// * projections: `H·(2K + 2V + 2·n_v)` (q, k, v, z, b, a) `+ V·H` (out) per token;
+/// * convolution: `(T + w − 1)·c·w` per sequence (`Conv1d` with `padding = w − 1` computes
+///   `T + w − 1` outputs per channel, the last `w − 1` dropped);
+/// * delta rule, per value head and chunk (queries and keys repeated to the value heads):
+///   `k_β·kᵀ` and `q·kᵀ` (`2·C²·d_k`), then in the scan `k_cumdecay·S` and `q·S`
+///   (`2·C·d_k·d_v`), `attn·v_new` (`C²·d_v`) and `kᵀ·v_new` (`C·d_k·d_v`): per sequence
+///   `P·n_v·(2·C·d_k + C·d_v + 3·d_k·d_v)`.
+///
+/// Not counted: the two unit-triangular solves per chunk (`solve_triangular`, about
+/// `C²·(d_k + d_v)/2`), the cumulative sums, exponentials, masks, the l2 norms of q and k,
+/// the scaling, `β`, the decays, the gated RMSNorm and the activations, as elsewhere.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RecurrentBlock {
+    /// Every weight: projections, convolution, `A_log`, `dt_bias`, the gated norm.
+    pub params: u64,
+    /// Multiply-adds per token of the projections.
+    pub macs: u64,
+    /// Convolution channels times taps (`c·w`): multiply-adds per convolution output.
+    pub conv_macs: u64,
+    /// Taps of the convolution.
+    pub conv_kernel: u64,
+    /// Multiply-adds of the delta rule per padded token: `n_v·(2·C·d_k + C·d_v + 3·d_k·d_v)`.
+    pub core_macs: u64,
+    /// Chunk length `C`.
+    pub chunk: u64,
+    /// The state one sequence holds per layer execution, elements: the convolution's last
+    /// `w` inputs per channel (`c·w`, as Transformers' cache holds it) and the delta rule's
+    /// `n_v·d_k·d_v`.
+    pub conv_state: u64,
+    pub delta_state: u64,
+}
+
+impl RecurrentBlock {
+    /// Multiply-adds of the convolution and the delta rule over one sequence of `t` tokens.
+    pub fn sequence_macs(&self, t: u64) -> Result<u64> {
+        const WHAT: &str = "flops.recurrent";
+        let outputs = add(t, self.conv_kernel - 1, WHAT)?;
+        let padded = t.div_ceil(self.chunk) * self.chunk;
+        add(
+            product(&[outputs, self.conv_macs], WHAT)?,
+            product(&[padded, self.core_macs], WHAT)?,
+            WHAT,
+        )
+    }
+}
+
+/// The recurrent mixer of `m`'s recurrent layers, if it has any.
+fn recurrent(m: &Model) -> Result<Option<RecurrentBlock>> {
+    const WHAT: &str = "params.recurrent";
+    let Some(r) = &m.recurrent else {
+        return Ok(None);
+    };
+    let Mixer::GatedDeltanet(g) = &r.mixer;
+    let h = m.hidden;
+    let (k, v) = (
+        product(&[g.key_heads, g.key_head_dim], WHAT)?,
+        product(&[g.value_heads, g.value_head_dim], WHAT)?,
+    );
+    let channels = add(product(&[2, k], WHAT)?, v, WHAT)?;
+    let in_width = [product(&[2, v], WHAT)?, product(&[2, g.value_heads], WHAT)?]
+        .into_iter()
+        .try_fold(product(&[2, k], WHAT)?, |s, x| add(s, x, WHAT))?;
+    let macs = add(
+        product(&[h, in_width], WHAT)?,
+        product(&[v, h], WHAT)?,
+        WHAT,
+    )?;
+    let conv_macs = product(&[channels, g.conv_kernel], WHAT)?;
+    let c = DELTA_RULE_CHUNK;
+    let (dk, dv) = (g.key_head_dim, g.value_head_dim);
+    let per_head = [product(&[c, dv], WHAT)?, product(&[3, dk, dv], WHAT)?]
+        .into_iter()
+        .try_fold(product(&[2, c, dk], WHAT)?, |s, x| add(s, x, WHAT))?;
+    // The gated RMSNorm's weight is one vector of `d_v`, shared by the value heads.
+    let params = [conv_macs, product(&[2, g.value_heads], WHAT)?, dv]
+        .into_iter()
+        .try_fold(macs, |s, x| add(s, x, WHAT))?;
+    Ok(Some(RecurrentBlock {
+        params,
+        macs,
+        conv_macs,
+        conv_kernel: g.conv_kernel,
+        core_macs: product(&[g.value_heads, per_head], WHAT)?,
+        chunk: c,
+        conv_state: conv_macs,
+        delta_state: product(&[g.value_heads, dk, dv], "kv_cache.state")?,
+    }))
 }

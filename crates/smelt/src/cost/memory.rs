@@ -147,8 +147,13 @@ pub struct ActivationReport {
     pub activation_bytes: u64,
     /// The policy the activations budget counts (`[counting] activations`).
     pub budget: ActivationPolicy,
-    /// One entry per policy, in the order `eager`, `flash`, `selective`, `full`.
+    /// One entry per policy, in the order `eager`, `flash`, `selective`, `full` (none when
+    /// refused).
     pub policies: Vec<PolicyActivations>,
+    /// Why the activations are not counted for this model (recurrent layers), if they are
+    /// not: the activations budget is then 0 and cannot be weighed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// Saved elements per token of one execution of one kind of layer, by dtype: the
@@ -282,6 +287,7 @@ pub(super) fn activations_over(
     policy: ActivationPolicy,
     runs: Executions,
 ) -> Result<ActivationBreakdown> {
+    refuse_recurrent(model)?;
     let b = counting.activation_bytes;
     let at = |saves: PerExecution, times: u64| saves.bytes(keys, b, times);
     if policy == ActivationPolicy::Full {
@@ -310,13 +316,47 @@ pub(super) fn activations_over(
     })
 }
 
-/// The activation report of `model` on a workload of `context` tokens: every policy.
+/// The activation memory does not count recurrent token mixers nor the attention output
+/// gate: an error naming the field for a model with either.
+pub(crate) fn refuse_recurrent(model: &Model) -> Result<()> {
+    if let Some(r) = &model.recurrent {
+        return Err(crate::Error::invalid(
+            "model.recurrent",
+            format!(
+                "the activation memory does not count {} layers (what their chunked \
+                 recurrence saves for the backward pass is not modelled): activations are not \
+                 reported for this model and cannot be matched",
+                r.mixer.as_str()
+            ),
+        ));
+    }
+    if model.attention_gate {
+        return Err(crate::Error::invalid(
+            "model.attention_gate",
+            "the activation memory does not count the attention output gate (what its \
+             sigmoid and product save is not modelled): activations are not reported for this \
+             model and cannot be matched",
+        ));
+    }
+    Ok(())
+}
+
+/// The activation report of `model` on a workload of `context` tokens: every policy; for
+/// a model with recurrent layers, no policy and the reason ([`ActivationReport::refused`]).
 pub fn activation_report(
     model: &Model,
     keys: &Keys,
     context: u64,
     counting: &Counting,
 ) -> Result<ActivationReport> {
+    if let Err(e) = refuse_recurrent(model) {
+        return Ok(ActivationReport {
+            activation_bytes: counting.activation_bytes,
+            budget: counting.activations,
+            policies: Vec::new(),
+            refused: Some(e.to_string()),
+        });
+    }
     let policies = ActivationPolicy::ALL
         .iter()
         .map(|&policy| {
@@ -334,6 +374,7 @@ pub fn activation_report(
         activation_bytes: counting.activation_bytes,
         budget: counting.activations,
         policies,
+        refused: None,
     })
 }
 

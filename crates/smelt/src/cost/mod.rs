@@ -28,6 +28,7 @@
 //! | norms | not counted | `2·H` (+ q/k norms, or MLA's `r_q + r` latent norms), plus `H` once for the final norm; with `norm_bias` (LayerNorms), twice the `H` terms |
 //! | LM head (only if counted) | `2·H·vocab`, once per token | `vocab·H` (embeddings likewise), `+ vocab` with `lm_head_bias` |
 //! | sparse attention indexer (`[model.indexer]`, `n_i` heads of width `d_i`, `topk`) | `2·(r_q·n_i·d_i + H·d_i + H·n_i)` + `2·n_i·(d_i+1)·c̄` (it scores every key the query may attend); the attention core then uses `c̄_topk` | `r_q·n_i·d_i + H·d_i + 2·d_i + H·n_i` (`wq_b`, `wk`, the key's LayerNorm, `weights_proj`) |
+//! | Gated DeltaNet layers (`[model.recurrent]`, see below) | projections `2·H·(2K + 2V + 2·n_v) + 2·V·H`, the convolution and the chunked delta rule over the `context`-token sequence | `H·(2K + 2V + 2·n_v) + V·H + c·w + 2·n_v + d_v` |
 //! | MTP module (`mtp_layers`, only if `[counting] mtp`) | per module: `2·2H·H` + one MoE layer with full attention + the LM head if counted | per module: one MoE layer, `2H·H`, `3·H` norms, and its own embedding and head when those are counted |
 //!
 //! * A layer listed in `[model.dense]` (`layers = [...]`, 1-based, and `ffn`) has one dense
@@ -55,6 +56,27 @@
 //!   its training (DeepSeek trains it on a KL loss against the attention it replaces) as
 //!   3 × forward like the rest. The report gives `c̄_topk` beside the full `c̄`. Under
 //!   `attention = "dense"` the core counts the whole square, as for windows.
+//! * **Recurrent layers** (`[model.recurrent]`, Qwen3-Next's and Qwen3.5's Gated DeltaNet,
+//!   with `n_k` query/key heads of width `d_k`, `n_v` value heads of width `d_v`, key width
+//!   `K = n_k·d_k`, value width `V = n_v·d_v`, a `w`-tap depthwise convolution over
+//!   `c = 2K + V` channels) replace the attention block of the layers they list (a looped one
+//!   stays recurrent on every visit). Parameters per layer: `H·(2K + 2V + 2·n_v) + V·H`
+//!   projections (q, k, v, z, b, a, out), `c·w` convolution, `2·n_v` (`A_log`, `dt_bias`) and
+//!   `d_v` (the gated RMSNorm). Forward FLOPs per token: 2 × the projections' multiply-adds,
+//!   plus, on the sequence of `T = context` tokens Transformers' torch path runs
+//!   (`causal_conv1d_fn`, `torch_chunk_gated_delta_rule` with its chunk `C = 64`, the sequence
+//!   padded to `P = C·⌈T/C⌉`), `2·((T + w − 1)·c·w + P·n_v·(2·C·d_k + C·d_v + 3·d_k·d_v))/T`:
+//!   the convolution over the `T + w − 1` outputs `Conv1d` computes, and per chunk and value
+//!   head `k_β·kᵀ`, `q·kᵀ`, `k_cumdecay·S`, `q·S`, `attn·v_new` and `kᵀ·v_new`. Not counted:
+//!   the two unit-triangular solves per chunk, cumulative sums, exponentials, masks, the q/k
+//!   l2 norms and the gated norm. A recurrent layer has no KV cache: it holds a state per
+//!   sequence, `c·w` convolution inputs (as Transformers' cache keeps them) and the
+//!   `n_v·d_k·d_v` delta-rule matrix per execution, reported beside the KV cache and included
+//!   in the cache held at the context. The activation memory, the training memory and the
+//!   kernel plan do not describe recurrent layers and refuse them by name.
+//! * **The attention output gate** (`attention_gate`, Qwen3-Next's and Qwen3.5's gated
+//!   attention): `q_proj` also produces a `heads·head_dim` gate, `H·heads·head_dim`
+//!   parameters and 2 × as many FLOPs per token; its sigmoid and product are not counted.
 //! * **Router and expert biases, sinks, MTP**: a router bias (gpt-oss's, DeepSeek-V3's
 //!   `e_score_correction_bias`, stored in its checkpoint) and expert biases are parameters
 //!   with no counted FLOPs; so are sinks (their logit joins the softmax). DeepSeek's grouped
@@ -72,7 +94,7 @@
 //! * **Parameters** are counted once per physical layer; embeddings and the LM head are excluded
 //!   unless `[counting]` includes them. **Active** parameters are those one token touches: the
 //!   same with `top_k` experts instead of all.
-//! * **KV cache per token** = Σ over executions of `2·kv_heads·head_dim` elements (MLA:
+//! * **KV cache per token** = Σ over attention-layer executions of `2·kv_heads·head_dim` elements (MLA:
 //!   `kv_lora_rank + qk_rope_head_dim`; the second visit of a looped layer keeps its own keys
 //!   and values); bytes = elements × `kv_dtype_bytes`. Every report also gives the cache **one
 //!   sequence holds at the end of the workload's context**: `context` entries per full layer
@@ -154,7 +176,8 @@ pub use per_budget::{BudgetKind, PerBudget, Ratios, Residuals};
 pub use training::{PeakPair, StageMemory, TrainingMemory, peak_pair, training_memory};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
-    KvAtContext, KvReport, ParamBreakdown, ParamReport, SelectedKeys, Sparsity, WindowedKeys,
+    KvAtContext, KvReport, ParamBreakdown, ParamReport, RecurrentState, SelectedKeys, Sparsity,
+    WindowedKeys,
 };
 
 use crate::error::{Error, Result};
@@ -242,26 +265,30 @@ fn params_of(
     let per_moe_layer = |x: u64| Params(x).checked_mul(moe_layers);
     let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
     let norm = model.norm_params();
-    let per_layer_norms = crate::units::add(
-        product(&[2, norm], "params.norms")?,
-        a.norms,
+    // Recurrent layers have no attention block (nor its q/k norms); their mixer's own
+    // weights, its gated norm included, are `recurrent`.
+    let attention_layers = l - model.recurrent_layers();
+    let layer_norms = crate::units::add(
+        product(&[2, norm, l], "params.norms")?,
+        product(&[a.norms, attention_layers], "params.norms")?,
         "params.norms",
     )?;
+    let recurrent =
+        Params(layer.recurrent.map_or(0, |r| r.params)).checked_mul(l - attention_layers)?;
     let (embeddings, lm_head) = vocab_matrices(model, counting)?;
     let (mtp, active_mtp) = mtp_params(model, layer, counting)?;
     let total = ParamBreakdown {
-        attention: Params(a.params).checked_mul(l)?,
+        attention: Params(a.params).checked_mul(attention_layers)?,
         experts: per_moe_layer(f.experts)?,
         router: per_moe_layer(f.router)?,
         shared: per_moe_layer(f.shared)?,
         dense: Params(product(&[3, h, dense_ffn, dense_layers], "params.dense")?),
-        norms: Params(per_layer_norms)
-            .checked_mul(l)?
-            .checked_add(Params(norm))?,
+        norms: Params(layer_norms).checked_add(Params(norm))?,
         indexer: Params(layer.indexer.map_or(0, |ix| ix.params)).checked_mul(l)?,
         embeddings,
         lm_head,
         mtp,
+        recurrent,
     };
     let active = ParamBreakdown {
         experts: per_moe_layer(f.active_experts)?,
@@ -313,6 +340,21 @@ fn forward_of(
         _ => (keys.full.attention_flops(a.core_width)?, Flops::ZERO),
     };
     let mut attention_core = core.checked_mul(x.full)?;
+    // A recurrent layer's mixer: its projections per token, and its convolution and delta
+    // rule over the `context`-token sequence, per token of it.
+    let (recurrent_projections, recurrent_core) = match (layer.recurrent, keys.sequence) {
+        (Some(r), Some(t)) => (
+            flops(r.macs, x.recurrent, "flops.recurrent")?,
+            Flops::ratio(
+                u128::from(product(
+                    &[2, r.sequence_macs(t)?, x.recurrent],
+                    "flops.recurrent",
+                )?),
+                u128::from(t),
+            )?,
+        ),
+        _ => (Flops::ZERO, Flops::ZERO),
+    };
     if let Some((_, _, w)) = keys.windowed {
         attention_core = attention_core
             .checked_add(w.attention_flops(a.core_width)?.checked_mul(x.windowed)?)?;
@@ -344,7 +386,7 @@ fn forward_of(
         Flops::ZERO
     };
     Ok(FlopBreakdown {
-        projections: flops(a.macs, x.total, "flops.projections")?,
+        projections: flops(a.macs, x.attention, "flops.projections")?,
         attention_core,
         router: flops(f.router_macs, x.moe, "flops.router")?,
         experts: flops(f.expert_macs, x.moe, "flops.experts")?,
@@ -357,27 +399,46 @@ fn forward_of(
         lm_head,
         mtp,
         indexer: indexer_per.checked_mul(x.total)?,
+        recurrent_projections,
+        recurrent_core,
     })
 }
 
-/// KV-cache elements per token: the attention block's per execution, over all executions.
+/// KV-cache elements per token: the attention block's per execution, over the attention
+/// layers' executions.
 fn kv_elements(layer: &LayerCost) -> Result<KvElements> {
     Ok(KvElements(product(
-        &[layer.attention.kv, layer.runs.total],
+        &[layer.attention.kv, layer.runs.attention],
         "kv_cache.elements",
     )?))
 }
 
+/// The recurrent layers' state one sequence holds: `(conv, delta)` elements over all their
+/// executions (zero without recurrent layers).
+fn recurrent_state(layer: &LayerCost) -> Result<(u64, u64)> {
+    let n = layer.runs.recurrent;
+    layer.recurrent.map_or(Ok((0, 0)), |r| {
+        Ok((
+            product(&[r.conv_state, n], "kv_cache.state")?,
+            product(&[r.delta_state, n], "kv_cache.state")?,
+        ))
+    })
+}
+
 /// KV-cache elements one sequence of `context` tokens holds at its end: `context` entries
-/// per full layer execution, `held` (at most the window) per windowed one.
+/// per full layer execution, `held` (at most the window) per windowed one, and the
+/// recurrent layers' state.
 fn kv_held(layer: &LayerCost, context: u64, held: u64) -> Result<KvElements> {
+    const WHAT: &str = "kv_cache.at_context";
     let per = layer.attention.kv;
-    let full = product(&[per, layer.runs.full, context], "kv_cache.at_context")?;
-    let windowed = product(&[per, layer.runs.windowed, held], "kv_cache.at_context")?;
+    let full = product(&[per, layer.runs.full, context], WHAT)?;
+    let windowed = product(&[per, layer.runs.windowed, held], WHAT)?;
+    let (conv, delta) = recurrent_state(layer)?;
+    let state = crate::units::add(conv, delta, WHAT)?;
     Ok(KvElements(crate::units::add(
-        full,
-        windowed,
-        "kv_cache.at_context",
+        crate::units::add(full, windowed, WHAT)?,
+        state,
+        WHAT,
     )?))
 }
 
@@ -425,6 +486,27 @@ fn kv_report(
             elements_cache,
         },
         budget: counting.kv,
+        recurrent_state: match layer.recurrent {
+            Some(r) => {
+                let (conv, delta) = recurrent_state(layer)?;
+                let elements = KvElements(crate::units::add(conv, delta, "kv_cache.state")?);
+                let fp32 = crate::units::add(
+                    product(&[conv, workload.kv_dtype_bytes], "kv_cache.state")?,
+                    product(&[delta, 4], "kv_cache.state")?,
+                    "kv_cache.state",
+                )?;
+                Some(RecurrentState {
+                    kind: model.recurrent.as_ref().map_or("", |m| m.mixer.as_str()),
+                    conv_per_execution: r.conv_state,
+                    delta_per_execution: r.delta_state,
+                    executions: layer.runs.recurrent,
+                    elements,
+                    bytes: bytes(elements)?,
+                    bytes_fp32_delta: Bytes(fp32),
+                })
+            }
+            None => None,
+        },
     })
 }
 
@@ -473,7 +555,11 @@ pub fn budgets_with(
         flops: forward.checked_mul(TRAINING_OVER_FORWARD)?,
         params: total.total()?,
         kv: kv_budget(model, &layer, context, counting)?,
-        activations: activations(model, keys, counting, counting.activations)?.total()?,
+        // Not counted for recurrent layers: 0, which the objective refuses to weigh.
+        activations: match memory::refuse_recurrent(model) {
+            Err(_) => crate::units::ActivationBytes::ZERO,
+            Ok(()) => activations(model, keys, counting, counting.activations)?.total()?,
+        },
     })
 }
 

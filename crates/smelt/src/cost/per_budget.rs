@@ -196,9 +196,16 @@ pub type Residuals = PerBudget<f64>;
 pub type Ratios = PerBudget<f64>;
 
 impl PerBudget<f64> {
-    /// `value / reference - 1`, budget by budget.
+    /// `value / reference - 1`, budget by budget; 0 where both are 0 (a budget neither
+    /// model has, as the activations of models whose activations are not counted).
     pub fn relative(value: PerBudget<f64>, reference: PerBudget<f64>) -> Self {
-        value.zip(reference).map(|(v, r)| v / r - 1.0)
+        value.zip(reference).map(|(v, r)| {
+            if v == 0.0 && r == 0.0 {
+                0.0
+            } else {
+                v / r - 1.0
+            }
+        })
     }
 
     /// The largest absolute value.

@@ -251,11 +251,17 @@ fn stage_runs(m: &Model, first: u64, last: u64) -> Executions {
         .window
         .as_ref()
         .map_or(0, |w| m.executions_of(&within(&w.layers)));
+    let recurrent = m
+        .recurrent
+        .as_ref()
+        .map_or(0, |r| m.executions_of(&within(&r.layers)));
     Executions {
         total,
         moe: total - dense,
         dense,
-        full: total - windowed,
+        attention: total - recurrent,
+        recurrent,
+        full: total - recurrent - windowed,
         windowed,
     }
 }
@@ -278,6 +284,14 @@ fn divide(a: ActivationBytes, n: u64) -> Result<ActivationBytes> {
 pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<TrainingMemory> {
     let m = &spec.model;
     training.validate_for(m)?;
+    if m.recurrent.is_some() || m.attention_gate {
+        return Err(Error::invalid(
+            "training",
+            "the training memory does not count recurrent layers ([model.recurrent]) nor the \
+             attention output gate (model.attention_gate): their activations and \
+             tensor-parallel shards are not modelled; remove [training]",
+        ));
+    }
     if spec.counting.mtp && m.mtp_layers > 0 {
         return Err(Error::invalid(
             "training",

@@ -31,6 +31,18 @@ pub struct ParamBreakdown {
     pub mtp: Params,
     /// Sparse attention indexers (0 without one), their key norms included.
     pub indexer: Params,
+    /// Recurrent token mixers (0 without recurrent layers): every weight of theirs, the
+    /// convolution, per-head `A_log` and `dt_bias` and the gated norm included.
+    #[serde(skip_serializing_if = "is_zero_params")]
+    pub recurrent: Params,
+}
+
+fn is_zero_params(p: &Params) -> bool {
+    p.0 == 0
+}
+
+fn is_zero_flops(f: &Flops) -> bool {
+    *f == Flops::ZERO
 }
 
 impl ParamBreakdown {
@@ -47,6 +59,7 @@ impl ParamBreakdown {
             self.lm_head,
             self.mtp,
             self.indexer,
+            self.recurrent,
         ])
     }
 }
@@ -73,6 +86,13 @@ pub struct FlopBreakdown {
     /// Sparse attention indexers: their projections and the scores of every key (0 without
     /// one).
     pub indexer: Flops,
+    /// Recurrent token mixers' projection GEMMs (0 without recurrent layers).
+    #[serde(skip_serializing_if = "is_zero_flops")]
+    pub recurrent_projections: Flops,
+    /// Recurrent token mixers' convolution and chunked recurrence (Gated DeltaNet's delta
+    /// rule), as executed on the workload's `context`-token sequence.
+    #[serde(skip_serializing_if = "is_zero_flops")]
+    pub recurrent_core: Flops,
 }
 
 impl FlopBreakdown {
@@ -88,6 +108,8 @@ impl FlopBreakdown {
             self.lm_head,
             self.mtp,
             self.indexer,
+            self.recurrent_projections,
+            self.recurrent_core,
         ])
     }
 }
@@ -168,10 +190,43 @@ pub struct KvReport {
     pub at_context: KvAtContext,
     /// Which of the two the KV budget is (`[counting] kv`).
     pub budget: KvCount,
+    /// With recurrent layers, the state one sequence holds whatever its length (included
+    /// in [`KvAtContext::elements`], not in the per-token `elements`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recurrent_state: Option<RecurrentState>,
+}
+
+/// The state a sequence holds in the recurrent layers: a fixed size per layer execution,
+/// not a cache that grows per token.
+///
+/// Gated DeltaNet: the convolution's last `conv_kernel` inputs per channel (`2K + V`
+/// channels; Transformers' cache keeps `conv_kernel` of them, one more than the next
+/// token needs) and the delta rule's `value_heads × key_head_dim × value_head_dim`
+/// matrix. Bytes are at `kv_dtype_bytes`; Transformers' torch path keeps the delta-rule
+/// matrix in fp32 (`delta_bytes_fp32`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RecurrentState {
+    /// The recurrent mixer's kind.
+    pub kind: &'static str,
+    /// Convolution state elements per layer execution.
+    pub conv_per_execution: u64,
+    /// Delta-rule state elements per layer execution.
+    pub delta_per_execution: u64,
+    /// Recurrent layer executions per forward pass (a looped layer's visits each keep
+    /// their own state).
+    pub executions: u64,
+    /// Elements per sequence over all of them.
+    pub elements: KvElements,
+    /// `elements * kv_dtype_bytes`.
+    pub bytes: Bytes,
+    /// The delta-rule part in fp32 (as Transformers' torch path keeps it), plus the
+    /// convolution part at `kv_dtype_bytes`.
+    pub bytes_fp32_delta: Bytes,
 }
 
 /// The KV cache one sequence holds at the end of the workload's context: `context` entries
-/// per full layer execution, `min(window, context)` per windowed one.
+/// per full layer execution, `min(window, context)` per windowed one, plus the recurrent
+/// layers' state ([`RecurrentState`]) when the model has any.
 ///
 /// The convention for windows is the window's own: a sliding layer holds the `W` keys its
 /// last query attends, a chunked layer a whole chunk of `C`. Transformers' sliding-window

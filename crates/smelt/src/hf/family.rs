@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::support::Support;
 use super::{
     Common, Parts, deepseek, glm_dsa, gpt_oss, granite, llama4, minimax, mixtral, olmoe, phimoe,
-    qwen,
+    qwen, qwen_next,
 };
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -55,6 +55,10 @@ named_enum! {
         GraniteMoe = "granitemoe",
         /// Phi-3.5-MoE (Microsoft; LayerNorms and an LM head with biases).
         Phimoe = "phimoe",
+        /// Qwen3-Next (Gated DeltaNet layers beside gated attention).
+        Qwen3Next = "qwen3_next",
+        /// Qwen3.5's MoE text decoder (Gated DeltaNet layers beside gated attention).
+        Qwen3_5MoeText = "qwen3_5_moe_text",
     }
 }
 
@@ -172,6 +176,8 @@ pub(super) static FAMILIES: &[&dyn FamilyConfig] = &[
     &llama4::Llama4Text,
     &granite::GraniteMoe,
     &phimoe::Phimoe,
+    &qwen_next::Qwen3Next,
+    &qwen_next::Qwen3_5MoeText,
 ];
 
 // Every family has its line: `Family::config` indexes this list.

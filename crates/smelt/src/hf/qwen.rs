@@ -122,7 +122,7 @@ impl FamilyConfig for Qwen3MoeFamily {
     }
 }
 
-fn one() -> u64 {
+pub(super) fn one() -> u64 {
     1
 }
 
@@ -259,7 +259,7 @@ impl Qwen3Moe {
 /// Qwen's dense layers of a `layers`-layer model: 0-based layer `i` is MoE when it is not in
 /// `mlp_only_layers` and `(i + 1) % decoder_sparse_step == 0`; the others have a dense MLP of
 /// width `intermediate_size`. `layers` is bounded (validated) before this runs.
-fn qwen_dense_layers(
+pub(super) fn qwen_dense_layers(
     layers: u64,
     step: u64,
     only: &[u64],

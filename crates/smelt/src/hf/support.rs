@@ -51,6 +51,10 @@ pub(super) enum Feature {
     LmHeadBias,
     /// A sparse attention indexer.
     Indexer,
+    /// An output gate on the attention.
+    AttentionGate,
+    /// Gated DeltaNet layers.
+    GatedDeltanet,
 }
 
 impl Feature {
@@ -69,6 +73,10 @@ impl Feature {
             Feature::NormBias => "LayerNorms with a bias (model.norm_bias)",
             Feature::LmHeadBias => "a bias on the LM head (model.lm_head_bias)",
             Feature::Indexer => "a sparse attention indexer ([model.indexer])",
+            Feature::AttentionGate => "an attention output gate (model.attention_gate)",
+            Feature::GatedDeltanet => {
+                "Gated DeltaNet layers ([model.recurrent] mixer gated_deltanet)"
+            }
         }
     }
 
@@ -95,6 +103,8 @@ impl Feature {
             (m.norm_bias, Feature::NormBias),
             (m.lm_head_bias, Feature::LmHeadBias),
             (m.indexer.is_some(), Feature::Indexer),
+            (m.attention_gate, Feature::AttentionGate),
+            (m.recurrent.is_some(), Feature::GatedDeltanet),
         ] {
             if on {
                 out.push(f);
@@ -201,6 +211,27 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         ("model.indexer.head_dim", "index_head_dim"),
         ("model.indexer.topk", "index_topk"),
         ("model.indexer", "index_*"),
+        (
+            "model.recurrent.mixer.gated_deltanet.key_heads",
+            "linear_num_key_heads",
+        ),
+        (
+            "model.recurrent.mixer.gated_deltanet.value_heads",
+            "linear_num_value_heads",
+        ),
+        (
+            "model.recurrent.mixer.gated_deltanet.key_head_dim",
+            "linear_key_head_dim",
+        ),
+        (
+            "model.recurrent.mixer.gated_deltanet.value_head_dim",
+            "linear_value_head_dim",
+        ),
+        (
+            "model.recurrent.mixer.gated_deltanet.conv_kernel",
+            "linear_conv_kernel_dim",
+        ),
+        ("model.recurrent.layers", "layer_types"),
         ("model.kv_heads", "num_key_value_heads"),
         ("model.heads", "num_attention_heads"),
         ("model.head_dim", "head_dim"),
@@ -295,10 +326,9 @@ pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
         ));
     }
     let why = match name {
-        "qwen3_next" | "qwen3_5_moe" | "qwen3_5_moe_text" | "qwen3_5" | "qwen3_5_text" => {
-            "Gated DeltaNet (linear attention) layers keep a fixed-size recurrent state \
-             instead of a KV cache, and their chunked recurrence is not a GEMM plan; the cost \
-             model, whose third budget is a KV cache, does not describe them"
+        "qwen3_5" | "qwen3_5_text" => {
+            "Qwen3.5's dense models have a dense MLP on every layer and no experts; smelt \
+             describes MoE models (qwen3_5_moe and qwen3_next, the MoE hybrids, are read)"
         }
         "nemotron_h" | "jamba" | "granitemoehybrid" => {
             "Mamba (state-space) layers keep a fixed-size state instead of a KV cache; the \

@@ -7,7 +7,8 @@ use super::{Common, Family};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, ExpertActivation, ModelSpec, QkNorm, WindowKind};
 
-/// The family whose conventions a spec follows: `deepseek_v32` with an indexer,
+/// The family whose conventions a spec follows: `qwen3_next` with Gated DeltaNet layers or
+/// an attention output gate, `deepseek_v32` with an indexer,
 /// `deepseek_v3` with MLA, `llama4_text` with chunked attention, `phimoe` with norm or
 /// LM-head biases, `gpt_oss` with sinks, expert biases, the clamped SwiGLU or sliding windows
 /// on some layers,
@@ -18,6 +19,9 @@ use crate::model::{AttentionBias, ExpertActivation, ModelSpec, QkNorm, WindowKin
 pub fn family_of(spec: &ModelSpec) -> Family {
     let m = &spec.model;
     let ungated = m.moe.shared_experts > 0 && !m.moe.shared_gate;
+    if m.recurrent.is_some() || m.attention_gate {
+        return Family::Qwen3Next;
+    }
     if m.indexer.is_some() {
         return Family::DeepseekV32;
     }

@@ -120,6 +120,16 @@ pub struct Model {
     /// Layers whose queries attend a bounded window of keys (none when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
+    /// An output gate on the attention (Qwen3-Next, Qwen3.5): the query projection also
+    /// produces a `heads·head_dim` gate, `sigmoid(gate)` multiplies the attention's output
+    /// before `o_proj`: `hidden·heads·head_dim` parameters and as many multiply-adds per
+    /// token (the sigmoid and the product are not counted).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attention_gate: bool,
+    /// Layers whose token mixer is a recurrent one (linear attention) instead of attention
+    /// (none when absent): they hold a state per sequence, not a KV cache per token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrent: Option<Recurrent>,
     /// A sparse attention indexer on every layer (DeepSeek-V3.2, GLM-5): each query attends
     /// only the keys it selects (none when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -215,6 +225,75 @@ pub struct Window {
     pub size: u64,
     /// 1-based indices of the windowed layers, strictly increasing.
     pub layers: Vec<u64>,
+}
+
+/// Layers whose token mixer is recurrent: the listed layers run `mixer` in place of the
+/// attention block (their FFN, norms and loop visits are the model's as for any layer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recurrent {
+    /// 1-based indices of the recurrent layers, strictly increasing; the others are
+    /// attention layers (at least one must remain).
+    pub layers: Vec<u64>,
+    /// The recurrent token mixer of those layers, one kind per model.
+    pub mixer: Mixer,
+}
+
+/// A recurrent token mixer kind, each with its own shapes (a table named by the kind, as
+/// `[model.recurrent.mixer.gated_deltanet]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Mixer {
+    /// Gated DeltaNet (Yang et al., arXiv:2412.06464) as Qwen3-Next and Qwen3.5 run it.
+    GatedDeltanet(GatedDeltaNet),
+}
+
+impl Mixer {
+    /// The kind's name, as the model file spells it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Mixer::GatedDeltanet(_) => "gated_deltanet",
+        }
+    }
+}
+
+/// Chunk length of the chunked gated delta rule: the default of Transformers'
+/// `torch_chunk_gated_delta_rule` (`chunk_size = 64`, a function argument, not a config
+/// key); the sequence is padded to a multiple of it.
+pub const DELTA_RULE_CHUNK: u64 = 64;
+
+/// A Gated DeltaNet token mixer (Transformers' `Qwen3NextGatedDeltaNet`): projections of
+/// the layer's normed input to queries and keys (`key_heads` of width `key_head_dim`),
+/// values and an output gate `z` (`value_heads` of width `value_head_dim`), and per value
+/// head a write strength `b` and a decay input `a`; a depthwise causal convolution of
+/// `conv_kernel` taps over `q, k, v`; the chunked gated delta rule; an RMSNorm of width
+/// `value_head_dim` gated by `silu(z)`; and the output projection. `A_log` and `dt_bias`
+/// hold one value per value head.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatedDeltaNet {
+    /// Query/key heads (`linear_num_key_heads`).
+    pub key_heads: u64,
+    /// Value heads (`linear_num_value_heads`), a multiple of `key_heads`.
+    pub value_heads: u64,
+    /// Width of a query/key head (`linear_key_head_dim`).
+    pub key_head_dim: u64,
+    /// Width of a value head (`linear_value_head_dim`).
+    pub value_head_dim: u64,
+    /// Taps of the causal convolution (`linear_conv_kernel_dim`).
+    pub conv_kernel: u64,
+}
+
+impl GatedDeltaNet {
+    /// Query (= key) width `key_heads·key_head_dim`.
+    pub fn key_width(&self) -> u64 {
+        self.key_heads.saturating_mul(self.key_head_dim)
+    }
+
+    /// Value (= gate) width `value_heads·value_head_dim`.
+    pub fn value_width(&self) -> u64 {
+        self.value_heads.saturating_mul(self.value_head_dim)
+    }
 }
 
 /// The MoE FFN: routed SwiGLU experts, `top_k` active, plus optional shared experts.
@@ -401,6 +480,18 @@ impl Model {
         } else {
             self.hidden
         }
+    }
+
+    /// Physical layers with a recurrent token mixer.
+    pub fn recurrent_layers(&self) -> u64 {
+        self.recurrent.as_ref().map_or(0, |r| r.layers.len() as u64)
+    }
+
+    /// Executions of recurrent layers per forward pass (a looped one counts each visit).
+    pub fn recurrent_executions(&self) -> u64 {
+        self.recurrent
+            .as_ref()
+            .map_or(0, |r| self.executions_of(&r.layers))
     }
 
     /// Physical layers with a dense FFN.

@@ -2,7 +2,10 @@
 //! rule. Every size is bounded (the `MAX_*` constants) so that no count can silently wrap
 //! and no loop runs over an absurd range.
 
-use super::{AttentionBias, Indexer, Mla, Model, ModelSpec, QkNorm, Workload};
+use super::{
+    AttentionBias, GatedDeltaNet, Indexer, Mixer, Mla, Model, ModelSpec, QkNorm, Recurrent,
+    Workload,
+};
 use super::{
     MAX_CONTEXT, MAX_COUNT, MAX_EXPERTS, MAX_HISTOGRAM_TOKENS, MAX_REPEATS, MAX_VOCAB, MAX_WIDTH,
 };
@@ -105,6 +108,14 @@ impl Model {
         if let Some(ix) = &self.indexer {
             self.validate_indexer(ix)?;
         }
+        if let Some(r) = &self.recurrent {
+            self.validate_recurrent(r)?;
+        }
+        ensure(
+            !(self.attention_gate && self.mla.is_some()),
+            "model.attention_gate",
+            || "cannot be combined with [model.mla]: no family gates a latent attention".to_owned(),
+        )?;
         at_most("model.mtp_layers", self.mtp_layers, MAX_COUNT)?;
         if let Some(l) = &self.looping {
             positive("model.loop.first", l.first, MAX_COUNT)?;
@@ -131,6 +142,26 @@ impl Model {
         }
         Ok(())
     }
+}
+
+fn validate_gated_deltanet(g: &GatedDeltaNet) -> Result<()> {
+    const AT: &str = "model.recurrent.mixer.gated_deltanet";
+    positive(&format!("{AT}.key_heads"), g.key_heads, MAX_COUNT)?;
+    positive(&format!("{AT}.value_heads"), g.value_heads, MAX_COUNT)?;
+    positive(&format!("{AT}.key_head_dim"), g.key_head_dim, MAX_WIDTH)?;
+    positive(&format!("{AT}.value_head_dim"), g.value_head_dim, MAX_WIDTH)?;
+    positive(&format!("{AT}.conv_kernel"), g.conv_kernel, MAX_COUNT)?;
+    ensure(
+        g.value_heads.is_multiple_of(g.key_heads),
+        &format!("{AT}.value_heads"),
+        || {
+            format!(
+                "must be a multiple of key_heads ({}): each query/key head serves \
+                 value_heads / key_heads value heads; got {}",
+                g.key_heads, g.value_heads
+            )
+        },
+    )
 }
 
 /// A list of 1-based layers: not empty, strictly increasing, each a layer of the model.
@@ -165,6 +196,43 @@ fn layer_list(field: &str, list: &[u64], layers: u64) -> Result<()> {
 }
 
 impl Model {
+    fn validate_recurrent(&self, r: &Recurrent) -> Result<()> {
+        layer_list("model.recurrent.layers", &r.layers, self.layers)?;
+        ensure(
+            (r.layers.len() as u64) < self.layers,
+            "model.recurrent.layers",
+            || {
+                format!(
+                    "must leave at least one attention layer (it lists all {} layers); smelt \
+                     matches a KV cache, which a model without attention does not have",
+                    self.layers
+                )
+            },
+        )?;
+        if let Some(w) = &self.window
+            && let Some(l) = w.layers.iter().find(|l| r.layers.contains(l))
+        {
+            return Err(Error::invalid(
+                "model.recurrent.layers",
+                format!(
+                    "layer {l} is also in model.window.layers: a recurrent layer has no window"
+                ),
+            ));
+        }
+        ensure(
+            self.mla.is_none() && self.indexer.is_none(),
+            "model.recurrent",
+            || {
+                "cannot be combined with [model.mla] or [model.indexer]: no family has both, \
+                 and smelt does not count them together"
+                    .to_owned()
+            },
+        )?;
+        match &r.mixer {
+            Mixer::GatedDeltanet(g) => validate_gated_deltanet(g),
+        }
+    }
+
     fn validate_indexer(&self, ix: &Indexer) -> Result<()> {
         positive("model.indexer.heads", ix.heads, MAX_COUNT)?;
         positive("model.indexer.head_dim", ix.head_dim, MAX_WIDTH)?;

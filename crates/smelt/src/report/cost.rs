@@ -50,6 +50,7 @@ struct Extras {
     mtp: bool,
     windowed: bool,
     indexer: bool,
+    recurrent: bool,
 }
 
 impl Extras {
@@ -59,6 +60,7 @@ impl Extras {
             mtp: costs.iter().any(|c| c.params.breakdown.mtp.0 > 0),
             windowed: costs.iter().any(|c| c.attention.windowed.is_some()),
             indexer: costs.iter().any(|c| c.params.breakdown.indexer.0 > 0),
+            recurrent: costs.iter().any(|c| c.params.breakdown.recurrent.0 > 0),
         }
     }
 }
@@ -93,6 +95,7 @@ impl Rows {
         (label == "  dense FFN" && !self.extras.dense)
             || (label == "  MTP modules" && !self.extras.mtp)
             || (label == "  indexer" && !self.extras.indexer)
+            || (label.starts_with("  recurrent") && !self.extras.recurrent)
     }
 
     fn params(&mut self, c: &Cost) {
@@ -110,6 +113,7 @@ impl Rows {
             ("  lm_head", b.lm_head, true),
             ("  MTP modules", b.mtp, true),
             ("  indexer", b.indexer, true),
+            ("  recurrent mixers", b.recurrent, true),
         ] {
             if !self.skipped(label) && (self.all || v.0 > 0 || !optional) {
                 self.push(label, count(v.0), short(v.as_f64()));
@@ -142,8 +146,11 @@ impl Rows {
             ("  lm_head", fb.lm_head),
             ("  MTP modules", fb.mtp),
             ("  indexer", fb.indexer),
+            ("  recurrent projections", fb.recurrent_projections),
+            ("  recurrent conv + scan", fb.recurrent_core),
         ] {
-            let optional = matches!(label, "  lm_head" | "  MTP modules" | "  indexer");
+            let optional = matches!(label, "  lm_head" | "  MTP modules" | "  indexer")
+                || label.starts_with("  recurrent");
             if !self.skipped(label) && (self.all || v != Flops::ZERO || !optional) {
                 self.push(label, fl(v), short(v.as_f64()));
             }
@@ -189,6 +196,21 @@ impl Rows {
             count(at.bytes.0),
             String::new(),
         );
+        if let Some(s) = &kv.recurrent_state {
+            self.push(
+                "  of which recurrent state",
+                count(s.elements.0),
+                format!(
+                    "{} x ({} conv + {} delta) per sequence",
+                    s.executions, s.conv_per_execution, s.delta_per_execution
+                ),
+            );
+            self.push(
+                "  recurrent state (bytes)",
+                count(s.bytes.0),
+                format!("{} with an fp32 delta state", int(s.bytes_fp32_delta.0)),
+            );
+        }
     }
 
     /// The activations budget's row, then every policy's bytes per token.
@@ -196,6 +218,14 @@ impl Rows {
         let a = &c.activations;
         let field = |v: ActivationBytes| Field::shown(activation_bytes(v), v.as_f64());
         let budget = c.budgets().activations;
+        if a.refused.is_some() {
+            self.push(
+                "activations/token (bytes)",
+                Field::text("not counted"),
+                "recurrent layers".to_owned(),
+            );
+            return;
+        }
         self.push(
             "activations/token (bytes)",
             field(budget),

@@ -36,13 +36,54 @@ impl MatchReport {
             .right_from(1)
             .data();
         let (b, l) = (&self.budgets.baseline, &self.budgets.looped);
+        let hybrid = self.baseline.model.recurrent.is_some();
+        let at_context = self.baseline.counting.kv == crate::model::KvCount::AtContext;
         for (kind, r) in self.residuals.iter() {
+            // A hybrid's rows say what they hold: the KV budget at the context includes the
+            // recurrent state, and its activations are not counted.
+            let quantity = match kind {
+                BudgetKind::Kv if hybrid && at_context => "KV + recurrent state at context",
+                BudgetKind::Kv if hybrid => "KV elements/token (attention layers)",
+                _ => label(kind).quantity,
+            };
+            if hybrid && kind == BudgetKind::Activations {
+                t.push_texts([
+                    quantity.to_owned(),
+                    "not counted".to_owned(),
+                    "not counted".to_owned(),
+                    String::new(),
+                ]);
+                continue;
+            }
             t.push_texts([
-                label(kind).quantity.to_owned(),
+                quantity.to_owned(),
                 exact(b, kind),
                 exact(l, kind),
                 percent(*r),
             ]);
+        }
+        if hybrid && at_context {
+            // The two parts of the cache at the context, each model's.
+            let kv = |spec: &ModelSpec| {
+                crate::cost::kv_cache(&spec.model, &spec.workload, &spec.counting).ok()
+            };
+            if let (Some(kb), Some(kl)) = (kv(&self.baseline), kv(&self.looped))
+                && let (Some(sb), Some(sl)) = (kb.recurrent_state, kl.recurrent_state)
+            {
+                let rel = |a: u64, b: u64| percent(b as f64 / a as f64 - 1.0);
+                t.push_texts([
+                    "  KV/token, attention layers".to_owned(),
+                    group_digits(u128::from(kb.elements.0)),
+                    group_digits(u128::from(kl.elements.0)),
+                    rel(kb.elements.0, kl.elements.0),
+                ]);
+                t.push_texts([
+                    "  recurrent state/sequence".to_owned(),
+                    group_digits(u128::from(sb.elements.0)),
+                    group_digits(u128::from(sl.elements.0)),
+                    rel(sb.elements.0, sl.elements.0),
+                ]);
+            }
         }
         t.push_texts([
             "sparsity S".to_owned(),

@@ -84,10 +84,12 @@ impl Linear {
     }
 
     /// The KV count as `(per unit of key width (GQA) or latent rank (MLA), offset)`: an
-    /// error if it depends on anything else, as the shape stream assumes.
-    pub fn kv_form(&self, mla: bool) -> Result<(i128, i128)> {
+    /// error if it depends on anything else, as the shape stream assumes. An offset is
+    /// allowed when `offset` says the model has one (MLA's RoPE key, a hybrid's recurrent
+    /// state in the cache at the context).
+    pub fn kv_form(&self, offset: bool) -> Result<(i128, i128)> {
         let others = [self.cf, self.cq, self.cd, self.ch, self.ce, self.cfe];
-        if others.iter().any(|&c| c != 0) || (!mla && self.c1 != 0) {
+        if others.iter().any(|&c| c != 0) || (!offset && self.c1 != 0) {
             return Err(Error::Internal {
                 message: format!("a KV count that is not linear in the key width: {self:?}"),
             });

@@ -400,7 +400,8 @@ impl Search<'_> {
             return Ok(part);
         };
         let mla = lattice.kv_lora_rank.is_some();
-        let form = first_at.budgets[STREAMED].kv_form(mla)?;
+        let offset = mla || budget.baseline().model.recurrent.is_some();
+        let form = first_at.budgets[STREAMED].kv_form(offset)?;
         let (base, weight) = (self.base[STREAMED] as u64, budget.weights()[STREAMED]);
         let ranks: Vec<u64>;
         let pairs = match lattice.kv_lora_rank {

@@ -1,0 +1,313 @@
+//! `qwen3_next` (Qwen3-Next) and `qwen3_5_moe_text` (Qwen3.5's MoE text decoder, also read
+//! from a `qwen3_5_moe` wrapper's `text_config`): hybrids of Gated DeltaNet layers and gated
+//! attention, as Transformers' `Qwen3Next*` and `Qwen3_5Moe*` classes build them.
+//!
+//! * `layer_types` names each layer `"linear_attention"` (a Gated DeltaNet mixer,
+//!   [`crate::model::GatedDeltaNet`], of `linear_num_key_heads`, `linear_num_value_heads`,
+//!   `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim`) or
+//!   `"full_attention"`; without it, every `full_attention_interval`-th layer (4 when
+//!   absent) is full attention, as the config classes derive it. Their defaults (16, 32,
+//!   128, 128, 4) apply to absent keys.
+//! * The attention layers have a per-head q/k norm and an output gate (`q_proj` twice as
+//!   wide: [`crate::model::Model::attention_gate`]); `attention_bias` biases Q, K, V and O.
+//! * Every MoE block has one shared expert of `shared_expert_intermediate_size` behind a
+//!   sigmoid gate; `qwen3_next` places dense layers by Qwen's rule (`decoder_sparse_step`,
+//!   `mlp_only_layers`), `qwen3_5_moe_text` has none.
+//! * The MTP weights of the checkpoints are not built by Transformers (ignored on load) and
+//!   not read.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::family::{FamilyConfig, Words, Wrapper, object};
+use super::support::{Feature, Shared, Support, refuse};
+use super::{Common, Family, Parts, field_names, read};
+use crate::error::{Error, Result};
+use crate::model::{AttentionBias, GatedDeltaNet, Mixer, Model, QkNorm, Recurrent};
+
+const LINEAR: &str = "linear_attention";
+const FULL: &str = "full_attention";
+
+/// What both families' modeling code builds.
+const SUPPORT: Support = Support {
+    qk_norm: &[QkNorm::PerHead],
+    biases: &[AttentionBias::None, AttentionBias::All],
+    shared: Shared::OneGated,
+    dense: true,
+    features: &[Feature::AttentionGate, Feature::GatedDeltanet],
+    required: &[Feature::AttentionGate],
+};
+
+const SUPPORT_3_5: Support = Support {
+    dense: false,
+    ..SUPPORT
+};
+
+const WORDS: Words = Words {
+    experts: "num_experts",
+    expert_ffn: "moe_intermediate_size",
+    shared_ffn: "shared_expert_intermediate_size",
+    ..Words::LOCAL
+};
+
+fn sixteen() -> u64 {
+    16
+}
+fn thirty_two() -> u64 {
+    32
+}
+fn one_twenty_eight() -> u64 {
+    128
+}
+fn four() -> u64 {
+    4
+}
+
+/// The keys both families read.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+struct Hybrid {
+    num_experts: u64,
+    moe_intermediate_size: u64,
+    shared_expert_intermediate_size: u64,
+    #[serde(default)]
+    attention_bias: bool,
+    #[serde(default = "sixteen")]
+    linear_num_key_heads: u64,
+    #[serde(default = "thirty_two")]
+    linear_num_value_heads: u64,
+    #[serde(default = "one_twenty_eight")]
+    linear_key_head_dim: u64,
+    #[serde(default = "one_twenty_eight")]
+    linear_value_head_dim: u64,
+    #[serde(default = "four")]
+    linear_conv_kernel_dim: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    layer_types: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    full_attention_interval: Option<u64>,
+}
+
+/// The dense-layer keys only `qwen3_next` reads (Qwen's rule).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+struct NextDense {
+    #[serde(default = "super::qwen::one")]
+    decoder_sparse_step: u64,
+    #[serde(default)]
+    mlp_only_layers: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    intermediate_size: Option<u64>,
+}
+
+impl Hybrid {
+    /// The 1-based recurrent layers of a `layers`-layer model.
+    fn linear_layers(&self, layers: u64) -> Result<Vec<u64>> {
+        match (&self.layer_types, self.full_attention_interval) {
+            (Some(types), _) => {
+                if types.len() as u64 != layers {
+                    return Err(Error::invalid(
+                        "config.json: layer_types",
+                        format!(
+                            "must name every layer: {} entries for num_hidden_layers = {layers}",
+                            types.len()
+                        ),
+                    ));
+                }
+                let mut out = Vec::new();
+                for (i, t) in types.iter().enumerate() {
+                    match t.as_str() {
+                        LINEAR => out.push(i as u64 + 1),
+                        FULL => {}
+                        other => {
+                            return Err(Error::invalid(
+                                format!("config.json: layer_types[{i}]"),
+                                format!(
+                                    "must be \"{LINEAR}\" or \"{FULL}\"; got \"{}\"",
+                                    other.escape_debug()
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Ok(out)
+            }
+            (None, interval) => {
+                let n = interval.unwrap_or(4);
+                if n == 0 {
+                    return Err(Error::invalid(
+                        "config.json: full_attention_interval",
+                        "must be at least 1 (every how many layers one is full attention)",
+                    ));
+                }
+                Ok((1..=layers).filter(|l| l % n != 0).collect())
+            }
+        }
+    }
+
+    fn parts(&self, c: &Common) -> Result<Parts> {
+        let layers = self.linear_layers(c.num_hidden_layers)?;
+        Ok(Parts {
+            experts: self.num_experts,
+            expert_ffn: self.moe_intermediate_size,
+            qk_norm: QkNorm::PerHead,
+            attention_bias: AttentionBias::all_if(self.attention_bias),
+            shared: Some((1, self.shared_expert_intermediate_size, true)),
+            attention_gate: true,
+            recurrent: (!layers.is_empty()).then_some(Recurrent {
+                layers,
+                mixer: Mixer::GatedDeltanet(GatedDeltaNet {
+                    key_heads: self.linear_num_key_heads,
+                    value_heads: self.linear_num_value_heads,
+                    key_head_dim: self.linear_key_head_dim,
+                    value_head_dim: self.linear_value_head_dim,
+                    conv_kernel: self.linear_conv_kernel_dim,
+                }),
+            }),
+            ..Parts::default()
+        })
+    }
+
+    fn of(m: &Model) -> Self {
+        let g = m.recurrent.as_ref().map(|r| match &r.mixer {
+            Mixer::GatedDeltanet(g) => g.clone(),
+        });
+        let linear = m.recurrent.as_ref().map_or(&[][..], |r| &r.layers[..]);
+        let g = g.unwrap_or(GatedDeltaNet {
+            key_heads: 16,
+            value_heads: 32,
+            key_head_dim: 128,
+            value_head_dim: 128,
+            conv_kernel: 4,
+        });
+        Self {
+            num_experts: m.moe.experts,
+            moe_intermediate_size: m.moe.expert_ffn,
+            // One gated shared expert of width s * f_s, as for qwen2_moe.
+            shared_expert_intermediate_size: m.moe.shared_experts * m.moe.shared_ffn,
+            attention_bias: m.attention_bias == AttentionBias::All,
+            linear_num_key_heads: g.key_heads,
+            linear_num_value_heads: g.value_heads,
+            linear_key_head_dim: g.key_head_dim,
+            linear_value_head_dim: g.value_head_dim,
+            linear_conv_kernel_dim: g.conv_kernel,
+            layer_types: Some(
+                (1..=m.layers)
+                    .map(|l| if linear.contains(&l) { LINEAR } else { FULL }.to_owned())
+                    .collect(),
+            ),
+            full_attention_interval: None,
+        }
+    }
+}
+
+/// The `qwen3_next` family.
+pub(super) struct Qwen3Next;
+
+impl FamilyConfig for Qwen3Next {
+    fn family(&self) -> Family {
+        Family::Qwen3Next
+    }
+    fn architecture(&self) -> &'static str {
+        "Qwen3NextForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "Qwen3-Next (Gated DeltaNet layers beside gated attention)"
+    }
+    fn reads(&self) -> &'static str {
+        "`layer_types` (else every `full_attention_interval`-th layer, 4, is full attention) \
+         and the Gated DeltaNet shapes `linear_num_key_heads`, `linear_num_value_heads`, \
+         `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim`; gated \
+         attention with a per-head q/k norm, `attention_bias` (Q, K, V, O); `num_experts` of \
+         `moe_intermediate_size`, one shared expert of `shared_expert_intermediate_size` \
+         behind a sigmoid gate, dense layers by Qwen's rule"
+    }
+    fn support(&self) -> &Support {
+        &SUPPORT
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        let mut keys = field_names::<Hybrid>();
+        keys.extend(field_names::<NextDense>());
+        keys
+    }
+    fn words(&self) -> Words {
+        WORDS
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        let hybrid: Hybrid = read(config)?;
+        let dense: NextDense = read(config)?;
+        Ok(Parts {
+            dense: super::qwen::qwen_dense_layers(
+                common.num_hidden_layers,
+                dense.decoder_sparse_step,
+                &dense.mlp_only_layers,
+                dense.intermediate_size,
+            )?,
+            ..hybrid.parts(common)?
+        })
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        let mut out = object(Hybrid::of(m))?;
+        out.extend(object(NextDense {
+            decoder_sparse_step: 1,
+            mlp_only_layers: m
+                .dense
+                .as_ref()
+                .map(|d| d.layers.iter().map(|l| l - 1).collect())
+                .unwrap_or_default(),
+            intermediate_size: m.dense.as_ref().map(|d| d.ffn),
+        })?);
+        Ok(out)
+    }
+}
+
+/// The `qwen3_5_moe_text` family (and a `qwen3_5_moe` wrapper's `text_config`).
+pub(super) struct Qwen3_5MoeText;
+
+impl FamilyConfig for Qwen3_5MoeText {
+    fn family(&self) -> Family {
+        Family::Qwen3_5MoeText
+    }
+    fn architecture(&self) -> &'static str {
+        "Qwen3_5MoeForCausalLM"
+    }
+    fn about(&self) -> &'static str {
+        "Qwen3.5's MoE text decoder (Gated DeltaNet layers beside gated attention)"
+    }
+    fn reads(&self) -> &'static str {
+        "`qwen3_next`'s keys without dense layers (every layer is MoE)"
+    }
+    fn support(&self) -> &Support {
+        &SUPPORT_3_5
+    }
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Hybrid>()
+    }
+    fn words(&self) -> Words {
+        WORDS
+    }
+    fn wrapper(&self) -> Option<Wrapper> {
+        Some(Wrapper {
+            model_type: "qwen3_5_moe",
+            architecture: "Qwen3_5MoeForConditionalGeneration",
+        })
+    }
+    fn refuse(&self, config: &Map<String, Value>) -> Result<()> {
+        for key in ["mlp_only_layers", "decoder_sparse_step"] {
+            if config.get(key).is_some_and(|v| {
+                !(v.is_null() || v == &Value::from(1) || v.as_array().is_some_and(Vec::is_empty))
+            }) {
+                return Err(refuse(
+                    key,
+                    "Transformers' qwen3_5_moe code builds a MoE block on every layer and \
+                     does not read it",
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<Hybrid>(config)?.parts(common)
+    }
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        object(Hybrid::of(m))
+    }
+}
