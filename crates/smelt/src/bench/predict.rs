@@ -49,7 +49,7 @@
 //!
 //! # Calibration
 //!
-//! [`Calibration::fit`] reads a bench report's per-shape times (`smelt bench --format
+//! [`Calibration::from_bench_json`] reads a bench report's per-shape times (`smelt bench --format
 //! json`, `models[].kernels`) and fits, per shape class, the efficiency each measured shape
 //! reached: `e = F / (P_ref · (t − λ))` per launch, with `λ` the bench's launch floor and
 //! `P_ref` the bench's peak (a GPU's datasheet peak, or `--peak`) or, where it has none

@@ -69,8 +69,8 @@ pub const TOKENS_PER_SECOND: std::ops::RangeInclusive<f64> = 1e-3..=1e12;
 pub const MAX_GPUS: u64 = 1 << 24;
 
 /// The MFU of `spec` trained at `tokens_per_second` (the whole run) on `gpus` GPUs of
-/// `peak`. Errors name the input: a throughput outside [`TOKENS_PER_SECOND`], no GPUs or
-/// more than [`MAX_GPUS`], a given peak outside [`crate::bench::PEAK_FLOPS`].
+/// `peak`. Errors name the input: a throughput outside `TOKENS_PER_SECOND` (1e-3 to 1e12), no GPUs or
+/// more than `MAX_GPUS` (2^24), a given peak outside [`crate::bench::PEAK_FLOPS`].
 pub fn mfu(spec: &ModelSpec, tokens_per_second: f64, gpus: u64, peak: Peak) -> Result<Mfu> {
     if !TOKENS_PER_SECOND.contains(&tokens_per_second) {
         return Err(Error::invalid(
