@@ -72,6 +72,27 @@ fn main() {
             .collect();
         println!("  {class}: {}", points.join(", "));
     }
+    match &cal.traffic {
+        Some(t) => println!(
+            "  GEMMs: arithmetic at {:.3} of the ceiling + operand traffic at {:.1} GB/s \
+             ({} shapes, rms error {:.1}%)",
+            t.peak_share(cal.device.peak_flops_per_second),
+            t.bandwidth() / 1e9,
+            t.shapes,
+            100.0 * t.rms_relative_error
+        ),
+        None => println!("  GEMMs: no operand-traffic fit kept"),
+    }
+    // The same calibration without its traffic fit: efficiency curves only.
+    let curves_only = Roofline {
+        device: cal.device.clone(),
+        calibration: Some(smelt::bench::predict::Calibration {
+            traffic: None,
+            ..cal.clone()
+        }),
+        attention: AttentionData::Unfused,
+        experts: ExpertLaunch::PerExpert,
+    };
     let roof = Roofline {
         device: cal.device.clone(),
         calibration: Some(cal),
@@ -86,6 +107,10 @@ fn main() {
         tokens,
         routing: opts.routing,
     };
+    smelt::search::predict_cells(&mut r, &curves_only, &popts).expect("predictions");
+    let by_curves: Vec<f64> = (r.cells.iter())
+        .map(|c| c.predicted.expect("predicted").ratio)
+        .collect();
     smelt::search::predict_cells(&mut r, &roof, &popts).expect("predictions");
     let start = std::time::Instant::now();
     smelt::search::time_cells(&mut r, &opts, &Silent).expect("grid --bench cpu");
@@ -98,17 +123,19 @@ fn main() {
 
     // 3. The comparison.
     println!(
-        "{:<10} {:>7} {:>26} {:>9} {:>8} {:>8} {:>7}",
+        "{:<10} {:>7} {:>26} {:>8} {:>9} {:>8} {:>8} {:>7}",
         "cell",
         "F ratio",
         "measured T [95% interval]",
+        "curves",
         "predicted",
         "|p - m|",
         "relative",
         "inside"
     );
     let mut errors = Vec::new();
-    for c in &r.cells {
+    let mut curve_errors = Vec::new();
+    for (c, by_curves) in r.cells.iter().zip(by_curves) {
         let name = format!("{} {}", c.scale, c.sparsity_label);
         let p = c.predicted.expect("predicted").ratio;
         let Some(t) = &c.time else {
@@ -122,12 +149,13 @@ fn main() {
         let inside = (t.interval[0]..=t.interval[1]).contains(&p);
         let own = c.scale == "200m" && c.sparsity_label == "s95";
         println!(
-            "{name:<10} {:>7.4} {:>8.4} [{:.4}, {:.4}]{} {:>9.4} {:>8.4} {:>7.2}% {:>7}{}",
+            "{name:<10} {:>7.4} {:>8.4} [{:.4}, {:.4}]{} {:>8.4} {:>9.4} {:>8.4} {:>7.2}% {:>7}{}",
             c.ratios.flops,
             t.ratio,
             t.interval[0],
             t.interval[1],
             if t.noisy { "*" } else { " " },
+            by_curves,
             p,
             err,
             100.0 * err / t.ratio,
@@ -136,6 +164,7 @@ fn main() {
         );
         if !own {
             errors.push((err, inside, t.noisy, err / t.ratio));
+            curve_errors.push((by_curves - t.ratio).abs() / t.ratio);
         }
     }
     let n = errors.len();
@@ -151,5 +180,11 @@ fn main() {
          measured interval; {noisy} noisy (*) cells",
         100.0 * rel_mean,
         100.0 * rel_max
+    );
+    println!(
+        "the efficiency curves alone (column `curves`, no traffic fit): relative error mean \
+         {:.2}%, largest {:.2}%",
+        100.0 * curve_errors.iter().sum::<f64>() / n as f64,
+        100.0 * curve_errors.iter().copied().fold(0.0, f64::max)
     );
 }

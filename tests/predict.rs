@@ -174,6 +174,24 @@ fn a_calibration_comes_from_a_bench_and_says_so() {
     assert_eq!(j["basis"]["attention"], "unfused");
     assert_eq!(j["basis"]["experts"], "per-expert");
     assert!(j["basis"]["device"]["memory_bytes_per_second"].is_null());
+    // The GEMMs' operand-traffic fit, when the calibration kept one (both constants
+    // positive: a one-round bench may not), applies on its own device, and says so.
+    assert_eq!(j["basis"]["traffic"], c["traffic"], "{j}");
+    if let Some(t) = c["traffic"].as_object() {
+        assert!(t["seconds_per_flop"].as_f64().unwrap() > 0.0);
+        assert!(t["seconds_per_byte"].as_f64().unwrap() > 0.0);
+    }
+    let own = run_json(&[
+        "predict",
+        &base,
+        "--calibration",
+        cal.to_str().unwrap(),
+        "--tokens",
+        "256",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(own, j, "same input, same output");
     // On a card, the calibration's efficiencies with the card's figures; the table says
     // where the efficiencies were measured.
     let (code, out, err) = run(&[
@@ -189,6 +207,8 @@ fn a_calibration_comes_from_a_bench_and_says_so() {
         out.contains("calibrated by") && out.contains("measured on CPU"),
         "{out}"
     );
+    // The measured device's operand traffic is not a card's.
+    assert!(!out.contains("operand traffic"), "{out}");
     // A bench report without per-shape times is refused, naming the field.
     let mut old = b.clone();
     old["models"][0].as_object_mut().unwrap().remove("kernels");

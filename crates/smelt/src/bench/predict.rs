@@ -60,6 +60,28 @@
 //! run borrows another's curve (experts and the other GEMMs from each other, the tiles'
 //! GEMMs from the other GEMMs); one with no curve to borrow stays at 1, and the report
 //! lists which classes were fitted.
+//!
+//! **The GEMMs' operand traffic.** Efficiency as a function of work alone cannot follow a
+//! shape smaller than every shape measured: it is held at the smallest octave's, and a looped
+//! model's routed experts (fewer tokens per expert, a narrower hidden size) run below it. The
+//! calibration therefore also fits one line through every measured GEMM (the projections',
+//! experts' and tiles' alike: one GEMM library runs them all), per launch
+//!
+//! ```text
+//! t − λ = F / (P · e∞) + B / W_eff
+//! ```
+//!
+//! with `F` its FLOPs, `B` the bytes of its operands (as above) and two fitted constants, the
+//! share of the reference peak a large GEMM reaches (`e∞`) and the bandwidth its operand
+//! traffic is served at (`W_eff`). The two terms are added, not maxed: the
+//! Execution-Cache-Memory model (Treibig and Hager, "Introducing a performance model for
+//! bandwidth-limited loop kernels", PPAM 2009; Hager et al., "Exploring performance and power
+//! properties of modern multi-core chips via simple machine models", CCPE 2016) assumes a
+//! core's arithmetic does not overlap its data transfers. The fit minimises the squared
+//! relative error of each shape's time, weighted by that time ([`Traffic`]). It is applied,
+//! to every GEMM in place of the curves, only on the calibration's own device (`smelt
+//! predict --calibration FILE` with no card or peak): `W_eff` is that device's, not a card's.
+//! The softmax keeps its curve. A fit with a negative or zero constant is not kept.
 
 use std::collections::BTreeMap;
 
@@ -238,6 +260,51 @@ pub struct Calibration {
     pub shapes: usize,
     /// Per class, the efficiency curve.
     pub curves: BTreeMap<ShapeClass, Curve>,
+    /// The GEMMs' time as arithmetic plus operand traffic (module docs), when the fit kept
+    /// one; absent from calibrations written before it was fitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Traffic>,
+}
+
+/// A GEMM's busy time per launch as `F · seconds_per_flop + B · seconds_per_byte` (module
+/// docs), fitted to every measured GEMM shape.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Traffic {
+    /// Seconds per FLOP of a GEMM's arithmetic (`1 / (P · e∞)`).
+    pub seconds_per_flop: f64,
+    /// Seconds per byte of its operands (`1 / W_eff`).
+    pub seconds_per_byte: f64,
+    /// The GEMM shapes fitted.
+    pub shapes: usize,
+    /// The time-weighted root-mean-square relative error of the fit over those shapes.
+    pub rms_relative_error: f64,
+}
+
+impl Traffic {
+    /// The share of `peak` a large GEMM reaches (`e∞`).
+    pub fn peak_share(&self, peak: f64) -> f64 {
+        1.0 / (self.seconds_per_flop * peak)
+    }
+
+    /// The bandwidth its operand traffic is served at, bytes/s (`W_eff`).
+    pub fn bandwidth(&self) -> f64 {
+        1.0 / self.seconds_per_byte
+    }
+
+    /// An error unless both constants are positive and finite.
+    pub fn validate(&self) -> Result<()> {
+        let ok = |v: f64| v.is_finite() && v > 0.0;
+        let fit = self.rms_relative_error.is_finite() && self.rms_relative_error >= 0.0;
+        if !(ok(self.seconds_per_flop) && ok(self.seconds_per_byte) && fit) {
+            return Err(Error::invalid(
+                "traffic",
+                "must have positive finite seconds_per_flop and seconds_per_byte and a \
+                 non-negative rms_relative_error",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What a calibration reads from a bench report (the rest is left alone).
@@ -337,6 +404,7 @@ impl Calibration {
             source: source.to_owned(),
             backend: input.backend,
             curves: fit(&measured, peak, launch),
+            traffic: fit_traffic(&measured, launch, element_bytes),
             shapes: measured.len(),
             models: input.models.iter().map(|m| m.name.clone()).collect(),
             device,
@@ -346,6 +414,9 @@ impl Calibration {
     /// An error unless the curves are usable.
     pub fn validate(&self) -> Result<()> {
         self.device.validate()?;
+        if let Some(t) = &self.traffic {
+            t.validate()?;
+        }
         for (class, curve) in &self.curves {
             let ok = curve
                 .iter()
@@ -380,9 +451,7 @@ fn fit(measured: &[(Kernel, f64)], peak: f64, launch: f64) -> BTreeMap<ShapeClas
             continue;
         }
         let n = k.count as f64;
-        let per_launch = seconds / n;
-        // The launch floor is what a 1x1x1 GEMM takes: never more than half a shape's time.
-        let busy = (per_launch - launch).max(0.5 * per_launch);
+        let busy = busy(seconds / n, launch);
         let e = bins.entry((class, w.log2().floor() as i64)).or_default();
         e[0] += n * w;
         e[1] += n * busy;
@@ -395,6 +464,59 @@ fn fit(measured: &[(Kernel, f64)], peak: f64, launch: f64) -> BTreeMap<ShapeClas
         curves.entry(class).or_default().push([lw / n, efficiency]);
     }
     curves
+}
+
+/// A launch's busy time: its time less the launch floor, never under half of it (the floor
+/// is what a 1x1x1 GEMM takes).
+fn busy(per_launch: f64, launch: f64) -> f64 {
+    (per_launch - launch).max(0.5 * per_launch)
+}
+
+/// The operand-traffic line through the measured GEMMs (module docs): minimises
+/// `Σ s_i (1 − (F_i x + B_i y) / t_i)²` over the GEMM shapes, `t_i` a shape's busy time per
+/// launch and `s_i` the seconds of all its launches (its share of the step). `None` when fewer
+/// than two shapes, a singular system, or a constant that is not positive.
+fn fit_traffic(measured: &[(Kernel, f64)], launch: f64, element_bytes: u64) -> Option<Traffic> {
+    // Normal equations of the weighted least squares in (x, y), a = F/t, b = B/t.
+    let rows: Vec<(f64, f64, f64)> = measured
+        .iter()
+        .filter(|(k, s)| k.op == Op::Gemm && k.count > 0 && *s > 0.0)
+        .map(|(k, s)| {
+            let t = busy(s / k.count as f64, launch);
+            let (p, q, r) = k.operands();
+            let bytes = (p + q + r) as f64 * element_bytes as f64;
+            (work(k) / t, bytes / t, *s)
+        })
+        .collect();
+    if rows.len() < 2 {
+        return None;
+    }
+    let (mut aa, mut ab, mut bb, mut a1, mut b1) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(a, b, s) in &rows {
+        aa += s * a * a;
+        ab += s * a * b;
+        bb += s * b * b;
+        a1 += s * a;
+        b1 += s * b;
+    }
+    let det = aa * bb - ab * ab;
+    if !(det.is_finite() && det > 1e-12 * aa * bb) {
+        return None;
+    }
+    let x = (a1 * bb - b1 * ab) / det;
+    let y = (b1 * aa - a1 * ab) / det;
+    let total: f64 = rows.iter().map(|r| r.2).sum();
+    let sq: f64 = rows
+        .iter()
+        .map(|&(a, b, s)| s * (1.0 - (a * x + b * y)).powi(2))
+        .sum();
+    let t = Traffic {
+        seconds_per_flop: x,
+        seconds_per_byte: y,
+        shapes: rows.len(),
+        rms_relative_error: (sq / total).sqrt(),
+    };
+    t.validate().ok().map(|()| t)
 }
 
 /// `curve` at `x` (linear between points, constant beyond the ends).
@@ -571,11 +693,25 @@ impl Roofline {
             .map_or(1.0, |curve| interpolate(curve, work.log2()))
     }
 
+    /// The calibration's operand-traffic fit, when it applies: a calibration that kept one,
+    /// on its own device (the same device and peak; module docs).
+    pub fn traffic(&self) -> Option<&Traffic> {
+        let c = self.calibration.as_ref()?;
+        let own = c.device.name == self.device.name
+            && c.device.peak_flops_per_second == self.device.peak_flops_per_second
+            && c.device.element_bytes == self.device.element_bytes;
+        c.traffic.as_ref().filter(|_| own)
+    }
+
     /// Seconds of the arithmetic of one launch of `k` (its FLOPs, or a softmax's
-    /// exponentials), at its efficiency.
+    /// exponentials), at its efficiency (a GEMM's at the traffic fit's seconds per FLOP,
+    /// where it applies).
     pub fn compute_seconds(&self, k: &Kernel) -> f64 {
         let class = ShapeClass::of(k);
         let w = work(k);
+        if let (Some(t), Op::Gemm) = (self.traffic(), k.op) {
+            return w * t.seconds_per_flop;
+        }
         w / (rate(class, self.device.peak_flops_per_second) * self.efficiency(class, w))
     }
 
@@ -589,6 +725,15 @@ impl Roofline {
     /// (`max(compute, memory) + launch` per launch).
     pub fn kernel(&self, k: &Kernel) -> Bounds {
         let compute = self.compute_seconds(k);
+        if let (Some(t), Op::Gemm) = (self.traffic(), k.op) {
+            // Arithmetic and operand traffic added (module docs).
+            return Bounds {
+                compute,
+                memory: self.bytes(k) * t.seconds_per_byte,
+                launch: self.device.launch_seconds,
+            }
+            .scaled(k.count as f64);
+        }
         let memory = self
             .device
             .memory_bytes_per_second
@@ -837,6 +982,9 @@ pub struct PredictionBasis {
     /// The shape classes with a fitted curve, when calibrated.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub calibrated_classes: Vec<ShapeClass>,
+    /// The GEMMs' operand-traffic fit, when it applied (the calibration's own device).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Traffic>,
     /// The batch and routing.
     pub options: PredictOptions,
 }
@@ -853,6 +1001,7 @@ impl PredictionBasis {
             calibration: c.map(|c| c.source.clone()),
             calibrated_on: c.map(|c| c.device.name.clone()),
             calibrated_classes: c.map(Calibration::classes).unwrap_or_default(),
+            traffic: roof.traffic().copied(),
             options: *opts,
         }
     }
@@ -880,6 +1029,17 @@ impl PredictionBasis {
                     .join(", ")
             ),
             _ => "uncalibrated roofline (efficiency 1)".to_owned(),
+        };
+        let how = match &self.traffic {
+            Some(t) => format!(
+                "{how}; GEMMs as arithmetic at {:.3} of the peak plus operand traffic at \
+                 {:.1} GB/s (fitted to {} shapes, rms error {:.1}%)",
+                t.peak_share(self.device.peak_flops_per_second),
+                t.bandwidth() / 1e9,
+                t.shapes,
+                100.0 * t.rms_relative_error
+            ),
+            None => how,
         };
         format!(
             "predicted on {} ({roof}, launch {:.2} µs, {} attention, {} experts, {} tokens): \
@@ -1124,6 +1284,7 @@ mod tests {
             models: vec![],
             shapes: 2,
             curves,
+            traffic: None,
         };
         cal.validate().unwrap();
         let r = Roofline {
@@ -1139,6 +1300,79 @@ mod tests {
         // The tiles' GEMMs borrow the other GEMMs' curve; softmax has none and stays at 1.
         assert!((r.efficiency(ShapeClass::Tile, work(&shapes[0])) - 0.8).abs() < 1e-12);
         assert_eq!(r.efficiency(ShapeClass::Softmax, 1e6), 1.0);
+    }
+
+    #[test]
+    fn the_traffic_fit_recovers_its_constants_and_applies_on_its_own_device_only() {
+        // GEMMs timed as exactly x·F + y·B + λ per launch: the fit gives back x and y, and
+        // predicts each shape's time, including one smaller than any it was fitted to.
+        let (x, y, launch) = (1.0 / 1.5e11, 1.0 / 2.0e10, 2e-7);
+        let shape = |m, n, k, count| Kernel {
+            count,
+            ..Kernel::gemm(Component::Experts, Pass::Forward, [m, n, k], 1)
+        };
+        let bytes = |k: &Kernel| {
+            let (a, b, c) = k.operands();
+            4.0 * (a + b + c) as f64
+        };
+        let time = |k: &Kernel| k.count as f64 * (work(k) * x + bytes(k) * y + launch);
+        let fitted = [
+            shape(991, 1280, 1280, 24),
+            shape(991, 160, 1280, 24),
+            shape(41, 432, 1280, 3264),
+        ];
+        let measured: Vec<(Kernel, f64)> = fitted.iter().map(|k| (*k, time(k))).collect();
+        let t = fit_traffic(&measured, launch, 4).expect("a fit");
+        assert!((t.seconds_per_flop - x).abs() < 1e-9 * x, "{t:?}");
+        assert!((t.seconds_per_byte - y).abs() < 1e-9 * y, "{t:?}");
+        assert!(t.rms_relative_error < 1e-9 && t.shapes == 3);
+        let mut d = device(None, launch);
+        d.peak_flops_per_second = 1.5e11;
+        d.element_bytes = 4;
+        let cal = Calibration {
+            source: "t".into(),
+            backend: Backend::Cpu,
+            device: d.clone(),
+            models: vec![],
+            shapes: 3,
+            curves: fit(&measured, 1.5e11, launch),
+            traffic: Some(t),
+        };
+        let own = Roofline {
+            device: d,
+            calibration: Some(cal.clone()),
+            attention: AttentionData::Unfused,
+            experts: ExpertLaunch::PerExpert,
+        };
+        let smaller = shape(27, 352, 1056, 4896);
+        for k in fitted.iter().chain([&smaller]) {
+            let (p, m) = (own.kernel(k).total(), time(k));
+            assert!((p - m).abs() < 1e-9 * m, "{k:?}: {p} vs {m}");
+        }
+        // The curves alone hold the smallest octave's efficiency below it: too fast.
+        let curves_only = Roofline {
+            calibration: Some(Calibration {
+                traffic: None,
+                ..cal.clone()
+            }),
+            ..own.clone()
+        };
+        assert!(curves_only.kernel(&smaller).total() < 0.99 * time(&smaller));
+        // On a card, the measured device's bandwidth does not apply.
+        let card = Roofline {
+            device: Device::card(Card::H200Sxm),
+            ..own.clone()
+        };
+        assert!(card.traffic().is_none() && own.traffic().is_some());
+        // A calibration written before the fit still reads, without one.
+        let mut json = serde_json::to_value(&cal).unwrap();
+        json.as_object_mut().unwrap().remove("traffic");
+        let old: Calibration = serde_json::from_value(json).unwrap();
+        assert_eq!(old.traffic, None);
+        // A fit through a single shape, or with a negative constant, is not kept.
+        assert!(fit_traffic(&measured[..1], launch, 4).is_none());
+        let faster_when_bigger = [(fitted[0], 1e-4), (fitted[1], 1e-2)];
+        assert!(fit_traffic(&faster_when_bigger, launch, 4).is_none());
     }
 
     #[test]
