@@ -116,9 +116,9 @@ impl<'a, R: Report> WithConventions<'a, R> {
         let header = [
             "convention",
             "Baseline",
-            "/ exact",
+            "Baseline / exact",
             "looped",
-            "/ exact",
+            "looped / exact",
             "looped / Baseline",
         ];
         let mut t = Table::new(header).right_from(1).data();
