@@ -589,3 +589,34 @@ fn gated_deltanet_layers_are_read_from_the_layer_pattern() {
         &["layer_types", "at least one attention layer"],
     );
 }
+
+/// DeepSeek-V3.2's `layer_types` is never read by Transformers' modelling code (every layer is
+/// indexed attention): the list as Transformers' config writes it reads, anything else is
+/// refused rather than taken for windows.
+#[test]
+fn deepseek_v32_layer_types_say_indexed_attention_or_are_refused() {
+    let v32 = config_text("deepseek-v3.2-exp.json");
+    let list = |t: &str, n: usize| {
+        let entries = vec![format!("\"{t}\""); n].join(", ");
+        v32.replacen('{', &format!("{{\"layer_types\": [{entries}],"), 1)
+    };
+    let plain = hf::import(&v32, ModelSpec::default_workload()).unwrap();
+    let listed = hf::import(
+        &list("indexed_attention", 61),
+        ModelSpec::default_workload(),
+    )
+    .unwrap();
+    assert_eq!(plain.model, listed.model);
+    refused(
+        &list("sliding_attention", 61),
+        &[
+            "layer_types[0]",
+            "sliding_attention",
+            "does not read layer_types",
+        ],
+    );
+    refused(
+        &list("indexed_attention", 60),
+        &["layer_types", "each of the 61 layers; got 60"],
+    );
+}

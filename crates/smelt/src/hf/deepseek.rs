@@ -102,7 +102,8 @@ pub(super) const V32: DeepSeek = DeepSeek {
     about: "DeepSeek-V3.2 (DeepSeek-V3 with a sparse attention indexer on every layer)",
     reads: "`deepseek_v3`'s keys and the sparse attention indexer: `index_n_heads`, \
             `index_head_dim`, `index_topk`; an `mlp_layer_types` list must agree with the \
-            dense layers DeepSeek's rule gives",
+            dense layers DeepSeek's rule gives, a `layer_types` list say \
+            `indexed_attention` for every layer",
     support: Latent::V32,
     indexer: true,
     ..V3
@@ -494,14 +495,42 @@ impl Index {
 /// The per-layer FFN list Transformers' `DeepseekV32Config` also reads (`"dense"` or
 /// `"sparse"` per layer, overriding `first_k_dense_replace`): smelt reads DeepSeek's rule,
 /// so a list that says otherwise is refused (GLM-5's `glm_moe_dsa` reads the list).
+///
+/// `DeepseekV32Config` also takes a `layer_types` list, defaulting to `"indexed_attention"`
+/// for every layer, which its modelling code never reads: every layer is built with the
+/// indexer and full attention. Any other entry (a `"sliding_attention"`, say) would be
+/// ignored by Transformers, so it is refused rather than read as a window.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 struct MlpTypes {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mlp_layer_types: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    layer_types: Option<Vec<String>>,
 }
 
 impl MlpTypes {
     fn check(&self, layers: u64, dense: Option<&Dense>) -> Result<()> {
+        if let Some(types) = &self.layer_types {
+            if let Some(i) = types.iter().position(|t| t != "indexed_attention") {
+                return Err(refuse(
+                    &format!("layer_types[{i}]"),
+                    format!(
+                        "'{}': Transformers' DeepSeek-V3.2 builds every layer as indexed \
+                         attention and does not read layer_types, so it would not build this",
+                        types[i]
+                    ),
+                ));
+            }
+            if types.len() as u64 != layers {
+                return Err(Error::invalid(
+                    "config.json: layer_types",
+                    format!(
+                        "must name the attention of each of the {layers} layers; got {}",
+                        types.len()
+                    ),
+                ));
+            }
+        }
         let Some(types) = &self.mlp_layer_types else {
             return Ok(());
         };
