@@ -273,6 +273,25 @@ fn check(reference: &str, target: &str, gain: &GainOptions) -> Result<()> {
             "give at least one value of each",
         ));
     }
+    for (field, values) in [("compute", &gain.computes), ("sparsity", &gain.sparsities)] {
+        if let Some((i, v)) =
+            (values.iter().enumerate()).find(|&(i, v)| values[..i].iter().any(|w| w == v))
+        {
+            let shown = match field {
+                "compute" => format!("{v:e}"),
+                _ => format!("{v}"),
+            };
+            return Err(Error::invalid(
+                field,
+                format!(
+                    "{shown} is given twice (values {} and {}): each value is one row of the \
+                     table, so give it once",
+                    values.iter().position(|w| w == v).map_or(0, |j| j + 1),
+                    i + 1
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 
