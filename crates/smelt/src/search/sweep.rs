@@ -27,7 +27,7 @@ named_enum! {
 /// values came from).
 pub const MAX_SWEEP_VALUES: usize = 1024;
 
-/// Checks that a sweep has at most [`MAX_SWEEP_VALUES`] values; `field` names them in the
+/// Checks that a sweep has one to [`MAX_SWEEP_VALUES`] values, none twice; `field` names them in the
 /// error.
 pub fn check_values(field: &str, values: &[u64]) -> Result<()> {
     if values.is_empty() {
@@ -37,6 +37,14 @@ pub fn check_values(field: &str, values: &[u64]) -> Result<()> {
         return Err(Error::invalid(
             field,
             format!("at most {MAX_SWEEP_VALUES} values (got {})", values.len()),
+        ));
+    }
+    // Each value is a row (and, with an export folder, a file): one given twice is a slip.
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(v) = values.iter().find(|v| !seen.insert(**v)) {
+        return Err(Error::invalid(
+            field,
+            format!("{v} is given twice: each value is one row, so give it once"),
         ));
     }
     Ok(())
@@ -78,6 +86,7 @@ pub fn parse_values(field: &str, text: &str) -> Result<Vec<u64>> {
         }
         out.extend(lo..=hi);
     }
+    check_values(field, &out)?;
     Ok(out)
 }
 
@@ -189,6 +198,7 @@ mod tests {
             "0..0",
             "0..=100000",
             "0..=18446744073709551615",
+            "1,2..=4,3",
         ] {
             let e = parse_values("--span", bad).unwrap_err().to_string();
             assert!(e.starts_with("--span: "), "{e}");
