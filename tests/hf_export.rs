@@ -342,3 +342,93 @@ fn exports_are_what_transformers_builds() {
     assert!(e.contains("DeepseekV2Config"), "{e}");
     assert!(e.starts_with("model.heads: is 211"), "{e}");
 }
+
+/// Gemma 4 26B-A4B read, exported as `gemma4_text` (exactly keys the family reads) and read
+/// back: the same model and budgets. A Gemma 4 export that Transformers would build
+/// otherwise is refused, and so are a loop and a match of a Gemma 4 Baseline (module docs
+/// of `hf/gemma4.rs`, the guide).
+#[test]
+fn gemma4_round_trips_and_refuses_what_it_cannot_build() {
+    let spec = load("gemma-4-26b-a4b.json");
+    assert_eq!(hf::family_of(&spec), Family::Gemma4Text);
+    let config = hf::export(&spec, Family::Gemma4Text).unwrap();
+    let read = Family::Gemma4Text.keys();
+    let map = config.as_object().unwrap();
+    for k in map.keys() {
+        assert!(read.contains(&k.as_str()), "exports {k}, which it does not read");
+    }
+    assert!(map.get("num_experts_per_tok").is_none());
+    assert_eq!(config["top_k_experts"], 8);
+    assert_eq!(config["num_global_key_value_heads"], 2);
+    assert_eq!(config["global_head_dim"], 512);
+    assert_eq!(config["attention_k_eq_v"], true);
+    assert_eq!(config["hidden_size_per_layer_input"], 0);
+    assert_eq!(config["intermediate_size"], 2112);
+    let back = hf::import(&config.to_string(), spec.workload.clone()).unwrap();
+    assert_eq!(back.model, spec.model);
+    assert_eq!(
+        smelt::budgets(&back).unwrap(),
+        smelt::budgets(&spec).unwrap()
+    );
+    // A model file round trip keeps every new key.
+    let toml = spec.to_toml_string().unwrap();
+    for key in ["[model.full_attention]", "k_eq_v = true", "v_norm = true", "post_norms = true", "router_scale = true", "branch_norms = true", "activation = \"gelu_tanh\""] {
+        assert!(toml.contains(key), "{key} in\n{toml}");
+    }
+    assert_eq!(ModelSpec::from_toml_str(&toml).unwrap(), spec);
+
+    let refused = |s: &ModelSpec, needles: &[&str]| {
+        let e = hf::export(s, Family::Gemma4Text).unwrap_err().to_string();
+        for n in needles {
+            assert!(e.contains(n), "expected {n:?} in: {e}");
+        }
+    };
+    let mut looped = spec.clone();
+    looped.model.looping = crate::common::looped(2, 4, 2);
+    refused(&looped, &["model.loop", "Gemma 4"]);
+    let mut last = spec.clone();
+    last.model.window.as_mut().unwrap().layers.push(30);
+    refused(&last, &["model.window.layers", "last layer"]);
+    let mut own_kv = spec.clone();
+    own_kv.model.full_attention.as_mut().unwrap().k_eq_v = false;
+    refused(&own_kv, &["model.full_attention.kv_heads", "attention_k_eq_v"]);
+    let mut two = spec.clone();
+    two.model.moe.shared_experts = 2;
+    refused(&two, &["exactly one ungated shared expert"]);
+    let mut no_post = spec.clone();
+    no_post.model.post_norms = false;
+    refused(&no_post, &["model.post_norms"]);
+    // No other family builds Gemma 4's pieces.
+    let e = hf::export(&spec, Family::GptOss).unwrap_err().to_string();
+    assert!(e.contains("gpt_oss"), "{e}");
+    // The launcher conventions have one attention shape per model.
+    let e = smelt::conventions::launcher_flops(&spec).unwrap_err().to_string();
+    assert!(e.contains("model.full_attention"), "{e}");
+
+    // A Gemma 4 Baseline is not matched.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let budget = dir.join("gemma-budget.toml");
+    std::fs::write(
+        &budget,
+        format!(
+            r#"
+baseline = "{}/tests/data/hf/gemma-4-26b-a4b.json"
+[recipe]
+span = "half"
+repeats = 2
+[lattice]
+hidden = {{ step = 128, min = 2048, max = 2816 }}
+experts = {{ step = 8, min = 64, max = 256 }}
+expert_ffn = {{ ratio = "baseline", multiple = 64 }}
+head_dim = {{ values = [256] }}
+heads = {{ tied = true }}
+kv_heads = {{ min = 1, max = 8 }}
+gqa = {{ min = 1, max = 16 }}
+"#,
+            env!("CARGO_MANIFEST_DIR")
+        ),
+    )
+    .unwrap();
+    let e = smelt::Budget::load(&budget).unwrap_err().to_string();
+    assert!(e.contains("Gemma 4") && e.contains("model.full_attention"), "{e}");
+}

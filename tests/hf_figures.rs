@@ -547,3 +547,82 @@ fn qwen3_5_moe() {
     // 2.95B active with the head, without the embedding (3.45B with both).
     assert_eq!(billions(active_without_embedding(&small), 0), "3");
 }
+
+/// Gemma 4 26B-A4B ("25.2B total, 3.8B active", Google's Gemma 4 model card), read from its
+/// `gemma4` wrapper's `text_config`: 30 layers of 2816, 25 sliding (1024 keys; 8 key/value
+/// heads of 256) and every sixth full (2 key/value heads of 512, values from the key
+/// projection); beside 128 experts of 704 (top 8) a dense GeGLU MLP of 2112, three branch
+/// norms, a router with scales. smelt: 25,233,141,760 with the tied embedding (Transformers'
+/// `Gemma4ForCausalLM` on the meta device: the same, SOURCE.md), 3,822,530,560 active with
+/// it: the card's figures rounded to 0.1B.
+#[test]
+fn gemma4_26b_a4b() {
+    let spec = load("gemma-4-26b-a4b.json");
+    let m = &spec.model;
+    assert!(spec.name.as_deref().unwrap().ends_with("text decoder"));
+    assert_eq!((m.heads, m.kv_heads, m.head_dim), (16, 8, 256));
+    let fa = m.full_attention.as_ref().unwrap();
+    assert_eq!((fa.kv_heads, fa.head_dim, fa.k_eq_v), (2, 512, true));
+    let w = m.window.as_ref().unwrap();
+    assert_eq!((w.kind, w.size, w.layers.len()), (WindowKind::Sliding, 1024, 25));
+    assert!(w.layers.iter().all(|l| l % 6 != 0));
+    assert_eq!((m.moe.shared_experts, m.moe.shared_ffn), (1, 2112));
+    assert!(!m.moe.shared_gate);
+    assert!(m.v_norm && m.post_norms && m.moe.branch_norms && m.moe.router_scale);
+    assert!(m.tie_embeddings);
+    let c = smelt::cost(&spec).unwrap();
+    assert_eq!(c.params.total.0, 25_233_141_760);
+    assert_eq!(c.params.active.0, 3_822_530_560);
+    assert_eq!(billions(c.params.total.0, 1), "25.2");
+    assert_eq!(billions(c.params.active.0, 1), "3.8");
+    // By hand: sliding attention 2816·(4096 + 2·2048) + 4096·2816, full 2816·(8192 +
+    // 1024) + 8192·2816 (no value projection); q/k norms 2·256 and 2·512.
+    let b = c.params.breakdown;
+    assert_eq!(
+        b.attention.0,
+        25 * (2816 * 8192 + 4096 * 2816) + 5 * (2816 * 9216 + 8192 * 2816)
+    );
+    // Norms: four per layer, three per MoE block, the q/k norms, the final one.
+    assert_eq!(
+        b.norms.0,
+        30 * 7 * 2816 + 25 * 512 + 5 * 1024 + 2816
+    );
+    // The router: its projection, 2816 dimension scales and 128 expert scales.
+    assert_eq!(b.router.0, 30 * (2816 * 128 + 2816 + 128));
+    assert_eq!(b.shared.0, 30 * 3 * 2816 * 2112);
+    assert_eq!(b.experts.0, 30 * 128 * 3 * 2816 * 704);
+    // KV per token: keys and values of every layer (k_eq_v shares the projection, not the
+    // cache: the two differ after their norms).
+    assert_eq!(
+        c.kv_cache_per_token.elements.0,
+        25 * 2 * 8 * 256 + 5 * 2 * 2 * 512
+    );
+    // Per token, forward: projections, the routed and shared experts, the router, the
+    // head; the attention core at the default workload (991-token documents, causal:
+    // c̄ = 496 on the full layers, the window bounds nothing below 1024).
+    let f = c.flops_per_token.forward_breakdown;
+    assert_eq!(
+        f.projections.as_integer(),
+        Some(2 * (25 * (2816 * 8192 + 4096 * 2816) + 5 * (2816 * 9216 + 8192 * 2816)))
+    );
+    assert_eq!(
+        f.attention_core.as_integer(),
+        Some(4 * 496 * (25 * 16 * 256 + 5 * 16 * 512))
+    );
+    // The published figures need nothing smelt would approximate: the dense mode costs
+    // the same parameters and KV.
+    let mut dense = spec.clone();
+    dense.workload.attention = smelt::Attention::Dense;
+    let d = smelt::cost(&dense).unwrap();
+    assert_eq!(d.params.total, c.params.total);
+    assert_eq!(d.kv_cache_per_token.elements, c.kv_cache_per_token.elements);
+    // Its activations are refused by name, never counted silently.
+    assert!(c.activations.policies.is_empty());
+    assert!(
+        c.activations
+            .refused
+            .as_deref()
+            .unwrap()
+            .contains("model.full_attention")
+    );
+}

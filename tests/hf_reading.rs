@@ -86,11 +86,6 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         ),
         &["index_topk", "kimi_k2", "deepseek_v32 and glm_moe_dsa"],
     );
-    // Gemma 4 26B-A4B's published config (SOURCE.md) is refused with the reason.
-    refused(
-        &config_text("refused/gemma-4-26b-a4b.json"),
-        &["model_type", "gemma4", "global_head_dim", "refuses"],
-    );
     let v32 = config_text("deepseek-v3.2-exp.json");
     refused(
         &v32.replacen('{', r#"{"mlp_layer_types": ["dense", "sparse"],"#, 1),
@@ -134,8 +129,6 @@ fn what_the_cost_model_cannot_describe_is_refused() {
     for (family, why) in [
         ("qwen3_5", "dense MLP on every layer"),
         ("qwen3_5_text", "no experts"),
-        ("gemma4", "global_head_dim"),
-        ("gemma4_text", "not read yet"),
         ("nemotron_h", "Mamba"),
         ("minimax", "lightning (linear) attention"),
     ] {
@@ -619,4 +612,129 @@ fn deepseek_v32_layer_types_say_indexed_attention_or_are_refused() {
         &list("indexed_attention", 60),
         &["layer_types", "each of the 61 layers; got 60"],
     );
+}
+
+/// Gemma 4 (`gemma4_text`, and the `gemma4` wrapper's `text_config`): what its
+/// Transformers code builds that the cost model does not describe is refused, naming the
+/// key; the keys a config leaves out are read as `Gemma4TextConfig`'s defaults.
+#[test]
+fn gemma4_refuses_what_it_does_not_describe() {
+    let gemma = config_text("gemma-4-26b-a4b.json");
+    let text = |from: &str, to: &str| {
+        assert!(gemma.contains(from), "{from}");
+        gemma.replace(from, to)
+    };
+    refused(
+        &text(
+            "\"hidden_size_per_layer_input\": 0",
+            "\"hidden_size_per_layer_input\": 256",
+        ),
+        &[
+            "text_config.hidden_size_per_layer_input",
+            "per-layer input embeddings",
+            "refuses",
+        ],
+    );
+    // Absent, it is the config class's 256: refused the same way.
+    refused(
+        &text("\"hidden_size_per_layer_input\": 0,", ""),
+        &["hidden_size_per_layer_input", "256 when absent"],
+    );
+    refused(
+        &text("\"num_kv_shared_layers\": 0", "\"num_kv_shared_layers\": 10"),
+        &["text_config.num_kv_shared_layers", "refuses"],
+    );
+    refused(
+        &text("\"enable_moe_block\": true", "\"enable_moe_block\": false"),
+        &["text_config.enable_moe_block", "no experts", "refuses"],
+    );
+    refused(
+        &text(
+            "\"hidden_activation\": \"gelu_pytorch_tanh\"",
+            "\"hidden_activation\": \"silu\"",
+        ),
+        &["text_config.hidden_activation", "'silu'"],
+    );
+    refused(
+        &text(
+            "\"attention_k_eq_v\": true,",
+            "\"attention_k_eq_v\": true, \"use_bidirectional_attention\": \"all\",",
+        ),
+        &["use_bidirectional_attention", "refuses"],
+    );
+    refused(
+        &text(
+            "\"attention_k_eq_v\": true,",
+            "\"attention_k_eq_v\": true, \"per_layer_config\": {},",
+        ),
+        &["text_config.per_layer_config", "refuses"],
+    );
+    refused(
+        &text("\"top_k_experts\": 8,", ""),
+        &["text_config.top_k_experts", "missing"],
+    );
+    refused(
+        &text("\"top_k_experts\": 8,", "\"top_k_experts\": 200,"),
+        &["text_config.top_k_experts", "num_experts (128)"],
+    );
+    refused(
+        &text(
+            "\"num_global_key_value_heads\": 2,",
+            "\"num_global_key_value_heads\": 3,",
+        ),
+        &["text_config.num_global_key_value_heads", "must divide"],
+    );
+    refused(
+        &text("\"num_experts\": 128,", ""),
+        &["text_config.num_experts", "missing"],
+    );
+    // Transformers forces the last layer to full attention: a file that says otherwise.
+    let types = r#""full_attention"
+    ],"#;
+    let last_sliding = gemma.replace(
+        types,
+        r#""sliding_attention"
+    ],"#,
+    );
+    assert_ne!(last_sliding, gemma);
+    refused(&last_sliding, &["text_config.layer_types[29]", "forces"]);
+    refused(
+        &text("\"sliding_attention\",", "\"chunked_attention\","),
+        &["text_config.layer_types[0]", "chunked_attention"],
+    );
+
+    // The text decoder alone reads the same as the wrapper's text_config.
+    let value: serde_json::Value = serde_json::from_str(&gemma).unwrap();
+    let text_config = value["text_config"].to_string();
+    let alone = hf::import(&text_config, ModelSpec::default_workload()).unwrap();
+    let wrapped = hf::import(&gemma, ModelSpec::default_workload()).unwrap();
+    assert_eq!(alone.model, wrapped.model);
+    assert_eq!(
+        wrapped.name.as_deref(),
+        Some("Gemma4ForConditionalGeneration text decoder")
+    );
+    // Without layer_types, every sixth layer (and the last) is full, as the config class
+    // derives them; without global_head_dim, 512.
+    let mut derived = value["text_config"].clone();
+    let map = derived.as_object_mut().unwrap();
+    map.remove("layer_types");
+    map.insert("num_hidden_layers".into(), 8.into());
+    map.remove("global_head_dim");
+    map.remove("tie_word_embeddings");
+    let d = hf::import(&derived.to_string(), ModelSpec::default_workload()).unwrap();
+    assert_eq!(
+        d.model.window.as_ref().unwrap().layers,
+        vec![1, 2, 3, 4, 5, 7]
+    );
+    assert_eq!(d.model.full_attention.as_ref().unwrap().head_dim, 512);
+    // tie_word_embeddings defaults to true in Gemma4TextConfig.
+    assert!(d.model.tie_embeddings);
+    // Without attention_k_eq_v, the full layers keep num_key_value_heads (the class reads
+    // num_global_key_value_heads only with it) and have a value projection.
+    let map = derived.as_object_mut().unwrap();
+    map.insert("attention_k_eq_v".into(), false.into());
+    map.insert("global_head_dim".into(), 256.into());
+    let plain = hf::import(&derived.to_string(), ModelSpec::default_workload()).unwrap();
+    assert_eq!(plain.model.full_attention, None);
+    assert_eq!(plain.model.kv_heads, 8);
 }

@@ -300,6 +300,61 @@ const MODEL_RULES: &[Case] = &[
         "workload",
         &["not both"],
     ),
+    // Gemma 4's pieces.
+    (
+        "head_dim = 80",
+        "head_dim = 80\n[model.full_attention]\nkv_heads = 3\nhead_dim = 160",
+        "model.full_attention.kv_heads",
+        &["must divide model.heads (16)"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\n[model.full_attention]\nkv_heads = 0\nhead_dim = 160",
+        "model.full_attention.kv_heads",
+        &["at least 1"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\n[model.full_attention]\nkv_heads = 2\nhead_dim = 0",
+        "model.full_attention.head_dim",
+        &["at least 1"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\n[model.full_attention]\nkv_head = 2\nhead_dim = 160",
+        "unknown field",
+        &["kv_head"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\nattention_gate = true\n[model.full_attention]\nkv_heads = 2\nhead_dim = 160",
+        "model.full_attention",
+        &["[model.recurrent] or model.attention_gate", "no family"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\n[model.window]\nkind = \"sliding\"\nsize = 128\nlayers = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n[model.full_attention]\nkv_heads = 2\nhead_dim = 160",
+        "model.full_attention",
+        &["the model has none", "omit it"],
+    ),
+    (
+        "expert_ffn = 432",
+        "expert_ffn = 432\nbranch_norms = true",
+        "model.moe.branch_norms",
+        &["model.moe.shared_experts must be at least 1"],
+    ),
+    (
+        "head_dim = 80",
+        "head_dim = 80\nmtp_layers = 1\npost_norms = true",
+        "model.mtp_layers",
+        &["model.post_norms"],
+    ),
+    (
+        "expert_ffn = 432",
+        "expert_ffn = 432\nactivation = \"geglu\"",
+        "activation",
+        &["geglu"],
+    ),
 ];
 
 #[test]

@@ -126,6 +126,8 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
                 router_bias: false,
                 expert_bias: false,
                 activation: Default::default(),
+                router_scale: false,
+                branch_norms: false,
             },
             dense: None,
             looping: None,
@@ -134,6 +136,9 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             indexer: None,
             attention_gate: false,
             recurrent: None,
+            full_attention: None,
+            v_norm: false,
+            post_norms: false,
             lm_head_bias: false,
         },
         workload: Workload {

@@ -99,10 +99,13 @@ impl Reference {
             .recurrent
             .as_ref()
             .map_or(Vec::new(), |r| r.layers.clone());
+        let windowed: Vec<u64> = m.window.as_ref().map_or(Vec::new(), |w| w.layers.clone());
         let layers = (0..m.layers)
             .map(|li| {
                 let l = li + 1;
-                Layer::new(&m, rng, dense_layers.contains(&l), recurrent.contains(&l))
+                let (dense, recurrent) = (dense_layers.contains(&l), recurrent.contains(&l));
+                let full = !recurrent && !windowed.contains(&l);
+                Layer::new(&m, rng, dense, recurrent, full)
             })
             .collect();
         let counting = spec.counting;
@@ -115,7 +118,7 @@ impl Reference {
                         enorm: Norm::new(&m, rng),
                         hnorm: Norm::new(&m, rng),
                         eh_proj: rng.tensor(2 * h * h),
-                        block: Layer::new(&m, rng, false, false),
+                        block: Layer::new(&m, rng, false, false, true),
                         head_norm: Norm::new(&m, rng),
                         embedding,
                         lm_head,

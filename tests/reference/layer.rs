@@ -42,14 +42,32 @@ pub struct Layer {
     pub shared_gate: Vec<f64>,
     /// Dense layers: the one SwiGLU FFN.
     pub dense: Option<Expert>,
+    /// This layer's attention shape: key/value heads, head width, and whether the values
+    /// reuse the key projection (a full-attention layer's `[model.full_attention]`).
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub k_eq_v: bool,
+    /// Post-attention and post-FFN norms (`post_norms`).
+    pub post_norms: Vec<Norm>,
+    /// The MoE block's branch norms (`branch_norms`): the shared branch's output, the
+    /// routed branch's input and output.
+    pub branch_norms: Vec<Norm>,
+    /// The router's per-dimension and per-expert scales (`router_scale`).
+    pub router_scale: Vec<f64>,
+    pub expert_scale: Vec<f64>,
 }
 
 impl Layer {
     /// A layer of `m`: dense-FFN or MoE, with attention or (`recurrent`) the model's
-    /// recurrent mixer.
-    pub fn new(m: &Model, rng: &mut Rng, dense: bool, recurrent: bool) -> Self {
-        let (h, d) = (m.hidden as usize, m.head_dim as usize);
-        let (heads, kvh) = (m.heads as usize, m.kv_heads as usize);
+    /// recurrent mixer; a `full` attention layer has `[model.full_attention]`'s shape when
+    /// the model gives one.
+    pub fn new(m: &Model, rng: &mut Rng, dense: bool, recurrent: bool, full: bool) -> Self {
+        let h = m.hidden as usize;
+        let (kvh, d, k_eq_v) = match &m.full_attention {
+            Some(fa) if full => (fa.kv_heads as usize, fa.head_dim as usize, fa.k_eq_v),
+            _ => (m.kv_heads as usize, m.head_dim as usize, false),
+        };
+        let heads = m.heads as usize;
         let (q, kv) = (heads * d, kvh * d);
         let (f, fs) = (m.moe.expert_ffn as usize, m.moe.shared_ffn as usize);
         let attends = !recurrent;
@@ -90,11 +108,11 @@ impl Layer {
             attn_norm: Norm::new(m, rng),
             wq: rng.tensor(width(gqa, h * q)),
             wk: rng.tensor(width(gqa, h * kv)),
-            wv: rng.tensor(width(gqa, h * kv)),
+            wv: rng.tensor(width(gqa && !k_eq_v, h * kv)),
             wo: rng.tensor(width(gqa, q * h)),
             bq: rng.tensor(width(qkv_bias, q)),
             bk: rng.tensor(width(qkv_bias, kv)),
-            bv: rng.tensor(width(qkv_bias, kv)),
+            bv: rng.tensor(width(qkv_bias && !k_eq_v, kv)),
             bo: rng.tensor(width(o_bias, h)),
             q_norm: rng.tensor(q_norm),
             k_norm: rng.tensor(k_norm),
@@ -131,6 +149,20 @@ impl Layer {
                     false,
                 )
             }),
+            kv_heads: kvh,
+            head_dim: d,
+            k_eq_v,
+            post_norms: (0..width(m.post_norms, 2))
+                .map(|_| Norm::new(m, rng))
+                .collect(),
+            branch_norms: (0..width(moe && m.moe.branch_norms, 3))
+                .map(|_| Norm::new(m, rng))
+                .collect(),
+            router_scale: rng.tensor(width(moe && m.moe.router_scale, h)),
+            expert_scale: rng.tensor(width(
+                moe && m.moe.router_scale,
+                m.moe.experts as usize,
+            )),
         }
     }
 
@@ -155,6 +187,8 @@ impl Layer {
         .sum::<usize>()
             + self.attn_norm.params()
             + self.ffn_norm.params()
+            + self.post_norms.iter().map(Norm::params).sum::<usize>()
+            + self.branch_norms.iter().map(Norm::params).sum::<usize>()
             + self.latent.as_ref().map_or(0, Latent::params)
             + self.indexer.as_ref().map_or(0, Indexer::params)
             + self.delta.as_ref().map_or(0, DeltaNet::params)
@@ -165,6 +199,8 @@ impl Layer {
         self.attention_and_norms()
             + self.router.len()
             + self.router_bias.len()
+            + self.router_scale.len()
+            + self.expert_scale.len()
             + self.experts.iter().map(Expert::params).sum::<usize>()
             + self.shared.iter().map(Expert::params).sum::<usize>()
             + self.shared_gate.len()
@@ -219,9 +255,9 @@ impl Layer {
         let t: usize = run.docs.iter().sum();
         let (h, d, heads, kvh) = (
             m.hidden as usize,
-            m.head_dim as usize,
+            self.head_dim,
             m.heads as usize,
-            m.kv_heads as usize,
+            self.kv_heads,
         );
         if let (Some(l), Some(a)) = (&self.latent, &m.mla) {
             let (rq, r) = (a.q_lora_rank as usize, a.kv_lora_rank as usize);
@@ -293,7 +329,12 @@ impl Layer {
         let (q, kv) = (heads * d, kvh * d);
         let mut qm = matmul(hn, &self.wq, t, h, q, &mut macs.projections);
         let mut km = matmul(hn, &self.wk, t, h, kv, &mut macs.projections);
-        let mut vm = matmul(hn, &self.wv, t, h, kv, &mut macs.projections);
+        // With k_eq_v the values are the key projection (before its norm).
+        let mut vm = if self.k_eq_v {
+            km.clone()
+        } else {
+            matmul(hn, &self.wv, t, h, kv, &mut macs.projections)
+        };
         let gate =
             (!self.wg.is_empty()).then(|| matmul(hn, &self.wg, t, h, q, &mut macs.projections));
         add_bias(&mut qm, &self.bq);
@@ -312,6 +353,10 @@ impl Layer {
                 qm = rmsnorm(&qm, &self.q_norm, q);
                 km = rmsnorm(&km, &self.k_norm, kv);
             }
+        }
+        if m.v_norm {
+            // An RMSNorm without a scale: no parameters.
+            vm = rmsnorm(&vm, &vec![1.0; d], d);
         }
         let group = heads / kvh;
         let (ks, vs) = (split(&km, t, kvh, d), split(&vm, t, kvh, d));
@@ -452,6 +497,9 @@ impl Layer {
         let wo = self.latent.as_ref().map_or(&self.wo, |l| &l.o);
         let mut o = matmul(&attn, wo, t, heads * dv, h, &mut macs.projections);
         add_bias(&mut o, &self.bo);
+        if let Some(post) = self.post_norms.first() {
+            o = post.apply(&o, h);
+        }
         for (xv, ov) in x.iter_mut().zip(&o) {
             *xv += run.scale * ov;
         }
@@ -475,6 +523,10 @@ impl Layer {
                     &mut macs.dense,
                     (&mut macs.saved, Part::Dense),
                 );
+                let y = match self.post_norms.get(1) {
+                    Some(post) => post.apply(&y, h),
+                    None => y,
+                };
                 for (xv, yv) in x[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
                     *xv += run.scale * yv;
                 }
@@ -483,9 +535,22 @@ impl Layer {
         }
         let (e, k) = (m.moe.experts as usize, m.moe.top_k as usize);
         let (f, fs) = (m.moe.expert_ffn as usize, m.moe.shared_ffn as usize);
-        let mut logits = matmul(&hn, &self.router, t, h, e, &mut macs.router);
+        // With router scales (Gemma 4), the router reads the layer's input normed without
+        // a scale, times its per-dimension scale; with branch norms the routed experts read
+        // the input under their own norm.
+        let router_in = if self.router_scale.is_empty() {
+            hn.clone()
+        } else {
+            rmsnorm(x, &self.router_scale, h)
+        };
+        let routed_in = match self.branch_norms.get(1) {
+            Some(pre) => pre.apply(x, h),
+            None => hn.clone(),
+        };
+        let mut logits = matmul(&router_in, &self.router, t, h, e, &mut macs.router);
         add_bias(&mut logits, &self.router_bias);
         let mut ffn = vec![0.0; t * h];
+        let mut shared_out = vec![0.0; t * h];
         let mut active = 0;
         for tok in 0..t {
             let row = &logits[tok * e..(tok + 1) * e];
@@ -497,13 +562,17 @@ impl Layer {
             let max = row[order[0]];
             let probs: Vec<f64> = row.iter().map(|l| (l - max).exp()).collect();
             let z: f64 = chosen.iter().map(|&c| probs[c]).sum();
-            let weights: Vec<f64> = chosen.iter().map(|&c| probs[c] / z).collect();
+            let weights: Vec<f64> = chosen
+                .iter()
+                .map(|&c| probs[c] / z * self.expert_scale.get(c).copied().unwrap_or(1.0))
+                .collect();
             macs.saved.save(Part::Router, probs.len(), KEPT);
             macs.saved.save(Part::Router, weights.len(), KEPT);
             let xt = &hn[tok * h..(tok + 1) * h];
+            let xr = &routed_in[tok * h..(tok + 1) * h];
             for (&c, &w) in chosen.iter().zip(&weights) {
                 // The token's copy dispatched to the expert, and its output.
-                let copy = xt.to_vec();
+                let copy = xr.to_vec();
                 macs.saved.save(Part::Experts, copy.len(), KEPT);
                 let y = self.experts[c].forward(
                     &copy,
@@ -533,7 +602,7 @@ impl Layer {
                 if !self.shared_gate.is_empty() {
                     macs.saved.save(Part::Shared, y.len(), KEPT);
                 }
-                for (acc, yv) in ffn[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
+                for (acc, yv) in shared_out[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
                     *acc += gate * yv;
                 }
             }
@@ -541,6 +610,8 @@ impl Layer {
                 active = self.attention_and_norms()
                     + self.router.len()
                     + self.router_bias.len()
+                    + self.router_scale.len()
+                    + self.expert_scale.len()
                     + self.shared_gate.len()
                     + chosen
                         .iter()
@@ -548,6 +619,18 @@ impl Layer {
                         .sum::<usize>()
                     + self.shared.iter().map(Expert::params).sum::<usize>();
             }
+        }
+        // Branch norms: the shared branch's output and the routed one's, each normed; the
+        // post-FFN norm on their sum.
+        if let [post_shared, _, post_routed] = &self.branch_norms[..] {
+            shared_out = post_shared.apply(&shared_out, h);
+            ffn = post_routed.apply(&ffn, h);
+        }
+        for (acc, s) in ffn.iter_mut().zip(&shared_out) {
+            *acc += s;
+        }
+        if let Some(post) = self.post_norms.get(1) {
+            ffn = post.apply(&ffn, h);
         }
         for (xv, fv) in x.iter_mut().zip(&ffn) {
             *xv += run.scale * fv;

@@ -4,7 +4,9 @@
 //! chunked windows on chosen layers, a sparse attention indexer that scores the keys and
 //! keeps the top k for the core, top-k routing (with a router bias) to SwiGLU experts
 //! (with biases), shared experts with or without a sigmoid gate, dense-FFN layers, the
-//! loop executed as configured, an LM head, multi-token-prediction modules), which
+//! loop executed as configured, an LM head, multi-token-prediction modules; Gemma 4's
+//! full-attention layers of their own shape, with values from the key projection, its value
+//! norm, post norms, MoE branch norms and router scales), which
 //! *counts* every multiply-add it performs, every parameter it allocates and every KV-cache
 //! element it stores. Property tests check the analytic counts against it, exactly.
 //!
@@ -17,8 +19,9 @@ mod parts;
 
 use proptest::prelude::*;
 use smelt::{
-    ActivationPolicy, Attention, AttentionBias, Counting, Dense, ExpertActivation, GatedDeltaNet,
-    Indexer, KvCount, Loop, Mixer, Model, ModelSpec, Moe, QkNorm, Recurrent, WindowKind, Workload,
+    ActivationPolicy, Attention, AttentionBias, Counting, Dense, ExpertActivation, FullAttention,
+    GatedDeltaNet, Indexer, KvCount, Loop, Mixer, Model, ModelSpec, Moe, QkNorm, Recurrent,
+    WindowKind, Workload,
 };
 
 use forward::Reference;
@@ -164,6 +167,9 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     indexer,
                     attention_gate: false,
                     recurrent: None,
+                    full_attention: None,
+                    v_norm: false,
+                    post_norms: false,
                     moe: Moe {
                         experts,
                         top_k: top_k.index(experts as usize) as u64 + 1,
@@ -178,6 +184,8 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                         } else {
                             ExpertActivation::Swiglu
                         },
+                        router_scale: false,
+                        branch_norms: false,
                     },
                     dense,
                     looping,
@@ -506,4 +514,88 @@ fn tiny_hand_checked_case() {
     // Params: 4 projections + 3 expert + 1 router + 2 norms + 1 final norm.
     assert_eq!(cost.params.total.0, 11);
     assert_eq!(r.params(), 11);
+}
+
+/// Gemma 4's pieces on `spec`: the full-attention layers' own shape (`kv_heads`, `head_dim`,
+/// `k_eq_v`; `None` when the model has no full-attention layer), the value norm, post norms,
+/// router scales and branch norms (with one shared expert of `shared_ffn` when it has none);
+/// MLA, the indexer and MTP modules dropped (no family has both).
+fn gemma(
+    mut spec: ModelSpec,
+    (kv, head_dim, k_eq_v): (u64, u64, bool),
+    shared_ffn: u64,
+) -> ModelSpec {
+    let m = &mut spec.model;
+    if m.mla.is_some() {
+        m.mla = None;
+        m.indexer = None;
+        m.kv_heads = 1;
+        m.head_dim = 2;
+    }
+    m.mtp_layers = 0;
+    let windowed = m.window.as_ref().map_or(0, |w| w.layers.len() as u64);
+    // Full-attention kv heads that divide the query heads.
+    let kv = (1..=kv).rev().find(|k| m.heads % k == 0).unwrap_or(1);
+    m.full_attention = (windowed < m.layers).then_some(FullAttention {
+        kv_heads: kv,
+        head_dim,
+        k_eq_v,
+    });
+    m.v_norm = true;
+    m.post_norms = true;
+    m.moe.router_scale = true;
+    m.moe.branch_norms = true;
+    if m.moe.shared_experts == 0 {
+        m.moe.shared_experts = 1;
+        m.moe.shared_ffn = shared_ffn;
+        m.moe.shared_gate = false;
+    }
+    spec.validate().unwrap();
+    spec
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Gemma 4's pieces (full-attention layers of their own head width and key/value heads,
+    /// with and without a value projection; the value norm; post norms; branch norms;
+    /// router scales), looped or not, windowed or not: the analytic parameters (total and
+    /// active), FLOPs by component, KV per token and the cache held at the context equal
+    /// the reference's counts, exactly; the activation memory is refused by name.
+    #[test]
+    fn gemma_pieces_count_as_executed(
+        (spec, repeat) in arb_spec(),
+        shape in (1u64..=3, 1u64..=4, any::<bool>()),
+        shared_ffn in 1u64..=3,
+    ) {
+        let spec = gemma(spec, shape, shared_ffn);
+        let mut rng = Rng::new(13);
+        let reference = Reference::new(&spec, &mut rng);
+        let docs = documents(&spec.workload, repeat);
+        let counted = reference.forward(&docs, &mut rng);
+        let cost = smelt::cost(&spec).unwrap();
+        let t = counted.tokens;
+        prop_assert_eq!(cost.params.total.0, reference.params());
+        prop_assert_eq!(cost.params.active.0, counted.active_params);
+        let b = cost.flops_per_token.forward_breakdown;
+        let m = counted.macs;
+        prop_assert_eq!(total(b.projections, t), 2 * m.projections);
+        prop_assert_eq!(total(b.attention_core, t), 2 * m.attention_core);
+        prop_assert_eq!(total(b.router, t), 2 * m.router);
+        prop_assert_eq!(total(b.experts, t), 2 * m.experts);
+        prop_assert_eq!(total(b.shared, t), 2 * m.shared);
+        prop_assert_eq!(total(b.dense, t), 2 * m.dense);
+        prop_assert_eq!(total(b.lm_head, t), 2 * m.lm_head);
+        prop_assert_eq!(total(cost.flops_per_token.forward, t), 2 * m.total());
+        prop_assert_eq!(cost.kv_cache_per_token.elements.0 * t, counted.kv_elements);
+        let ctx = spec.workload.context;
+        let held: u64 = counted
+            .executions
+            .iter()
+            .map(|&(per_token, window)| per_token * window.map_or(ctx, |w| w.min(ctx)))
+            .sum();
+        prop_assert_eq!(cost.kv_cache_per_token.at_context.elements.0, held);
+        prop_assert!(cost.activations.policies.is_empty());
+        prop_assert!(cost.activations.refused.is_some());
+    }
 }

@@ -698,6 +698,14 @@ pub fn plan(
              the time prediction refuse it",
         ));
     }
+    if let Some(field) = crate::cost::memory::gemma_pieces(model) {
+        return Err(Error::invalid(
+            field,
+            "the kernel plan has one attention shape per model and does not plan Gemma 4's \
+             pieces (per-layer attention shapes, value and post norms, branch norms, router \
+             scales, GeGLU): bench and the time prediction refuse it",
+        ));
+    }
     if documents.is_empty() || documents.contains(&0) {
         return Err(Error::invalid(
             "documents",

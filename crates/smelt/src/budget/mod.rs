@@ -122,9 +122,20 @@ impl Budget {
                 ));
             }
         }
+        if let Some(field) = crate::cost::memory::gemma_pieces(m) {
+            return Err(Error::invalid(
+                "baseline",
+                format!(
+                    "has Gemma 4's pieces ({field}): the search's lattice and its exactness \
+                     proofs describe one attention shape per model and none of Gemma 4's norms \
+                     and router scales, so smelt does not match a Gemma 4 Baseline (cost it, \
+                     export it, but do not match it)"
+                ),
+            ));
+        }
         check_mla_lattice(&baseline, &lattice)?;
         if weights[crate::cost::BudgetKind::Activations] > 0.0 {
-            crate::cost::memory::refuse_recurrent(m).map_err(|e| {
+            crate::cost::memory::refuse_unmodelled(m).map_err(|e| {
                 Error::invalid("objective.weights.activations", format!("must be 0: {e}"))
             })?;
         }

@@ -243,6 +243,17 @@ impl Convention {
 pub fn training_flops(convention: Convention, spec: &ModelSpec) -> Result<Flops> {
     spec.validate()?;
     let m = &spec.model;
+    if m.full_attention.is_some() && convention != Convention::Exact {
+        return Err(crate::Error::invalid(
+            "model.full_attention",
+            format!(
+                "the {} formula has one attention shape per model (heads, kv_heads, head_dim), \
+                 and this model's full-attention layers have their own: smelt does not guess \
+                 which a launcher would use",
+                convention.as_str()
+            ),
+        ));
+    }
     let s = spec.workload.context;
     let n = active_non_embedding(m)?;
     let six =

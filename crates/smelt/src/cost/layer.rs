@@ -10,8 +10,12 @@ use crate::units::{add, product};
 /// Everything the counts need about one model's layers, computed once.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LayerCost {
-    /// The attention block of every layer.
+    /// The attention block of every windowed layer, and of every full-attention layer
+    /// unless the model gives those their own shape.
     pub attention: AttentionBlock,
+    /// The attention block of the full-attention layers (`attention` unless
+    /// `[model.full_attention]` gives their shape).
+    pub full_attention: AttentionBlock,
     /// The indexer of every layer, if the model has one.
     pub indexer: Option<IndexerBlock>,
     /// The MoE FFN of the MoE layers.
@@ -25,8 +29,10 @@ pub(super) struct LayerCost {
 impl LayerCost {
     /// The layers of `m`.
     pub fn of(m: &Model) -> Result<Self> {
+        let (attention, full_attention) = attention_blocks(m)?;
         Ok(Self {
-            attention: attention(m)?,
+            attention,
+            full_attention,
             indexer: indexer(m)?,
             moe: moe(m)?,
             recurrent: recurrent(m)?,
@@ -35,8 +41,9 @@ impl LayerCost {
     }
 }
 
-/// Layer executions per forward pass, by kind: `total = moe + dense = attention +
-/// recurrent`, `attention = full + windowed`.
+/// Layer executions per forward pass, by kind: `total = moe + dense = full + windowed +
+/// recurrent` (the windowed layers have the model's attention shape, the full ones
+/// `[model.full_attention]`'s when it gives one).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Executions {
     /// All of them ([`Model::checked_executions`]).
@@ -45,8 +52,6 @@ pub(super) struct Executions {
     pub moe: u64,
     /// Those of dense-FFN layers (a looped one counts once per visit).
     pub dense: u64,
-    /// Those of layers with an attention block (full or windowed).
-    pub attention: u64,
     /// Those of layers with a recurrent token mixer.
     pub recurrent: u64,
     /// Those of layers with full attention.
@@ -68,7 +73,6 @@ impl Executions {
             total,
             moe: total - dense,
             dense,
-            attention,
             recurrent,
             full: attention - windowed,
             windowed,
@@ -93,37 +97,58 @@ pub(super) struct AttentionBlock {
 
 const WHAT: &str = "params.attention";
 
-/// The attention block of `m`'s layers.
-fn attention(m: &Model) -> Result<AttentionBlock> {
+/// The attention blocks of `m`'s layers: `(windowed, full)`, one block when the
+/// full-attention layers have no shape of their own (`[model.full_attention]`).
+fn attention_blocks(m: &Model) -> Result<(AttentionBlock, AttentionBlock)> {
+    let block = attention(m, m.kv_heads, m.head_dim, false)?;
+    let full = match &m.full_attention {
+        Some(fa) => attention(m, fa.kv_heads, fa.head_dim, fa.k_eq_v)?,
+        None => block,
+    };
+    Ok((block, full))
+}
+
+/// A GQA block of `kv_heads` key/value heads of width `head_dim` (queries: `m.heads` of
+/// that width), without a value projection when `k_eq_v`: `m`'s layers, or its
+/// full-attention layers' shape.
+fn gqa(m: &Model, kv_heads: u64, head_dim: u64, k_eq_v: bool) -> Result<AttentionBlock> {
+    let h = m.hidden;
+    let q = product(&[m.heads, head_dim], WHAT)?;
+    let kv = product(&[kv_heads, head_dim], WHAT)?;
+    // Without a value projection (k_eq_v), the values are the keys' projection.
+    let v = if k_eq_v { 0 } else { kv };
+    let qkv = add(add(q, kv, WHAT)?, v, WHAT)?;
+    // The output gate doubles the query projection's columns.
+    let gate = if m.attention_gate { q } else { 0 };
+    let q_proj = add(qkv, gate, WHAT)?;
+    let weights = add(product(&[h, q_proj], WHAT)?, product(&[q, h], WHAT)?, WHAT)?;
+    let biases = match m.attention_bias {
+        AttentionBias::None => 0,
+        AttentionBias::Qkv => qkv,
+        AttentionBias::All => add(qkv, h, WHAT)?,
+    };
+    let norms = match m.qk_norm {
+        QkNorm::None => 0,
+        QkNorm::PerHead => product(&[2, head_dim], "params.norms")?,
+        QkNorm::Full => add(q, kv, "params.norms")?,
+    };
+    Ok(AttentionBlock {
+        params: add(weights, biases, WHAT)?,
+        norms,
+        macs: weights,
+        core_width: product(&[2, q], WHAT)?,
+        // Keys and values are cached apart even with k_eq_v: they differ after their norms.
+        kv: product(&[2, kv], "kv_cache.elements")?,
+    })
+}
+
+/// The attention block of `m`'s layers, GQA of `kv_heads` heads of width `head_dim` (with
+/// `k_eq_v`, no value projection) or MLA.
+fn attention(m: &Model, kv_heads: u64, head_dim: u64, k_eq_v: bool) -> Result<AttentionBlock> {
     let h = m.hidden;
     let sinks = if m.attention_sinks { m.heads } else { 0 };
     let block = match &m.mla {
-        None => {
-            let q = product(&[m.heads, m.head_dim], WHAT)?;
-            let kv = product(&[m.kv_heads, m.head_dim], WHAT)?;
-            let qkv = add(q, product(&[2, kv], WHAT)?, WHAT)?;
-            // The output gate doubles the query projection's columns.
-            let gate = if m.attention_gate { q } else { 0 };
-            let q_proj = add(qkv, gate, WHAT)?;
-            let weights = add(product(&[h, q_proj], WHAT)?, product(&[q, h], WHAT)?, WHAT)?;
-            let biases = match m.attention_bias {
-                AttentionBias::None => 0,
-                AttentionBias::Qkv => qkv,
-                AttentionBias::All => add(qkv, h, WHAT)?,
-            };
-            let norms = match m.qk_norm {
-                QkNorm::None => 0,
-                QkNorm::PerHead => product(&[2, m.head_dim], "params.norms")?,
-                QkNorm::Full => add(q, kv, "params.norms")?,
-            };
-            AttentionBlock {
-                params: add(weights, biases, WHAT)?,
-                norms,
-                macs: weights,
-                core_width: product(&[2, q], WHAT)?,
-                kv: product(&[2, kv], "kv_cache.elements")?,
-            }
-        }
+        None => gqa(m, kv_heads, head_dim, k_eq_v)?,
         Some(a) => {
             let qk = add(a.qk_nope_head_dim, a.qk_rope_head_dim, WHAT)?;
             let q_out = product(&[m.heads, qk], WHAT)?;
@@ -203,7 +228,7 @@ pub(super) struct MoeBlock {
     /// Routed experts' weights and biases: all of them, and the `top_k` a token uses.
     pub experts: u64,
     pub active_experts: u64,
-    /// Router weights and bias.
+    /// Router weights, bias and scales.
     pub router: u64,
     /// Shared experts and their gate.
     pub shared: u64,
@@ -229,12 +254,22 @@ fn moe(m: &Model) -> Result<MoeBlock> {
     let one = add(weights, bias, "params.experts")?;
     let router_weights = product(&[h, e.experts], "params.router")?;
     let router_bias = if e.router_bias { e.experts } else { 0 };
+    // The router's per-dimension and per-expert scales.
+    let router_scale = if e.router_scale {
+        add(h, e.experts, "params.router")?
+    } else {
+        0
+    };
     let shared_experts = product(&[3, h, e.shared_ffn, e.shared_experts], "params.shared")?;
     let gate = if e.shared_gate { h } else { 0 };
     Ok(MoeBlock {
         experts: product(&[one, e.experts], "params.experts")?,
         active_experts: product(&[one, e.top_k], "params.experts")?,
-        router: add(router_weights, router_bias, "params.router")?,
+        router: add(
+            add(router_weights, router_bias, "params.router")?,
+            router_scale,
+            "params.router",
+        )?,
         shared: add(shared_experts, gate, "params.shared")?,
         router_macs: router_weights,
         expert_macs: product(&[weights, e.top_k], "flops.experts")?,

@@ -254,6 +254,9 @@ fn moe_saves(m: &Model) -> Result<(u64, u64, u64)> {
     let gated = match e.activation {
         ExpertActivation::Swiglu => 4,
         ExpertActivation::ClampedSwiglu => 7,
+        // Refused before any count (`refuse_unmodelled`): what its backward saves is not
+        // modelled.
+        ExpertActivation::GeluTanh => 4,
     };
     let routed = product(
         &[e.top_k, 2 * h + product(&[gated, e.expert_ffn], WHAT)?],
@@ -287,7 +290,7 @@ pub(super) fn activations_over(
     policy: ActivationPolicy,
     runs: Executions,
 ) -> Result<ActivationBreakdown> {
-    refuse_recurrent(model)?;
+    refuse_unmodelled(model)?;
     let b = counting.activation_bytes;
     let at = |saves: PerExecution, times: u64| saves.bytes(keys, b, times);
     if policy == ActivationPolicy::Full {
@@ -316,9 +319,9 @@ pub(super) fn activations_over(
     })
 }
 
-/// The activation memory does not count recurrent token mixers nor the attention output
-/// gate: an error naming the field for a model with either.
-pub(crate) fn refuse_recurrent(model: &Model) -> Result<()> {
+/// The activation memory does not count recurrent token mixers, the attention output gate
+/// nor Gemma 4's pieces ([`gemma_pieces`]): an error naming the field for a model with any.
+pub(crate) fn refuse_unmodelled(model: &Model) -> Result<()> {
     if let Some(r) = &model.recurrent {
         return Err(crate::Error::invalid(
             "model.recurrent",
@@ -338,7 +341,34 @@ pub(crate) fn refuse_recurrent(model: &Model) -> Result<()> {
              model and cannot be matched",
         ));
     }
+    if let Some(field) = gemma_pieces(model) {
+        return Err(crate::Error::invalid(
+            field,
+            "the activation memory does not count Gemma 4's pieces (per-layer attention \
+             shapes, the value norm, the post norms, the MoE block's branch norms, the \
+             router's scales, the GeGLU activation: what they save for the backward pass is \
+             not modelled): activations are not reported for this model and cannot be matched",
+        ));
+    }
     Ok(())
+}
+
+/// The first of Gemma 4's pieces `model` has, as its field, which the activation memory,
+/// the training memory and the kernel plan do not describe; `None` without any.
+pub(crate) fn gemma_pieces(model: &Model) -> Option<&'static str> {
+    [
+        (model.full_attention.is_some(), "model.full_attention"),
+        (model.v_norm, "model.v_norm"),
+        (model.post_norms, "model.post_norms"),
+        (model.moe.branch_norms, "model.moe.branch_norms"),
+        (model.moe.router_scale, "model.moe.router_scale"),
+        (
+            model.moe.activation == ExpertActivation::GeluTanh,
+            "model.moe.activation",
+        ),
+    ]
+    .into_iter()
+    .find_map(|(on, field)| on.then_some(field))
 }
 
 /// The activation report of `model` on a workload of `context` tokens: every policy; for
@@ -349,7 +379,7 @@ pub fn activation_report(
     context: u64,
     counting: &Counting,
 ) -> Result<ActivationReport> {
-    if let Err(e) = refuse_recurrent(model) {
+    if let Err(e) = refuse_unmodelled(model) {
         return Ok(ActivationReport {
             activation_bytes: counting.activation_bytes,
             budget: counting.activations,

@@ -25,7 +25,8 @@
 //! | shared experts (MoE layers) | `shared_experts·2·3·H·shared_ffn` | `shared_experts·3·H·shared_ffn` |
 //! | shared-expert gate (`shared_gate = true`) | `2·H` | `H` |
 //! | dense FFN (layers in `[model.dense]`) | `2·3·H·ffn` | `3·H·ffn` |
-//! | norms | not counted | `2·H` (+ q/k norms, or MLA's `r_q + r` latent norms), plus `H` once for the final norm; with `norm_bias` (LayerNorms), twice the `H` terms |
+//! | norms | not counted | `2·H` (`4·H` with `post_norms`; `+ 3·H` per MoE layer with `branch_norms`) (+ q/k norms, or MLA's `r_q + r` latent norms), plus `H` once for the final norm; with `norm_bias` (LayerNorms), twice the `H` terms |
+//! | router scales (`router_scale`, MoE layers) | not counted (elementwise) | `H + experts` |
 //! | LM head (only if counted) | `2·H·vocab`, once per token | `vocab·H` (embeddings likewise), `+ vocab` with `lm_head_bias` |
 //! | sparse attention indexer (`[model.indexer]`, `n_i` heads of width `d_i`, `topk`) | `2·(r_q·n_i·d_i + H·d_i + H·n_i)` + `2·n_i·(d_i+1)·c̄` (it scores every key the query may attend); the attention core then uses `c̄_topk` | `r_q·n_i·d_i + H·d_i + 2·d_i + H·n_i` (`wq_b`, `wk`, the key's LayerNorm, `weights_proj`) |
 //! | Gated DeltaNet layers (`[model.recurrent]`, see below) | projections `2·H·(2K + 2V + 2·n_v) + 2·V·H`, the convolution and the chunked delta rule over the `context`-token sequence | `H·(2K + 2V + 2·n_v) + V·H + c·w + 2·n_v + d_v` |
@@ -74,6 +75,18 @@
 //!   `n_v·d_k·d_v` delta-rule matrix per execution, reported beside the KV cache and included
 //!   in the cache held at the context. The activation memory, the training memory and the
 //!   kernel plan do not describe recurrent layers and refuse them by name.
+//! * **Full-attention layers of their own shape** (`[model.full_attention]`, Gemma 4's
+//!   `global_head_dim` and `num_global_key_value_heads`): the layers neither windowed nor
+//!   recurrent have `kv_heads'` key/value heads of width `d'` (queries: `heads` of `d'`),
+//!   and every term above for them (projections, q/k norms, biases, the core's
+//!   `4·heads·d'·c̄`, the KV cache's `2·kv_heads'·d'`) uses `d'` and `kv_heads'`; the
+//!   windowed layers keep `head_dim` and `kv_heads`. With `k_eq_v` those layers have no
+//!   value projection (the values are the key projection): `H·kv_heads'·d'` fewer
+//!   parameters and as many multiply-adds per token; the cache still holds keys and values
+//!   (they differ after their norms). The value norm (`v_norm`) has no scale: no parameters.
+//!   Gemma 4's dense MLP beside its experts is one ungated shared expert (it runs on every
+//!   token beside the routed ones). The activation memory, the training memory, the kernel
+//!   plan, the launcher conventions and the search refuse these pieces by name.
 //! * **The attention output gate** (`attention_gate`, Qwen3-Next's and Qwen3.5's gated
 //!   attention): `q_proj` also produces a `heads·head_dim` gate, `H·heads·head_dim`
 //!   parameters and 2 × as many FLOPs per token; its sigmoid and product are not counted.
@@ -223,7 +236,8 @@ fn mtp_params(model: &Model, layer: &LayerCost, counting: &Counting) -> Result<(
         return Ok((Params::ZERO, Params::ZERO));
     }
     let h = model.hidden;
-    let (a, f) = (&layer.attention, &layer.moe);
+    // An MTP module's block has full attention.
+    let (a, f) = (&layer.full_attention, &layer.moe);
     let (embeddings, lm_head) = vocab_matrices(model, counting)?;
     // The block (attention with its indexer, MoE, two norms), the projection of [norm(h); norm(embedding)]
     // (2H x H), three norms (enorm, hnorm, the head's norm) and the module's own embedding
@@ -261,24 +275,38 @@ fn params_of(
 ) -> Result<(ParamBreakdown, ParamBreakdown)> {
     let (h, l) = (model.hidden, model.layers);
     let (moe_layers, dense_layers) = layer_split(model);
-    let (a, f) = (&layer.attention, &layer.moe);
+    let (a, fa, f) = (&layer.attention, &layer.full_attention, &layer.moe);
     let per_moe_layer = |x: u64| Params(x).checked_mul(moe_layers);
     let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
     let norm = model.norm_params();
     // Recurrent layers have no attention block (nor its q/k norms); their mixer's own
-    // weights, its gated norm included, are `recurrent`.
+    // weights, its gated norm included, are `recurrent`. The windowed layers have the
+    // model's attention shape, the full-attention layers theirs.
     let attention_layers = l - model.recurrent_layers();
-    let layer_norms = crate::units::add(
-        product(&[2, norm, l], "params.norms")?,
-        product(&[a.norms, attention_layers], "params.norms")?,
-        "params.norms",
+    let windowed_layers = model.windowed_layers();
+    let full_layers = attention_layers - windowed_layers;
+    // Two norms per layer (four with post norms), three more per MoE layer with branch
+    // norms, and the attention blocks' own.
+    let per_layer_norms = if model.post_norms { 4 } else { 2 };
+    let branch_norms = if model.moe.branch_norms { 3 } else { 0 };
+    let layer_norms = [
+        product(&[branch_norms, norm, moe_layers], "params.norms")?,
+        product(&[a.norms, windowed_layers], "params.norms")?,
+        product(&[fa.norms, full_layers], "params.norms")?,
+    ]
+    .into_iter()
+    .try_fold(
+        product(&[per_layer_norms, norm, l], "params.norms")?,
+        |s, x| crate::units::add(s, x, "params.norms"),
     )?;
     let recurrent =
         Params(layer.recurrent.map_or(0, |r| r.params)).checked_mul(l - attention_layers)?;
     let (embeddings, lm_head) = vocab_matrices(model, counting)?;
     let (mtp, active_mtp) = mtp_params(model, layer, counting)?;
     let total = ParamBreakdown {
-        attention: Params(a.params).checked_mul(attention_layers)?,
+        attention: Params(a.params)
+            .checked_mul(windowed_layers)?
+            .checked_add(Params(fa.params).checked_mul(full_layers)?)?,
         experts: per_moe_layer(f.experts)?,
         router: per_moe_layer(f.router)?,
         shared: per_moe_layer(f.shared)?,
@@ -325,7 +353,13 @@ fn forward_of(
     counting: &Counting,
 ) -> Result<FlopBreakdown> {
     let h = model.hidden;
-    let (a, f, x) = (&layer.attention, &layer.moe, &layer.runs);
+    // The windowed layers have the model's attention shape, the full ones theirs.
+    let (a, fa, f, x) = (
+        &layer.attention,
+        &layer.full_attention,
+        &layer.moe,
+        &layer.runs,
+    );
     let flops = |macs: u64, times: u64, what| {
         Ok::<_, crate::Error>(Flops::from_int(product(&[2, macs, times], what)?))
     };
@@ -333,11 +367,11 @@ fn forward_of(
     // the full ones: per execution, its projections and `score_width` per scored key.
     let (core, indexer_per) = match (layer.indexer, keys.selected) {
         (Some(ix), Some((_, selected))) => (
-            selected.attention_flops(a.core_width)?,
+            selected.attention_flops(fa.core_width)?,
             flops(ix.macs, 1, "flops.indexer")?
                 .checked_add(keys.full.attention_flops(ix.score_width)?)?,
         ),
-        _ => (keys.full.attention_flops(a.core_width)?, Flops::ZERO),
+        _ => (keys.full.attention_flops(fa.core_width)?, Flops::ZERO),
     };
     let mut attention_core = core.checked_mul(x.full)?;
     // A recurrent layer's mixer: its projections per token, and its convolution and delta
@@ -369,7 +403,7 @@ fn forward_of(
     let mtp = if counting.mtp && model.mtp_layers > 0 {
         // Per module: the projection of [norm(h); norm(embedding)], one MoE layer with full
         // attention (and its indexer), and the head when it is counted.
-        let macs = [a.macs, f.router_macs, f.expert_macs, f.shared_macs]
+        let macs = [fa.macs, f.router_macs, f.expert_macs, f.shared_macs]
             .into_iter()
             .try_fold(product(&[2, h, h], "flops.mtp")?, |s, m| {
                 crate::units::add(s, m, "flops.mtp")
@@ -386,7 +420,11 @@ fn forward_of(
         Flops::ZERO
     };
     Ok(FlopBreakdown {
-        projections: flops(a.macs, x.attention, "flops.projections")?,
+        projections: flops(a.macs, x.windowed, "flops.projections")?.checked_add(flops(
+            fa.macs,
+            x.full,
+            "flops.projections",
+        )?)?,
         attention_core,
         router: flops(f.router_macs, x.moe, "flops.router")?,
         experts: flops(f.expert_macs, x.moe, "flops.experts")?,
@@ -407,9 +445,11 @@ fn forward_of(
 /// KV-cache elements per token: the attention block's per execution, over the attention
 /// layers' executions.
 fn kv_elements(layer: &LayerCost) -> Result<KvElements> {
-    Ok(KvElements(product(
-        &[layer.attention.kv, layer.runs.attention],
-        "kv_cache.elements",
+    const WHAT: &str = "kv_cache.elements";
+    Ok(KvElements(crate::units::add(
+        product(&[layer.attention.kv, layer.runs.windowed], WHAT)?,
+        product(&[layer.full_attention.kv, layer.runs.full], WHAT)?,
+        WHAT,
     )?))
 }
 
@@ -430,9 +470,8 @@ fn recurrent_state(layer: &LayerCost) -> Result<(u64, u64)> {
 /// recurrent layers' state.
 fn kv_held(layer: &LayerCost, context: u64, held: u64) -> Result<KvElements> {
     const WHAT: &str = "kv_cache.at_context";
-    let per = layer.attention.kv;
-    let full = product(&[per, layer.runs.full, context], WHAT)?;
-    let windowed = product(&[per, layer.runs.windowed, held], WHAT)?;
+    let full = product(&[layer.full_attention.kv, layer.runs.full, context], WHAT)?;
+    let windowed = product(&[layer.attention.kv, layer.runs.windowed, held], WHAT)?;
     let (conv, delta) = recurrent_state(layer)?;
     let state = crate::units::add(conv, delta, WHAT)?;
     Ok(KvElements(crate::units::add(
@@ -556,7 +595,7 @@ pub fn budgets_with(
         params: total.total()?,
         kv: kv_budget(model, &layer, context, counting)?,
         // Not counted for recurrent layers: 0, which the objective refuses to weigh.
-        activations: match memory::refuse_recurrent(model) {
+        activations: match memory::refuse_unmodelled(model) {
             Err(_) => crate::units::ActivationBytes::ZERO,
             Ok(()) => activations(model, keys, counting, counting.activations)?.total()?,
         },

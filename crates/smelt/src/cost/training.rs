@@ -259,7 +259,6 @@ fn stage_runs(m: &Model, first: u64, last: u64) -> Executions {
         total,
         moe: total - dense,
         dense,
-        attention: total - recurrent,
         recurrent,
         full: total - recurrent - windowed,
         windowed,
@@ -290,6 +289,17 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
             "the training memory does not count recurrent layers ([model.recurrent]) nor the \
              attention output gate (model.attention_gate): their activations and \
              tensor-parallel shards are not modelled; remove [training]",
+        ));
+    }
+    if let Some(field) = super::memory::gemma_pieces(m) {
+        return Err(Error::invalid(
+            "training",
+            format!(
+                "the training memory does not count Gemma 4's pieces ({field} here: per-layer \
+                 attention shapes, value and post norms, branch norms, router scales, GeGLU): \
+                 their activations and tensor-parallel shards are not modelled; remove \
+                 [training]"
+            ),
         ));
     }
     if spec.counting.mtp && m.mtp_layers > 0 {

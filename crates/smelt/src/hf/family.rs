@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 
 use super::support::Support;
 use super::{
-    Common, Parts, deepseek, glm_dsa, gpt_oss, granite, llama4, minimax, mixtral, olmoe, phimoe,
-    qwen, qwen_next,
+    Common, Parts, deepseek, gemma4, glm_dsa, gpt_oss, granite, llama4, minimax, mixtral, olmoe,
+    phimoe, qwen, qwen_next,
 };
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -59,6 +59,9 @@ named_enum! {
         Qwen3Next = "qwen3_next",
         /// Qwen3.5's MoE text decoder (Gated DeltaNet layers beside gated attention).
         Qwen3_5MoeText = "qwen3_5_moe_text",
+        /// Gemma 4's MoE text decoder (Google; sliding and full layers of their own shapes,
+        /// a dense MLP beside the experts).
+        Gemma4Text = "gemma4_text",
     }
 }
 
@@ -104,6 +107,12 @@ pub(super) trait FamilyConfig: Sync {
         &[]
     }
 
+    /// Whether an absent `tie_word_embeddings` means tied (its config class's default;
+    /// false unless the family says so).
+    fn tied_by_default(&self) -> bool {
+        false
+    }
+
     /// Refusals checked before any key is read (a use of a key smelt does not describe).
     fn refuse(&self, _config: &Map<String, Value>) -> Result<()> {
         Ok(())
@@ -138,7 +147,13 @@ pub(super) struct Words {
     pub dense_ffn: &'static str,
     /// The window's size (`model.window.size`).
     pub window: &'static str,
+    /// The routed experts a token uses (`model.moe.top_k`): read and written in place of
+    /// the common `num_experts_per_tok` when it differs (Gemma 4's `top_k_experts`).
+    pub top_k: &'static str,
 }
+
+/// The common key of the routed experts a token uses.
+pub(super) const TOP_K: &str = "num_experts_per_tok";
 
 impl Words {
     /// Mixtral's words, which most families keep.
@@ -148,6 +163,7 @@ impl Words {
         shared_ffn: "moe_intermediate_size",
         dense_ffn: "intermediate_size",
         window: "sliding_window",
+        top_k: TOP_K,
     };
 
     /// DeepSeek's MoE words (DeepSeek, Kimi-K2, GLM-4.5).
@@ -178,6 +194,7 @@ pub(super) static FAMILIES: &[&dyn FamilyConfig] = &[
     &phimoe::Phimoe,
     &qwen_next::Qwen3Next,
     &qwen_next::Qwen3_5MoeText,
+    &gemma4::Gemma4Text,
 ];
 
 // Every family has its line: `Family::config` indexes this list.
@@ -218,7 +235,11 @@ impl Family {
     /// Every key smelt reads for this family (and writes on export, with the
     /// `smelt_loop_*` keys when the model loops).
     pub fn keys(self) -> Vec<&'static str> {
-        let mut keys = super::field_names::<Common>();
+        let top_k = self.config().words().top_k;
+        let mut keys: Vec<&'static str> = super::field_names::<Common>()
+            .into_iter()
+            .map(|k| if k == TOP_K { top_k } else { k })
+            .collect();
         keys.extend(self.config().keys());
         keys
     }

@@ -21,11 +21,13 @@
 //! code applies (with `use_sliding_window = true`) to the layers `max_window_layers` selects,
 //! sparse attention indexers outside `deepseek_v32` and `glm_moe_dsa`, state-space hybrids
 //! and linear attention outside `qwen3_next` and `qwen3_5_moe` (whose Gated DeltaNet layers are
-//! read), Gemma 4 (per-layer attention shapes), and any other `model_type` (see `support.rs`). Mixtral's and PhiMoE's
+//! read), and any other `model_type` (see `support.rs`). Mixtral's and PhiMoE's
 //! `sliding_window` windows every layer; gpt-oss's and Llama-4's windows are read per layer
 //! from `layer_types`; MTP modules are kept (`mtp_layers`) but counted only with
-//! `[counting] mtp`. A `llama4` wrapper is read as its `text_config` (the vision encoder is
-//! not counted).
+//! `[counting] mtp`. A `llama4`, `qwen3_5_moe` or `gemma4` wrapper is read as its
+//! `text_config` (the vision and audio encoders are not counted). Gemma 4's full-attention
+//! layers have their own attention shape ([`crate::model::FullAttention`]); its
+//! refusals (dense models, per-layer input embeddings, KV sharing) are in `gemma4.rs`.
 //!
 //! [`export`] writes a (matched, looped) spec back in a family's style — exactly the keys
 //! that family reads — with the loop in clearly named extra keys that [`import`] reads back.
@@ -34,6 +36,7 @@
 
 mod deepseek;
 mod family;
+mod gemma4;
 mod glm_dsa;
 mod gpt_oss;
 mod granite;
@@ -55,8 +58,8 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AttentionBias, Counting, Dense, ExpertActivation, Indexer, Loop, Mla, Model, ModelSpec, Moe,
-    QkNorm, Recurrent, Window, Workload,
+    AttentionBias, Counting, Dense, ExpertActivation, FullAttention, Indexer, Loop, Mla, Model,
+    ModelSpec, Moe, QkNorm, Recurrent, Window, Workload,
 };
 use crate::names::Named;
 use family::Wrapper;
@@ -162,6 +165,11 @@ struct Parts {
     lm_head_bias: bool,
     attention_gate: bool,
     recurrent: Option<Recurrent>,
+    full_attention: Option<FullAttention>,
+    v_norm: bool,
+    post_norms: bool,
+    router_scale: bool,
+    branch_norms: bool,
 }
 
 impl Common {
@@ -270,6 +278,9 @@ impl Common {
             indexer: parts.indexer,
             attention_gate: parts.attention_gate,
             recurrent: parts.recurrent,
+            full_attention: parts.full_attention,
+            v_norm: parts.v_norm,
+            post_norms: parts.post_norms,
             moe: Moe {
                 experts: parts.experts,
                 top_k: self.num_experts_per_tok,
@@ -280,6 +291,8 @@ impl Common {
                 router_bias: parts.router_bias,
                 expert_bias: parts.expert_bias,
                 activation: parts.activation,
+                router_scale: parts.router_scale,
+                branch_norms: parts.branch_norms,
             },
             dense: parts.dense,
             looping: self.looping()?,
@@ -356,6 +369,25 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
     let mut filled = map.clone();
     for (key, default) in family.config().defaults() {
         filled.entry(*key).or_insert_with(|| Value::from(*default));
+    }
+    if family.config().tied_by_default() {
+        filled
+            .entry("tie_word_embeddings")
+            .or_insert(Value::Bool(true));
+    }
+    // A family that names the experts per token otherwise (Gemma 4's `top_k_experts`)
+    // reads that key, and only that key, as the common one.
+    let top_k = family.config().words().top_k;
+    if top_k != family::TOP_K {
+        match filled.get(top_k).filter(|v| !v.is_null()).cloned() {
+            Some(v) => filled.insert(family::TOP_K.to_owned(), v),
+            None => {
+                return Err(Error::invalid(
+                    format!("config.json: {top_k}"),
+                    "missing: the routed experts each token uses",
+                ));
+            }
+        };
     }
     let value = &Value::Object(filled);
     let common: Common = read(value)?;

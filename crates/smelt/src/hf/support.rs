@@ -24,6 +24,8 @@ pub(super) enum Shared {
     OneGated,
     /// Any number, ungated (DeepSeek, GLM).
     Ungated,
+    /// Always exactly one, ungated (Gemma 4's dense MLP beside the experts).
+    OneUngated,
 }
 
 /// An architectural feature beyond GQA attention and routed SwiGLU experts.
@@ -55,6 +57,18 @@ pub(super) enum Feature {
     AttentionGate,
     /// Gated DeltaNet layers.
     GatedDeltanet,
+    /// Full-attention layers with their own attention shape.
+    FullAttention,
+    /// A norm on the values.
+    VNorm,
+    /// Norms on the attention's and the FFN's outputs.
+    PostNorms,
+    /// Norms around the MoE block's two branches.
+    BranchNorms,
+    /// The router's learned scales.
+    RouterScale,
+    /// Gemma's GeGLU (tanh approximation).
+    GeluTanh,
 }
 
 impl Feature {
@@ -77,6 +91,14 @@ impl Feature {
             Feature::GatedDeltanet => {
                 "Gated DeltaNet layers ([model.recurrent] mixer gated_deltanet)"
             }
+            Feature::FullAttention => {
+                "full-attention layers of their own shape ([model.full_attention])"
+            }
+            Feature::VNorm => "a norm on the values (model.v_norm)",
+            Feature::PostNorms => "post-attention and post-FFN norms (model.post_norms)",
+            Feature::BranchNorms => "norms around the MoE branches (model.moe.branch_norms)",
+            Feature::RouterScale => "the router's learned scales (model.moe.router_scale)",
+            Feature::GeluTanh => "Gemma's GeGLU (model.moe.activation = \"gelu_tanh\")",
         }
     }
 
@@ -105,6 +127,15 @@ impl Feature {
             (m.indexer.is_some(), Feature::Indexer),
             (m.attention_gate, Feature::AttentionGate),
             (m.recurrent.is_some(), Feature::GatedDeltanet),
+            (m.full_attention.is_some(), Feature::FullAttention),
+            (m.v_norm, Feature::VNorm),
+            (m.post_norms, Feature::PostNorms),
+            (m.moe.branch_norms, Feature::BranchNorms),
+            (m.moe.router_scale, Feature::RouterScale),
+            (
+                m.moe.activation == ExpertActivation::GeluTanh,
+                Feature::GeluTanh,
+            ),
         ] {
             if on {
                 out.push(f);
@@ -170,6 +201,13 @@ impl Support {
             Shared::Ungated if gated => {
                 return unfit("has no gate on its shared experts".to_owned());
             }
+            Shared::OneUngated if n != 1 || gated => {
+                return unfit(
+                    "always has exactly one ungated shared expert (its dense MLP); the model \
+                     needs shared_experts = 1 and shared_gate = false"
+                        .to_owned(),
+                );
+            }
             _ => {}
         }
         if !self.dense && m.dense.is_some() {
@@ -198,7 +236,12 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         ("model.moe.shared_ffn", w.shared_ffn),
         ("model.moe.expert_ffn", w.expert_ffn),
         ("model.moe.experts", w.experts),
-        ("model.moe.top_k", "num_experts_per_tok"),
+        ("model.moe.top_k", w.top_k),
+        (
+            "model.full_attention.kv_heads",
+            "num_global_key_value_heads",
+        ),
+        ("model.full_attention.head_dim", "global_head_dim"),
         ("model.mla.q_lora_rank", "q_lora_rank"),
         ("model.mla.kv_lora_rank", "kv_lora_rank"),
         ("model.mla.qk_nope_head_dim", "qk_nope_head_dim"),
@@ -333,14 +376,6 @@ pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
         "nemotron_h" | "jamba" | "granitemoehybrid" => {
             "Mamba (state-space) layers keep a fixed-size state instead of a KV cache; the \
              cost model does not describe them"
-        }
-        "gemma4" | "gemma4_text" => {
-            "Gemma 4's full-attention layers have their own key/value heads and head width \
-             (num_global_key_value_heads, global_head_dim, attention_k_eq_v), its MoE layers \
-             run a dense MLP beside the experts with five more norms and a scaled router, and \
-             its small models add per-layer input embeddings; the cost model has one \
-             attention shape per model and no activation-memory count for these layers, so \
-             it is not read yet"
         }
         "minimax" | "minimax_m1" => {
             "MiniMax-Text-01 and MiniMax-M1 interleave lightning (linear) attention layers, \

@@ -7,7 +7,9 @@ use super::{Common, Family};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, ExpertActivation, ModelSpec, QkNorm, WindowKind};
 
-/// The family whose conventions a spec follows: `qwen3_next` with Gated DeltaNet layers or
+/// The family whose conventions a spec follows: `gemma4_text` with any of Gemma 4's pieces
+/// (full-attention layers of their own shape, the value norm, post norms, branch norms,
+/// router scales, GeGLU), `qwen3_next` with Gated DeltaNet layers or
 /// an attention output gate, `deepseek_v32` with an indexer,
 /// `deepseek_v3` with MLA, `llama4_text` with chunked attention, `phimoe` with norm or
 /// LM-head biases, `gpt_oss` with sinks, expert biases, the clamped SwiGLU or sliding windows
@@ -19,6 +21,9 @@ use crate::model::{AttentionBias, ExpertActivation, ModelSpec, QkNorm, WindowKin
 pub fn family_of(spec: &ModelSpec) -> Family {
     let m = &spec.model;
     let ungated = m.moe.shared_experts > 0 && !m.moe.shared_gate;
+    if crate::cost::memory::gemma_pieces(m).is_some() {
+        return Family::Gemma4Text;
+    }
     if m.recurrent.is_some() || m.attention_gate {
         return Family::Qwen3Next;
     }
@@ -96,6 +101,13 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
     config.support().check(m, family)?;
     buildable(m, family)?;
     out.extend(config.write(m)?);
+    // A family that names the experts per token otherwise writes only its own key.
+    let top_k = config.words().top_k;
+    if top_k != super::family::TOP_K
+        && let Some(v) = out.remove(super::family::TOP_K)
+    {
+        out.insert(top_k.to_owned(), v);
+    }
     if family == Family::KimiK2 {
         // Transformers has no `kimi_k2` type: Kimi-K2's checkpoints name DeepSeek-V3's
         // classes (through their own remote code), and so does its export.

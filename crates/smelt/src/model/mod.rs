@@ -130,6 +130,22 @@ pub struct Model {
     /// (none when absent): they hold a state per sequence, not a KV cache per token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recurrent: Option<Recurrent>,
+    /// The full-attention layers' own key/value heads and head width (Gemma 4's
+    /// `num_global_key_value_heads`, `global_head_dim`, `attention_k_eq_v`); absent, they
+    /// have the model's. The full-attention layers are those neither windowed nor
+    /// recurrent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_attention: Option<FullAttention>,
+    /// An RMSNorm without a scale on the values (Gemma 4): no parameters and no counted
+    /// FLOPs (norms are not counted); the activation memory, the training memory and the
+    /// kernel plan do not describe it and refuse it by name.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub v_norm: bool,
+    /// RMSNorms on the attention's and the FFN's outputs before their residual adds
+    /// (Gemma's `post_attention_layernorm`, `post_feedforward_layernorm`): two more
+    /// hidden-width norms per layer, `2·hidden` parameters, no counted FLOPs.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub post_norms: bool,
     /// A sparse attention indexer on every layer (DeepSeek-V3.2, GLM-5): each query attends
     /// only the keys it selects (none when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -225,6 +241,24 @@ pub struct Window {
     pub size: u64,
     /// 1-based indices of the windowed layers, strictly increasing.
     pub layers: Vec<u64>,
+}
+
+/// The full-attention layers' own attention shape (Gemma 4): `kv_heads` key/value heads of
+/// width `head_dim`, and queries of `model.heads` heads of that width. With `k_eq_v` the
+/// layer has no value projection: its values are its keys' projection (before the key
+/// norm and RoPE), `hidden·kv_heads·head_dim` fewer parameters and as many fewer
+/// multiply-adds per token; its cache still holds keys and values (they differ after their
+/// norms), `2·kv_heads·head_dim` elements per token and execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FullAttention {
+    /// Key/value heads of the full-attention layers; must divide `model.heads`.
+    pub kv_heads: u64,
+    /// Width of one head of the full-attention layers (queries, keys and values).
+    pub head_dim: u64,
+    /// Whether the values reuse the key projection (no `v_proj`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub k_eq_v: bool,
 }
 
 /// Layers whose token mixer is recurrent: the listed layers run `mixer` in place of the
@@ -328,6 +362,19 @@ pub struct Moe {
     /// FLOPs or parameters, only what a training step saves ([`crate::cost::memory`]).
     #[serde(default, skip_serializing_if = "ExpertActivation::is_swiglu")]
     pub activation: ExpertActivation,
+    /// The router's learned scales (Gemma 4's `router.scale` and `per_expert_scale`): the
+    /// router's input is RMS-normed without a scale, multiplied by `hidden` learned
+    /// per-dimension scales, and each chosen expert's weight by its own learned scale:
+    /// `hidden + experts` parameters per MoE layer, no counted FLOPs (elementwise).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub router_scale: bool,
+    /// Norms of their own around the two branches of the MoE block (Gemma 4: the shared
+    /// expert's output, the routed experts' input and output are RMS-normed,
+    /// `post_feedforward_layernorm_1`, `pre_feedforward_layernorm_2`,
+    /// `post_feedforward_layernorm_2`): `3·hidden` parameters per MoE layer, no counted
+    /// FLOPs. Needs a shared expert.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub branch_norms: bool,
 }
 
 named_enum! {
@@ -342,6 +389,10 @@ named_enum! {
         /// `g = clamp(gate, max = limit)` (`swiglu_limit` and `swiglu_alpha`, 7.0 and 1.702
         /// by default in Transformers' `GptOssConfig`).
         ClampedSwiglu = "clamped_swiglu",
+        /// Gemma's GeGLU with the tanh approximation, `gelu_tanh(gate) · up`
+        /// (`hidden_activation = "gelu_pytorch_tanh"`), in its routed experts and its
+        /// shared (dense) MLP alike.
+        GeluTanh = "gelu_tanh",
     }
 }
 
@@ -492,6 +543,19 @@ impl Model {
         self.recurrent
             .as_ref()
             .map_or(0, |r| self.executions_of(&r.layers))
+    }
+
+    /// Physical layers with a windowed attention.
+    pub fn windowed_layers(&self) -> u64 {
+        self.window.as_ref().map_or(0, |w| w.layers.len() as u64)
+    }
+
+    /// Physical layers with full attention: neither windowed nor recurrent (validated
+    /// disjoint, so this does not wrap for a validated model).
+    pub fn full_attention_layers(&self) -> u64 {
+        self.layers
+            .saturating_sub(self.windowed_layers())
+            .saturating_sub(self.recurrent_layers())
     }
 
     /// Physical layers with a dense FFN.

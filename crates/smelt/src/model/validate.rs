@@ -3,8 +3,8 @@
 //! and no loop runs over an absurd range.
 
 use super::{
-    AttentionBias, GatedDeltaNet, Indexer, Mixer, Mla, Model, ModelSpec, QkNorm, Recurrent,
-    Workload,
+    AttentionBias, FullAttention, GatedDeltaNet, Indexer, Mixer, Mla, Model, ModelSpec, QkNorm,
+    Recurrent, Workload,
 };
 use super::{
     MAX_CONTEXT, MAX_COUNT, MAX_EXPERTS, MAX_HISTOGRAM_TOKENS, MAX_REPEATS, MAX_VOCAB, MAX_WIDTH,
@@ -88,6 +88,13 @@ impl Model {
                 ),
             ));
         }
+        if moe.branch_norms && moe.shared_experts == 0 {
+            return Err(Error::invalid(
+                "model.moe.branch_norms",
+                "norms the shared experts' branch beside the routed experts' (Gemma 4's MoE \
+                 block), so model.moe.shared_experts must be at least 1",
+            ));
+        }
         if moe.shared_gate && moe.shared_experts == 0 {
             return Err(Error::invalid(
                 "model.moe.shared_gate",
@@ -111,12 +118,28 @@ impl Model {
         if let Some(r) = &self.recurrent {
             self.validate_recurrent(r)?;
         }
+        if let Some(fa) = &self.full_attention {
+            self.validate_full_attention(fa)?;
+        }
+        ensure(!(self.v_norm && self.mla.is_some()), "model.v_norm", || {
+            "cannot be combined with [model.mla]: no family norms a latent attention's values"
+                .to_owned()
+        })?;
         ensure(
             !(self.attention_gate && self.mla.is_some()),
             "model.attention_gate",
             || "cannot be combined with [model.mla]: no family gates a latent attention".to_owned(),
         )?;
         at_most("model.mtp_layers", self.mtp_layers, MAX_COUNT)?;
+        ensure(
+            self.mtp_layers == 0 || !(self.post_norms || self.moe.branch_norms),
+            "model.mtp_layers",
+            || {
+                "cannot be combined with model.post_norms or model.moe.branch_norms: no family \
+                 has both, and smelt does not say which norms an MTP module would have"
+                    .to_owned()
+            },
+        )?;
         if let Some(l) = &self.looping {
             positive("model.loop.first", l.first, MAX_COUNT)?;
             positive("model.loop.span", l.span, MAX_COUNT)?;
@@ -231,6 +254,47 @@ impl Model {
         match &r.mixer {
             Mixer::GatedDeltanet(g) => validate_gated_deltanet(g),
         }
+    }
+
+    fn validate_full_attention(&self, fa: &FullAttention) -> Result<()> {
+        positive("model.full_attention.kv_heads", fa.kv_heads, MAX_COUNT)?;
+        positive("model.full_attention.head_dim", fa.head_dim, MAX_WIDTH)?;
+        ensure(
+            self.heads.is_multiple_of(fa.kv_heads),
+            "model.full_attention.kv_heads",
+            || {
+                format!(
+                    "must divide model.heads ({}); got {}",
+                    self.heads, fa.kv_heads
+                )
+            },
+        )?;
+        ensure(
+            self.recurrent.is_none() && !self.attention_gate,
+            "model.full_attention",
+            || {
+                "cannot be combined with [model.recurrent] or model.attention_gate: no family \
+                 has both (Gemma 4 has per-layer attention shapes, the Gated DeltaNet hybrids \
+                 gated attention), and smelt does not count them together"
+                    .to_owned()
+            },
+        )?;
+        ensure(
+            self.mla.is_none() && self.indexer.is_none(),
+            "model.full_attention",
+            || {
+                "cannot be combined with [model.mla] or [model.indexer]: it gives GQA shapes, \
+                 which a latent attention does not have"
+                    .to_owned()
+            },
+        )?;
+        ensure(self.full_attention_layers() > 0, "model.full_attention", || {
+            format!(
+                "describes the full-attention layers, and the model has none (model.window \
+                 lists all {} layers); omit it",
+                self.layers
+            )
+        })
     }
 
     fn validate_indexer(&self, ix: &Indexer) -> Result<()> {

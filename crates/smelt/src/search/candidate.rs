@@ -58,6 +58,10 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
         indexer: base.indexer.clone(),
         attention_gate: base.attention_gate,
         recurrent: base.recurrent.clone(),
+        // A Baseline with Gemma 4's pieces is refused (`Budget::new`); copied as they are.
+        full_attention: base.full_attention.clone(),
+        v_norm: base.v_norm,
+        post_norms: base.post_norms,
         mtp_layers: base.mtp_layers,
         norm_bias: base.norm_bias,
         lm_head_bias: base.lm_head_bias,
@@ -75,6 +79,8 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
             router_bias: base.moe.router_bias,
             expert_bias: base.moe.expert_bias,
             activation: base.moe.activation,
+            router_scale: base.moe.router_scale,
+            branch_norms: base.moe.branch_norms,
         },
         looping: looping.cloned(),
     }
