@@ -355,7 +355,10 @@ fn gemma4_round_trips_and_refuses_what_it_cannot_build() {
     let read = Family::Gemma4Text.keys();
     let map = config.as_object().unwrap();
     for k in map.keys() {
-        assert!(read.contains(&k.as_str()), "exports {k}, which it does not read");
+        assert!(
+            read.contains(&k.as_str()),
+            "exports {k}, which it does not read"
+        );
     }
     assert!(map.get("num_experts_per_tok").is_none());
     assert_eq!(config["top_k_experts"], 8);
@@ -372,7 +375,15 @@ fn gemma4_round_trips_and_refuses_what_it_cannot_build() {
     );
     // A model file round trip keeps every new key.
     let toml = spec.to_toml_string().unwrap();
-    for key in ["[model.full_attention]", "k_eq_v = true", "v_norm = true", "post_norms = true", "router_scale = true", "branch_norms = true", "activation = \"gelu_tanh\""] {
+    for key in [
+        "[model.full_attention]",
+        "k_eq_v = true",
+        "v_norm = true",
+        "post_norms = true",
+        "router_scale = true",
+        "branch_norms = true",
+        "activation = \"gelu_tanh\"",
+    ] {
         assert!(toml.contains(key), "{key} in\n{toml}");
     }
     assert_eq!(ModelSpec::from_toml_str(&toml).unwrap(), spec);
@@ -391,7 +402,10 @@ fn gemma4_round_trips_and_refuses_what_it_cannot_build() {
     refused(&last, &["model.window.layers", "last layer"]);
     let mut own_kv = spec.clone();
     own_kv.model.full_attention.as_mut().unwrap().k_eq_v = false;
-    refused(&own_kv, &["model.full_attention.kv_heads", "attention_k_eq_v"]);
+    refused(
+        &own_kv,
+        &["model.full_attention.kv_heads", "attention_k_eq_v"],
+    );
     let mut two = spec.clone();
     two.model.moe.shared_experts = 2;
     refused(&two, &["exactly one ungated shared expert"]);
@@ -402,7 +416,9 @@ fn gemma4_round_trips_and_refuses_what_it_cannot_build() {
     let e = hf::export(&spec, Family::GptOss).unwrap_err().to_string();
     assert!(e.contains("gpt_oss"), "{e}");
     // The launcher conventions have one attention shape per model.
-    let e = smelt::conventions::launcher_flops(&spec).unwrap_err().to_string();
+    let e = smelt::conventions::launcher_flops(&spec)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("model.full_attention"), "{e}");
 
     // A Gemma 4 Baseline is not matched.
@@ -430,5 +446,8 @@ gqa = {{ min = 1, max = 16 }}
     )
     .unwrap();
     let e = smelt::Budget::load(&budget).unwrap_err().to_string();
-    assert!(e.contains("Gemma 4") && e.contains("model.full_attention"), "{e}");
+    assert!(
+        e.contains("Gemma 4") && e.contains("model.full_attention"),
+        "{e}"
+    );
 }

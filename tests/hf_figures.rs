@@ -564,7 +564,10 @@ fn gemma4_26b_a4b() {
     let fa = m.full_attention.as_ref().unwrap();
     assert_eq!((fa.kv_heads, fa.head_dim, fa.k_eq_v), (2, 512, true));
     let w = m.window.as_ref().unwrap();
-    assert_eq!((w.kind, w.size, w.layers.len()), (WindowKind::Sliding, 1024, 25));
+    assert_eq!(
+        (w.kind, w.size, w.layers.len()),
+        (WindowKind::Sliding, 1024, 25)
+    );
     assert!(w.layers.iter().all(|l| l % 6 != 0));
     assert_eq!((m.moe.shared_experts, m.moe.shared_ffn), (1, 2112));
     assert!(!m.moe.shared_gate);
@@ -583,10 +586,7 @@ fn gemma4_26b_a4b() {
         25 * (2816 * 8192 + 4096 * 2816) + 5 * (2816 * 9216 + 8192 * 2816)
     );
     // Norms: four per layer, three per MoE block, the q/k norms, the final one.
-    assert_eq!(
-        b.norms.0,
-        30 * 7 * 2816 + 25 * 512 + 5 * 1024 + 2816
-    );
+    assert_eq!(b.norms.0, 30 * 7 * 2816 + 25 * 512 + 5 * 1024 + 2816);
     // The router: its projection, 2816 dimension scales and 128 expert scales.
     assert_eq!(b.router.0, 30 * (2816 * 128 + 2816 + 128));
     assert_eq!(b.shared.0, 30 * 3 * 2816 * 2112);

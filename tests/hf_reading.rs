@@ -641,7 +641,10 @@ fn gemma4_refuses_what_it_does_not_describe() {
         &["hidden_size_per_layer_input", "256 when absent"],
     );
     refused(
-        &text("\"num_kv_shared_layers\": 0", "\"num_kv_shared_layers\": 10"),
+        &text(
+            "\"num_kv_shared_layers\": 0",
+            "\"num_kv_shared_layers\": 10",
+        ),
         &["text_config.num_kv_shared_layers", "refuses"],
     );
     refused(

@@ -159,10 +159,7 @@ impl Layer {
                 .map(|_| Norm::new(m, rng))
                 .collect(),
             router_scale: rng.tensor(width(moe && m.moe.router_scale, h)),
-            expert_scale: rng.tensor(width(
-                moe && m.moe.router_scale,
-                m.moe.experts as usize,
-            )),
+            expert_scale: rng.tensor(width(moe && m.moe.router_scale, m.moe.experts as usize)),
         }
     }
 

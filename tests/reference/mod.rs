@@ -535,7 +535,10 @@ fn gemma(
     m.mtp_layers = 0;
     let windowed = m.window.as_ref().map_or(0, |w| w.layers.len() as u64);
     // Full-attention kv heads that divide the query heads.
-    let kv = (1..=kv).rev().find(|k| m.heads % k == 0).unwrap_or(1);
+    let kv = (1..=kv)
+        .rev()
+        .find(|k| m.heads.is_multiple_of(*k))
+        .unwrap_or(1);
     m.full_attention = (windowed < m.layers).then_some(FullAttention {
         kv_heads: kv,
         head_dim,

@@ -132,7 +132,14 @@ impl Config {
             Some(t) => t.clone(),
             // The config class's pattern, its last layer forced to full attention.
             None => (1..=layers)
-                .map(|l| if l % 6 == 0 || l == layers { FULL } else { SLIDING }.to_owned())
+                .map(|l| {
+                    if l % 6 == 0 || l == layers {
+                        FULL
+                    } else {
+                        SLIDING
+                    }
+                    .to_owned()
+                })
                 .collect(),
         };
         if types.len() as u64 != layers {
@@ -264,7 +271,10 @@ pub(super) fn buildable(m: &Model) -> Result<()> {
              builds no loop; write the model file (--format model) instead",
         ));
     }
-    if m.window.as_ref().is_some_and(|w| w.layers.contains(&m.layers)) {
+    if m.window
+        .as_ref()
+        .is_some_and(|w| w.layers.contains(&m.layers))
+    {
         return Err(Error::invalid(
             "model.window.layers",
             format!(

@@ -366,29 +366,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         }
     };
     family.config().refuse(map)?;
-    let mut filled = map.clone();
-    for (key, default) in family.config().defaults() {
-        filled.entry(*key).or_insert_with(|| Value::from(*default));
-    }
-    if family.config().tied_by_default() {
-        filled
-            .entry("tie_word_embeddings")
-            .or_insert(Value::Bool(true));
-    }
-    // A family that names the experts per token otherwise (Gemma 4's `top_k_experts`)
-    // reads that key, and only that key, as the common one.
-    let top_k = family.config().words().top_k;
-    if top_k != family::TOP_K {
-        match filled.get(top_k).filter(|v| !v.is_null()).cloned() {
-            Some(v) => filled.insert(family::TOP_K.to_owned(), v),
-            None => {
-                return Err(Error::invalid(
-                    format!("config.json: {top_k}"),
-                    "missing: the routed experts each token uses",
-                ));
-            }
-        };
-    }
+    let filled = filled(map, family)?;
     let value = &Value::Object(filled);
     let common: Common = read(value)?;
     // Bound the loop counts before any config value is iterated over.
@@ -423,6 +401,35 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         e => in_config_words(e, family),
     })?;
     Ok(spec)
+}
+
+/// `map` with the family's class defaults for absent keys, and its experts per token under
+/// the common key when the family names them otherwise (Gemma 4's `top_k_experts`).
+fn filled(map: &Map<String, Value>, family: Family) -> Result<Map<String, Value>> {
+    let mut filled = map.clone();
+    for (key, default) in family.config().defaults() {
+        filled.entry(*key).or_insert_with(|| Value::from(*default));
+    }
+    if family.config().tied_by_default() {
+        filled
+            .entry("tie_word_embeddings")
+            .or_insert(Value::Bool(true));
+    }
+    // A family that names the experts per token otherwise (Gemma 4's `top_k_experts`)
+    // reads that key, and only that key, as the common one.
+    let top_k = family.config().words().top_k;
+    if top_k != family::TOP_K {
+        match filled.get(top_k).filter(|v| !v.is_null()).cloned() {
+            Some(v) => filled.insert(family::TOP_K.to_owned(), v),
+            None => {
+                return Err(Error::invalid(
+                    format!("config.json: {top_k}"),
+                    "missing: the routed experts each token uses",
+                ));
+            }
+        };
+    }
+    Ok(filled)
 }
 
 /// A multimodal wrapper (`llama4`): its `text_config` as a model of `family`, named after the

@@ -67,40 +67,7 @@ impl Model {
             },
         )?;
         at_most("model.vocab", self.vocab, MAX_VOCAB)?;
-        let moe = &self.moe;
-        positive("model.moe.experts", moe.experts, MAX_EXPERTS)?;
-        positive("model.moe.top_k", moe.top_k, MAX_COUNT)?;
-        positive("model.moe.expert_ffn", moe.expert_ffn, MAX_WIDTH)?;
-        ensure(moe.top_k <= moe.experts, "model.moe.top_k", || {
-            format!(
-                "must not exceed model.moe.experts ({}); got {}",
-                moe.experts, moe.top_k
-            )
-        })?;
-        at_most("model.moe.shared_experts", moe.shared_experts, MAX_COUNT)?;
-        at_most("model.moe.shared_ffn", moe.shared_ffn, MAX_WIDTH)?;
-        if (moe.shared_experts == 0) != (moe.shared_ffn == 0) {
-            return Err(Error::invalid(
-                "model.moe.shared_ffn",
-                format!(
-                    "must be positive exactly when model.moe.shared_experts is (shared_experts = {}, shared_ffn = {})",
-                    moe.shared_experts, moe.shared_ffn
-                ),
-            ));
-        }
-        if moe.branch_norms && moe.shared_experts == 0 {
-            return Err(Error::invalid(
-                "model.moe.branch_norms",
-                "norms the shared experts' branch beside the routed experts' (Gemma 4's MoE \
-                 block), so model.moe.shared_experts must be at least 1",
-            ));
-        }
-        if moe.shared_gate && moe.shared_experts == 0 {
-            return Err(Error::invalid(
-                "model.moe.shared_gate",
-                "gates the shared experts, so model.moe.shared_experts must be at least 1",
-            ));
-        }
+        self.validate_moe()?;
         if let Some(d) = &self.dense {
             positive("model.dense.ffn", d.ffn, MAX_WIDTH)?;
             layer_list("model.dense.layers", &d.layers, self.layers)?;
@@ -256,6 +223,44 @@ impl Model {
         }
     }
 
+    fn validate_moe(&self) -> Result<()> {
+        let moe = &self.moe;
+        positive("model.moe.experts", moe.experts, MAX_EXPERTS)?;
+        positive("model.moe.top_k", moe.top_k, MAX_COUNT)?;
+        positive("model.moe.expert_ffn", moe.expert_ffn, MAX_WIDTH)?;
+        ensure(moe.top_k <= moe.experts, "model.moe.top_k", || {
+            format!(
+                "must not exceed model.moe.experts ({}); got {}",
+                moe.experts, moe.top_k
+            )
+        })?;
+        at_most("model.moe.shared_experts", moe.shared_experts, MAX_COUNT)?;
+        at_most("model.moe.shared_ffn", moe.shared_ffn, MAX_WIDTH)?;
+        if (moe.shared_experts == 0) != (moe.shared_ffn == 0) {
+            return Err(Error::invalid(
+                "model.moe.shared_ffn",
+                format!(
+                    "must be positive exactly when model.moe.shared_experts is (shared_experts = {}, shared_ffn = {})",
+                    moe.shared_experts, moe.shared_ffn
+                ),
+            ));
+        }
+        if moe.branch_norms && moe.shared_experts == 0 {
+            return Err(Error::invalid(
+                "model.moe.branch_norms",
+                "norms the shared experts' branch beside the routed experts' (Gemma 4's MoE \
+                 block), so model.moe.shared_experts must be at least 1",
+            ));
+        }
+        if moe.shared_gate && moe.shared_experts == 0 {
+            return Err(Error::invalid(
+                "model.moe.shared_gate",
+                "gates the shared experts, so model.moe.shared_experts must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+
     fn validate_full_attention(&self, fa: &FullAttention) -> Result<()> {
         positive("model.full_attention.kv_heads", fa.kv_heads, MAX_COUNT)?;
         positive("model.full_attention.head_dim", fa.head_dim, MAX_WIDTH)?;
@@ -288,13 +293,17 @@ impl Model {
                     .to_owned()
             },
         )?;
-        ensure(self.full_attention_layers() > 0, "model.full_attention", || {
-            format!(
-                "describes the full-attention layers, and the model has none (model.window \
+        ensure(
+            self.full_attention_layers() > 0,
+            "model.full_attention",
+            || {
+                format!(
+                    "describes the full-attention layers, and the model has none (model.window \
                  lists all {} layers); omit it",
-                self.layers
-            )
-        })
+                    self.layers
+                )
+            },
+        )
     }
 
     fn validate_indexer(&self, ix: &Indexer) -> Result<()> {
