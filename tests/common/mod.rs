@@ -134,6 +134,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             indexer: None,
             attention_gate: false,
             recurrent: None,
+            blocks: None,
             lm_head_bias: false,
         },
         workload: Workload {

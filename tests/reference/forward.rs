@@ -102,7 +102,14 @@ impl Reference {
         let layers = (0..m.layers)
             .map(|li| {
                 let l = li + 1;
-                Layer::new(&m, rng, dense_layers.contains(&l), recurrent.contains(&l))
+                let blocks = (!m.ffn_only().contains(&l), !m.mixer_only().contains(&l));
+                Layer::new(
+                    &m,
+                    rng,
+                    dense_layers.contains(&l),
+                    recurrent.contains(&l),
+                    blocks,
+                )
             })
             .collect();
         let counting = spec.counting;
@@ -115,7 +122,7 @@ impl Reference {
                         enorm: Norm::new(&m, rng),
                         hnorm: Norm::new(&m, rng),
                         eh_proj: rng.tensor(2 * h * h),
-                        block: Layer::new(&m, rng, false, false),
+                        block: Layer::new(&m, rng, false, false, (true, true)),
                         head_norm: Norm::new(&m, rng),
                         embedding,
                         lm_head,
@@ -209,10 +216,9 @@ impl Reference {
                 scale,
                 sequence: self.context,
             };
-            state += self.layers[li]
-                .delta
-                .as_ref()
-                .map_or(0, |d| d.state() as u64);
+            let layer = &self.layers[li];
+            state += layer.delta.as_ref().map_or(0, |d| d.state() as u64)
+                + layer.mamba.as_ref().map_or(0, |x| x.state() as u64);
             let (kv, touched) = self.layers[li].forward(&run, &mut x, &mut macs);
             cached += kv;
             executions.push(((kv / t) as u64, windowed.map(|w| w.size)));

@@ -698,6 +698,17 @@ pub fn plan(
              the time prediction refuse it",
         ));
     }
+    if model.blocks.is_some() || model.moe.activation == crate::model::ExpertActivation::Relu2 {
+        return Err(Error::invalid(
+            if model.blocks.is_some() {
+                "model.blocks"
+            } else {
+                "model.moe.activation"
+            },
+            "the kernel plan plans a mixer and a gated FFN in every layer: bench and the time \
+             prediction refuse one-block layers and the relu2 MLP",
+        ));
+    }
     if documents.is_empty() || documents.contains(&0) {
         return Err(Error::invalid(
             "documents",

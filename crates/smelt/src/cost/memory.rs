@@ -254,6 +254,8 @@ fn moe_saves(m: &Model) -> Result<(u64, u64, u64)> {
     let gated = match e.activation {
         ExpertActivation::Swiglu => 4,
         ExpertActivation::ClampedSwiglu => 7,
+        // Refused before any count ([`refuse_recurrent`]); what it saves is not modelled.
+        ExpertActivation::Relu2 => 0,
     };
     let routed = product(
         &[e.top_k, 2 * h + product(&[gated, e.expert_ffn], WHAT)?],
@@ -316,8 +318,8 @@ pub(super) fn activations_over(
     })
 }
 
-/// The activation memory does not count recurrent token mixers nor the attention output
-/// gate: an error naming the field for a model with either.
+/// The activation memory does not count recurrent token mixers, the attention output gate,
+/// one-block layers nor the relu2 MLP: an error naming the field for a model with any.
 pub(crate) fn refuse_recurrent(model: &Model) -> Result<()> {
     if let Some(r) = &model.recurrent {
         return Err(crate::Error::invalid(
@@ -336,6 +338,21 @@ pub(crate) fn refuse_recurrent(model: &Model) -> Result<()> {
             "the activation memory does not count the attention output gate (what its \
              sigmoid and product save is not modelled): activations are not reported for this \
              model and cannot be matched",
+        ));
+    }
+    if model.blocks.is_some() {
+        return Err(crate::Error::invalid(
+            "model.blocks",
+            "the activation memory does not count layers with one block (a mixer or an FFN \
+             alone, with one norm): activations are not reported for this model and cannot \
+             be matched",
+        ));
+    }
+    if model.moe.activation == crate::model::ExpertActivation::Relu2 {
+        return Err(crate::Error::invalid(
+            "model.moe.activation",
+            "the activation memory does not count the ungated relu2 MLP (what it saves is \
+             not modelled): activations are not reported for this model and cannot be matched",
         ));
     }
     Ok(())

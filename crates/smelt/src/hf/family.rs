@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 
 use super::support::Support;
 use super::{
-    Common, Parts, deepseek, glm_dsa, gpt_oss, granite, llama4, minimax, mixtral, olmoe, phimoe,
-    qwen, qwen_next,
+    Common, Parts, deepseek, glm_dsa, gpt_oss, granite, llama4, minimax, mixtral, nemotron_h,
+    olmoe, phimoe, qwen, qwen_next,
 };
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -59,6 +59,9 @@ named_enum! {
         Qwen3Next = "qwen3_next",
         /// Qwen3.5's MoE text decoder (Gated DeltaNet layers beside gated attention).
         Qwen3_5MoeText = "qwen3_5_moe_text",
+        /// NVIDIA Nemotron-H and Nemotron 3 Nano (Mamba-2 layers beside attention and MoE
+        /// layers, one block per layer).
+        NemotronH = "nemotron_h",
     }
 }
 
@@ -178,6 +181,7 @@ pub(super) static FAMILIES: &[&dyn FamilyConfig] = &[
     &phimoe::Phimoe,
     &qwen_next::Qwen3Next,
     &qwen_next::Qwen3_5MoeText,
+    &nemotron_h::NemotronH,
 ];
 
 // Every family has its line: `Family::config` indexes this list.

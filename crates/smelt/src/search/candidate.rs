@@ -58,6 +58,7 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
         indexer: base.indexer.clone(),
         attention_gate: base.attention_gate,
         recurrent: base.recurrent.clone(),
+        blocks: base.blocks.clone(),
         mtp_layers: base.mtp_layers,
         norm_bias: base.norm_bias,
         lm_head_bias: base.lm_head_bias,
