@@ -743,9 +743,10 @@ fn a_qwen3_5_style_baseline_matches() {
 }
 
 /// A Nemotron-H-style Baseline (budgets/match-nemotron-3-nano-style.toml: Mamba-2,
-/// attention and MoE one-block layers) matches with the loop recipe, each looped layer
-/// keeping its kind and its one block, within the file's tolerances; the KV budget is the
-/// cache at the context with the convolution and SSM state in it.
+/// attention and MoE one-block layers) matches with a loop of 8 middle layers run twice,
+/// each looped layer keeping its kind and its one block, within the file's tolerances (all
+/// three within 0.5%); the KV budget is the cache at the context with the convolution and
+/// SSM state in it.
 #[test]
 fn a_nemotron_style_baseline_matches() {
     let b = Budget::load(common::budget("match-nemotron-3-nano-style.toml")).unwrap();
@@ -764,6 +765,6 @@ fn a_nemotron_style_baseline_matches() {
         kv.elements.0 * looped.workload.context + state.elements.0
     );
     for kind in [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv] {
-        assert!(report.residuals[kind].abs() <= 0.05, "{kind:?}");
+        assert!(report.residuals[kind].abs() <= 0.005, "{kind:?}");
     }
 }

@@ -467,7 +467,7 @@ fn mamba_hybrid(
         return None;
     }
     let (mixer_only, ffn_only, dense) = (pick(&[0, 1]), pick(&[2, 3]), pick(&[3]));
-    m.recurrent = (!mamba.is_empty()).then(|| Recurrent {
+    m.recurrent = (!mamba.is_empty()).then_some(Recurrent {
         layers: mamba,
         mixer: Mixer::Mamba2(Mamba2 {
             heads,

@@ -671,15 +671,9 @@ fn lengths(documents: &[u64]) -> std::collections::BTreeMap<u64, u64> {
     out
 }
 
-/// The plan of the layer stack of `model` on `documents`, with `routing`: each kind of
-/// layer planned once, its launches counted once per execution.
-pub fn plan(
-    model: &Model,
-    documents: &[u64],
-    attention: Attention,
-    routing: Routing,
-) -> Result<Plan> {
-    model.validate()?;
+/// What the kernel plan does not plan, refused by name: recurrent mixers, the attention
+/// output gate, one-block layers and the relu2 MLP.
+fn refuse_unplanned(model: &Model) -> Result<()> {
     if let Some(r) = &model.recurrent {
         return Err(Error::invalid(
             "model.recurrent",
@@ -709,6 +703,19 @@ pub fn plan(
              prediction refuse one-block layers and the relu2 MLP",
         ));
     }
+    Ok(())
+}
+
+/// The plan of the layer stack of `model` on `documents`, with `routing`: each kind of
+/// layer planned once, its launches counted once per execution.
+pub fn plan(
+    model: &Model,
+    documents: &[u64],
+    attention: Attention,
+    routing: Routing,
+) -> Result<Plan> {
+    model.validate()?;
+    refuse_unplanned(model)?;
     if documents.is_empty() || documents.contains(&0) {
         return Err(Error::invalid(
             "documents",

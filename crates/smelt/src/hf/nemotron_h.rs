@@ -221,7 +221,7 @@ impl Config {
                 },
                 false,
             )),
-            dense: (!dense.is_empty()).then(|| Dense {
+            dense: (!dense.is_empty()).then_some(Dense {
                 layers: dense,
                 ffn: self.intermediate_size,
             }),

@@ -108,21 +108,7 @@ impl Model {
         if let Some(ix) = &self.indexer {
             self.validate_indexer(ix)?;
         }
-        if let Some(r) = &self.recurrent {
-            self.validate_recurrent(r)?;
-        }
-        if let Some(b) = &self.blocks {
-            self.validate_blocks(b)?;
-        }
-        ensure(
-            !(moe.activation == ExpertActivation::Relu2 && moe.expert_bias),
-            "model.moe.expert_bias",
-            || {
-                "cannot be combined with activation = \"relu2\": no family biases the \
-                 ungated experts, and smelt does not count it"
-                    .to_owned()
-            },
-        )?;
+        self.validate_hybrid()?;
         ensure(
             !(self.attention_gate && self.mla.is_some()),
             "model.attention_gate",
@@ -265,6 +251,25 @@ impl Model {
             Mixer::GatedDeltanet(g) => validate_gated_deltanet(g),
             Mixer::Mamba2(m) => validate_mamba2(m),
         }
+    }
+
+    /// The recurrent layers, one-block layers and the relu2 MLP.
+    fn validate_hybrid(&self) -> Result<()> {
+        if let Some(r) = &self.recurrent {
+            self.validate_recurrent(r)?;
+        }
+        if let Some(b) = &self.blocks {
+            self.validate_blocks(b)?;
+        }
+        ensure(
+            !(self.moe.activation == ExpertActivation::Relu2 && self.moe.expert_bias),
+            "model.moe.expert_bias",
+            || {
+                "cannot be combined with activation = \"relu2\": no family biases the \
+                 ungated experts, and smelt does not count it"
+                    .to_owned()
+            },
+        )
     }
 
     fn validate_blocks(&self, b: &Blocks) -> Result<()> {
