@@ -527,6 +527,51 @@ fn qwen3_next_80b_a3b() {
     assert_eq!(s.elements.0, 36 * (8192 * 4 + 32 * 128 * 128));
 }
 
+/// NVIDIA Nemotron 3 Nano 30B-A3B ("31.6B total, 3.2B active", NVIDIA's release; 3.6B
+/// with the embedding): 52 one-block layers, `MEMEM*EMEMEM*...` (23 Mamba-2, 6 attention,
+/// 23 MoE); Mamba-2 of 64 heads of 64, state 128, 8 groups, 4 taps, chunks of 128; 32
+/// attention heads of 128 with 2 KV heads; 128 relu2 experts of 1856, top-6, one shared of
+/// 3712. smelt: 31,577,937,344 with the embedding and the untied head (Transformers 5.24's
+/// `NemotronHForCausalLM` on the meta device: the same, python/tests/test_mamba2.py), 3.23B
+/// active without the embedding, 3.58B with it.
+#[test]
+fn nemotron_3_nano_30b_a3b() {
+    let spec = load("nemotron-3-nano-30b-a3b.json");
+    let m = &spec.model;
+    let r = m.recurrent.as_ref().unwrap();
+    assert_eq!(r.layers.len(), 23);
+    let b = m.blocks.as_ref().unwrap();
+    assert_eq!((b.mixer_only.len(), b.ffn_only.len()), (29, 23));
+    assert_eq!(m.moe.activation, smelt::ExpertActivation::Relu2);
+    let c = smelt::cost(&spec).unwrap();
+    assert_eq!(c.params.total.0, 31_577_937_344);
+    assert_eq!(billions(c.params.total.0, 1), "31.6");
+    assert_eq!(billions(active_without_embedding(&c), 1), "3.2");
+    assert_eq!(billions(c.params.active.0, 1), "3.6");
+    // Per Mamba-2 layer: in_proj 2688·(4096 + 6144 + 64) (z, x·B·C, dt), the conv
+    // 6144·4 and its bias 6144, A_log, D and dt_bias 3·64, the gated norm 4096, out_proj
+    // 4096·2688.
+    let per = 2688 * (4096 + 6144 + 64) + 6144 * 4 + 6144 + 3 * 64 + 4096 + 4096 * 2688;
+    assert_eq!(c.params.breakdown.recurrent.0, 23 * per);
+    // One norm per layer and the final one.
+    assert_eq!(c.params.breakdown.norms.0, 53 * 2688);
+    // KV only on the 6 attention layers; the state: conv 6144·4 and SSM 64·64·128.
+    assert_eq!(c.kv_cache_per_token.elements.0, 6 * 2 * 2 * 128);
+    let s = c.kv_cache_per_token.recurrent_state.unwrap();
+    assert_eq!(s.elements.0, 23 * (6144 * 4 + 64 * 64 * 128));
+    assert_eq!(s.kind, "mamba2");
+    // At the 4096-token context: the conv over 4099 outputs, the SSD scan over 32 chunks of
+    // 128 (33 state slots), per layer.
+    let ssd: u64 = 4099 * 6144 * 4
+        + 4096 * 64 * (128 * 128 + 128 * 64 + 2 * 128 * 64)
+        + 33 * 33 * 64 * 128 * 64;
+    let core = c.flops_per_token.forward_breakdown.recurrent_core;
+    assert_eq!(
+        core.checked_mul(4096).unwrap().as_integer(),
+        Some(2 * 23 * ssd)
+    );
+}
+
 /// Qwen3.5-397B-A17B ("397B total, 17B active", Qwen3.5 release), read from its
 /// `qwen3_5_moe` wrapper's `text_config`: 396,346,350,336 for the text decoder (the vision
 /// encoder is not counted), Transformers' `Qwen3_5MoeForCausalLM` count on the meta device;

@@ -129,7 +129,8 @@ fn what_the_cost_model_cannot_describe_is_refused() {
     for (family, why) in [
         ("qwen3_5", "dense MLP on every layer"),
         ("qwen3_5_text", "no experts"),
-        ("nemotron_h", "Mamba"),
+        ("jamba", "read only from nemotron_h"),
+        ("granitemoehybrid", "read only from nemotron_h"),
         ("minimax", "lightning (linear) attention"),
     ] {
         refused(
@@ -740,4 +741,114 @@ fn gemma4_refuses_what_it_does_not_describe() {
     let plain = hf::import(&derived.to_string(), ModelSpec::default_workload()).unwrap();
     assert_eq!(plain.model.full_attention, None);
     assert_eq!(plain.model.kv_heads, 8);
+}
+
+/// Nemotron-H reads its layers from `layers_block_type` (or `layer_types`, legacy names
+/// included), else from `hybrid_override_pattern`, one block per layer; what its code does
+/// not build as smelt counts is refused with the key; the export writes the list back and
+/// reads back as the same model.
+#[test]
+fn nemotron_h_layers_are_read_from_the_block_pattern() {
+    let nano = config_text("nemotron-3-nano-30b-a3b.json");
+    let pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+    let w = ModelSpec::default_workload;
+    let base = hf::import(&nano, w()).unwrap();
+    let names = |legacy: bool| -> Vec<String> {
+        pattern
+            .chars()
+            .map(|c| {
+                match (c, legacy) {
+                    ('M', false) => "\"linear_attention\"",
+                    ('M', true) => "\"mamba\"",
+                    ('*', false) => "\"full_attention\"",
+                    ('*', true) => "\"attention\"",
+                    ('-', _) => "\"mlp\"",
+                    _ => "\"moe\"",
+                }
+                .to_owned()
+            })
+            .collect()
+    };
+    for (key, legacy) in [("layers_block_type", false), ("layer_types", true)] {
+        let listed = nano.replace(
+            &format!("\"hybrid_override_pattern\": \"{pattern}\""),
+            &format!("\"{key}\": [{}]", names(legacy).join(", ")),
+        );
+        assert_eq!(hf::import(&listed, w()).unwrap().model, base.model, "{key}");
+    }
+    // An MLP layer in place of the first MoE layer: a dense relu2 MLP of intermediate_size.
+    let mlp = hf::import(&nano.replacen("MEMEM*", "M-MEM*", 1), w()).unwrap();
+    assert_eq!(mlp.model.dense.as_ref().unwrap().layers, vec![2]);
+    let (a, b) = (smelt::cost(&base).unwrap(), smelt::cost(&mlp).unwrap());
+    let moe = 128 * 2 * 2688 * 1856 + 128 * 2688 + 2 * 2688 * 3712;
+    assert_eq!(a.params.total.0 - b.params.total.0, moe - 2 * 2688 * 1856);
+    // The legacy Mamba keys are read first, as NemotronHConfig reads them.
+    let legacy = hf::import(
+        &nano.replace("\"n_groups\": 8", "\"n_groups\": 8, \"mamba_n_groups\": 4"),
+        w(),
+    )
+    .unwrap();
+    match &legacy.model.recurrent.as_ref().unwrap().mixer {
+        smelt::Mixer::Mamba2(x) => assert_eq!(x.groups, 4),
+        other => panic!("{other:?}"),
+    }
+    refused(
+        &nano.replace(
+            pattern,
+            "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEMX",
+        ),
+        &["hybrid_override_pattern", "character 51", "'X'"],
+    );
+    refused(
+        &nano.replace(pattern, "MEM"),
+        &["num_hidden_layers", "(3)", "52"],
+    );
+    refused(
+        &nano
+            .replace("\"num_hidden_layers\": 52", "\"num_hidden_layers\": 6")
+            .replace(pattern, "M*M*M-"),
+        &["hybrid_override_pattern", "no MoE"],
+    );
+    refused(
+        &nano.replace("\"mlp_bias\": false", "\"mlp_bias\": true"),
+        &["mlp_bias", "refuses"],
+    );
+    refused(
+        &nano.replace(
+            "\"n_group\": 1",
+            "\"n_group\": 1, \"moe_latent_size\": 1024",
+        ),
+        &["moe_latent_size", "latent"],
+    );
+    refused(
+        &nano.replace(
+            "\"tie_word_embeddings\": false",
+            "\"tie_word_embeddings\": true",
+        ),
+        &["tie_word_embeddings", "never ties"],
+    );
+    refused(
+        &nano.replace(
+            "\"mlp_hidden_act\": \"relu2\"",
+            "\"mlp_hidden_act\": \"silu\"",
+        ),
+        &["mlp_hidden_act", "silu"],
+    );
+    refused(
+        &nano.replace("\"n_groups\": 8", "\"n_groups\": 5"),
+        &["n_groups", "must divide mamba_num_heads (64)"],
+    );
+    // The export names every layer's block and reads back as the same model.
+    let exported = hf::export(&base, Family::NemotronH).unwrap();
+    let list = exported["layers_block_type"].as_array().unwrap();
+    assert_eq!(list.len(), 52);
+    assert_eq!(list[5], "full_attention");
+    assert_eq!(hf::family_of(&base), Family::NemotronH);
+    let back = hf::import_value(&exported, w()).unwrap();
+    assert_eq!(back.model, base.model);
+    // Other families cannot express Mamba-2 or one-block layers.
+    let e = hf::export(&base, Family::Qwen3Next)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot express"), "{e}");
 }

@@ -626,17 +626,54 @@ fn hybrid_budget(
     if layers.is_empty() || layers.len() as u64 == m.layers {
         return None;
     }
+    // With `gate` off, every other case is Nemotron-H-like instead: Mamba-2 mixers of
+    // `(heads nk·group, width dk, state dv, groups nk, taps, chunk 2)`, those layers
+    // mixer-only (but dense ones), relu2 MLPs.
+    let mamba = !gate && mask % 2 == 1;
+    let dense = m.dense.as_ref().map_or(Vec::new(), |d| d.layers.clone());
+    if mamba {
+        m.blocks = Some(smelt::Blocks {
+            mixer_only: layers
+                .iter()
+                .copied()
+                .filter(|l| !dense.contains(l))
+                .collect(),
+            ffn_only: Vec::new(),
+        })
+        .filter(|b| !b.mixer_only.is_empty());
+        m.moe.activation = smelt::ExpertActivation::Relu2;
+        m.moe.expert_bias = false;
+        m.mtp_layers = 0;
+        m.indexer = None;
+    }
     m.recurrent = Some(smelt::Recurrent {
         layers,
-        mixer: smelt::Mixer::GatedDeltanet(smelt::GatedDeltaNet {
-            key_heads: nk,
-            value_heads: nk * group,
-            key_head_dim: dk,
-            value_head_dim: dv,
-            conv_kernel: taps,
-        }),
+        mixer: if mamba {
+            smelt::Mixer::Mamba2(smelt::Mamba2 {
+                heads: nk * group,
+                head_dim: dk,
+                state: dv,
+                groups: nk,
+                conv_kernel: taps,
+                chunk: 2,
+                conv_bias: true,
+                proj_bias: false,
+            })
+        } else {
+            smelt::Mixer::GatedDeltanet(smelt::GatedDeltaNet {
+                key_heads: nk,
+                value_heads: nk * group,
+                key_head_dim: dk,
+                value_head_dim: dv,
+                conv_kernel: taps,
+            })
+        },
     });
     m.attention_gate = gate;
+    if base.validate().is_err() {
+        // A Nemotron-H-like case without a MoE layer left.
+        return None;
+    }
     let weights = Weights::new(PerBudget::from_fn(|k| match k {
         BudgetKind::Activations => 0.0,
         k => b.weights()[k],
@@ -652,9 +689,9 @@ fn hybrid_budget(
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(192))]
 
-    /// Hybrid Baselines (Gated DeltaNet layers, each looped layer keeping its kind; the
-    /// KV budget per token or, with the recurrent state, at the context): the solver's top 3
-    /// are brute force's, in order.
+    /// Hybrid Baselines (Gated DeltaNet or Mamba-2 layers, the latter mixer-only with relu2
+    /// MLPs, each looped layer keeping its kind; the KV budget per token or, with the
+    /// recurrent state, at the context): the solver's top 3 are brute force's, in order.
     #[test]
     fn hybrid_solver_equals_brute_force(
         b in arb_budget(),
@@ -672,6 +709,7 @@ proptest! {
                 for (c, (m, s, _)) in sol.ranked.iter().zip(&brute) {
                     prop_assert!(same(c, m, s), "solver {:?} {:?}\nbrute {:?} {:?}", c.model, c.score, m, s);
                     prop_assert_eq!(&c.model.recurrent, &b.baseline().model.recurrent);
+                    prop_assert_eq!(&c.model.blocks, &b.baseline().model.blocks);
                 }
             }
             Err(e) => {
@@ -701,5 +739,32 @@ fn a_qwen3_5_style_baseline_matches() {
     );
     for kind in [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv] {
         assert!(report.residuals[kind].abs() <= 0.05, "{kind:?}");
+    }
+}
+
+/// A Nemotron-H-style Baseline (budgets/match-nemotron-3-nano-style.toml: Mamba-2,
+/// attention and MoE one-block layers) matches with a loop of 8 middle layers run twice,
+/// each looped layer keeping its kind and its one block, within the file's tolerances (all
+/// three within 0.5%); the KV budget is the cache at the context with the convolution and
+/// SSM state in it.
+#[test]
+fn a_nemotron_style_baseline_matches() {
+    let b = Budget::load(common::budget("match-nemotron-3-nano-style.toml")).unwrap();
+    let report = smelt::match_budget(&b, 1).unwrap();
+    assert!(report.within_tolerance, "{:?}", report.residuals);
+    let (base, looped) = (&report.baseline, &report.looped);
+    assert_eq!(looped.model.recurrent, base.model.recurrent);
+    assert_eq!(looped.model.blocks, base.model.blocks);
+    assert_eq!(looped.model.moe.activation, smelt::ExpertActivation::Relu2);
+    assert!(looped.model.looping.is_some());
+    let kv = smelt::cost::kv_cache(&looped.model, &looped.workload, &looped.counting).unwrap();
+    let state = kv.recurrent_state.unwrap();
+    assert_eq!(state.kind, "mamba2");
+    assert_eq!(
+        report.budgets.looped.kv.0,
+        kv.elements.0 * looped.workload.context + state.elements.0
+    );
+    for kind in [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv] {
+        assert!(report.residuals[kind].abs() <= 0.005, "{kind:?}");
     }
 }

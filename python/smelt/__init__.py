@@ -518,7 +518,8 @@ def import_hf(config: Source) -> ModelDict:
     Families (model_type): mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3,
     deepseek_v32, kimi_k2, glm4_moe, glm_moe_dsa, gpt_oss, minimax_m2, llama4_text (and a
     llama4 wrapper's text decoder), granitemoe, phimoe, qwen3_next, qwen3_5_moe_text (and a
-    qwen3_5_moe wrapper's text decoder), gemma4_text (and a gemma4 wrapper's text decoder).
+    qwen3_5_moe wrapper's text decoder), gemma4_text (and a gemma4 wrapper's text decoder),
+    nemotron_h.
     `families()` gives each with what it is.
     """
     return _loads(_smelt.import_hf(_source("config", config)))

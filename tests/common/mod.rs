@@ -139,6 +139,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             full_attention: None,
             v_norm: false,
             post_norms: false,
+            blocks: None,
             lm_head_bias: false,
         },
         workload: Workload {

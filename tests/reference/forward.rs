@@ -105,7 +105,8 @@ impl Reference {
                 let l = li + 1;
                 let (dense, recurrent) = (dense_layers.contains(&l), recurrent.contains(&l));
                 let full = !recurrent && !windowed.contains(&l);
-                Layer::new(&m, rng, dense, recurrent, full)
+                let blocks = (!m.ffn_only().contains(&l), !m.mixer_only().contains(&l));
+                Layer::new(&m, rng, dense, recurrent, full, blocks)
             })
             .collect();
         let counting = spec.counting;
@@ -118,7 +119,7 @@ impl Reference {
                         enorm: Norm::new(&m, rng),
                         hnorm: Norm::new(&m, rng),
                         eh_proj: rng.tensor(2 * h * h),
-                        block: Layer::new(&m, rng, false, false, true),
+                        block: Layer::new(&m, rng, false, false, true, (true, true)),
                         head_norm: Norm::new(&m, rng),
                         embedding,
                         lm_head,
@@ -212,10 +213,9 @@ impl Reference {
                 scale,
                 sequence: self.context,
             };
-            state += self.layers[li]
-                .delta
-                .as_ref()
-                .map_or(0, |d| d.state() as u64);
+            let layer = &self.layers[li];
+            state += layer.delta.as_ref().map_or(0, |d| d.state() as u64)
+                + layer.mamba.as_ref().map_or(0, |x| x.state() as u64);
             let (kv, touched) = self.layers[li].forward(&run, &mut x, &mut macs);
             cached += kv;
             executions.push(((kv / t) as u64, windowed.map(|w| w.size)));

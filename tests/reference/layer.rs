@@ -6,12 +6,14 @@ use smelt::{Attention, AttentionBias, ExpertActivation, Model, QkNorm, WindowKin
 use smelt::ActivationPolicy::{Eager, Flash, Full, Selective};
 
 use super::delta::DeltaNet;
+use super::mamba::MambaMixer;
 use super::parts::{
     Expert, Indexer, KEPT, Latent, Macs, Norm, Part, Rng, add_bias, matmul, rmsnorm,
 };
 
 pub struct Layer {
-    pub attn_norm: Norm,
+    /// The mixer's norm (none in an FFN-only layer).
+    pub attn_norm: Option<Norm>,
     /// GQA projections (empty with MLA).
     pub wq: Vec<f64>,
     pub wk: Vec<f64>,
@@ -32,7 +34,9 @@ pub struct Layer {
     pub wg: Vec<f64>,
     /// A recurrent layer's mixer, in place of the attention block.
     pub delta: Option<DeltaNet>,
-    pub ffn_norm: Norm,
+    pub mamba: Option<MambaMixer>,
+    /// The FFN's norm (none in a mixer-only layer).
+    pub ffn_norm: Option<Norm>,
     /// MoE layers: router (and its bias), routed and shared experts, shared gate (all
     /// empty in a dense layer).
     pub router: Vec<f64>,
@@ -60,8 +64,16 @@ pub struct Layer {
 impl Layer {
     /// A layer of `m`: dense-FFN or MoE, with attention or (`recurrent`) the model's
     /// recurrent mixer; a `full` attention layer has `[model.full_attention]`'s shape when
-    /// the model gives one.
-    pub fn new(m: &Model, rng: &mut Rng, dense: bool, recurrent: bool, full: bool) -> Self {
+    /// the model gives one; without its mixer (`!mixer`) or its FFN (`!ffn`) for a one-block
+    /// layer.
+    pub fn new(
+        m: &Model,
+        rng: &mut Rng,
+        dense: bool,
+        recurrent: bool,
+        full: bool,
+        (mixer, ffn): (bool, bool),
+    ) -> Self {
         let h = m.hidden as usize;
         let (kvh, d, k_eq_v) = match &m.full_attention {
             Some(fa) if full => (fa.kv_heads as usize, fa.head_dim as usize, fa.k_eq_v),
@@ -70,9 +82,9 @@ impl Layer {
         let heads = m.heads as usize;
         let (q, kv) = (heads * d, kvh * d);
         let (f, fs) = (m.moe.expert_ffn as usize, m.moe.shared_ffn as usize);
-        let attends = !recurrent;
+        let attends = !recurrent && mixer;
         let (q_norm, k_norm) = match m.qk_norm {
-            _ if recurrent => (0, 0),
+            _ if !attends => (0, 0),
             QkNorm::None => (0, 0),
             QkNorm::PerHead => (d, d),
             QkNorm::Full => (q, kv),
@@ -84,7 +96,15 @@ impl Layer {
         };
         let gqa = m.mla.is_none() && attends;
         let (qkv_bias, o_bias) = (qkv_bias && attends, o_bias && attends);
-        let moe = !dense;
+        let moe = !dense && ffn;
+        let dense = dense && ffn;
+        let recurrent = recurrent && mixer;
+        let act = m.moe.activation;
+        let plain = if act == ExpertActivation::Relu2 {
+            act
+        } else {
+            ExpertActivation::Swiglu
+        };
         let width = |on: bool, n: usize| if on { n } else { 0 };
         let latent = m.mla.as_ref().map(|a| {
             let (rq, r) = (a.q_lora_rank as usize, a.kv_lora_rank as usize);
@@ -105,7 +125,7 @@ impl Layer {
             }
         });
         Layer {
-            attn_norm: Norm::new(m, rng),
+            attn_norm: mixer.then(|| Norm::new(m, rng)),
             wq: rng.tensor(width(gqa, h * q)),
             wk: rng.tensor(width(gqa, h * kv)),
             wv: rng.tensor(width(gqa && !k_eq_v, h * kv)),
@@ -124,20 +144,26 @@ impl Layer {
                 .recurrent
                 .as_ref()
                 .filter(|_| recurrent)
-                .map(|r| match &r.mixer {
-                    smelt::Mixer::GatedDeltanet(g) => DeltaNet::new(m, g, rng),
+                .and_then(|r| match &r.mixer {
+                    smelt::Mixer::GatedDeltanet(g) => Some(DeltaNet::new(m, g, rng)),
+                    smelt::Mixer::Mamba2(_) => None,
                 }),
-            ffn_norm: Norm::new(m, rng),
+            mamba: m
+                .recurrent
+                .as_ref()
+                .filter(|_| recurrent)
+                .and_then(|r| match &r.mixer {
+                    smelt::Mixer::Mamba2(x) => Some(MambaMixer::new(m, x, rng)),
+                    smelt::Mixer::GatedDeltanet(_) => None,
+                }),
+            ffn_norm: ffn.then(|| Norm::new(m, rng)),
             router: rng.tensor(width(moe, h * m.moe.experts as usize)),
             router_bias: rng.tensor(width(moe && m.moe.router_bias, m.moe.experts as usize)),
             experts: (0..width(moe, m.moe.experts as usize))
-                .map(|_| {
-                    let clamped = m.moe.activation == ExpertActivation::ClampedSwiglu;
-                    Expert::new(rng, h, f, m.moe.expert_bias, clamped)
-                })
+                .map(|_| Expert::new(rng, h, f, m.moe.expert_bias, act))
                 .collect(),
             shared: (0..width(moe, m.moe.shared_experts as usize))
-                .map(|_| Expert::new(rng, h, fs, false, false))
+                .map(|_| Expert::new(rng, h, fs, false, plain))
                 .collect(),
             shared_gate: rng.tensor(width(moe && m.moe.shared_gate, h)),
             dense: dense.then(|| {
@@ -146,7 +172,7 @@ impl Layer {
                     h,
                     m.dense.as_ref().map_or(0, |d| d.ffn) as usize,
                     false,
-                    false,
+                    plain,
                 )
             }),
             kv_heads: kvh,
@@ -182,13 +208,14 @@ impl Layer {
         .iter()
         .map(|v| v.len())
         .sum::<usize>()
-            + self.attn_norm.params()
-            + self.ffn_norm.params()
+            + self.attn_norm.as_ref().map_or(0, Norm::params)
+            + self.ffn_norm.as_ref().map_or(0, Norm::params)
             + self.post_norms.iter().map(Norm::params).sum::<usize>()
             + self.branch_norms.iter().map(Norm::params).sum::<usize>()
             + self.latent.as_ref().map_or(0, Latent::params)
             + self.indexer.as_ref().map_or(0, Indexer::params)
             + self.delta.as_ref().map_or(0, DeltaNet::params)
+            + self.mamba.as_ref().map_or(0, MambaMixer::params)
     }
 
     /// Every parameter of the layer.
@@ -403,8 +430,18 @@ impl Layer {
         let heads = m.heads as usize;
         // Full recomputation keeps this input; the others keep what each op saves.
         macs.saved.save(Part::LayerInputs, x.len(), &[Full]);
+        let Some(attn_norm) = &self.attn_norm else {
+            return (0, self.ffn(run, x, macs));
+        };
         macs.saved.save(Part::Norms, x.len(), KEPT);
-        let hn = self.attn_norm.apply(x, h);
+        let hn = attn_norm.apply(x, h);
+        if let Some(mb) = &self.mamba {
+            let y = mb.forward(h, &hn, run.sequence, &mut macs.delta);
+            for (xv, yv) in x.iter_mut().zip(&y) {
+                *xv += run.scale * yv;
+            }
+            return (0, self.ffn(run, x, macs));
+        }
         if let Some(d) = &self.delta {
             let y = d.forward(h, &hn, run.sequence, &mut macs.delta);
             for (xv, yv) in x.iter_mut().zip(&y) {
@@ -508,8 +545,11 @@ impl Layer {
         let m = run.m;
         let t: usize = run.docs.iter().sum();
         let h = m.hidden as usize;
+        let Some(ffn_norm) = &self.ffn_norm else {
+            return self.attention_and_norms();
+        };
         macs.saved.save(Part::Norms, x.len(), KEPT);
-        let hn = self.ffn_norm.apply(x, h);
+        let hn = ffn_norm.apply(x, h);
         macs.saved.save(Part::FfnInput, hn.len(), KEPT);
         if let Some(dense) = &self.dense {
             let fd = m.dense.as_ref().map_or(0, |d| d.ffn) as usize;

@@ -4,9 +4,10 @@
 //! chunked windows on chosen layers, a sparse attention indexer that scores the keys and
 //! keeps the top k for the core, top-k routing (with a router bias) to SwiGLU experts
 //! (with biases), shared experts with or without a sigmoid gate, dense-FFN layers, the
-//! loop executed as configured, an LM head, multi-token-prediction modules; Gemma 4's
-//! full-attention layers of their own shape, with values from the key projection, its value
-//! norm, post norms, MoE branch norms and router scales), which
+//! loop executed as configured, an LM head, multi-token-prediction modules, Gated DeltaNet and
+//! Mamba-2 mixers, one-block layers and ungated relu2 MLPs; Gemma 4's full-attention layers
+//! of their own shape, with values from the key projection, its value norm, post norms, MoE
+//! branch norms and router scales), which
 //! *counts* every multiply-add it performs, every parameter it allocates and every KV-cache
 //! element it stores. Property tests check the analytic counts against it, exactly.
 //!
@@ -15,13 +16,14 @@
 mod delta;
 mod forward;
 mod layer;
+mod mamba;
 mod parts;
 
 use proptest::prelude::*;
 use smelt::{
-    ActivationPolicy, Attention, AttentionBias, Counting, Dense, ExpertActivation, FullAttention,
-    GatedDeltaNet, Indexer, KvCount, Loop, Mixer, Model, ModelSpec, Moe, QkNorm, Recurrent,
-    WindowKind, Workload,
+    ActivationPolicy, Attention, AttentionBias, Blocks, Counting, Dense, ExpertActivation,
+    FullAttention, GatedDeltaNet, Indexer, KvCount, Loop, Mamba2, Mixer, Model, ModelSpec, Moe,
+    QkNorm, Recurrent, WindowKind, Workload,
 };
 
 use forward::Reference;
@@ -170,6 +172,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     full_attention: None,
                     v_norm: false,
                     post_norms: false,
+                    blocks: None,
                     moe: Moe {
                         experts,
                         top_k: top_k.index(experts as usize) as u64 + 1,
@@ -430,6 +433,184 @@ proptest! {
         prop_assert!(cost.activations.policies.is_empty());
         prop_assert!(cost.activations.refused.is_some());
     }
+}
+
+/// A Nemotron-H-style hybrid of `spec`: layer `l` takes kind `kinds / 6^(l-1) % 6`, one of
+/// Mamba-2 alone, attention alone, the MoE alone, a dense MLP alone, Mamba-2 with the MoE,
+/// attention with the MoE; a Mamba-2 mixer of `(heads, head_dim, state, groups = heads or 1,
+/// taps, chunk, conv bias, projection biases)`; every MLP ungated (relu2) when `relu2`.
+/// Windows, the query latent, the indexer and MTP dropped (no family has them with these);
+/// the context set to the batch's tokens. `None` without an attention or a MoE layer.
+fn mamba_hybrid(
+    mut spec: ModelSpec,
+    docs: &[usize],
+    kinds: u64,
+    (heads, d, n, all_groups, taps, chunk, conv_bias, proj_bias): (
+        u64,
+        u64,
+        u64,
+        bool,
+        u64,
+        u64,
+        bool,
+        bool,
+    ),
+    relu2: bool,
+) -> Option<ModelSpec> {
+    let m = &mut spec.model;
+    if m.mla.is_some() {
+        m.mla = None;
+        m.kv_heads = 1;
+        m.head_dim = 2;
+    }
+    m.indexer = None;
+    m.window = None;
+    m.mtp_layers = 0;
+    let kind = |l: u64| kinds / 6u64.pow(l as u32 - 1) % 6;
+    let pick =
+        |ks: &[u64]| -> Vec<u64> { (1..=m.layers).filter(|&l| ks.contains(&kind(l))).collect() };
+    let (mamba, attention, moe) = (pick(&[0, 4]), pick(&[1, 5]), pick(&[2, 4, 5]));
+    if attention.is_empty() || moe.is_empty() {
+        return None;
+    }
+    let (mixer_only, ffn_only, dense) = (pick(&[0, 1]), pick(&[2, 3]), pick(&[3]));
+    m.recurrent = (!mamba.is_empty()).then_some(Recurrent {
+        layers: mamba,
+        mixer: Mixer::Mamba2(Mamba2 {
+            heads,
+            head_dim: d,
+            state: n,
+            groups: if all_groups { heads } else { 1 },
+            conv_kernel: taps,
+            chunk,
+            conv_bias,
+            proj_bias,
+        }),
+    });
+    m.blocks = (!(mixer_only.is_empty() && ffn_only.is_empty())).then_some(Blocks {
+        mixer_only,
+        ffn_only,
+    });
+    let ffn = m.dense.as_ref().map_or(2, |x| x.ffn);
+    m.dense = (!dense.is_empty()).then_some(Dense { layers: dense, ffn });
+    if relu2 {
+        m.moe.activation = ExpertActivation::Relu2;
+        m.moe.expert_bias = false;
+    }
+    spec.workload.context = docs.iter().sum::<usize>() as u64;
+    spec.validate().unwrap();
+    Some(spec)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Mamba-2 hybrids with one-block layers (Nemotron-H's structure), looped or not, relu2
+    /// MLPs or not: the analytic parameters, FLOPs by component (the SSD scan's
+    /// contractions and the convolution as `recurrent_core`), KV per token and the cache at
+    /// the context (the convolution and SSM state included) equal the reference's counts,
+    /// exactly; the context spans one to several chunks.
+    #[test]
+    fn mamba_hybrid_counts_equal_counted_execution(
+        (spec, repeat) in arb_spec(),
+        kinds in 0u64..1296,
+        shapes in (1u64..=4, 1u64..=3, 1u64..=3, any::<bool>(), 1u64..=4, 1u64..=5, any::<bool>(), any::<bool>()),
+        relu2 in any::<bool>(),
+        long in prop_oneof![Just(1usize), Just(7), Just(13)],
+    ) {
+        let mut docs = documents(&spec.workload, repeat);
+        docs.push(long);
+        let mut base = spec;
+        base.workload.mean_doc_len = None;
+        let mut hist: Vec<[u64; 2]> = docs.iter().map(|&d| [d as u64, 1]).collect();
+        hist.sort();
+        base.workload.doc_lengths = Some(hist);
+        let spec = mamba_hybrid(base, &docs, kinds, shapes, relu2);
+        prop_assume!(spec.is_some(), "no attention or no MoE layer");
+        let spec = spec.unwrap();
+        let mut rng = Rng::new(13);
+        let reference = Reference::new(&spec, &mut rng);
+        let counted = reference.forward(&docs, &mut rng);
+        let cost = smelt::cost(&spec).unwrap();
+        let t = counted.tokens;
+        prop_assert_eq!(cost.params.total.0, reference.params());
+        prop_assert_eq!(cost.params.active.0, counted.active_params);
+        let b = cost.flops_per_token.forward_breakdown;
+        let m = counted.macs;
+        prop_assert_eq!(total(b.projections, t), 2 * m.projections);
+        prop_assert_eq!(total(b.attention_core, t), 2 * m.attention_core);
+        prop_assert_eq!(total(b.recurrent_projections, t), 2 * m.delta.projections);
+        prop_assert_eq!(total(b.recurrent_core, t), 2 * m.delta.core);
+        prop_assert_eq!(total(b.router, t), 2 * m.router);
+        prop_assert_eq!(total(b.experts, t), 2 * m.experts);
+        prop_assert_eq!(total(b.shared, t), 2 * m.shared);
+        prop_assert_eq!(total(b.dense, t), 2 * m.dense);
+        prop_assert_eq!(total(cost.flops_per_token.forward, t), 2 * m.total());
+        prop_assert_eq!(cost.kv_cache_per_token.elements.0 * t, counted.kv_elements);
+        let ctx = spec.workload.context;
+        let held: u64 = counted.executions.iter().map(|&(per_token, _)| per_token * ctx).sum();
+        prop_assert_eq!(cost.kv_cache_per_token.at_context.elements.0, held + counted.state);
+        prop_assert_eq!(
+            cost.kv_cache_per_token.recurrent_state.map_or(0, |s| s.elements.0),
+            counted.state
+        );
+        // Activations are refused by name, never counted silently.
+        let m = &spec.model;
+        if m.recurrent.is_some() || m.blocks.is_some() || relu2 {
+            prop_assert!(cost.activations.policies.is_empty());
+            prop_assert!(cost.activations.refused.is_some());
+        }
+    }
+}
+
+/// The SSD scan alone, hand-checked: one head of width 1, state 1, one group, one tap, a
+/// chunk of 2 over 3 tokens (padded to 4, 2 chunks, 3 state slots): per chunk and head
+/// `C²·N + C²·d + 2·C·N·d` = 4 + 4 + 4, twice, plus `Z²·N·d` = 9, and the convolution's
+/// `T + w − 1` = 3 outputs of one tap over `1 + 2` channels: 24 + 9 + 9 = 42.
+#[test]
+fn mamba_scan_hand_checked_case() {
+    let spec = ModelSpec::from_toml_str(
+        r#"
+        [model]
+        layers = 2
+        hidden = 1
+        heads = 1
+        kv_heads = 1
+        head_dim = 1
+        [model.recurrent]
+        layers = [1]
+        [model.recurrent.mixer.mamba2]
+        heads = 1
+        head_dim = 1
+        state = 1
+        groups = 1
+        conv_kernel = 1
+        chunk = 2
+        [model.blocks]
+        mixer_only = [1]
+        [model.moe]
+        experts = 1
+        top_k = 1
+        expert_ffn = 1
+        [workload]
+        context = 3
+        mean_doc_len = 3
+        "#,
+    )
+    .unwrap();
+    let mut rng = Rng::new(1);
+    let r = Reference::new(&spec, &mut rng);
+    let c = r.forward(&[3], &mut rng);
+    assert_eq!(c.macs.delta.core, 42);
+    let cost = smelt::cost(&spec).unwrap();
+    assert_eq!(
+        total(cost.flops_per_token.forward_breakdown.recurrent_core, 3),
+        2 * 42
+    );
+    // in_proj 1 x (1 + 3 + 1), out_proj 1 x 1, conv 3 x 1, A_log, D, dt_bias, the gated
+    // norm 1; one norm in the mixer-only layer, two in the other, one final.
+    assert_eq!(r.params(), cost.params.total.0);
+    assert_eq!(cost.params.breakdown.recurrent.0, 5 + 1 + 3 + 3 + 1);
 }
 
 /// `bytes_per_token * tokens`, which must be a whole number of bytes.

@@ -1,7 +1,7 @@
 //! The reference's building blocks: counted matmuls, norms, experts, the MLA latents and a
 //! sparse attention indexer, each allocating its own weights from the spec's fields.
 
-use smelt::{ActivationPolicy, Model};
+use smelt::{ActivationPolicy, ExpertActivation, Model};
 
 /// The components the cost model's activation memory reports, in its order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,7 +194,8 @@ pub fn add_bias(x: &mut [f64], bias: &[f64]) {
     }
 }
 
-/// A SwiGLU FFN, with biases when it has them (gpt-oss's experts).
+/// A SwiGLU FFN, with biases when it has them (gpt-oss's experts), or Nemotron-H's ungated
+/// relu2 MLP (no gate).
 pub struct Expert {
     pub gate: Vec<f64>,
     pub up: Vec<f64>,
@@ -202,6 +203,8 @@ pub struct Expert {
     pub biases: Vec<Vec<f64>>,
     /// gpt-oss's clamped SwiGLU instead of SwiGLU.
     pub clamped: bool,
+    /// `down(relu(up·x)²)`, without a gate.
+    pub relu2: bool,
 }
 
 /// gpt-oss's clamp limit (`swiglu_limit`) and sigmoid scale.
@@ -209,10 +212,12 @@ const LIMIT: f64 = 7.0;
 const ALPHA: f64 = 1.702;
 
 impl Expert {
-    pub fn new(rng: &mut Rng, h: usize, f: usize, bias: bool, clamped: bool) -> Self {
+    pub fn new(rng: &mut Rng, h: usize, f: usize, bias: bool, act: ExpertActivation) -> Self {
+        let relu2 = act == ExpertActivation::Relu2;
         Self {
-            clamped,
-            gate: rng.tensor(h * f),
+            clamped: act == ExpertActivation::ClampedSwiglu,
+            relu2,
+            gate: rng.tensor(if relu2 { 0 } else { h * f }),
             up: rng.tensor(h * f),
             down: rng.tensor(f * h),
             biases: if bias {
@@ -244,6 +249,11 @@ impl Expert {
         counter: &mut u64,
         (saved, part): (&mut Saved, Part),
     ) -> Vec<f64> {
+        if self.relu2 {
+            let u = matmul(x, &self.up, 1, h, f, counter);
+            let a: Vec<f64> = u.iter().map(|u| u.max(0.0).powi(2)).collect();
+            return matmul(&a, &self.down, 1, f, h, counter);
+        }
         let mut g = matmul(x, &self.gate, 1, h, f, counter);
         let mut u = matmul(x, &self.up, 1, h, f, counter);
         add_bias(&mut g, &self.biases[0]);

@@ -107,9 +107,9 @@ pub use cost::{
 };
 pub use error::{Error, Result};
 pub use model::{
-    ActivationPolicy, Attention, AttentionBias, Counting, Dense, ExpertActivation, FullAttention,
-    GatedDeltaNet, Indexer, KvCount, Loop, Mixer, Mla, Model, ModelSpec, Moe, QkNorm, Recurrent,
-    Training, Window, WindowKind, Workload,
+    ActivationPolicy, Attention, AttentionBias, Blocks, Counting, Dense, ExpertActivation,
+    FullAttention, GatedDeltaNet, Indexer, KvCount, Loop, Mamba2, Mixer, Mla, Model, ModelSpec,
+    Moe, QkNorm, Recurrent, Training, Window, WindowKind, Workload,
 };
 pub use search::{MatchReport, match_budget, match_grid, solve, sweep};
 pub use units::{ActivationBytes, Bytes, Flops, KvElements, Params};

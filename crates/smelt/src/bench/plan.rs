@@ -671,15 +671,9 @@ fn lengths(documents: &[u64]) -> std::collections::BTreeMap<u64, u64> {
     out
 }
 
-/// The plan of the layer stack of `model` on `documents`, with `routing`: each kind of
-/// layer planned once, its launches counted once per execution.
-pub fn plan(
-    model: &Model,
-    documents: &[u64],
-    attention: Attention,
-    routing: Routing,
-) -> Result<Plan> {
-    model.validate()?;
+/// What the kernel plan does not plan, refused by name: recurrent mixers, the attention
+/// output gate, one-block layers and the relu2 MLP.
+fn refuse_unplanned(model: &Model) -> Result<()> {
     if let Some(r) = &model.recurrent {
         return Err(Error::invalid(
             "model.recurrent",
@@ -706,6 +700,30 @@ pub fn plan(
              scales, GeGLU): bench and the time prediction refuse it",
         ));
     }
+    if model.blocks.is_some() || model.moe.activation == crate::model::ExpertActivation::Relu2 {
+        return Err(Error::invalid(
+            if model.blocks.is_some() {
+                "model.blocks"
+            } else {
+                "model.moe.activation"
+            },
+            "the kernel plan plans a mixer and a gated FFN in every layer: bench and the time \
+             prediction refuse one-block layers and the relu2 MLP",
+        ));
+    }
+    Ok(())
+}
+
+/// The plan of the layer stack of `model` on `documents`, with `routing`: each kind of
+/// layer planned once, its launches counted once per execution.
+pub fn plan(
+    model: &Model,
+    documents: &[u64],
+    attention: Attention,
+    routing: Routing,
+) -> Result<Plan> {
+    model.validate()?;
+    refuse_unplanned(model)?;
     if documents.is_empty() || documents.contains(&0) {
         return Err(Error::invalid(
             "documents",

@@ -108,6 +108,8 @@ impl Budget {
             ("dense", m.dense.as_ref().map(|d| &d.layers)),
             ("windowed", m.window.as_ref().map(|w| &w.layers)),
             ("recurrent", m.recurrent.as_ref().map(|r| &r.layers)),
+            ("mixer-only", m.blocks.as_ref().map(|b| &b.mixer_only)),
+            ("FFN-only", m.blocks.as_ref().map(|b| &b.ffn_only)),
         ] {
             if let Some(&last) = list.and_then(|l| l.last())
                 && last > layers

@@ -34,7 +34,8 @@
 //!   (`·s²/2` for the causal mask, `·2` for `QKᵀ` and `PV`, `·2` per multiply-add, `·3`).
 //!   A packed THD batch passes the sub-sequences' `Σ L_i²` instead, which for documents of
 //!   length `T` is this count with `T` for `s` in the core term.
-//!   SwiGLU (`ffn_expansion_factor = 3`); `shared = shared_experts·shared_ffn`
+//!   SwiGLU (`ffn_expansion_factor = 3`; 2, so `12·H`, for the ungated relu2 MLP, as
+//!   without `--swiglu`); `shared = shared_experts·shared_ffn`
 //!   (`moe_shared_expert_intermediate_size`); `L_moe`, `L_dense` from the layer pattern
 //!   (`moe_layer_freq`, smelt's `[model.dense]`). With MLA the projections are
 //!   `6·(q_term + r·(H + h·(d_n + d_v) + 1) + H·d_r + h·d_v·H)`, `q_term = H·h·(d_n + d_r)`
@@ -128,20 +129,26 @@ named_enum! {
         Mtp = "mtp",
         /// The LM head.
         LmHead = "lm head",
-        /// Recurrent (Gated DeltaNet) layers: their convolution and chunked recurrence are
+        /// Recurrent (Gated DeltaNet, Mamba-2) layers: their convolution and chunked scan are
         /// not counted, their projections only through `N`, and an attention term is
         /// charged to every layer as if each were attention.
         RecurrentLayers = "recurrent layers",
         /// The attention output gate's projection, except through `N`.
         AttentionGate = "attention gate",
+        /// One-block layers (Nemotron-H's, `[model.blocks]`): an attention term (and
+        /// Megatron's FFN term) is charged to every layer as if each held both blocks.
+        OneBlockLayers = "one-block layers",
     }
 }
 
 impl Feature {
-    /// Whether only a hybrid (Gated DeltaNet layers, gated attention) has this feature: a
+    /// Whether only a hybrid (Gated DeltaNet or Mamba-2 layers, gated attention) has this feature: a
     /// report lists it only for such a model.
     pub fn hybrid_only(self) -> bool {
-        matches!(self, Feature::RecurrentLayers | Feature::AttentionGate)
+        matches!(
+            self,
+            Feature::RecurrentLayers | Feature::AttentionGate | Feature::OneBlockLayers
+        )
     }
 
     /// Whether `spec` has this feature (so that ignoring it changes its count).
@@ -162,6 +169,7 @@ impl Feature {
             Feature::LmHead => spec.counting.lm_head && m.vocab > 0,
             Feature::RecurrentLayers => m.recurrent.is_some(),
             Feature::AttentionGate => m.attention_gate,
+            Feature::OneBlockLayers => m.blocks.is_some(),
         }
     }
 }
@@ -190,6 +198,7 @@ impl Convention {
                 SharedGate,
                 RecurrentLayers,
                 AttentionGate,
+                OneBlockLayers,
             ],
             Convention::Torchtitan => &[
                 Loops,
@@ -199,6 +208,7 @@ impl Convention {
                 IndexerScores,
                 Mtp,
                 RecurrentLayers,
+                OneBlockLayers,
             ],
             Convention::SixN => &[
                 Loops,
@@ -217,6 +227,7 @@ impl Convention {
                 Mtp,
                 LmHead,
                 RecurrentLayers,
+                OneBlockLayers,
             ],
         }
     }
@@ -333,9 +344,10 @@ fn megatron(m: &Model, counting: &Counting, s: u64) -> Result<Flops> {
         product(&[moe.shared_experts, moe.shared_ffn], WHAT)?,
         WHAT,
     )?;
+    // 6 × (3 matrices with SwiGLU, 2 without: Megatron's `ffn_expansion_factor`).
     let mlp = product(
         &[
-            18,
+            6 * moe.activation.matrices(),
             h,
             add(
                 product(&[dense_ffn, dense_layers], WHAT)?,

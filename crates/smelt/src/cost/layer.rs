@@ -4,7 +4,7 @@
 //! them from that one value.
 
 use crate::error::Result;
-use crate::model::{AttentionBias, DELTA_RULE_CHUNK, Mixer, Model, QkNorm};
+use crate::model::{AttentionBias, DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Model, QkNorm};
 use crate::units::{add, product};
 
 /// Everything the counts need about one model's layers, computed once.
@@ -41,9 +41,10 @@ impl LayerCost {
     }
 }
 
-/// Layer executions per forward pass, by kind: `total = moe + dense = full + windowed +
-/// recurrent` (the windowed layers have the model's attention shape, the full ones
-/// `[model.full_attention]`'s when it gives one).
+/// Layer executions per forward pass, by kind: `total = moe + dense + mixer-only =
+/// attention + recurrent + FFN-only`, `attention = full + windowed` (the windowed layers
+/// have the model's attention shape, the full ones `[model.full_attention]`'s when it gives
+/// one).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Executions {
     /// All of them ([`Model::checked_executions`]).
@@ -67,11 +68,12 @@ impl Executions {
         let dense = m.dense_executions();
         let windowed = m.window.as_ref().map_or(0, |w| m.executions_of(&w.layers));
         let recurrent = m.recurrent_executions();
-        // Validated: recurrent and windowed layers are disjoint.
-        let attention = total - recurrent;
+        // Validated: recurrent, FFN-only and windowed layers are disjoint, and so are dense
+        // and mixer-only ones.
+        let attention = total - recurrent - m.executions_of(m.ffn_only());
         Ok(Self {
             total,
-            moe: total - dense,
+            moe: total - dense - m.executions_of(m.mixer_only()),
             dense,
             recurrent,
             full: attention - windowed,
@@ -241,7 +243,8 @@ pub(super) struct MoeBlock {
 /// The MoE FFN of `m`'s MoE layers.
 fn moe(m: &Model) -> Result<MoeBlock> {
     let (h, e) = (m.hidden, &m.moe);
-    let weights = product(&[3, h, e.expert_ffn], "params.experts")?;
+    let matrices = e.activation.matrices();
+    let weights = product(&[matrices, h, e.expert_ffn], "params.experts")?;
     let bias = if e.expert_bias {
         add(
             product(&[2, e.expert_ffn], "params.experts")?,
@@ -260,7 +263,10 @@ fn moe(m: &Model) -> Result<MoeBlock> {
     } else {
         0
     };
-    let shared_experts = product(&[3, h, e.shared_ffn, e.shared_experts], "params.shared")?;
+    let shared_experts = product(
+        &[matrices, h, e.shared_ffn, e.shared_experts],
+        "params.shared",
+    )?;
     let gate = if e.shared_gate { h } else { 0 };
     Ok(MoeBlock {
         experts: product(&[one, e.experts], "params.experts")?,
@@ -294,6 +300,21 @@ fn moe(m: &Model) -> Result<MoeBlock> {
 /// Not counted: the two unit-triangular solves per chunk (`solve_triangular`, about
 /// `C²·(d_k + d_v)/2`), the cumulative sums, exponentials, masks, the l2 norms of q and k,
 /// the scaling, `β`, the decays, the gated RMSNorm and the activations, as elsewhere.
+///
+/// Mamba-2, with `n_h` heads of width `d`, inner width `I = n_h·d`, state `N`, `g` groups, a
+/// `w`-tap convolution over `c = I + 2·g·N` channels and chunks of `C` (the config's
+/// `chunk_size`), as `NemotronHMamba2Mixer.torch_forward` runs it on a sequence padded to
+/// `P = C·⌈T/C⌉` in `Z = P/C + 1` state slots (a zero initial state, then one per chunk):
+/// * projections: `H·(2I + 2·g·N + n_h)` (`in_proj`: z, x, B, C, dt) `+ I·H` (`out_proj`);
+/// * convolution: `(T + w − 1)·c·w`, as for Gated DeltaNet;
+/// * the SSD scan, per head (`B`, `C` repeated to the heads): per chunk `C·Bᵀ` (`C²·N`), the
+///   masked scores times `x` (`C²·d`), the chunk's state `Σ B·x` (`C·N·d`) and its read-out
+///   `C·state` (`C·N·d`): `P·n_h·(C·N + C·d + 2·N·d)`; and the chunk-to-chunk recurrence
+///   computed as a `Z x Z` decay matrix applied to the `Z` states (`Z²·n_h·N·d`).
+///
+/// Not counted: the elementwise products by `dt`, the decays `L` and `exp(A_cumsum)`, the
+/// `D` skip, the softplus of `dt`, cumulative sums, exponentials, masks, the gated RMSNorm
+/// and the activations, as elsewhere.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RecurrentBlock {
     /// Every weight: projections, convolution, `A_log`, `dt_bias`, the gated norm.
@@ -308,35 +329,49 @@ pub(super) struct RecurrentBlock {
     pub core_macs: u64,
     /// Chunk length `C`.
     pub chunk: u64,
+    /// Multiply-adds per pair of state slots of the chunk-to-chunk recurrence (Mamba-2's
+    /// `n_h·N·d`; 0 for Gated DeltaNet, whose scan is counted per chunk).
+    pub slot_macs: u64,
     /// The state one sequence holds per layer execution, elements: the convolution's last
-    /// `w` inputs per channel (`c·w`, as Transformers' cache holds it) and the delta rule's
-    /// `n_v·d_k·d_v`.
+    /// `w` inputs per channel (`c·w`, as Transformers' cache holds it) and the recurrence's
+    /// (the delta rule's `n_v·d_k·d_v`, Mamba-2's SSM state `n_h·d·N`).
     pub conv_state: u64,
     pub delta_state: u64,
 }
 
 impl RecurrentBlock {
-    /// Multiply-adds of the convolution and the delta rule over one sequence of `t` tokens.
+    /// Multiply-adds of the convolution and the scan over one sequence of `t` tokens.
     pub fn sequence_macs(&self, t: u64) -> Result<u64> {
         const WHAT: &str = "flops.recurrent";
         let outputs = add(t, self.conv_kernel - 1, WHAT)?;
-        let padded = t.div_ceil(self.chunk) * self.chunk;
-        add(
-            product(&[outputs, self.conv_macs], WHAT)?,
+        let chunks = t.div_ceil(self.chunk);
+        let padded = product(&[chunks, self.chunk], WHAT)?;
+        let slots = add(chunks, 1, WHAT)?;
+        [
             product(&[padded, self.core_macs], WHAT)?,
-            WHAT,
-        )
+            product(&[slots, slots, self.slot_macs], WHAT)?,
+        ]
+        .into_iter()
+        .try_fold(product(&[outputs, self.conv_macs], WHAT)?, |s, x| {
+            add(s, x, WHAT)
+        })
     }
 }
 
 /// The recurrent mixer of `m`'s recurrent layers, if it has any.
 fn recurrent(m: &Model) -> Result<Option<RecurrentBlock>> {
-    const WHAT: &str = "params.recurrent";
     let Some(r) = &m.recurrent else {
         return Ok(None);
     };
-    let Mixer::GatedDeltanet(g) = &r.mixer;
-    let h = m.hidden;
+    match &r.mixer {
+        Mixer::GatedDeltanet(g) => gated_deltanet(m.hidden, g).map(Some),
+        Mixer::Mamba2(x) => mamba2(m.hidden, x).map(Some),
+    }
+}
+
+/// A Gated DeltaNet mixer on a residual stream of width `h`.
+fn gated_deltanet(h: u64, g: &GatedDeltaNet) -> Result<RecurrentBlock> {
+    const WHAT: &str = "params.recurrent";
     let (k, v) = (
         product(&[g.key_heads, g.key_head_dim], WHAT)?,
         product(&[g.value_heads, g.value_head_dim], WHAT)?,
@@ -360,14 +395,62 @@ fn recurrent(m: &Model) -> Result<Option<RecurrentBlock>> {
     let params = [conv_macs, product(&[2, g.value_heads], WHAT)?, dv]
         .into_iter()
         .try_fold(macs, |s, x| add(s, x, WHAT))?;
-    Ok(Some(RecurrentBlock {
+    Ok(RecurrentBlock {
         params,
         macs,
         conv_macs,
         conv_kernel: g.conv_kernel,
         core_macs: product(&[g.value_heads, per_head], WHAT)?,
         chunk: c,
+        slot_macs: 0,
         conv_state: conv_macs,
         delta_state: product(&[g.value_heads, dk, dv], "kv_cache.state")?,
-    }))
+    })
+}
+
+/// A Mamba-2 mixer on a residual stream of width `h`.
+fn mamba2(h: u64, x: &Mamba2) -> Result<RecurrentBlock> {
+    const WHAT: &str = "params.recurrent";
+    let inner = product(&[x.heads, x.head_dim], WHAT)?;
+    let bc = product(&[2, x.groups, x.state], WHAT)?;
+    let channels = add(inner, bc, WHAT)?;
+    // in_proj: z (inner), x·B·C (channels), dt (heads).
+    let in_width = add(add(inner, channels, WHAT)?, x.heads, WHAT)?;
+    let macs = add(
+        product(&[h, in_width], WHAT)?,
+        product(&[inner, h], WHAT)?,
+        WHAT,
+    )?;
+    let conv_macs = product(&[channels, x.conv_kernel], WHAT)?;
+    let conv_bias = if x.conv_bias { channels } else { 0 };
+    let proj_bias = if x.proj_bias {
+        add(in_width, h, WHAT)?
+    } else {
+        0
+    };
+    // A_log, D and dt_bias per head; the gated RMSNorm's weight of the inner width.
+    let params = [
+        conv_macs,
+        conv_bias,
+        proj_bias,
+        product(&[3, x.heads], WHAT)?,
+        inner,
+    ]
+    .into_iter()
+    .try_fold(macs, |s, y| add(s, y, WHAT))?;
+    let (c, n, d) = (x.chunk, x.state, x.head_dim);
+    let per_head = [product(&[c, d], WHAT)?, product(&[2, n, d], WHAT)?]
+        .into_iter()
+        .try_fold(product(&[c, n], WHAT)?, |s, y| add(s, y, WHAT))?;
+    Ok(RecurrentBlock {
+        params,
+        macs,
+        conv_macs,
+        conv_kernel: x.conv_kernel,
+        core_macs: product(&[x.heads, per_head], WHAT)?,
+        chunk: c,
+        slot_macs: product(&[x.heads, n, d], WHAT)?,
+        conv_state: conv_macs,
+        delta_state: product(&[x.heads, d, n], "kv_cache.state")?,
+    })
 }

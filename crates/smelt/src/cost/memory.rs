@@ -254,9 +254,10 @@ fn moe_saves(m: &Model) -> Result<(u64, u64, u64)> {
     let gated = match e.activation {
         ExpertActivation::Swiglu => 4,
         ExpertActivation::ClampedSwiglu => 7,
-        // Refused before any count (`refuse_unmodelled`): what its backward saves is not
+        // Refused before any count (`refuse_unmodelled`): what their backward saves is not
         // modelled.
         ExpertActivation::GeluTanh => 4,
+        ExpertActivation::Relu2 => 0,
     };
     let routed = product(
         &[e.top_k, 2 * h + product(&[gated, e.expert_ffn], WHAT)?],
@@ -319,8 +320,9 @@ pub(super) fn activations_over(
     })
 }
 
-/// The activation memory does not count recurrent token mixers, the attention output gate
-/// nor Gemma 4's pieces ([`gemma_pieces`]): an error naming the field for a model with any.
+/// The activation memory does not count recurrent token mixers, the attention output gate,
+/// Gemma 4's pieces ([`gemma_pieces`]), one-block layers nor the relu2 MLP: an error naming
+/// the field for a model with any.
 pub(crate) fn refuse_unmodelled(model: &Model) -> Result<()> {
     if let Some(r) = &model.recurrent {
         return Err(crate::Error::invalid(
@@ -347,6 +349,21 @@ pub(crate) fn refuse_unmodelled(model: &Model) -> Result<()> {
             "the activation memory does not count Gemma 4's pieces (per-layer attention \
              shapes, the value norm, the post norms, the MoE block's branch norms, the \
              router's scales, the GeGLU activation: what they save for the backward pass is \
+             not modelled): activations are not reported for this model and cannot be matched",
+        ));
+    }
+    if model.blocks.is_some() {
+        return Err(crate::Error::invalid(
+            "model.blocks",
+            "the activation memory does not count layers with one block (a mixer or an FFN \
+             alone, with one norm): activations are not reported for this model and cannot \
+             be matched",
+        ));
+    }
+    if model.moe.activation == crate::model::ExpertActivation::Relu2 {
+        return Err(crate::Error::invalid(
+            "model.moe.activation",
+            "the activation memory does not count the ungated relu2 MLP (what it saves is \
              not modelled): activations are not reported for this model and cannot be matched",
         ));
     }

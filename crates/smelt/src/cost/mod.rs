@@ -30,6 +30,7 @@
 //! | LM head (only if counted) | `2·H·vocab`, once per token | `vocab·H` (embeddings likewise), `+ vocab` with `lm_head_bias` |
 //! | sparse attention indexer (`[model.indexer]`, `n_i` heads of width `d_i`, `topk`) | `2·(r_q·n_i·d_i + H·d_i + H·n_i)` + `2·n_i·(d_i+1)·c̄` (it scores every key the query may attend); the attention core then uses `c̄_topk` | `r_q·n_i·d_i + H·d_i + 2·d_i + H·n_i` (`wq_b`, `wk`, the key's LayerNorm, `weights_proj`) |
 //! | Gated DeltaNet layers (`[model.recurrent]`, see below) | projections `2·H·(2K + 2V + 2·n_v) + 2·V·H`, the convolution and the chunked delta rule over the `context`-token sequence | `H·(2K + 2V + 2·n_v) + V·H + c·w + 2·n_v + d_v` |
+//! | Mamba-2 layers (`[model.recurrent]` mixer `mamba2`, see below) | projections `2·H·(2I + 2·g·N + n_h) + 2·I·H`, the convolution and the chunked SSD scan over the `context`-token sequence | `H·(2I + 2·g·N + n_h) + I·H + c·w` (`+ c` conv bias, `+ 2I + 2·g·N + n_h + H` projection biases) `+ 3·n_h + I` |
 //! | MTP module (`mtp_layers`, only if `[counting] mtp`) | per module: `2·2H·H` + one MoE layer with full attention + the LM head if counted | per module: one MoE layer, `2H·H`, `3·H` norms, and its own embedding and head when those are counted |
 //!
 //! * A layer listed in `[model.dense]` (`layers = [...]`, 1-based, and `ffn`) has one dense
@@ -74,7 +75,8 @@
 //!   sequence, `c·w` convolution inputs (as Transformers' cache keeps them) and the
 //!   `n_v·d_k·d_v` delta-rule matrix per execution, reported beside the KV cache and included
 //!   in the cache held at the context. The activation memory, the training memory and the
-//!   kernel plan do not describe recurrent layers and refuse them by name.
+//!   kernel plan do not describe recurrent layers and refuse them by name (nor one-block
+//!   layers and the relu2 MLP below).
 //! * **Full-attention layers of their own shape** (`[model.full_attention]`, Gemma 4's
 //!   `global_head_dim` and `num_global_key_value_heads`): the layers neither windowed nor
 //!   recurrent have `kv_heads'` key/value heads of width `d'` (queries: `heads` of `d'`),
@@ -87,6 +89,33 @@
 //!   Gemma 4's dense MLP beside its experts is one ungated shared expert (it runs on every
 //!   token beside the routed ones). The activation memory, the training memory, the kernel
 //!   plan, the launcher conventions and the search refuse these pieces by name.
+//! * **Mamba-2 layers** (`[model.recurrent]` mixer `mamba2`, Nemotron-H's, with `n_h`
+//!   heads of width `d`, inner width `I = n_h·d`, state `N`, `g` groups sharing `B` and `C`, a
+//!   `w`-tap depthwise convolution over `c = I + 2·g·N` channels and the config's chunk
+//!   `C`) replace the attention block as Gated DeltaNet does. Parameters per layer:
+//!   `in_proj` `H·(2I + 2·g·N + n_h)` (z, x, B, C, dt), `out_proj` `I·H`, the convolution
+//!   `c·w` (and its bias `c`), `A_log`, `D` and `dt_bias` `3·n_h`, the gated RMSNorm `I`.
+//!   Forward FLOPs per token: 2 × the projections' multiply-adds, plus, on the sequence of
+//!   `T = context` tokens `NemotronHMamba2Mixer`'s torch path runs (`causal_conv1d_fn`,
+//!   `mamba2_chunk_scan` padded to `P = C·⌈T/C⌉` in `Z = P/C + 1` state slots, a zero initial
+//!   state first), `2·((T + w − 1)·c·w + P·n_h·(C·N + C·d + 2·N·d) + Z²·n_h·N·d)/T`: the
+//!   convolution, and the scan's five contractions: per chunk and head `C·Bᵀ` over every
+//!   pair of the chunk, the masked scores times `x`, the chunk's state `Σ B·x` and its
+//!   read-out by `C`, and the chunk-to-chunk recurrence computed as a `Z x Z` decay matrix
+//!   applied to the `Z` states (quadratic in the chunks, as the code computes it). Not
+//!   counted: the elementwise products by `dt`, the decays and `D`, softplus, cumulative
+//!   sums, exponentials, masks and the gated norm. The state per sequence and execution:
+//!   `c·w` convolution inputs and the `n_h·d·N` SSM state (fp32 in Nemotron-H's cache).
+//! * **One-block layers** (`[model.blocks]`, Nemotron-H's, whose every layer is one norm and
+//!   one block): a `mixer_only` layer has its token mixer (attention, or the recurrent mixer
+//!   when `[model.recurrent]` lists it) and no FFN, an `ffn_only` layer its FFN (the MoE, or
+//!   the dense FFN when `[model.dense]` lists it) and no mixer; each has one hidden-width norm
+//!   instead of two. The attention counts run over the layers with attention, the MoE counts
+//!   over the MoE layers, as everywhere.
+//! * **The ungated MLP** (`model.moe.activation = "relu2"`, Nemotron-H's `down(relu(up·x)²)`)
+//!   has two matrices of `H x ffn` instead of SwiGLU's three, in the routed and shared
+//!   experts and the dense FFN alike: `2·H·ffn` parameters and `4·H·ffn` forward FLOPs per
+//!   token per FFN.
 //! * **The attention output gate** (`attention_gate`, Qwen3-Next's and Qwen3.5's gated
 //!   attention): `q_proj` also produces a `heads·head_dim` gate, `H·heads·head_dim`
 //!   parameters and 2 × as many FLOPs per token; its sigmoid and product are not counted.
@@ -205,8 +234,7 @@ pub const TRAINING_OVER_FORWARD: u64 = 3;
 
 /// `(MoE, dense)` physical layers.
 fn layer_split(model: &Model) -> (u64, u64) {
-    let dense = model.dense_layers();
-    (model.layers - dense, dense)
+    (model.moe_layers(), model.dense_layers())
 }
 
 /// The embedding and LM-head matrices counted: `(embeddings, lm_head)`.
@@ -279,14 +307,16 @@ fn params_of(
     let per_moe_layer = |x: u64| Params(x).checked_mul(moe_layers);
     let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
     let norm = model.norm_params();
-    // Recurrent layers have no attention block (nor its q/k norms); their mixer's own
-    // weights, its gated norm included, are `recurrent`. The windowed layers have the
-    // model's attention shape, the full-attention layers theirs.
-    let attention_layers = l - model.recurrent_layers();
+    // Recurrent and FFN-only layers have no attention block (nor its q/k norms); a
+    // recurrent mixer's own weights, its gated norm included, are `recurrent`. The windowed
+    // layers have the model's attention shape, the full-attention layers theirs.
+    let attention_layers = model.attention_layers();
     let windowed_layers = model.windowed_layers();
     let full_layers = attention_layers - windowed_layers;
-    // Two norms per layer (four with post norms), three more per MoE layer with branch
-    // norms, and the attention blocks' own.
+    // Two norms per layer (four with post norms), one in a one-block layer (validated:
+    // never with post norms), three more per MoE layer with branch norms, and the attention
+    // blocks' own.
+    let one_block = (model.mixer_only().len() + model.ffn_only().len()) as u64;
     let per_layer_norms = if model.post_norms { 4 } else { 2 };
     let branch_norms = if model.moe.branch_norms { 3 } else { 0 };
     let layer_norms = [
@@ -296,11 +326,15 @@ fn params_of(
     ]
     .into_iter()
     .try_fold(
-        product(&[per_layer_norms, norm, l], "params.norms")?,
+        product(
+            &[norm, per_layer_norms * (l - one_block) + one_block],
+            "params.norms",
+        )?,
         |s, x| crate::units::add(s, x, "params.norms"),
     )?;
     let recurrent =
-        Params(layer.recurrent.map_or(0, |r| r.params)).checked_mul(l - attention_layers)?;
+        Params(layer.recurrent.map_or(0, |r| r.params)).checked_mul(model.recurrent_layers())?;
+    let ffn_matrices = model.moe.activation.matrices();
     let (embeddings, lm_head) = vocab_matrices(model, counting)?;
     let (mtp, active_mtp) = mtp_params(model, layer, counting)?;
     let total = ParamBreakdown {
@@ -310,7 +344,10 @@ fn params_of(
         experts: per_moe_layer(f.experts)?,
         router: per_moe_layer(f.router)?,
         shared: per_moe_layer(f.shared)?,
-        dense: Params(product(&[3, h, dense_ffn, dense_layers], "params.dense")?),
+        dense: Params(product(
+            &[ffn_matrices, h, dense_ffn, dense_layers],
+            "params.dense",
+        )?),
         norms: Params(layer_norms).checked_add(Params(norm))?,
         indexer: Params(layer.indexer.map_or(0, |ix| ix.params)).checked_mul(l)?,
         embeddings,
@@ -430,7 +467,10 @@ fn forward_of(
         experts: flops(f.expert_macs, x.moe, "flops.experts")?,
         shared: flops(f.shared_macs, x.moe, "flops.shared")?,
         dense: flops(
-            product(&[3, h, dense_ffn], "flops.dense")?,
+            product(
+                &[model.moe.activation.matrices(), h, dense_ffn],
+                "flops.dense",
+            )?,
             x.dense,
             "flops.dense",
         )?,

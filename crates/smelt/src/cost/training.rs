@@ -283,6 +283,14 @@ fn divide(a: ActivationBytes, n: u64) -> Result<ActivationBytes> {
 pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<TrainingMemory> {
     let m = &spec.model;
     training.validate_for(m)?;
+    if m.blocks.is_some() || m.moe.activation == crate::model::ExpertActivation::Relu2 {
+        return Err(Error::invalid(
+            "training",
+            "the training memory does not count one-block layers ([model.blocks]) nor the \
+             relu2 MLP (model.moe.activation): their activations are not modelled; remove \
+             [training]",
+        ));
+    }
     if m.recurrent.is_some() || m.attention_gate {
         return Err(Error::invalid(
             "training",

@@ -90,7 +90,7 @@ pub struct FlopBreakdown {
     #[serde(skip_serializing_if = "is_zero_flops")]
     pub recurrent_projections: Flops,
     /// Recurrent token mixers' convolution and chunked recurrence (Gated DeltaNet's delta
-    /// rule), as executed on the workload's `context`-token sequence.
+    /// rule, Mamba-2's SSD scan), as executed on the workload's `context`-token sequence.
     #[serde(skip_serializing_if = "is_zero_flops")]
     pub recurrent_core: Flops,
 }
@@ -202,15 +202,19 @@ pub struct KvReport {
 /// Gated DeltaNet: the convolution's last `conv_kernel` inputs per channel (`2K + V`
 /// channels; Transformers' cache keeps `conv_kernel` of them, one more than the next
 /// token needs) and the delta rule's `value_heads × key_head_dim × value_head_dim`
-/// matrix. Bytes are at `kv_dtype_bytes`; Transformers' torch path keeps the delta-rule
-/// matrix in fp32 (`delta_bytes_fp32`).
+/// matrix. Mamba-2: the convolution's last `conv_kernel` inputs per channel
+/// (`I + 2·groups·state`) and the SSM state `heads × head_dim × state`, which the `delta_*`
+/// fields then hold. Bytes are at `kv_dtype_bytes`; Transformers' torch path keeps the
+/// delta-rule matrix in fp32, and Nemotron-H's cache the SSM state
+/// (`mamba_ssm_cache_dtype = "float32"`) (`bytes_fp32_delta`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RecurrentState {
     /// The recurrent mixer's kind.
     pub kind: &'static str,
     /// Convolution state elements per layer execution.
     pub conv_per_execution: u64,
-    /// Delta-rule state elements per layer execution.
+    /// The recurrence's own state elements per layer execution: the delta rule's matrix
+    /// (Gated DeltaNet) or the SSM state (Mamba-2).
     pub delta_per_execution: u64,
     /// Recurrent layer executions per forward pass (a looped layer's visits each keep
     /// their own state).
@@ -219,9 +223,21 @@ pub struct RecurrentState {
     pub elements: KvElements,
     /// `elements * kv_dtype_bytes`.
     pub bytes: Bytes,
-    /// The delta-rule part in fp32 (as Transformers' torch path keeps it), plus the
-    /// convolution part at `kv_dtype_bytes`.
+    /// The recurrence's part in fp32 (as Transformers keeps it), plus the convolution part
+    /// at `kv_dtype_bytes`.
     pub bytes_fp32_delta: Bytes,
+}
+
+impl RecurrentState {
+    /// What the recurrence's own state is called for this kind: `delta` (Gated DeltaNet)
+    /// or `ssm` (Mamba-2).
+    pub fn state_word(&self) -> &'static str {
+        if self.kind == "mamba2" {
+            "ssm"
+        } else {
+            "delta"
+        }
+    }
 }
 
 /// The KV cache one sequence holds at the end of the workload's context: `context` entries

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 
 use super::support::Support;
 use super::{
-    Common, Parts, deepseek, gemma4, glm_dsa, gpt_oss, granite, llama4, minimax, mixtral, olmoe,
-    phimoe, qwen, qwen_next,
+    Common, Parts, deepseek, gemma4, glm_dsa, gpt_oss, granite, llama4, minimax, mixtral,
+    nemotron_h, olmoe, phimoe, qwen, qwen_next,
 };
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -62,6 +62,9 @@ named_enum! {
         /// Gemma 4's MoE text decoder (Google; sliding and full layers of their own shapes,
         /// a dense MLP beside the experts).
         Gemma4Text = "gemma4_text",
+        /// NVIDIA Nemotron-H and Nemotron 3 Nano (Mamba-2 layers beside attention and MoE
+        /// layers, one block per layer).
+        NemotronH = "nemotron_h",
     }
 }
 
@@ -195,6 +198,7 @@ pub(super) static FAMILIES: &[&dyn FamilyConfig] = &[
     &qwen_next::Qwen3Next,
     &qwen_next::Qwen3_5MoeText,
     &gemma4::Gemma4Text,
+    &nemotron_h::NemotronH,
 ];
 
 // Every family has its line: `Family::config` indexes this list.

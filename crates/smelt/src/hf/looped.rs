@@ -71,16 +71,16 @@ pub fn model_dir(family_config: &Value) -> Result<ModelDir> {
     if let Some(t) = map
         .get("model_type")
         .and_then(Value::as_str)
-        .filter(|t| ["qwen3_next", "qwen3_5_moe_text"].contains(t))
+        .filter(|t| ["qwen3_next", "qwen3_5_moe_text", "nemotron_h"].contains(t))
     {
         return Err(Error::invalid(
             "model.loop",
             format!(
                 "a looped {t} model cannot be written as a Transformers model directory yet: \
                  the looped template scales and re-indexes attention layers (self_attn) only, \
-                 and would leave its Gated DeltaNet layers' residual updates unscaled and \
-                 their recurrent state shared between visits; write the model file \
-                 (--format model) instead"
+                 and would leave its recurrent (Gated DeltaNet or Mamba-2) layers' residual \
+                 updates unscaled and their recurrent state shared between visits; write \
+                 the model file (--format model) instead"
             ),
         ));
     }

@@ -19,9 +19,10 @@
 //! `tie_word_embeddings`), as model cards do. A config that uses something the cost model
 //! does not describe is refused with the reason, never approximated: a sliding window Qwen's
 //! code applies (with `use_sliding_window = true`) to the layers `max_window_layers` selects,
-//! sparse attention indexers outside `deepseek_v32` and `glm_moe_dsa`, state-space hybrids
-//! and linear attention outside `qwen3_next` and `qwen3_5_moe` (whose Gated DeltaNet layers are
-//! read), and any other `model_type` (see `support.rs`). Mixtral's and PhiMoE's
+//! sparse attention indexers outside `deepseek_v32` and `glm_moe_dsa`, linear attention
+//! outside `qwen3_next` and `qwen3_5_moe` (whose Gated DeltaNet layers are read), state-space
+//! hybrids outside `nemotron_h` (whose Mamba-2 layers are read), and any other `model_type`
+//! (see `support.rs`). Mixtral's and PhiMoE's
 //! `sliding_window` windows every layer; gpt-oss's and Llama-4's windows are read per layer
 //! from `layer_types`; MTP modules are kept (`mtp_layers`) but counted only with
 //! `[counting] mtp`. A `llama4`, `qwen3_5_moe` or `gemma4` wrapper is read as its
@@ -45,6 +46,7 @@ mod load;
 pub mod looped;
 mod minimax;
 mod mixtral;
+mod nemotron_h;
 mod olmoe;
 mod phimoe;
 mod qwen;
@@ -58,8 +60,8 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AttentionBias, Counting, Dense, ExpertActivation, FullAttention, Indexer, Loop, Mla, Model,
-    ModelSpec, Moe, QkNorm, Recurrent, Window, Workload,
+    AttentionBias, Blocks, Counting, Dense, ExpertActivation, FullAttention, Indexer, Loop, Mla,
+    Model, ModelSpec, Moe, QkNorm, Recurrent, Window, Workload,
 };
 use crate::names::Named;
 use family::Wrapper;
@@ -170,6 +172,7 @@ struct Parts {
     post_norms: bool,
     router_scale: bool,
     branch_norms: bool,
+    blocks: Option<Blocks>,
 }
 
 impl Common {
@@ -281,6 +284,7 @@ impl Common {
             full_attention: parts.full_attention,
             v_norm: parts.v_norm,
             post_norms: parts.post_norms,
+            blocks: parts.blocks,
             moe: Moe {
                 experts: parts.experts,
                 top_k: self.num_experts_per_tok,

@@ -167,8 +167,10 @@ impl Hybrid {
     }
 
     fn of(m: &Model) -> Self {
-        let g = m.recurrent.as_ref().map(|r| match &r.mixer {
-            Mixer::GatedDeltanet(g) => g.clone(),
+        // Checked against the family's support first: a Mamba-2 model is refused there.
+        let g = m.recurrent.as_ref().and_then(|r| match &r.mixer {
+            Mixer::GatedDeltanet(g) => Some(g.clone()),
+            Mixer::Mamba2(_) => None,
         });
         let linear = m.recurrent.as_ref().map_or(&[][..], |r| &r.layers[..]);
         let g = g.unwrap_or(GatedDeltaNet {

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::Family;
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, ExpertActivation, Model, QkNorm, Window, WindowKind};
+use crate::model::{AttentionBias, ExpertActivation, Mixer, Model, QkNorm, Window, WindowKind};
 
 /// A refusal: the config uses what the cost model does not describe.
 pub(super) fn refuse(key: &str, why: impl Into<String>) -> Error {
@@ -69,6 +69,12 @@ pub(super) enum Feature {
     RouterScale,
     /// Gemma's GeGLU (tanh approximation).
     GeluTanh,
+    /// Mamba-2 layers.
+    Mamba2,
+    /// Layers with one block (a mixer or an FFN alone).
+    Blocks,
+    /// The ungated relu2 MLP.
+    Relu2,
 }
 
 impl Feature {
@@ -99,6 +105,9 @@ impl Feature {
             Feature::BranchNorms => "norms around the MoE branches (model.moe.branch_norms)",
             Feature::RouterScale => "the router's learned scales (model.moe.router_scale)",
             Feature::GeluTanh => "Gemma's GeGLU (model.moe.activation = \"gelu_tanh\")",
+            Feature::Mamba2 => "Mamba-2 layers ([model.recurrent] mixer mamba2)",
+            Feature::Blocks => "layers with one block ([model.blocks])",
+            Feature::Relu2 => "the ungated relu2 MLP (model.moe.activation = \"relu2\")",
         }
     }
 
@@ -126,7 +135,20 @@ impl Feature {
             (m.lm_head_bias, Feature::LmHeadBias),
             (m.indexer.is_some(), Feature::Indexer),
             (m.attention_gate, Feature::AttentionGate),
-            (m.recurrent.is_some(), Feature::GatedDeltanet),
+            (
+                m.recurrent
+                    .as_ref()
+                    .is_some_and(|r| matches!(r.mixer, Mixer::GatedDeltanet(_))),
+                Feature::GatedDeltanet,
+            ),
+            (
+                m.recurrent
+                    .as_ref()
+                    .is_some_and(|r| matches!(r.mixer, Mixer::Mamba2(_))),
+                Feature::Mamba2,
+            ),
+            (m.blocks.is_some(), Feature::Blocks),
+            (m.moe.activation == ExpertActivation::Relu2, Feature::Relu2),
             (m.full_attention.is_some(), Feature::FullAttention),
             (m.v_norm, Feature::VNorm),
             (m.post_norms, Feature::PostNorms),
@@ -274,7 +296,16 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
             "model.recurrent.mixer.gated_deltanet.conv_kernel",
             "linear_conv_kernel_dim",
         ),
+        ("model.recurrent.mixer.mamba2.heads", "mamba_num_heads"),
+        ("model.recurrent.mixer.mamba2.head_dim", "mamba_head_dim"),
+        ("model.recurrent.mixer.mamba2.state", "ssm_state_size"),
+        ("model.recurrent.mixer.mamba2.groups", "n_groups"),
+        ("model.recurrent.mixer.mamba2.conv_kernel", "conv_kernel"),
+        ("model.recurrent.mixer.mamba2.chunk", "chunk_size"),
         ("model.recurrent.layers", "layer_types"),
+        ("model.blocks.mixer_only", "layers_block_type"),
+        ("model.blocks.ffn_only", "layers_block_type"),
+        ("model.blocks", "layers_block_type"),
         ("model.kv_heads", "num_key_value_heads"),
         ("model.heads", "num_attention_heads"),
         ("model.head_dim", "head_dim"),
@@ -373,9 +404,10 @@ pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
             "Qwen3.5's dense models have a dense MLP on every layer and no experts; smelt \
              describes MoE models (qwen3_5_moe and qwen3_next, the MoE hybrids, are read)"
         }
-        "nemotron_h" | "jamba" | "granitemoehybrid" => {
-            "Mamba (state-space) layers keep a fixed-size state instead of a KV cache; the \
-             cost model does not describe them"
+        "jamba" | "granitemoehybrid" => {
+            "Mamba (state-space) layers are read only from nemotron_h configs, whose code \
+             (Mamba-2 beside attention and MoE layers, one block per layer) is checked \
+             against Nemotron 3 Nano; this family's Mamba layers and their placement differ"
         }
         "minimax" | "minimax_m1" => {
             "MiniMax-Text-01 and MiniMax-M1 interleave lightning (linear) attention layers, \

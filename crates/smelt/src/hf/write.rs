@@ -5,11 +5,12 @@ use serde_json::Value;
 use super::family::object;
 use super::{Common, Family};
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, ExpertActivation, ModelSpec, QkNorm, WindowKind};
+use crate::model::{AttentionBias, ExpertActivation, Mixer, ModelSpec, QkNorm, WindowKind};
 
 /// The family whose conventions a spec follows: `gemma4_text` with any of Gemma 4's pieces
 /// (full-attention layers of their own shape, the value norm, post norms, branch norms,
-/// router scales, GeGLU), `qwen3_next` with Gated DeltaNet layers or
+/// router scales, GeGLU), `nemotron_h` with Mamba-2 layers, one-block layers or the relu2
+/// MLP, `qwen3_next` with Gated DeltaNet layers or
 /// an attention output gate, `deepseek_v32` with an indexer,
 /// `deepseek_v3` with MLA, `llama4_text` with chunked attention, `phimoe` with norm or
 /// LM-head biases, `gpt_oss` with sinks, expert biases, the clamped SwiGLU or sliding windows
@@ -23,6 +24,13 @@ pub fn family_of(spec: &ModelSpec) -> Family {
     let ungated = m.moe.shared_experts > 0 && !m.moe.shared_gate;
     if crate::cost::memory::gemma_pieces(m).is_some() {
         return Family::Gemma4Text;
+    }
+    let mamba = m
+        .recurrent
+        .as_ref()
+        .is_some_and(|r| matches!(r.mixer, Mixer::Mamba2(_)));
+    if mamba || m.blocks.is_some() || m.moe.activation == ExpertActivation::Relu2 {
+        return Family::NemotronH;
     }
     if m.recurrent.is_some() || m.attention_gate {
         return Family::Qwen3Next;

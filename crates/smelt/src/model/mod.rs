@@ -150,7 +150,11 @@ pub struct Model {
     /// only the keys it selects (none when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub indexer: Option<Indexer>,
-    /// The Mixture-of-Experts FFN of every layer not listed in `dense`.
+    /// Layers with a token mixer only or an FFN only (none when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<Blocks>,
+    /// The Mixture-of-Experts FFN of every layer not listed in `dense` (nor in
+    /// `blocks.mixer_only`).
     pub moe: Moe,
     /// Layers whose FFN is one dense SwiGLU instead of the MoE (none when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -280,6 +284,8 @@ pub struct Recurrent {
 pub enum Mixer {
     /// Gated DeltaNet (Yang et al., arXiv:2412.06464) as Qwen3-Next and Qwen3.5 run it.
     GatedDeltanet(GatedDeltaNet),
+    /// Mamba-2 (Dao and Gu, arXiv:2405.21060) as Nemotron-H runs it.
+    Mamba2(Mamba2),
 }
 
 impl Mixer {
@@ -287,6 +293,7 @@ impl Mixer {
     pub fn as_str(&self) -> &'static str {
         match self {
             Mixer::GatedDeltanet(_) => "gated_deltanet",
+            Mixer::Mamba2(_) => "mamba2",
         }
     }
 }
@@ -328,6 +335,66 @@ impl GatedDeltaNet {
     pub fn value_width(&self) -> u64 {
         self.value_heads.saturating_mul(self.value_head_dim)
     }
+}
+
+/// A Mamba-2 token mixer (Transformers' `NemotronHMamba2Mixer`): `in_proj` of the layer's
+/// normed input to the gate `z` (`I = heads·head_dim`), the convolution's input `x, B, C`
+/// (`I + 2·groups·state` channels) and one `dt` per head; a depthwise causal convolution of
+/// `conv_kernel` taps over `x, B, C`; the chunked SSD scan (chunks of `chunk` tokens, `B` and
+/// `C` shared by the `heads / groups` heads of a group); an RMSNorm of width `I` gated by
+/// `silu(z)` (normalised per group); and `out_proj`. `A_log`, `D` and `dt_bias` hold one
+/// value per head.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mamba2 {
+    /// SSM heads (`mamba_num_heads`).
+    pub heads: u64,
+    /// Width of a head (`mamba_head_dim`).
+    pub head_dim: u64,
+    /// State size per head and channel (`ssm_state_size`).
+    pub state: u64,
+    /// Groups sharing `B` and `C` (`n_groups`); divides `heads`.
+    pub groups: u64,
+    /// Taps of the causal convolution (`conv_kernel`).
+    pub conv_kernel: u64,
+    /// Chunk length of the SSD scan (`chunk_size`); the sequence is padded to a multiple of
+    /// it.
+    pub chunk: u64,
+    /// A bias on the convolution (`use_conv_bias`): one per channel, no counted FLOPs.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub conv_bias: bool,
+    /// Biases on `in_proj` and `out_proj` (`use_bias`), no counted FLOPs.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub proj_bias: bool,
+}
+
+impl Mamba2 {
+    /// Inner width `I = heads·head_dim` (of `x`, `z` and the output).
+    pub fn inner(&self) -> u64 {
+        self.heads.saturating_mul(self.head_dim)
+    }
+
+    /// Convolution channels `I + 2·groups·state` (`x`, `B`, `C`).
+    pub fn conv_channels(&self) -> u64 {
+        self.inner()
+            .saturating_add(self.groups.saturating_mul(self.state).saturating_mul(2))
+    }
+}
+
+/// Layers that hold one block instead of a token mixer and an FFN (Nemotron-H, whose every
+/// layer is one norm and one of a Mamba-2 mixer, attention, an MLP or a MoE): each listed
+/// layer has one norm, not two.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Blocks {
+    /// 1-based layers with a token mixer (attention, or the recurrent mixer when
+    /// `[model.recurrent]` lists them) and no FFN, strictly increasing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mixer_only: Vec<u64>,
+    /// 1-based layers with an FFN (the MoE, or the dense FFN when `[model.dense]` lists
+    /// them) and no token mixer, strictly increasing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ffn_only: Vec<u64>,
 }
 
 /// The MoE FFN: routed SwiGLU experts, `top_k` active, plus optional shared experts.
@@ -393,12 +460,26 @@ named_enum! {
         /// (`hidden_activation = "gelu_pytorch_tanh"`), in its routed experts and its
         /// shared (dense) MLP alike.
         GeluTanh = "gelu_tanh",
+        /// Nemotron-H's MLP without a gate, `down(relu(up·x)²)`, in every FFN of the model
+        /// (routed and shared experts and the dense FFN): two matrices of `hidden x ffn`,
+        /// not three, so it changes the parameters and FLOPs.
+        Relu2 = "relu2",
     }
 }
 
 impl ExpertActivation {
     fn is_swiglu(&self) -> bool {
         *self == ExpertActivation::Swiglu
+    }
+
+    /// Matrices of `hidden x ffn` per FFN: 3 (gate, up, down), 2 without a gate.
+    pub fn matrices(&self) -> u64 {
+        match self {
+            ExpertActivation::Relu2 => 2,
+            ExpertActivation::Swiglu
+            | ExpertActivation::ClampedSwiglu
+            | ExpertActivation::GeluTanh => 3,
+        }
     }
 }
 
@@ -536,6 +617,26 @@ impl Model {
     /// Physical layers with a recurrent token mixer.
     pub fn recurrent_layers(&self) -> u64 {
         self.recurrent.as_ref().map_or(0, |r| r.layers.len() as u64)
+    }
+
+    /// The 1-based layers with no FFN (`blocks.mixer_only`).
+    pub fn mixer_only(&self) -> &[u64] {
+        self.blocks.as_ref().map_or(&[][..], |b| &b.mixer_only[..])
+    }
+
+    /// The 1-based layers with no token mixer (`blocks.ffn_only`).
+    pub fn ffn_only(&self) -> &[u64] {
+        self.blocks.as_ref().map_or(&[][..], |b| &b.ffn_only[..])
+    }
+
+    /// Physical layers with an attention block: neither recurrent nor FFN-only.
+    pub fn attention_layers(&self) -> u64 {
+        self.layers - self.recurrent_layers() - self.ffn_only().len() as u64
+    }
+
+    /// Physical layers with the MoE FFN: neither dense nor mixer-only.
+    pub fn moe_layers(&self) -> u64 {
+        self.layers - self.dense_layers() - self.mixer_only().len() as u64
     }
 
     /// Executions of recurrent layers per forward pass (a looped one counts each visit).

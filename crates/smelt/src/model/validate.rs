@@ -3,8 +3,8 @@
 //! and no loop runs over an absurd range.
 
 use super::{
-    AttentionBias, FullAttention, GatedDeltaNet, Indexer, Mixer, Mla, Model, ModelSpec, QkNorm,
-    Recurrent, Workload,
+    AttentionBias, Blocks, ExpertActivation, FullAttention, GatedDeltaNet, Indexer, Mamba2, Mixer,
+    Mla, Model, ModelSpec, QkNorm, Recurrent, Workload,
 };
 use super::{
     MAX_CONTEXT, MAX_COUNT, MAX_EXPERTS, MAX_HISTOGRAM_TOKENS, MAX_REPEATS, MAX_VOCAB, MAX_WIDTH,
@@ -82,9 +82,7 @@ impl Model {
         if let Some(ix) = &self.indexer {
             self.validate_indexer(ix)?;
         }
-        if let Some(r) = &self.recurrent {
-            self.validate_recurrent(r)?;
-        }
+        self.validate_hybrid()?;
         if let Some(fa) = &self.full_attention {
             self.validate_full_attention(fa)?;
         }
@@ -92,6 +90,20 @@ impl Model {
             "cannot be combined with [model.mla]: no family norms a latent attention's values"
                 .to_owned()
         })?;
+        let gemma = [
+            (self.full_attention.is_some(), "model.full_attention"),
+            (self.v_norm, "model.v_norm"),
+            (self.post_norms, "model.post_norms"),
+            (self.moe.branch_norms, "model.moe.branch_norms"),
+            (self.moe.router_scale, "model.moe.router_scale"),
+        ];
+        if let Some((_, field)) = gemma.iter().find(|(on, _)| *on) {
+            ensure(self.blocks.is_none(), field, || {
+                "cannot be combined with [model.blocks]: no family has Gemma 4's pieces in \
+                 one-block layers, and smelt does not count them together"
+                    .to_owned()
+            })?;
+        }
         ensure(
             !(self.attention_gate && self.mla.is_some()),
             "model.attention_gate",
@@ -149,6 +161,27 @@ fn validate_gated_deltanet(g: &GatedDeltaNet) -> Result<()> {
                 "must be a multiple of key_heads ({}): each query/key head serves \
                  value_heads / key_heads value heads; got {}",
                 g.key_heads, g.value_heads
+            )
+        },
+    )
+}
+
+fn validate_mamba2(m: &Mamba2) -> Result<()> {
+    const AT: &str = "model.recurrent.mixer.mamba2";
+    positive(&format!("{AT}.heads"), m.heads, MAX_COUNT)?;
+    positive(&format!("{AT}.head_dim"), m.head_dim, MAX_WIDTH)?;
+    positive(&format!("{AT}.state"), m.state, MAX_WIDTH)?;
+    positive(&format!("{AT}.groups"), m.groups, MAX_COUNT)?;
+    positive(&format!("{AT}.conv_kernel"), m.conv_kernel, MAX_COUNT)?;
+    positive(&format!("{AT}.chunk"), m.chunk, MAX_CONTEXT)?;
+    ensure(
+        m.heads.is_multiple_of(m.groups),
+        &format!("{AT}.groups"),
+        || {
+            format!(
+                "must divide {AT}.heads ({}): each group's B and C serve heads / groups heads; \
+             got {}",
+                m.heads, m.groups
             )
         },
     )
@@ -220,7 +253,96 @@ impl Model {
         )?;
         match &r.mixer {
             Mixer::GatedDeltanet(g) => validate_gated_deltanet(g),
+            Mixer::Mamba2(m) => validate_mamba2(m),
         }
+    }
+
+    /// The recurrent layers, one-block layers and the relu2 MLP.
+    fn validate_hybrid(&self) -> Result<()> {
+        if let Some(r) = &self.recurrent {
+            self.validate_recurrent(r)?;
+        }
+        if let Some(b) = &self.blocks {
+            self.validate_blocks(b)?;
+        }
+        ensure(
+            !(self.moe.activation == ExpertActivation::Relu2 && self.moe.expert_bias),
+            "model.moe.expert_bias",
+            || {
+                "cannot be combined with activation = \"relu2\": no family biases the \
+                 ungated experts, and smelt does not count it"
+                    .to_owned()
+            },
+        )
+    }
+
+    fn validate_blocks(&self, b: &Blocks) -> Result<()> {
+        ensure(
+            !(b.mixer_only.is_empty() && b.ffn_only.is_empty()),
+            "model.blocks",
+            || "must list layers in mixer_only or ffn_only (omit [model.blocks] for none)".into(),
+        )?;
+        if !b.mixer_only.is_empty() {
+            layer_list("model.blocks.mixer_only", &b.mixer_only, self.layers)?;
+        }
+        if !b.ffn_only.is_empty() {
+            layer_list("model.blocks.ffn_only", &b.ffn_only, self.layers)?;
+        }
+        let recurrent = self.recurrent.as_ref().map_or(&[][..], |r| &r.layers[..]);
+        let dense = self.dense.as_ref().map_or(&[][..], |d| &d.layers[..]);
+        let window = self.window.as_ref().map_or(&[][..], |w| &w.layers[..]);
+        for (field, list, other, what) in [
+            (
+                "model.blocks.ffn_only",
+                &b.ffn_only,
+                &b.mixer_only[..],
+                "model.blocks.mixer_only: a layer holds at least one block",
+            ),
+            (
+                "model.blocks.ffn_only",
+                &b.ffn_only,
+                recurrent,
+                "model.recurrent.layers: an FFN-only layer has no token mixer",
+            ),
+            (
+                "model.blocks.ffn_only",
+                &b.ffn_only,
+                window,
+                "model.window.layers: an FFN-only layer has no attention to window",
+            ),
+            (
+                "model.blocks.mixer_only",
+                &b.mixer_only,
+                dense,
+                "model.dense.layers: a mixer-only layer has no FFN",
+            ),
+        ] {
+            if let Some(l) = list.iter().find(|l| other.contains(l)) {
+                return Err(Error::invalid(
+                    field,
+                    format!("layer {l} is also in {what}"),
+                ));
+            }
+        }
+        ensure(self.attention_layers() > 0, "model.blocks.ffn_only", || {
+            "must leave at least one attention layer (neither recurrent nor FFN-only): smelt \
+             matches a KV cache, which a model without attention does not have"
+                .to_owned()
+        })?;
+        ensure(self.moe_layers() > 0, "model.blocks.mixer_only", || {
+            "must leave at least one MoE layer (neither dense nor mixer-only): smelt describes \
+             MoE models"
+                .to_owned()
+        })?;
+        ensure(
+            self.mtp_layers == 0 && self.mla.is_none() && self.indexer.is_none(),
+            "model.blocks",
+            || {
+                "cannot be combined with model.mtp_layers, [model.mla] or [model.indexer]: no \
+                 family has both, and smelt does not count them together"
+                    .to_owned()
+            },
+        )
     }
 
     fn validate_moe(&self) -> Result<()> {

@@ -201,14 +201,21 @@ impl Rows {
                 "  of which recurrent state",
                 count(s.elements.0),
                 format!(
-                    "{} x ({} conv + {} delta) per sequence",
-                    s.executions, s.conv_per_execution, s.delta_per_execution
+                    "{} x ({} conv + {} {}) per sequence",
+                    s.executions,
+                    s.conv_per_execution,
+                    s.delta_per_execution,
+                    s.state_word()
                 ),
             );
             self.push(
                 "  recurrent state (bytes)",
                 count(s.bytes.0),
-                format!("{} with an fp32 delta state", int(s.bytes_fp32_delta.0)),
+                format!(
+                    "{} with an fp32 {} state",
+                    int(s.bytes_fp32_delta.0),
+                    s.state_word()
+                ),
             );
         }
     }

@@ -62,6 +62,7 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
         full_attention: base.full_attention.clone(),
         v_norm: base.v_norm,
         post_norms: base.post_norms,
+        blocks: base.blocks.clone(),
         mtp_layers: base.mtp_layers,
         norm_bias: base.norm_bias,
         lm_head_bias: base.lm_head_bias,

@@ -1,0 +1,143 @@
+"""Mamba-2 hybrids (nemotron_h) against Transformers' torch code.
+
+* The published Nemotron 3 Nano 30B-A3B config (tests/data/hf) builds in Transformers on
+  the meta device with smelt's parameter count.
+* For a tiny model shrunk from it, with every kind of layer (`M*EM-E`: Mamba-2, attention,
+  MoE, Mamba-2, MLP, MoE), smelt's export builds in Transformers with smelt's parameter
+  count, and one training step (forward and backward, eager attention and eager experts,
+  the torch fallbacks `causal_conv1d_fn` and `mamba2_chunk_scan` of
+  `NemotronHMamba2Mixer`) counted by torch's FlopCounterMode equals smelt's training FLOPs
+  under the dense-attention convention, up to one difference the test computes exactly and
+  asserts: torch 2.15's FlopCounterMode ignores `groups` in the convolution backward's
+  weight-gradient term (pytorch/pytorch#183405), so for the depthwise conv of `c` channels,
+  `w` taps and `T + w - 1` outputs it counts `2·c·c·(T + w - 1)·w` instead of
+  `2·c·(T + w - 1)·w`, `2·c·(c - 1)·(T + w - 1)·w` too many per Mamba-2 layer.
+
+  Both count the SSD scan's five einsums (`C·Bᵀ`, the masked scores times `x`, the chunk
+  states, the chunk-to-chunk decay matrix over the `chunks + 1` state slots, the states'
+  read-out) on the sequence padded to `chunk_size`, and their backward as twice the
+  forward (every operand needs a gradient: the zero initial state is concatenated to the
+  chunk states before the einsum, and the unused final state is a slice of its output).
+  Neither counts the elementwise products (by `dt`, the decays, `D`), softplus, cumulative
+  sums, exponentials, masks or the gated RMSNorm.
+"""
+
+import copy
+import json
+import pathlib
+
+import pytest
+
+import smelt
+
+torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NANO = ROOT / "tests" / "data" / "hf" / "nemotron-3-nano-30b-a3b.json"
+VOCAB = 128
+
+TINY = dict(
+    hidden_size=64,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    num_hidden_layers=6,
+    hybrid_override_pattern="M*EM-E",
+    vocab_size=VOCAB,
+    max_position_embeddings=256,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=32,
+    moe_shared_expert_intermediate_size=48,
+    intermediate_size=40,
+    mamba_num_heads=4,
+    mamba_head_dim=8,
+    ssm_state_size=8,
+    n_groups=2,
+    conv_kernel=4,
+    chunk_size=8,
+)
+
+
+def tiny_config():
+    config = json.loads(NANO.read_text())
+    config.update(copy.deepcopy(TINY))
+    for key in ("pad_token_id", "eos_token_id", "bos_token_id", "torch_dtype"):
+        config.pop(key, None)
+    return config
+
+
+def build(config):
+    cfg = transformers.AutoConfig.for_model(**config)
+    return transformers.AutoModelForCausalLM.from_config(
+        cfg, attn_implementation="eager", experts_implementation="eager"
+    )
+
+
+def smelt_model(config, tokens):
+    model = smelt.import_hf(config)
+    model["workload"] = {"context": tokens, "mean_doc_len": tokens, "attention": "dense", "kv_dtype_bytes": 2}
+    return model
+
+
+def conv_overcount(model_file, tokens):
+    """FlopCounterMode's depthwise weight-gradient overcount per sequence (module doc)."""
+    m = model_file["model"]
+    x = m["recurrent"]["mixer"]["mamba2"]
+    layers = len(m["recurrent"]["layers"])
+    channels = x["heads"] * x["head_dim"] + 2 * x["groups"] * x["state"]
+    w = x["conv_kernel"]
+    return layers * 2 * channels * (channels - 1) * (tokens + w - 1) * w
+
+
+def test_the_published_config_builds_smelts_count():
+    config = json.loads(NANO.read_text())
+    cfg = transformers.AutoConfig.for_model(**config)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    cost = smelt.cost(smelt.import_hf(config))
+    assert sum(p.numel() for p in model.parameters()) == cost["params"]["total"] == 31_577_937_344
+
+
+def test_the_export_builds_the_model_smelt_costed(tmp_path):
+    config = tiny_config()
+    imported = smelt.import_hf(config)
+    written = smelt.export_hf(imported, tmp_path / "export", family="nemotron_h")
+    directory = pathlib.Path(written["models"][0]["path"])
+    exported = json.loads((directory / "config.json").read_text())
+    assert exported["model_type"] == "nemotron_h"
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(directory))
+    assert model.config.layers_block_type == [
+        "linear_attention",
+        "full_attention",
+        "moe",
+        "linear_attention",
+        "mlp",
+        "moe",
+    ]
+    cost = smelt.cost(directory)
+    assert sum(p.numel() for p in model.parameters()) == cost["params"]["total"]
+    assert sum(p.numel() for p in build(config).parameters()) == cost["params"]["total"]
+
+
+@pytest.mark.parametrize("tokens", [12, 70])
+def test_a_training_step_executes_smelts_flops(tokens):
+    config = tiny_config()
+    model = build(config)
+    assert model.config.chunk_size == 8
+    model_file = smelt_model(config, tokens)
+    cost = smelt.cost(model_file)
+    torch.manual_seed(0)
+    x = torch.randint(0, VOCAB, (1, tokens))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(x, labels=x).loss.backward()
+    counted = counter.get_total_flops()
+    conv = conv_overcount(model_file, tokens)
+    want = cost["flops_per_token"]["training"] * tokens
+    assert counted == pytest.approx(want + conv, abs=0.5), (counted, want, conv)
+    # With torch's weight-gradient term corrected, the step is smelt's count exactly.
+    assert counted - conv == pytest.approx(want, abs=0.5)
