@@ -570,6 +570,17 @@ fn nemotron_3_nano_30b_a3b() {
         core.checked_mul(4096).unwrap().as_integer(),
         Some(2 * 23 * ssd)
     );
+    // Activations are refused by name, and so is the kernel plan.
+    assert!(c.activations.policies.is_empty());
+    assert!(c.activations.refused.as_deref().unwrap().contains("mamba2"));
+    let e = smelt::bench::plan::plan(
+        &spec.model,
+        &[991],
+        smelt::Attention::Causal,
+        smelt::bench::Routing::Balanced,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("mamba2 layers"), "{e}");
 }
 
 /// Qwen3.5-397B-A17B ("397B total, 17B active", Qwen3.5 release), read from its

@@ -296,7 +296,7 @@ impl Model {
                 "model.blocks.ffn_only",
                 &b.ffn_only,
                 &b.mixer_only[..],
-                "model.blocks.mixer_only: a layer holds at least one block",
+                "model.blocks.mixer_only: a layer in both would hold neither block",
             ),
             (
                 "model.blocks.ffn_only",

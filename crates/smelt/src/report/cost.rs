@@ -225,11 +225,13 @@ impl Rows {
         let a = &c.activations;
         let field = |v: ActivationBytes| Field::shown(activation_bytes(v), v.as_f64());
         let budget = c.budgets().activations;
-        if a.refused.is_some() {
+        if let Some(why) = &a.refused {
+            // The refusal names its field first ("model.recurrent: ...").
+            let field = why.split(':').next().unwrap_or_default();
             self.push(
                 "activations/token (bytes)",
                 Field::text("not counted"),
-                "recurrent layers".to_owned(),
+                format!("refused for {field}"),
             );
             return;
         }
