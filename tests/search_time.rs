@@ -292,8 +292,10 @@ fn a_match_with_the_time_weighed_reports_its_residual() {
         p["looped_seconds_per_token"].as_f64().unwrap(),
         p["residual"].as_f64().unwrap(),
     );
-    assert_eq!(r, looped / base - 1.0, "{p}");
-    assert_eq!(p["ratio"].as_f64().unwrap(), looped / base);
+    // (JSON's floats read back to within a unit in the last place.)
+    let near = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1e-300);
+    assert!(near(r, looped / base - 1.0), "{p}");
+    assert!(near(p["ratio"].as_f64().unwrap(), looped / base), "{p}");
     assert_eq!(p["weight"], 1.0);
     assert_eq!(p["basis"]["device"]["name"], "NVIDIA H200 SXM");
     assert_eq!(p["basis"]["calibrated"], false);
@@ -301,7 +303,7 @@ fn a_match_with_the_time_weighed_reports_its_residual() {
         .map(|v| v.as_f64().unwrap())
         .collect();
     assert_eq!(score.len(), 5);
-    assert!(score.contains(&r.abs()), "{score:?} {r}");
+    assert!(score.iter().any(|&c| c == r.abs()), "{score:?} {r}");
     assert!(j["lattice"]["predicted"].as_u64().unwrap() > 0);
     let ranked = j["ranked"].as_array().unwrap();
     assert_eq!(ranked.len(), 3);
