@@ -79,30 +79,35 @@ fn brute_force_timed(b: &Budget) -> Vec<(Model, Vec<f64>)> {
 }
 
 /// [`arb_budget`] with a time budget of weight `w` on one of the [`roofline`]s, at a batch
-/// of a few documents or a few hundred tokens (Baselines the kernel plan does not plan are
-/// drawn again).
+/// of a few documents or a few hundred tokens, and up to 48 expert counts (more than the
+/// points next to step 4's breakpoints and ends, so that scoring only those would be
+/// caught). Baselines the kernel plan does not plan are drawn again.
 fn arb_timed(weights: Vec<f64>) -> impl Strategy<Value = Budget> {
     (
         arb_budget(),
         0usize..3,
         prop::sample::select(weights),
         prop::sample::select(vec![16u64, 64, 300]),
+        12u64..=48,
     )
         .prop_filter_map(
             "a Baseline the kernel plan predicts",
-            |(b, which, w, tokens)| {
+            |(b, which, w, tokens, counts)| {
                 let options = PredictOptions {
                     tokens,
                     routing: Routing::Balanced,
                 };
+                let mut lattice = b.lattice().clone();
+                let e = lattice.experts;
+                lattice.experts.max = e.min + e.step * (counts - 1);
                 let t = TimeBudget::new(w, roofline(which), options).ok()?;
-                b.with_time(Some(t)).ok()
+                b.with_lattice(lattice).ok()?.with_time(Some(t)).ok()
             },
         )
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig::with_cases(800))]
 
     /// With the time weighed, the solver's top 3 are exactly brute force's top 3, in
     /// order, with the same scores bit for bit.
