@@ -578,11 +578,13 @@ fn predicted_shards_merge_with_the_summary_recomputed() {
     let grid = grid.as_str();
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let shard = |k: &str, card: Option<&str>, edit: bool| {
-        let mut args: Vec<String> = ["grid", grid, "--format", "json", "--bench", "cpu", "--shard", k]
-            .into_iter()
-            .map(str::to_owned)
-            .chain(quick().map(str::to_owned))
-            .collect();
+        let mut args: Vec<String> = [
+            "grid", grid, "--format", "json", "--bench", "cpu", "--shard", k,
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(quick().map(str::to_owned))
+        .collect();
         if let Some(c) = card {
             args.extend(["--predict".to_owned(), c.to_owned()]);
         }
@@ -613,7 +615,10 @@ fn predicted_shards_merge_with_the_summary_recomputed() {
         "--mean-doc-len",
         "64",
     ]);
-    let (p1, p2) = (shard("1/2", Some("h200"), true), shard("2/2", Some("h200"), true));
+    let (p1, p2) = (
+        shard("1/2", Some("h200"), true),
+        shard("2/2", Some("h200"), true),
+    );
     let merged = common::run_json(&["merge", &p1, &p2]);
     // The same figures, to within the unit in the last place a JSON float read back may
     // be off by (serde_json's parser without `float_roundtrip`).
@@ -621,13 +626,19 @@ fn predicted_shards_merge_with_the_summary_recomputed() {
         let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
         (a - b).abs() <= 1e-14 * b.abs()
     };
-    let (m, w) = (&merged["summary"]["predicted"], &whole["summary"]["predicted"]);
+    let (m, w) = (
+        &merged["summary"]["predicted"],
+        &whole["summary"]["predicted"],
+    );
     assert_eq!(m["basis"], w["basis"]);
     for key in ["max_ratio", "mean_ratio"] {
         assert!(near(&m[key], &w[key]), "{key}: {m} against {w}");
     }
     for i in 0..2 {
-        let (m, w) = (&merged["cells"][i]["predicted"], &whole["cells"][i]["predicted"]);
+        let (m, w) = (
+            &merged["cells"][i]["predicted"],
+            &whole["cells"][i]["predicted"],
+        );
         assert!(near(&m["ratio"], &w["ratio"]), "{m} against {w}");
     }
     let ratios: Vec<f64> = (0..2)
@@ -635,7 +646,10 @@ fn predicted_shards_merge_with_the_summary_recomputed() {
         .collect();
     let s = &merged["summary"]["predicted"];
     assert_eq!(s["max_ratio"].as_f64().unwrap(), ratios[0].max(ratios[1]));
-    assert_eq!(s["mean_ratio"].as_f64().unwrap(), (ratios[0] + ratios[1]) / 2.0);
+    assert_eq!(
+        s["mean_ratio"].as_f64().unwrap(),
+        (ratios[0] + ratios[1]) / 2.0
+    );
     // A shard on another card, or without --predict, is another run's.
     for other in [shard("2/2", Some("b200"), false), shard("2/2", None, false)] {
         let (code, _, err) = run(&["merge", &p1, &other]);

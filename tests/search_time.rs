@@ -166,7 +166,10 @@ proptest! {
 /// `match-200m-s95-small.toml` with `extra` appended, read from `budgets/`.
 fn small_with(extra: &str) -> smelt::Result<Budget> {
     let text = std::fs::read_to_string(common::budget("match-200m-s95-small.toml")).unwrap();
-    Budget::from_toml_str(&format!("{text}\n{extra}"), Path::new(&common::budgets_dir()))
+    Budget::from_toml_str(
+        &format!("{text}\n{extra}"),
+        Path::new(&common::budgets_dir()),
+    )
 }
 
 /// The field and rule of an invalid-field error.
@@ -280,7 +283,10 @@ fn what_cannot_carry_the_time_refuses_it() {
     assert!(e.to_string().contains("grid --predict"), "{e}");
     let b = smelt::Budget::load(common::budget("match-200m-s95-time.toml")).unwrap();
     let e = search::milp::solve(&b).unwrap_err();
-    assert!(e.to_string().contains("cannot express the predicted time"), "{e}");
+    assert!(
+        e.to_string().contains("cannot express the predicted time"),
+        "{e}"
+    );
     let e = search::sweep(&b, search::Knob::Repeats, &[2]).unwrap_err();
     assert!(e.to_string().contains("objective.time"), "{e}");
 }
@@ -319,7 +325,10 @@ fn a_match_with_the_time_weighed_reports_its_residual() {
         assert_eq!(code, Some(0), "{err}");
         assert!(out.contains("predicted time/token"), "{out}");
         assert!(out.contains("time budget (weight 1, matched)"), "{out}");
-        assert!(out.contains("NVIDIA H200 SXM") && out.contains("uncalibrated"), "{out}");
+        assert!(
+            out.contains("NVIDIA H200 SXM") && out.contains("uncalibrated"),
+            "{out}"
+        );
     }
     // Weighed 0: reported, not matched, and the match is the plain small budget's.
     let text = std::fs::read_to_string(&budget)
@@ -341,6 +350,24 @@ fn a_match_with_the_time_weighed_reports_its_residual() {
     let r0 = z["predicted_time"]["residual"].as_f64().unwrap().abs();
     let worst0 = z["score"][0].as_f64().unwrap().max(r0);
     assert!(score[0] <= worst0, "{score:?} against {worst0}");
+    // The README's figures ("Matching the time too").
+    let pct = |v: &serde_json::Value| format!("{:+.2}%", v.as_f64().unwrap() * 100.0);
+    let figures = [
+        pct(&p["residual"]),
+        pct(&j["residuals"]["flops"]),
+        pct(&j["residuals"]["params"]),
+        pct(&j["residuals"]["kv"]),
+        format!("{:.3}", z["predicted_time"]["ratio"].as_f64().unwrap()),
+        pct(&plain["residuals"]["flops"]),
+        pct(&plain["residuals"]["params"]),
+        pct(&plain["residuals"]["kv"]),
+    ];
+    let readme = [
+        "+9.27%", "-10.07%", "-9.73%", "-10.00%", "1.190", "+0.28%", "+0.38%", "-2.50%",
+    ];
+    assert_eq!(figures, readme);
+    assert_eq!(j["looped"]["model"]["hidden"], 1024);
+    assert_eq!(j["looped"]["model"]["moe"]["experts"], 280);
     let (code, out, err) = run(&["match", zero.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("weight 0, reported, not matched"), "{out}");

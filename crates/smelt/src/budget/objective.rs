@@ -298,7 +298,12 @@ mod tests {
         assert_eq!(t.components().len(), BudgetKind::COUNT + 1);
         let zero = s.with_time(0.0);
         assert_eq!(zero.rank(&t), Ordering::Less);
-        assert!(zero.components().iter().zip(t.components()).all(|(a, b)| a <= b));
+        assert!(
+            zero.components()
+                .iter()
+                .zip(t.components())
+                .all(|(a, b)| a <= b)
+        );
         let json = serde_json::to_string(&t).unwrap();
         assert!(json.starts_with("[0.15,0.12,0.1,0.04"), "{json}");
         assert_eq!(serde_json::to_string(&s).unwrap().matches(',').count(), 3);

@@ -237,14 +237,10 @@ fn load_calibration(path: &Path) -> Result<Calibration> {
     let c: Calibration = serde_json::from_str(&text).map_err(|e| {
         Error::invalid(
             field,
-            format!(
-                "'{}' is not smelt calibrate's file: {e}",
-                path.display()
-            ),
+            format!("'{}' is not smelt calibrate's file: {e}", path.display()),
         )
     })?;
-    c.validate().map_err(|e| {
-        Error::invalid(field, format!("calibration '{}': {e}", path.display()))
-    })?;
+    c.validate()
+        .map_err(|e| Error::invalid(field, format!("calibration '{}': {e}", path.display())))?;
     Ok(c)
 }

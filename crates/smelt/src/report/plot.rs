@@ -232,11 +232,7 @@ impl<'a> Heatmap<'a> {
         root.draw(&Rectangle::new(corners, WHITE.stroke_width(1)))
             .map_err(plot_error)?;
         let text = format!("{:+.2}%", r * 100.0);
-        let ink = if (r / max).abs() > 0.6 {
-            WHITE
-        } else {
-            BLACK
-        };
+        let ink = if (r / max).abs() > 0.6 { WHITE } else { BLACK };
         let at = (x + cell_w / 2, y + cell_h / 2);
         root.draw(&Text::new(text, at, centered(13).color(&ink)))
             .map_err(plot_error)

@@ -137,8 +137,7 @@ pub use grid::{
     predict_cells, time_cells, time_shard,
 };
 pub use report::{
-    Alternative, BudgetPair, MatchReport, MatchTime, SparsityPair, match_budget,
-    match_budget_with,
+    Alternative, BudgetPair, MatchReport, MatchTime, SparsityPair, match_budget, match_budget_with,
 };
 pub use sweep::{
     Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, check_values, parse_values, sweep, sweep_with,
