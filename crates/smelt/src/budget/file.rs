@@ -132,14 +132,12 @@ impl PlanFile {
         baseline.validate()?;
         let recipe = self.recipe.resolve()?;
         let lattice = self.lattice.resolve(&baseline)?;
-        Ok(
-            Budget::new(baseline, recipe, lattice, self.objective.weights()?)?
-                .with_mode(self.mode)
-                .with_tolerance(Tolerance::new(self.tolerance)?)
-                .with_name(name)
-                .with_source(source)
-                .with_time(self.objective.time(dir)?)?,
-        )
+        Budget::new(baseline, recipe, lattice, self.objective.weights()?)?
+            .with_mode(self.mode)
+            .with_tolerance(Tolerance::new(self.tolerance)?)
+            .with_name(name)
+            .with_source(source)
+            .with_time(self.objective.time(dir)?)
     }
 }
 
