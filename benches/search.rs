@@ -2,7 +2,9 @@
 //! three large lattices (1.6B/S97 with hidden size, head width and expert count in steps of
 //! 1; 200M/S95 with a free expert width; 200M/S95 with head widths 32..16384), and the exact
 //! solver beside the `good_lp` MILP on the same small instance; DeepSeek-V3 (MLA) and
-//! gpt-oss-120b (windows, sinks) with SMELT's recipe on their default lattices.
+//! gpt-oss-120b (windows, sinks) with SMELT's recipe on their default lattices; and the
+//! small instance with the predicted time on an H200 SXM weighed (every expert count
+//! scored, the time predicted where it can still win).
 //!
 //! Run: `cargo bench -p smelt-benches --bench search`. The lattice points, candidates scored
 //! and models costed of each instance are printed first.
@@ -43,6 +45,10 @@ fn bench(c: &mut Criterion) {
         (
             "match gpt-oss-120b (sliding windows, sinks)",
             load(path("match-gpt-oss-120b.toml")),
+        ),
+        (
+            "match 200M/S95 small, time on H200 weighed",
+            load(path("match-200m-s95-time.toml")),
         ),
     ];
     let small = load(path("match-200m-s95-small.toml"));

@@ -568,6 +568,96 @@ fn shards_of_a_grid_merge_into_the_grid() {
     assert!(err.contains("1 <= K <= N"), "{err}");
 }
 
+/// Shards of `grid --predict CARD --bench cpu --shard K/N` merge into the grid with the
+/// predicted summary recomputed over the merged cells: the unsharded grid's, whatever a
+/// shard's own summary says; a shard predicted on another card (or not at all) is refused.
+#[test]
+fn predicted_shards_merge_with_the_summary_recomputed() {
+    let grid = two_cell_grid();
+    let grid = grid.display().to_string();
+    let grid = grid.as_str();
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let shard = |k: &str, card: Option<&str>, edit: bool| {
+        let mut args: Vec<String> = [
+            "grid", grid, "--format", "json", "--bench", "cpu", "--shard", k,
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(quick().map(str::to_owned))
+        .collect();
+        if let Some(c) = card {
+            args.extend(["--predict".to_owned(), c.to_owned()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut v = common::run_json(&args);
+        if edit {
+            // A summary no shard computed: the merge must not keep it.
+            v["summary"]["predicted"]["max_ratio"] = serde_json::json!(99.0);
+            v["summary"]["predicted"]["mean_ratio"] = serde_json::json!(99.0);
+        }
+        let path = dir.join(format!(
+            "pshard-{}-{}-{edit}-{}.json",
+            k.replace('/', "of"),
+            card.unwrap_or("none"),
+            std::process::id()
+        ));
+        std::fs::write(&path, v.to_string()).unwrap();
+        path.display().to_string()
+    };
+    // The shards' workload (quick's documents of 64 tokens), unsharded and untimed.
+    let whole = common::run_json(&[
+        "grid",
+        grid,
+        "--format",
+        "json",
+        "--predict",
+        "h200",
+        "--mean-doc-len",
+        "64",
+    ]);
+    let (p1, p2) = (
+        shard("1/2", Some("h200"), true),
+        shard("2/2", Some("h200"), true),
+    );
+    let merged = common::run_json(&["merge", &p1, &p2]);
+    // The same figures, to within the unit in the last place a JSON float read back may
+    // be off by (serde_json's parser without `float_roundtrip`).
+    let near = |a: &serde_json::Value, b: &serde_json::Value| {
+        let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
+        (a - b).abs() <= 1e-14 * b.abs()
+    };
+    let (m, w) = (
+        &merged["summary"]["predicted"],
+        &whole["summary"]["predicted"],
+    );
+    assert_eq!(m["basis"], w["basis"]);
+    for key in ["max_ratio", "mean_ratio"] {
+        assert!(near(&m[key], &w[key]), "{key}: {m} against {w}");
+    }
+    for i in 0..2 {
+        let (m, w) = (
+            &merged["cells"][i]["predicted"],
+            &whole["cells"][i]["predicted"],
+        );
+        assert!(near(&m["ratio"], &w["ratio"]), "{m} against {w}");
+    }
+    let ratios: Vec<f64> = (0..2)
+        .map(|i| merged["cells"][i]["predicted"]["ratio"].as_f64().unwrap())
+        .collect();
+    let s = &merged["summary"]["predicted"];
+    assert_eq!(s["max_ratio"].as_f64().unwrap(), ratios[0].max(ratios[1]));
+    assert_eq!(
+        s["mean_ratio"].as_f64().unwrap(),
+        (ratios[0] + ratios[1]) / 2.0
+    );
+    // A shard on another card, or without --predict, is another run's.
+    for other in [shard("2/2", Some("b200"), false), shard("2/2", None, false)] {
+        let (code, _, err) = run(&["merge", &p1, &other]);
+        assert_eq!(code, Some(1));
+        assert!(err.contains("another grid"), "{err}");
+    }
+}
+
 /// Short documents, a small batch, one round, no progress: a benchmark of a few seconds.
 fn quick() -> impl Iterator<Item = &'static str> {
     "--mean-doc-len 64 --tokens 128 --repeats 1 -q".split(' ')

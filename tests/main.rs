@@ -25,6 +25,7 @@ mod predict;
 mod reference;
 mod search;
 mod search_ties;
+mod search_time;
 mod snapshots;
 mod structure;
 mod training_memory;

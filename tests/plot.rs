@@ -69,6 +69,46 @@ fn residual_heatmap_has_every_cell() {
     );
 }
 
+/// With predicted times (`grid --predict`), a fourth panel: each cell's predicted ratio
+/// less 1 on its own scale, the footnote naming the card; the same bytes for the same input.
+#[test]
+fn a_predicted_grid_gets_a_time_panel() {
+    use smelt::bench::predict::{DeviceRequest, PredictOptions};
+    let mut r = grid_report();
+    let plain = plot::residual_heatmap(&r).unwrap();
+    let (roof, _) = DeviceRequest {
+        card: Some(smelt::card::Card::H200Sxm),
+        ..DeviceRequest::default()
+    }
+    .roofline()
+    .unwrap();
+    smelt::search::predict_cells(&mut r, &roof, &PredictOptions::default()).unwrap();
+    let svg = plot::residual_heatmap(&r).unwrap();
+    assert!(svg.starts_with("<svg") && balanced(&svg));
+    assert_eq!(
+        svg.matches("<rect").count(),
+        1 + 2 * 64,
+        "background + 4 x 16 cells"
+    );
+    let text = |t: &str| svg.lines().any(|l| l.trim() == t);
+    let ratios: Vec<f64> = r.cells.iter().map(|c| c.predicted.unwrap().ratio).collect();
+    let max = ratios.iter().fold(0.005f64, |m, x| m.max((x - 1.0).abs()));
+    assert!(
+        text(&format!("predicted time (±{:.1}%)", max * 100.0)),
+        "{svg}"
+    );
+    for x in &ratios {
+        assert!(text(&format!("{:+.2}%", (x - 1.0) * 100.0)), "{x}");
+    }
+    assert!(svg.contains("predicted time ratio on NVIDIA H200 SXM (uncalibrated roofline)"));
+    assert_eq!(
+        svg,
+        plot::residual_heatmap(&r).unwrap(),
+        "same input, same bytes"
+    );
+    assert_ne!(svg, plain);
+}
+
 #[test]
 fn readme_picture_is_current() {
     let svg = plot::residual_heatmap(&grid_report()).unwrap();

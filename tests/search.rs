@@ -116,30 +116,7 @@ pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; BudgetKind::COUNT], R
         }
     }
     let b0 = &b.baseline().model;
-    let rank = |m: &Model| m.mla.as_ref().map_or(0, |a| a.kv_lora_rank);
-    let key = |m: &Model| {
-        let d = |x: u64, y: u64| x.abs_diff(y);
-        (
-            (
-                d(rank(m), rank(b0)),
-                d(m.head_dim, b0.head_dim),
-                d(m.kv_heads, b0.kv_heads),
-                d(m.heads, b0.heads),
-                d(m.hidden, b0.hidden),
-                d(m.moe.experts, b0.moe.experts),
-                d(m.moe.expert_ffn, b0.moe.expert_ffn),
-            ),
-            (
-                std::cmp::Reverse(m.head_dim),
-                m.kv_heads,
-                m.heads,
-                std::cmp::Reverse(m.hidden),
-                m.moe.experts,
-                m.moe.expert_ffn,
-                rank(m),
-            ),
-        )
-    };
+    let key = |m: &Model| tie_key(m, b0);
     all.sort_by(|a, b| {
         a.1.iter()
             .zip(&b.1)
@@ -151,7 +128,34 @@ pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; BudgetKind::COUNT], R
     all
 }
 
-fn arb_budget() -> impl Strategy<Value = Budget> {
+/// The documented tie-break key of `m` against the Baseline `b0` (module docs of
+/// `smelt::search`), written out here independently of the solver's.
+pub(crate) fn tie_key(m: &Model, b0: &Model) -> impl Ord + use<> {
+    let rank = |m: &Model| m.mla.as_ref().map_or(0, |a| a.kv_lora_rank);
+    let d = |x: u64, y: u64| x.abs_diff(y);
+    (
+        (
+            d(rank(m), rank(b0)),
+            d(m.head_dim, b0.head_dim),
+            d(m.kv_heads, b0.kv_heads),
+            d(m.heads, b0.heads),
+            d(m.hidden, b0.hidden),
+            d(m.moe.experts, b0.moe.experts),
+            d(m.moe.expert_ffn, b0.moe.expert_ffn),
+        ),
+        (
+            std::cmp::Reverse(m.head_dim),
+            m.kv_heads,
+            m.heads,
+            std::cmp::Reverse(m.hidden),
+            m.moe.experts,
+            m.moe.expert_ffn,
+            rank(m),
+        ),
+    )
+}
+
+pub(crate) fn arb_budget() -> impl Strategy<Value = Budget> {
     let base = (
         (2u64..=6, 2u64..=8, 1u64..=2, 1u64..=3, 1u64..=4),
         (1u64..=4, 1u64..=3, 1u64..=8, 1u64..=48, any::<bool>()),
@@ -561,7 +565,10 @@ kv = 0.036
     let m = smelt::match_budget(&b, 1).unwrap();
     assert!(!m.within_tolerance);
     let floor = m.floor.as_ref().unwrap();
-    assert_eq!(floor.budget, smelt::BudgetKind::Params);
+    assert_eq!(
+        floor.budget,
+        smelt::search::advice::Binding::Budget(smelt::BudgetKind::Params)
+    );
     assert_eq!(floor.knob, "lattice.experts");
     assert!((floor.step_moves - 0.0775).abs() < 0.001, "{floor:?}");
     let best = &m.advice[0];

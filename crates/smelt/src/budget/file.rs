@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::time::{TimeBudget, TimeFile};
 use super::{BaselineSource, Budget, Mode, Placement, Recipe, Span, Tolerance, Weights};
-use crate::cost::PerBudget;
+use crate::cost::{BudgetKind, PerBudget};
 use crate::error::{Error, Result};
 use crate::model::validate::check_name;
 use crate::model::{Counting, ModelSpec, Training, Workload};
@@ -85,7 +86,7 @@ pub(crate) struct PlanFile {
     #[serde(default)]
     lattice: super::lattice_file::LatticeFile,
     #[serde(default)]
-    objective: ObjectiveFile,
+    pub(crate) objective: ObjectiveFile,
     #[serde(default)]
     tolerance: PerBudget<Option<f64>>,
     /// Overrides the Baseline's `[counting]` (e.g. the paper's convention for a
@@ -113,6 +114,7 @@ impl PlanFile {
         name: Option<String>,
         mut baseline: ModelSpec,
         source: BaselineSource,
+        dir: &Path,
     ) -> Result<Budget> {
         if let Some(n) = &name {
             check_name("name", n)?;
@@ -130,13 +132,12 @@ impl PlanFile {
         baseline.validate()?;
         let recipe = self.recipe.resolve()?;
         let lattice = self.lattice.resolve(&baseline)?;
-        Ok(
-            Budget::new(baseline, recipe, lattice, self.objective.weights()?)?
-                .with_mode(self.mode)
-                .with_tolerance(Tolerance::new(self.tolerance)?)
-                .with_name(name)
-                .with_source(source),
-        )
+        Budget::new(baseline, recipe, lattice, self.objective.weights()?)?
+            .with_mode(self.mode)
+            .with_tolerance(Tolerance::new(self.tolerance)?)
+            .with_name(name)
+            .with_source(source)
+            .with_time(self.objective.time(dir)?)
     }
 }
 
@@ -200,19 +201,73 @@ impl RecipeFile {
 /// `[objective]` as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ObjectiveFile {
+pub(crate) struct ObjectiveFile {
     /// `[objective.weights]` as written: a weight per budget, the default one
     /// ([`Weights::default`]) when not given.
     #[serde(default)]
-    weights: PerBudget<Option<f64>>,
+    weights: WeightsFile,
+    /// `[objective.time]`: the device the predicted time is for ([`super::time`]).
+    #[serde(default)]
+    time: Option<TimeFile>,
+}
+
+/// `[objective.weights]` as written: one key per budget ([`crate::BudgetKind`]) and the
+/// predicted time's.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WeightsFile {
+    #[serde(default)]
+    flops: Option<f64>,
+    #[serde(default)]
+    params: Option<f64>,
+    #[serde(default)]
+    kv: Option<f64>,
+    #[serde(default)]
+    activations: Option<f64>,
+    #[serde(default)]
+    time: Option<f64>,
 }
 
 impl ObjectiveFile {
     fn weights(&self) -> Result<Weights> {
         let default = Weights::default();
+        let w = &self.weights;
         Weights::new(PerBudget::from_fn(|k| {
-            self.weights[k].unwrap_or(default[k])
+            match k {
+                BudgetKind::Flops => w.flops,
+                BudgetKind::Params => w.params,
+                BudgetKind::Kv => w.kv,
+                BudgetKind::Activations => w.activations,
+            }
+            .unwrap_or(default[k])
         }))
+    }
+
+    /// Whether the file gives the time budget (a weight for it, or its device).
+    pub(crate) fn has_time(&self) -> bool {
+        self.weights.time.is_some() || self.time.is_some()
+    }
+
+    /// The time budget: `None` unless `[objective.time]` names its device; refused when
+    /// `weights.time` is above 0 without one.
+    fn time(&self, dir: &Path) -> Result<Option<TimeBudget>> {
+        let weight = self.weights.time.unwrap_or(0.0);
+        match &self.time {
+            Some(t) => t.resolve(weight, dir).map(Some),
+            None if weight.is_finite() && weight == 0.0 => Ok(None),
+            None if !(weight.is_finite() && weight >= 0.0) => Err(Error::invalid(
+                "objective.weights.time",
+                format!("must be a non-negative finite number (got {weight})"),
+            )),
+            None => Err(Error::invalid(
+                "objective.weights.time",
+                format!(
+                    "is {weight}, but no [objective.time] names the device the time is \
+                     predicted on: give card = \"h200-sxm\" (or peak = TFLOP/s, or a \
+                     calibration) there"
+                ),
+            )),
+        }
     }
 }
 

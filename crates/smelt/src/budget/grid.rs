@@ -85,6 +85,13 @@ impl GridSpec {
         if raw.is_empty() {
             return Err(Error::invalid("cells", "the grid has no cells"));
         }
+        if f.objective.has_time() {
+            return Err(Error::invalid(
+                "objective.time",
+                "belongs in a budget file (smelt match): a grid does not match the predicted \
+                 time; smelt grid --predict CARD reports each cell's predicted time ratio",
+            ));
+        }
         if let Some(n) = &f.name {
             crate::model::validate::check_name("name", n)?;
         }
@@ -95,7 +102,7 @@ impl GridSpec {
             let field = format!("cells[{i}] ({scale}, {sparsity})");
             let (baseline, source) = file::baseline_from(&baseline, dir, &field)?;
             let budget = f
-                .budget(Some(format!("{scale}-{sparsity}")), baseline, source)
+                .budget(Some(format!("{scale}-{sparsity}")), baseline, source, dir)
                 .map_err(|e| Error::invalid(field.clone(), e.to_string()))?;
             cells.push(Cell {
                 scale,

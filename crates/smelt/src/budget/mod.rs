@@ -22,7 +22,8 @@
 //! q_width = { min = 0.9, max = 1.1 }              # heads * head_dim / hidden
 //!
 //! [objective]
-//! weights = { flops = 1.0, params = 1.0, kv = 1.0 }
+//! weights = { flops = 1.0, params = 1.0, kv = 1.0 }   # activations, time: 0 unless given
+//! # time = { card = "h200-sxm" }    # the device a weighted time is predicted on ([`mod@time`])
 //!
 //! [tolerance]                       # optional: a result outside is reported as a failure
 //! flops = 0.04
@@ -46,6 +47,7 @@ mod lattice;
 mod lattice_file;
 mod objective;
 mod recipe;
+pub mod time;
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +55,7 @@ pub use grid::{Cell, GridSpec};
 pub use lattice::{FfnRule, HeadsRule, Lattice, MAX_COMBINATIONS, Steps};
 pub use objective::{Mode, Score, Tolerance, Weights};
 pub use recipe::{Placement, Recipe, Span};
+pub use time::TimeBudget;
 
 use crate::error::{Error, Result};
 use crate::model::{Loop, MAX_WIDTH, ModelSpec, Workload};
@@ -86,6 +89,7 @@ pub struct Budget {
     mode: Mode,
     tolerance: Tolerance,
     looping: Option<Loop>,
+    time: Option<TimeBudget>,
 }
 
 impl Budget {
@@ -151,6 +155,7 @@ impl Budget {
             mode: Mode::TwoSided,
             tolerance: Tolerance::default(),
             looping,
+            time: None,
         })
     }
 
@@ -164,6 +169,28 @@ impl Budget {
     pub fn with_mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
         self
+    }
+
+    /// The same budget with the predicted time as a term of the objective (`None`: no time
+    /// budget, the default), checked by predicting the Baseline's time: an error names
+    /// `objective.time` when it cannot be predicted (a hybrid's recurrent layers, say).
+    pub fn with_time(mut self, time: Option<TimeBudget>) -> Result<Self> {
+        if let Some(t) = &time {
+            let s = t.seconds_per_token(&self.baseline).map_err(|e| {
+                Error::invalid(
+                    "objective.time",
+                    format!("the Baseline's step time cannot be predicted: {e}"),
+                )
+            })?;
+            if !(s.is_finite() && s > 0.0) {
+                return Err(Error::invalid(
+                    "objective.time",
+                    format!("the Baseline's predicted seconds per token is {s}, not positive"),
+                ));
+            }
+        }
+        self.time = time;
+        Ok(self)
     }
 
     /// The same budget with tolerances (checked when made: [`Tolerance::new`]).
@@ -200,13 +227,14 @@ impl Budget {
     /// path every `with_*` that can make a budget invalid goes through.
     fn rebuilt(&self, baseline: ModelSpec, recipe: Recipe, lattice: Lattice) -> Result<Self> {
         let b = Budget::new(baseline, recipe, lattice, self.weights)?;
-        Ok(Self {
+        Self {
             name: self.name.clone(),
             source: self.source.clone(),
             mode: self.mode,
             tolerance: self.tolerance,
             ..b
-        })
+        }
+        .with_time(self.time.clone())
     }
 
     /// Display name.
@@ -252,6 +280,16 @@ impl Budget {
         self.mode
     }
 
+    /// The predicted-time budget, when the budget has one ([`mod@time`]).
+    pub fn time(&self) -> Option<&TimeBudget> {
+        self.time.as_ref()
+    }
+
+    /// The predicted time's weight in the objective (0 without a time budget).
+    pub fn time_weight(&self) -> f64 {
+        self.time.as_ref().map_or(0.0, TimeBudget::weight)
+    }
+
     /// Tolerances.
     pub fn tolerance(&self) -> &Tolerance {
         &self.tolerance
@@ -291,7 +329,7 @@ impl Budget {
             )
         })?;
         let (baseline, source) = file::baseline_from(value, dir, "baseline")?;
-        f.budget(f.name.clone(), baseline, source)
+        f.budget(f.name.clone(), baseline, source, dir)
     }
 }
 

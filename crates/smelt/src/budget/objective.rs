@@ -128,40 +128,67 @@ impl Serialize for Tolerance {
     }
 }
 
-/// The objective's value: the weighted `|r|` of each budget, largest first. Scores are
-/// ordered lexicographically, exactly on the floats ([`f64::total_cmp`], component by
-/// component): a total order, the one the solver minimises. Serialised as the array of
-/// its components; indexing gives a component (`score[0]` is the largest).
-#[derive(Clone, Copy, PartialEq, Serialize)]
-#[serde(transparent)]
-pub struct Score([f64; BudgetKind::COUNT]);
+/// The objective's value: the weighted `|r|` of each budget (and of the predicted time,
+/// when the budget has one: [`Score::with_time`]), largest first. Scores are ordered
+/// lexicographically, exactly on the floats ([`f64::total_cmp`], component by component):
+/// a total order, the one the solver minimises. Serialised as the array of its components;
+/// indexing gives a component (`score[0]` is the largest).
+#[derive(Clone, Copy, PartialEq)]
+pub struct Score {
+    /// The components, largest first, in the first `len`; 0 after.
+    c: [f64; BudgetKind::COUNT + 1],
+    len: usize,
+}
 
 impl Score {
     /// The score of residuals `r` under weights `w`.
     pub fn of(r: &Residuals, w: &Weights) -> Self {
-        let mut s = r.zip(**w).map(|(r, w)| w * r.abs()).into_array();
-        s.sort_by(|a, b| b.total_cmp(a));
-        Self(s)
+        let mut c = [0.0; BudgetKind::COUNT + 1];
+        let s = r.zip(**w).map(|(r, w)| w * r.abs()).into_array();
+        c[..BudgetKind::COUNT].copy_from_slice(&s);
+        c[..BudgetKind::COUNT].sort_by(|a, b| b.total_cmp(a));
+        Self {
+            c,
+            len: BudgetKind::COUNT,
+        }
+    }
+
+    /// This score with the predicted time's weighted `|r_T|` (`weighted`, non-negative)
+    /// among its components. Every component of the result is at least the same component
+    /// of this score with `weighted = 0` (the `i`-th largest of a list only grows when a 0
+    /// in it is raised), so that score is a lower bound of this one in the order.
+    pub fn with_time(mut self, weighted: f64) -> Self {
+        debug_assert_eq!(self.len, BudgetKind::COUNT, "one time component");
+        self.c[self.len] = weighted;
+        self.len += 1;
+        self.c[..self.len].sort_by(|a, b| b.total_cmp(a));
+        self
     }
 
     /// The largest weighted `|r|` (the first component).
     pub fn worst(&self) -> f64 {
-        self.0[0]
+        self.c[0]
     }
 
     /// The components, largest first.
-    pub fn components(&self) -> &[f64; BudgetKind::COUNT] {
-        &self.0
+    pub fn components(&self) -> &[f64] {
+        &self.c[..self.len]
     }
 
     /// The lexicographic order of the module docs, exact on the floats.
     pub fn rank(&self, other: &Self) -> Ordering {
-        self.0
+        self.components()
             .iter()
-            .zip(&other.0)
+            .zip(other.components())
             .map(|(x, y)| x.total_cmp(y))
             .find(|o| o.is_ne())
             .unwrap_or(Ordering::Equal)
+    }
+}
+
+impl Serialize for Score {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.components().serialize(s)
     }
 }
 
@@ -169,13 +196,13 @@ impl Index<usize> for Score {
     type Output = f64;
 
     fn index(&self, i: usize) -> &f64 {
-        &self.0[i]
+        &self.components()[i]
     }
 }
 
 impl fmt::Debug for Score {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        self.components().fmt(f)
     }
 }
 
@@ -260,5 +287,25 @@ mod tests {
         assert_eq!(s.rank(&t), Ordering::Less);
         assert_eq!(t.rank(&s), Ordering::Greater);
         assert_eq!(s.rank(&s), Ordering::Equal);
+    }
+
+    #[test]
+    fn a_time_component_is_sorted_in_and_only_raises_the_score() {
+        let w = Weights::new(per(1.0, 1.0, 2.0, 0.5)).unwrap();
+        let s = Score::of(&per(0.0, -0.1, 0.02, 0.3), &w);
+        let t = s.with_time(0.12);
+        assert_eq!(&t.components()[..4], &[0.15, 0.12, 0.1, 0.04]);
+        assert_eq!(t.components().len(), BudgetKind::COUNT + 1);
+        let zero = s.with_time(0.0);
+        assert_eq!(zero.rank(&t), Ordering::Less);
+        assert!(
+            zero.components()
+                .iter()
+                .zip(t.components())
+                .all(|(a, b)| a <= b)
+        );
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(json.starts_with("[0.15,0.12,0.1,0.04"), "{json}");
+        assert_eq!(serde_json::to_string(&s).unwrap().matches(',').count(), 3);
     }
 }

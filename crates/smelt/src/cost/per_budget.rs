@@ -6,7 +6,14 @@
 //! [`BudgetKind`] variant, its place in [`BudgetKind::ALL`], its key, its field in
 //! [`PerBudget`] and in the few methods below that name every field) is weighed, given a
 //! tolerance, scored, kept and serialised by everything that goes through [`PerBudget`]
-//! (the objective, the search, its reports) with no change there.
+//! (the objective, the search, its reports) with no change there. (The budget file's
+//! `[objective.weights]`, which also weighs the predicted time, lists the keys too; its
+//! `match` on [`BudgetKind`] fails to compile until a new one is added there.)
+//!
+//! The predicted step time ([`crate::budget::time`]) is not one of these budgets: it exists
+//! only on a named card, and it is a float from a roofline, not an exact count of the cost
+//! model; it enters the objective as one more component of the score
+//! ([`crate::budget::Score::with_time`]).
 
 use serde::{Deserialize, Serialize};
 

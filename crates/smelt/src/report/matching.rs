@@ -85,6 +85,14 @@ impl MatchReport {
                 ]);
             }
         }
+        if let Some(p) = &self.predicted_time {
+            t.push_texts([
+                "predicted time/token".to_owned(),
+                super::predict::seconds_text(p.baseline_seconds_per_token),
+                super::predict::seconds_text(p.looped_seconds_per_token),
+                percent(p.residual),
+            ]);
+        }
         t.push_texts([
             "sparsity S".to_owned(),
             format!("{:.2}%", self.sparsity.baseline * 100.0),
@@ -177,6 +185,20 @@ impl MatchReport {
                 t.rounds
             ));
         }
+        if let Some(p) = &self.predicted_time {
+            let how = match p.weight > 0.0 {
+                true => format!("weight {}, matched", p.weight),
+                false => "weight 0, reported, not matched".to_owned(),
+            };
+            doc.line(format!(
+                "time budget ({how}): looped / Baseline = {:.4}, {}",
+                p.ratio,
+                p.basis.summary()
+            ));
+            if let Some(w) = &p.warning {
+                doc.line(format!("warning: {w}"));
+            }
+        }
         if let Some(f) = &self.floor {
             doc.line(format!("floor: {} binds: {}", f.budget.as_str(), f.why));
         }
@@ -184,9 +206,11 @@ impl MatchReport {
 
     /// The single-knob refinements of the lattice, with the residuals each gives.
     fn advice_table(&self) -> Table {
+        let timed = self.predicted_time.is_some();
         let header = ["refinement".to_owned(), "change".to_owned()]
             .into_iter()
             .chain(letters())
+            .chain(timed.then(|| TIME_LETTER.to_owned()))
             .chain(["in tolerance".to_owned()]);
         let mut a = Table::new(header);
         for r in &self.advice {
@@ -195,6 +219,9 @@ impl MatchReport {
                 Some(res) => Field::percent(*res.get(k)),
                 None => Field::blank(),
             }));
+            if timed {
+                row.push(r.time_residual.map_or(Field::blank(), Field::percent));
+            }
             row.push(Field::text(match (&r.not_tried, r.within_tolerance) {
                 (Some(why), _) => format!("not tried: {why}"),
                 (None, true) => "yes".to_owned(),
@@ -207,9 +234,11 @@ impl MatchReport {
 
     /// The best distinct configurations, ranked.
     fn ranked_table(&self) -> Table {
+        let timed = self.predicted_time.is_some();
         let header = std::iter::once("rank".to_owned())
             .chain(SHAPE_COLUMNS.map(str::to_owned))
             .chain(letters())
+            .chain(timed.then(|| TIME_LETTER.to_owned()))
             .chain(["largest |r|".to_owned()]);
         let mut r = Table::new(header).right_from(0);
         for a in &self.ranked {
@@ -227,6 +256,9 @@ impl MatchReport {
                 .map(|n| Field::text(n.to_string())),
             );
             row.extend(a.residuals.iter().map(|(_, v)| Field::percent(*v)));
+            if timed {
+                row.push(a.time_residual.map_or(Field::blank(), Field::percent));
+            }
             row.push(Field::shown(
                 format!("{:.3}%", a.score[0] * 100.0),
                 a.score[0],
@@ -236,6 +268,10 @@ impl MatchReport {
         r
     }
 }
+
+/// The column of the predicted time's residual (a budget with a time budget), under the
+/// letter of `grid --predict`'s `P ratio`.
+const TIME_LETTER: &str = "P";
 
 /// A column per budget, under its letter.
 fn letters() -> impl Iterator<Item = String> {

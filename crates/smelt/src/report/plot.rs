@@ -4,7 +4,10 @@
 //! * [`residual_heatmap`]: the signed residuals of a grid, one panel per budget matched by
 //!   default (a budget reported but not matched unless weighed, the activations, is in
 //!   the tables, not here), scales down and sparsities across, on a diverging scale symmetric about 0 (blue: the
-//!   looped model gets less; red: more) spanning the sparse cells' residuals.
+//!   looped model gets less; red: more) spanning the sparse cells' residuals. A grid
+//!   with predicted times (`smelt grid --predict CARD`) gets one more panel, the predicted
+//!   time ratio less 1 per cell, on a scale of its own (its range is the cells' own, not
+//!   the budgets').
 //! * [`frontiers`]: the fitted compute-optimal frontiers `L*(C)` of two architectures at
 //!   each sparsity, compute on a log axis.
 
@@ -60,6 +63,8 @@ struct Heatmap<'a> {
     sparsities: Vec<String>,
     /// The largest |residual| the colours span.
     max: f64,
+    /// With predicted times: the largest |ratio − 1| the time panel's colours span.
+    time_max: Option<f64>,
     any_sparse: bool,
     cell: (i32, i32),
     left: i32,
@@ -72,6 +77,13 @@ type Area<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
 
 fn centered(size: i32) -> TextStyle<'static> {
     TextStyle::from(("sans-serif", size).into_font()).pos(Pos::new(HPos::Center, VPos::Center))
+}
+
+/// A panel of the heatmap: a budget's residuals, or the predicted time ratios less 1.
+#[derive(Clone, Copy)]
+enum Panel {
+    Budget(BudgetKind),
+    Time,
 }
 
 /// The budgets the heatmap draws: those matched by default.
@@ -96,11 +108,17 @@ impl<'a> Heatmap<'a> {
             .fold(0.005f64, |m, r| m.max(r.abs()));
         let cell = (84i32, 44i32);
         let panel_w = cell.0 * sparsities.len() as i32;
+        let time_max = report.summary.predicted.as_ref().map(|_| {
+            (report.cells.iter())
+                .filter_map(|c| c.predicted.map(|p| p.ratio - 1.0))
+                .fold(0.005f64, |m, r| m.max(r.abs()))
+        });
         Self {
             report,
             scales,
             sparsities,
             max,
+            time_max,
             any_sparse,
             cell,
             left: 70,
@@ -110,8 +128,16 @@ impl<'a> Heatmap<'a> {
         }
     }
 
+    /// The panels drawn, left to right.
+    fn panels(&self) -> Vec<Panel> {
+        plotted()
+            .map(Panel::Budget)
+            .chain(self.time_max.map(|_| Panel::Time))
+            .collect()
+    }
+
     fn size(&self) -> (i32, i32) {
-        let panels = plotted().count() as i32;
+        let panels = self.panels().len() as i32;
         let width = self.left + panels * self.panel_w + (panels - 1) * self.gap + 30;
         let height = self.top + self.cell.1 * self.scales.len() as i32 + 70;
         (width, height)
@@ -134,12 +160,18 @@ impl<'a> Heatmap<'a> {
             .map_err(plot_error)
     }
 
-    /// The panel of budget number `p`: its name, the sparsities across, the cells.
-    fn panel(&self, root: &Area, p: usize, kind: BudgetKind) -> Result<()> {
+    /// Panel number `p`: its name, the sparsities across, the cells.
+    fn panel(&self, root: &Area, p: usize, panel: Panel) -> Result<()> {
         let (cell_w, cell_h) = self.cell;
         let (left, top) = (self.left, self.top);
         let x0 = left + p as i32 * (self.panel_w + self.gap);
-        let name = label(kind).panel.to_string();
+        let name = match panel {
+            Panel::Budget(kind) => label(kind).panel.to_string(),
+            Panel::Time => format!(
+                "predicted time (±{:.1}%)",
+                self.time_max.unwrap_or_default() * 100.0
+            ),
+        };
         root.draw(&Text::new(
             name,
             (x0 + self.panel_w / 2, top - 32),
@@ -159,46 +191,48 @@ impl<'a> Heatmap<'a> {
             }
             for (j, sp) in self.sparsities.iter().enumerate() {
                 let at = (x0 + j as i32 * cell_w, top + i as i32 * cell_h);
-                self.cell(root, at, sc, sp, kind)?;
+                self.cell(root, at, sc, sp, panel)?;
             }
         }
         Ok(())
     }
 
     /// One cell of a panel at `(x, y)`: its colour and its residual, or grey if the grid
-    /// has no such cell.
+    /// has no such cell (or, in the time panel, no prediction for it).
     fn cell(
         &self,
         root: &Area,
         (x, y): (i32, i32),
         sc: &str,
         sp: &str,
-        kind: BudgetKind,
+        panel: Panel,
     ) -> Result<()> {
         let (cell_w, cell_h) = self.cell;
         let corners = [(x, y), (x + cell_w, y + cell_h)];
         let cells = &self.report.cells;
-        let Some(cell) = cells
+        let value = cells
             .iter()
             .find(|c| c.scale == sc && c.sparsity_label == sp)
-        else {
+            .and_then(|cell| match panel {
+                Panel::Budget(kind) => Some((*cell.residuals.get(kind), self.max)),
+                Panel::Time => cell
+                    .predicted
+                    .zip(self.time_max)
+                    .map(|(p, max)| (p.ratio - 1.0, max)),
+            });
+        let Some((r, max)) = value else {
             let grey = RGBColor(230, 230, 230).filled();
             return root
                 .draw(&Rectangle::new(corners, grey))
                 .map_err(plot_error);
         };
-        let r = *cell.residuals.get(kind);
-        let fill = diverging(r / self.max).filled();
+        let fill = diverging(r / max).filled();
         root.draw(&Rectangle::new(corners, fill))
             .map_err(plot_error)?;
         root.draw(&Rectangle::new(corners, WHITE.stroke_width(1)))
             .map_err(plot_error)?;
         let text = format!("{:+.2}%", r * 100.0);
-        let ink = if (r / self.max).abs() > 0.6 {
-            WHITE
-        } else {
-            BLACK
-        };
+        let ink = if (r / max).abs() > 0.6 { WHITE } else { BLACK };
         let at = (x + cell_w / 2, y + cell_h / 2);
         root.draw(&Text::new(text, at, centered(13).color(&ink)))
             .map_err(plot_error)
@@ -209,11 +243,24 @@ impl<'a> Heatmap<'a> {
         let values: Vec<String> = plotted()
             .map(|k| format!("{} {:.2}%", label(k).note, s.max_abs_residual[k] * 100.0))
             .collect();
-        let foot = format!(
+        let mut foot = format!(
             "max |residual| over {} sparse cells: {}",
             s.sparse_cells,
             values.join(", ")
         );
+        if let Some(p) = &s.predicted {
+            foot.push_str(&format!(
+                "; predicted time ratio on {} ({}): max {:.3}, mean {:.3}",
+                p.basis.device.name,
+                if p.basis.calibrated {
+                    "calibrated"
+                } else {
+                    "uncalibrated roofline"
+                },
+                p.max_ratio,
+                p.mean_ratio
+            ));
+        }
         let font = ("sans-serif", 13).into_font();
         root.draw(&Text::new(foot, (self.left, height - 30), font))
             .map_err(plot_error)
@@ -230,8 +277,8 @@ pub fn residual_heatmap(report: &GridReport) -> Result<String> {
             SVGBackend::with_string(&mut svg, (width as u32, height as u32)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
         map.title(&root)?;
-        for (p, kind) in plotted().enumerate() {
-            map.panel(&root, p, kind)?;
+        for (p, panel) in map.panels().into_iter().enumerate() {
+            map.panel(&root, p, panel)?;
         }
         map.footnote(&root, height)?;
         root.present().map_err(plot_error)?;

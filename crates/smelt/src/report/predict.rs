@@ -4,7 +4,12 @@ use super::{Document, Field, Report, Table};
 use crate::bench::predict::{ModelPrediction, PredictReport};
 
 fn seconds(s: f64) -> Field {
-    let display = if s >= 1.0 {
+    Field::shown(seconds_text(s), s)
+}
+
+/// `s` seconds in the unit that suits it (`1.234 µs`).
+pub(super) fn seconds_text(s: f64) -> String {
+    if s >= 1.0 {
         format!("{s:.3} s")
     } else if s >= 1e-3 {
         format!("{:.3} ms", s * 1e3)
@@ -12,8 +17,7 @@ fn seconds(s: f64) -> Field {
         format!("{:.3} µs", s * 1e6)
     } else {
         format!("{:.3} ns", s * 1e9)
-    };
-    Field::shown(display, s)
+    }
 }
 
 fn pct(x: f64) -> Field {

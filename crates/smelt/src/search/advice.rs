@@ -15,11 +15,37 @@ use crate::cost::{BudgetKind, Keys, Residuals, budgets_with};
 use crate::error::Result;
 use crate::model::Model;
 
+/// What binds a match: one of the budgets, or the predicted time
+/// ([`crate::budget::time`]). Serialised as the budget's key, or `"time"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// A budget.
+    Budget(BudgetKind),
+    /// The predicted time.
+    Time,
+}
+
+impl Binding {
+    /// The budget's key ([`BudgetKind::as_str`]), or `"time"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Binding::Budget(k) => k.as_str(),
+            Binding::Time => "time",
+        }
+    }
+}
+
+impl Serialize for Binding {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// The budget that binds at the optimum and the lattice step behind it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Floor {
-    /// The budget with the largest weighted residual.
-    pub budget: BudgetKind,
+    /// The budget (or the predicted time) with the largest weighted residual.
+    pub budget: Binding,
     /// The lattice knob whose step sets it.
     pub knob: String,
     /// How much one step of that knob moves the budget, relative, near the optimum.
@@ -38,6 +64,9 @@ pub struct Refinement {
     /// The optimum's residuals on the refined lattice (absent when not tried).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub residuals: Option<Residuals>,
+    /// Its predicted time's residual (a budget with a time budget only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_residual: Option<f64>,
     /// Its weighted residuals, largest first (absent when not tried).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<Score>,
@@ -158,6 +187,35 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
         .unwrap_or(BudgetKind::Kv);
     let lattice = budget.lattice();
     let m = &best.model;
+    if let (Some(t), Some(rt)) = (budget.time(), &best.time)
+        && t.weight() * rt.residual.abs() > w[binding] * r[binding].abs()
+    {
+        let mut next = m.clone();
+        next.hidden += lattice.hidden.step;
+        let spec = |model: &Model| crate::model::ModelSpec {
+            name: None,
+            model: model.clone(),
+            workload: budget.baseline().workload.clone(),
+            counting: budget.baseline().counting,
+            training: None,
+        };
+        let moves = (t.seconds_per_token(&spec(&next))? - rt.looped_seconds_per_token)
+            / rt.baseline_seconds_per_token;
+        return Ok(Floor {
+            budget: Binding::Time,
+            knob: "lattice.hidden".to_owned(),
+            step_moves: moves,
+            why: format!(
+                "the predicted time on {} is {:+.2}% off the Baseline's; it follows from every \
+                 knob through the roofline over the kernel plan, not from one budget, and one \
+                 step of lattice.hidden ({}) moves it by {:.2}% here",
+                t.roofline().device.name,
+                100.0 * rt.residual,
+                lattice.hidden.step,
+                100.0 * moves
+            ),
+        });
+    }
     let (knob, step_moves, why) = match binding {
         BudgetKind::Kv => kv_floor(lattice, m, r.kv),
         BudgetKind::Params => {
@@ -207,7 +265,7 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
         }
     };
     Ok(Floor {
-        budget: binding,
+        budget: Binding::Budget(binding),
         knob,
         step_moves,
         why,
@@ -303,6 +361,7 @@ pub fn advise(budget: &Budget, best: &Candidate) -> Result<(Floor, Vec<Refinemen
                     knob,
                     change,
                     residuals: Some(b.residuals),
+                    time_residual: b.time.map(|t| t.residual),
                     score: Some(b.score),
                     within_tolerance: tolerance.broken(&b.residuals).is_empty(),
                     not_tried: None,
@@ -312,6 +371,7 @@ pub fn advise(budget: &Budget, best: &Candidate) -> Result<(Floor, Vec<Refinemen
                 knob,
                 change,
                 residuals: None,
+                time_residual: None,
                 score: None,
                 within_tolerance: false,
                 not_tried: Some(why),

@@ -98,6 +98,21 @@ pub struct Candidate {
     pub residuals: Residuals,
     /// Weighted |residuals|, largest first.
     pub score: Score,
+    /// Its predicted time against the Baseline's (a budget with a time budget only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<TimeResidual>,
+}
+
+/// The predicted step time of a looped model against its Baseline's
+/// ([`crate::budget::time`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimeResidual {
+    /// The Baseline's predicted seconds per token.
+    pub baseline_seconds_per_token: f64,
+    /// The looped model's predicted seconds per token.
+    pub looped_seconds_per_token: f64,
+    /// `looped / Baseline - 1`.
+    pub residual: f64,
 }
 
 impl Candidate {

@@ -173,12 +173,21 @@ pub fn predict_cells(
         all.push(r.ratio);
         cell.predicted = Some(r);
     }
+    let (max_ratio, mean_ratio) = predicted_stats(&all);
     report.summary.predicted = Some(PredictSummary {
         basis: PredictionBasis::of(roof, opts),
-        max_ratio: all.iter().copied().fold(f64::NAN, f64::max),
-        mean_ratio: all.iter().sum::<f64>() / all.len() as f64,
+        max_ratio,
+        mean_ratio,
     });
     Ok(())
+}
+
+/// The largest and the mean of the cells' predicted ratios (a summary's `predicted`).
+pub(crate) fn predicted_stats(ratios: &[f64]) -> (f64, f64) {
+    (
+        ratios.iter().copied().fold(f64::NAN, f64::max),
+        ratios.iter().sum::<f64>() / ratios.len() as f64,
+    )
 }
 
 /// Benchmarks the Baseline and the match of every cell of `report` on `opts`' backend

@@ -16,6 +16,11 @@
 //!   and a zero slope adds no term);
 //! * `t >= ±w·r` for each budget; in conservative mode also `r <= 0`;
 //! * minimise `t`.
+//!
+//! The predicted time ([`crate::budget::time`]) is not expressible here: it is a sum of
+//! roofline maxima over a kernel plan whose expert GEMMs' shapes follow the tokens per
+//! expert, neither linear nor affine in `e`. A budget that weighs it is refused; the
+//! brute-force test covers the solver with the time weighed.
 
 use good_lp::{
     Expression, ProblemVariables, Solution as _, SolverModel, constraint, microlp, variable,
@@ -158,6 +163,14 @@ fn pairs(budget: &Budget, (first, last): (u64, u64)) -> Result<Vec<Pair>> {
 
 /// Solves the MILP for `budget`. Meant for small lattices (tests, benchmarks).
 pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
+    if budget.time_weight() > 0.0 {
+        return Err(Error::invalid(
+            "objective.weights.time",
+            "the MILP cross-check cannot express the predicted time (roofline maxima over a \
+             kernel plan, not linear in the expert count); it matches only with the time \
+             weighed 0",
+        ));
+    }
     let (first, last) = routable(budget)?;
     let pairs = pairs(budget, (first, last))?;
     if pairs.is_empty() {

@@ -20,6 +20,10 @@
 //! and deterministic. In [`Mode::Conservative`] only candidates with every residual `<= 0`
 //! (compared exactly, in integers) are admissible.
 //!
+//! A budget with a predicted time ([`crate::budget::time`]) has one more component, the
+//! time's weighted `|r_T|` ([`Score::with_time`]); see "With the predicted time weighed"
+//! below for what changes in the search.
+//!
 //! # Budgets
 //!
 //! The budgets are a set ([`crate::PerBudget`] over [`crate::BudgetKind::ALL`]), and the
@@ -72,6 +76,36 @@
 //!    bounds of step 3 compare floats computed another way, so they prune only candidates
 //!    more than `kept::MARGIN` worse than the `N`-th kept.
 //!
+//! # With the predicted time weighed
+//!
+//! The predicted time is a float from the roofline (a sum of maxima over the kernel plan,
+//! whose expert GEMMs' shapes follow the tokens per expert), not an exact integer affine in
+//! `E`: step 4's breakpoints do not locate its best. When it is weighed above 0 the search
+//! keeps steps 1, 2, 3 and 5 and replaces step 4:
+//!
+//! * Steps 2 and 3 bound the largest component from below by the other budgets' weighted
+//!   residuals alone. A score's largest component with the time among them is at least
+//!   that, so they still prune only candidates worse than the `N`-th kept (none on the
+//!   time).
+//! * Step 4 becomes: **every** routable `E` at each shape and expert width that survives
+//!   step 3 is scored. Its score with the time's component set to 0, `s₀`, is a lower
+//!   bound: each component of the full score is at least the same component of `s₀` (the
+//!   `i`-th largest of a list only grows when a 0 in it is raised), so the full score is
+//!   no better than `s₀` in the order. A candidate whose `s₀` cannot be kept is skipped
+//!   unpredicted; every other one's time is predicted
+//!   ([`crate::bench::predict::predict_model`], as `smelt predict` predicts) and it is
+//!   scored in full. In conservative mode a candidate predicted slower than the Baseline
+//!   is not admissible.
+//! * Step 5: the finalists' times are predicted again by the same function, which gives
+//!   the same floats, so their scores are checked bit for bit as before.
+//!
+//! Every lattice point is then either scored in full or proven no better than the `N`-th
+//! kept, and the result is the lattice optimum in the same total order. Weighed 0, the
+//! time is reported, not matched: its component is 0 for every candidate, the search is
+//! steps 1 to 5 unchanged, and only the finalists' times are predicted. The MILP
+//! cross-check ([`milp`]) cannot express the time (maxima over a plan whose shapes depend
+//! on `E`) and refuses a budget that weighs it; the brute-force test covers it.
+//!
 //! Scores are compared as floats, the floats the reports print. Two scores equal in exact
 //! arithmetic can differ in their last bit, and are then ordered by it: a FLOPs residual
 //! of exactly `+1/5` is the float `6/5 - 1 = 0.19999999999999996`, a KV residual of
@@ -97,13 +131,13 @@ pub mod shard;
 mod sweep;
 mod verdict;
 
-pub use candidate::{Candidate, Point, looped_model, rank_key};
+pub use candidate::{Candidate, Point, TimeResidual, looped_model, rank_key};
 pub use grid::{
     GridCell, GridReport, GridSummary, PredictSummary, TimeSummary, match_grid, match_grid_with,
     predict_cells, time_cells, time_shard,
 };
 pub use report::{
-    Alternative, BudgetPair, MatchReport, SparsityPair, match_budget, match_budget_with,
+    Alternative, BudgetPair, MatchReport, MatchTime, SparsityPair, match_budget, match_budget_with,
 };
 pub use sweep::{
     Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, check_values, parse_values, sweep, sweep_with,
@@ -112,10 +146,10 @@ pub use verdict::Verdict;
 
 use serde::Serialize;
 
-use crate::budget::{Budget, Mode, Score};
+use crate::budget::{Budget, Mode, Score, TimeBudget};
 use crate::cost::{BudgetKind, Budgets, Keys, PerBudget, Residuals, budgets_with};
 use crate::error::{Error, Result};
-use crate::model::{Loop, ModelSpec};
+use crate::model::{Loop, Model, ModelSpec};
 use affine::{AtHidden, Eval, Knobs, Shape, exact};
 use kept::{Entry, Kept, MARGIN};
 use shapes::{KvPair, KvPairs, count_at, heads_at, mla_heads};
@@ -129,6 +163,14 @@ pub struct SearchStats {
     pub evaluated: u64,
     /// Candidates scored from the exact coefficients.
     pub scored: u64,
+    /// Models whose step time was predicted (a time budget only; left out of the JSON when
+    /// 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub predicted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The result of a search.
@@ -230,6 +272,38 @@ struct Routable {
     last: u64,
 }
 
+/// The time budget of a search and the Baseline's predicted seconds per token.
+#[derive(Clone, Copy)]
+struct TimeTerm<'a> {
+    budget: &'a TimeBudget,
+    baseline: f64,
+}
+
+impl TimeTerm<'_> {
+    /// The predicted time of the looped model `model` of `budget` against the Baseline's.
+    fn residual(&self, budget: &Budget, model: &Model) -> Result<TimeResidual> {
+        let b = budget.baseline();
+        let spec = ModelSpec {
+            name: None,
+            model: model.clone(),
+            workload: b.workload.clone(),
+            counting: b.counting,
+            training: None,
+        };
+        let looped = self.budget.seconds_per_token(&spec)?;
+        Ok(TimeResidual {
+            baseline_seconds_per_token: self.baseline,
+            looped_seconds_per_token: looped,
+            residual: looped / self.baseline - 1.0,
+        })
+    }
+
+    /// The weighted `|r_T|` of `r`.
+    fn weighted(&self, r: &TimeResidual) -> f64 {
+        self.budget.weight() * r.residual.abs()
+    }
+}
+
 /// The fixed context of one search.
 struct Search<'a> {
     budget: &'a Budget,
@@ -244,6 +318,8 @@ struct Search<'a> {
     top: usize,
     experts: Routable,
     margin: f64,
+    /// The predicted time, when the budget has one.
+    time: Option<TimeTerm<'a>>,
 }
 
 /// What one part of the search (a run of hidden sizes) found.
@@ -252,9 +328,15 @@ struct Part {
     points: u128,
     evaluated: u64,
     scored: u64,
+    predicted: u64,
 }
 
 impl Search<'_> {
+    /// The time term, when it is weighed above 0 (and so matched, module docs).
+    fn weighed_time(&self) -> Option<TimeTerm<'_>> {
+        self.time.filter(|t| t.budget.weighed())
+    }
+
     /// The residuals of budgets `v`, bit for bit the cost model's
     /// [`Budgets::residuals_against`]: the same floats ([`Budgets::to_f64`]: each budget
     /// rounded once, the FLOPs `v / Q` as [`crate::units::Flops::as_f64`] rounds the
@@ -387,6 +469,7 @@ impl Search<'_> {
             points: 0,
             evaluated: 0,
             scored: 0,
+            predicted: 0,
         };
         let eval = Eval {
             budget,
@@ -422,7 +505,7 @@ impl Search<'_> {
                 break;
             }
             for a in &at {
-                self.shapes_at(&eval, a, &pair, &mut part);
+                self.shapes_at(&eval, a, &pair, &mut part)?;
             }
         }
         Ok(part)
@@ -446,7 +529,7 @@ impl Search<'_> {
 
     /// Every query-head count and expert width at hidden size `a` and the key shape of
     /// `pair`.
-    fn shapes_at(&self, eval: &Eval, a: &AtHidden, pair: &KvPair, part: &mut Part) {
+    fn shapes_at(&self, eval: &Eval, a: &AtHidden, pair: &KvPair, part: &mut Part) -> Result<()> {
         let lattice = self.budget.lattice();
         let mla = lattice.kv_lora_rank.is_some();
         let conservative = self.budget.mode() == Mode::Conservative;
@@ -476,15 +559,17 @@ impl Search<'_> {
                         ..shape
                     },
                     part,
-                );
+                )?;
             }
         }
+        Ok(())
     }
 
     /// The expert counts worth scoring at hidden size `a` and `shape` (its expert count
     /// ignored), skipped at once if a budget's distance over the whole range of counts
-    /// is already too large (module docs, steps 3 and 4).
-    fn experts_at(&self, eval: &Eval, a: &AtHidden, shape: Shape, part: &mut Part) {
+    /// is already too large (module docs, steps 3 and 4; with the time weighed, every
+    /// count, as "With the predicted time weighed" says).
+    fn experts_at(&self, eval: &Eval, a: &AtHidden, shape: Shape, part: &mut Part) -> Result<()> {
         let budget = self.budget;
         let mla = budget.lattice().kv_lora_rank.is_some();
         let w = budget.weights();
@@ -501,25 +586,47 @@ impl Search<'_> {
             .map(|(k, &((c, s), base))| Self::gap(c + s * e_first, c + s * e_last, base, w[k]))
             .fold(f64::NEG_INFINITY, f64::max);
         if lb > bar {
-            return;
+            return Ok(());
         }
         let step = i128::from(e.step);
         let v0 = lines.map(|(c, s)| c + s * e_first);
-        for i in self.expert_candidates(v0, lines.map(|(_, s)| s * step)) {
+        let counts: Vec<u64> = match self.weighed_time() {
+            Some(_) => (first..=last).collect(),
+            None => self.expert_candidates(v0, lines.map(|(_, s)| s * step)),
+        };
+        for i in counts {
             let experts = e.at(i);
             let v = lines.map(|(c, s)| c + s * i128::from(experts));
             part.scored += 1;
             if !self.admissible(v) {
                 continue;
             }
-            let s = Score::of(&self.residuals(v), w);
+            let untimed = Score::of(&self.residuals(v), w);
+            // With a time budget, the time's component at 0: the score itself when it is
+            // weighed 0, a lower bound of it otherwise (module docs).
+            let mut s = match self.time {
+                Some(_) => untimed.with_time(0.0),
+                None => untimed,
+            };
             if !part.kept.admits(&s) {
                 continue;
             }
             let point = eval.point(a.hidden, Shape { experts, ..shape });
             let model = looped_model(budget, self.looping.as_ref(), point);
+            if let Some(t) = self.weighed_time() {
+                part.predicted += 1;
+                let r = t.residual(budget, &model)?;
+                if budget.mode() == Mode::Conservative && r.residual > 0.0 {
+                    continue;
+                }
+                s = untimed.with_time(t.weighted(&r));
+                if !part.kept.admits(&s) {
+                    continue;
+                }
+            }
             part.kept.offer(Entry { score: s, model });
         }
+        Ok(())
     }
 }
 
@@ -539,6 +646,13 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
         (top_k - e.min).div_ceil(e.step)
     };
     let hiddens: Vec<u64> = lattice.hidden.values().collect();
+    let time = match budget.time() {
+        Some(t) => Some(TimeTerm {
+            budget: t,
+            baseline: t.seconds_per_token(baseline)?,
+        }),
+        None => None,
+    };
     let search = Search {
         budget,
         base: exact(&base, PerBudget::common_denominators(&keys))?,
@@ -552,6 +666,7 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
             last: e.len().saturating_sub(1),
         },
         margin: MARGIN * budget.weights().max().max(1.0),
+        time,
     };
     if first >= e.len() {
         return Err(infeasible(budget, 0));
@@ -573,12 +688,14 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
         lattice_points: 0,
         evaluated: 0,
         scored: 0,
+        predicted: 0,
     };
     for part in parts {
         let part = part?;
         stats.lattice_points += part.points;
         stats.evaluated += part.evaluated;
         stats.scored += part.scored;
+        stats.predicted += part.predicted;
         kept.merge(part.kept);
     }
     let mut ranked = finalists(&search, kept, &base, &mut stats)?;
@@ -596,8 +713,9 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
 }
 
 /// The kept candidates, costed by the cost model, which must agree with the coefficients
-/// bit for bit (module docs, step 5); in conservative mode, those within the Baseline's
-/// budgets `base`.
+/// bit for bit (module docs, step 5), their times predicted when the budget has a time
+/// budget; in conservative mode, those within the Baseline's budgets `base` (and its
+/// predicted time, when weighed).
 fn finalists(
     search: &Search,
     kept: Kept,
@@ -611,11 +729,26 @@ fn finalists(
     for entry in kept.into_entries() {
         stats.evaluated += 1;
         let budgets = budgets_with(&entry.model, &search.keys, context, &baseline.counting)?;
-        if budget.mode() == Mode::Conservative && !budgets.within(base, budget.weights()) {
+        let time = match &search.time {
+            Some(t) => {
+                stats.predicted += 1;
+                Some((t, t.residual(budget, &entry.model)?))
+            }
+            None => None,
+        };
+        let slower = time
+            .as_ref()
+            .is_some_and(|(t, r)| t.budget.weighed() && r.residual > 0.0);
+        if budget.mode() == Mode::Conservative
+            && (!budgets.within(base, budget.weights()) || slower)
+        {
             continue;
         }
         let residuals = budgets.residuals_against(base);
-        let exact = Score::of(&residuals, budget.weights());
+        let mut exact = Score::of(&residuals, budget.weights());
+        if let Some((t, r)) = &time {
+            exact = exact.with_time(t.weighted(r));
+        }
         if exact != entry.score {
             return Err(Error::Internal {
                 message: format!(
@@ -629,6 +762,7 @@ fn finalists(
             model: entry.model,
             budgets,
             residuals,
+            time: time.map(|(_, r)| r),
         });
     }
     Ok(ranked)

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::advice::{Floor, Refinement, advise};
 use super::{Candidate, SearchOptions, SearchStats, model_spec, solve_with};
+use crate::bench::predict::PredictionBasis;
 use crate::budget::{Budget, Mode, Score, Tolerance};
 use crate::cost::{BudgetKind, Budgets, Ratios, Residuals, cost, cost_against};
 use crate::error::Result;
@@ -36,8 +37,32 @@ pub struct Alternative {
     pub model: Model,
     /// Signed residuals.
     pub residuals: Residuals,
+    /// Its predicted time's residual (a budget with a time budget only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_residual: Option<f64>,
     /// Weighted |residuals|, largest first.
     pub score: Score,
+}
+
+/// The predicted-time budget of a match ([`crate::budget::time`]): what it was predicted
+/// on, its weight, and both models' predicted seconds per token.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MatchTime {
+    /// What the prediction assumes (the card, the calibration, the batch).
+    pub basis: PredictionBasis,
+    /// The time's weight in the objective (0: reported, not matched).
+    pub weight: f64,
+    /// The Baseline's predicted seconds per token.
+    pub baseline_seconds_per_token: f64,
+    /// The looped model's predicted seconds per token.
+    pub looped_seconds_per_token: f64,
+    /// `looped / Baseline`.
+    pub ratio: f64,
+    /// `looped / Baseline - 1`.
+    pub residual: f64,
+    /// A warning about the device (a CPU calibration applied to a card).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// The result of matching one budget: `smelt match --format json`.
@@ -82,6 +107,9 @@ pub struct MatchReport {
     /// The measured time ratio of the looped model to the Baseline (`--bench`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time: Option<crate::bench::TimeRatio>,
+    /// The predicted-time budget (only when the budget has one: `[objective.time]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_time: Option<MatchTime>,
     /// The per-GPU training memory peaks under the Baseline's `[training]` (only with
     /// one).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -126,6 +154,7 @@ fn report(
                     rank: i + 1,
                     model: c.model.clone(),
                     residuals: c.residuals,
+                    time_residual: c.time.map(|t| t.residual),
                     score: c.score,
                 })
                 .collect()
@@ -135,6 +164,18 @@ fn report(
         floor: None,
         advice: Vec::new(),
         time: None,
+        predicted_time: match (budget.time(), &best.time) {
+            (Some(t), Some(r)) => Some(MatchTime {
+                basis: t.basis(),
+                weight: t.weight(),
+                baseline_seconds_per_token: r.baseline_seconds_per_token,
+                looped_seconds_per_token: r.looped_seconds_per_token,
+                ratio: r.looped_seconds_per_token / r.baseline_seconds_per_token,
+                residual: r.residual,
+                warning: t.warning().map(str::to_owned),
+            }),
+            _ => None,
+        },
         peak_per_gpu: crate::cost::peak_pair(budget.baseline(), &looped)?,
         looped,
     })

@@ -7,11 +7,13 @@
 //! Baseline, matched model and search size, which the grid, its lattices and its workloads
 //! determine) and of the benchmark's settings. The merge refuses shards whose digests or
 //! `N` differ, a shard given twice, and a missing one; it takes each cell's time from the
-//! shard that timed it and recomputes the summary.
+//! shard that timed it and recomputes the summary: the measured time ratios from the
+//! merged cells' times and, with `--predict`, the predicted ratios' largest and mean from
+//! the merged cells' predictions (every shard predicts every cell, alike).
 
 use serde_json::Value;
 
-use super::grid::{GridCell, GridReport, time_summary_of};
+use super::grid::{GridCell, GridReport, predicted_stats, time_summary_of};
 use crate::bench::{BenchOptions, TimeRatio};
 use crate::error::{Error, Result};
 
@@ -256,10 +258,37 @@ pub fn merge(parts: &[Value]) -> Result<Value> {
     let summary = time_summary_of(&times, backend);
     merged["summary"]["time_ratio"] =
         serde_json::to_value(summary).map_err(|e| Error::serialize("JSON", e))?;
+    repredict_summary(&mut merged)?;
     if let Some(m) = merged.as_object_mut() {
         m.remove("shard");
     }
     Ok(merged)
+}
+
+/// With `--predict`, the summary's largest and mean predicted ratio recomputed from the
+/// cells of `merged` (module docs).
+fn repredict_summary(merged: &mut Value) -> Result<()> {
+    if merged["summary"].get("predicted").is_none() {
+        return Ok(());
+    }
+    let cells = merged["cells"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let ratios = (cells.iter().enumerate())
+        .map(|(i, c)| {
+            c["predicted"]["ratio"].as_f64().ok_or_else(|| {
+                Error::invalid(
+                    format!("cells[{i}].predicted.ratio"),
+                    "missing, but the summary has predicted ratios (an edited file?)",
+                )
+            })
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    let (max, mean) = predicted_stats(&ratios);
+    merged["summary"]["predicted"]["max_ratio"] = serde_json::json!(max);
+    merged["summary"]["predicted"]["mean_ratio"] = serde_json::json!(mean);
+    Ok(())
 }
 
 /// Marks `report` as shard `shard` of a run with `opts`.

@@ -136,7 +136,8 @@ pub fn sweep(budget: &Budget, knob: Knob, values: &[u64]) -> Result<SweepReport>
 
 /// [`sweep`] with search options (each value keeps the best configuration), reporting each
 /// value matched to `progress`. At most [`MAX_SWEEP_VALUES`] values (an error naming
-/// `values` otherwise).
+/// `values` otherwise). A budget with a time budget ([`crate::budget::time`]) is refused:
+/// the rows do not report it.
 pub fn sweep_with(
     budget: &Budget,
     knob: Knob,
@@ -145,6 +146,13 @@ pub fn sweep_with(
     progress: &dyn Progress,
 ) -> Result<SweepReport> {
     check_values("values", values)?;
+    if budget.time().is_some() {
+        return Err(Error::invalid(
+            "objective.time",
+            "a sweep's rows do not report the predicted time; match the budget (smelt match) \
+             at each value instead, or sweep it without [objective.time]",
+        ));
+    }
     let options = SearchOptions { top: 1, ..*options };
     let mut rows = Vec::with_capacity(values.len());
     progress.begin(&format!("sweeping {}", knob.as_str()), values.len() as u64);

@@ -1,0 +1,246 @@
+//! The predicted-time budget: the looped model's training step time per token on a named
+//! card, predicted by the roofline over the bench's kernel plan ([`crate::bench::predict`]),
+//! against the Baseline's, as a term of the objective.
+//!
+//! ```toml
+//! [objective.weights]
+//! time = 1.0                  # 0 (the default): reported, not matched
+//!
+//! [objective.time]            # the device the time is predicted on
+//! card = "h200-sxm"           # an id of the card table, or a driver's name ("h200")
+//! # peak = 900.0              # instead of a card: dense peak, TFLOP/s
+//! # bandwidth = 4.8           # memory bandwidth, TB/s (replaces the card's)
+//! # launch_us = 4.0           # seconds per kernel launch, µs
+//! # calibration = "cal.json"  # smelt calibrate's file, relative to the budget file
+//! # attention = "fused"       # or "unfused"
+//! # experts = "grouped"       # or "per-expert"
+//! # tokens = 16384            # the batch, rounded to whole documents
+//! # routing = "balanced"      # or "skew=S"
+//! ```
+//!
+//! The keys mean what `smelt predict`'s flags of the same names mean. The residual is
+//! `r_T = s_looped / s_Baseline - 1` of the predicted seconds per token, weighted and
+//! scored like every other budget's. Unlike the others it is a float, not an exact count,
+//! and not affine in the expert count (module docs of [`crate::search`] say how the search
+//! stays exact); it has no tolerance, and it is predicted, not measured: an uncalibrated
+//! roofline gives every kernel the card's datasheet peak and bandwidth.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::bench::Routing;
+use crate::bench::predict::{
+    AttentionData, Calibration, DeviceRequest, ExpertLaunch, PredictOptions, PredictionBasis,
+    Roofline, predict_model,
+};
+use crate::card::Card;
+use crate::error::{Error, Result};
+use crate::model::ModelSpec;
+
+/// The time budget of a match: its weight and the roofline it is predicted on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeBudget {
+    weight: f64,
+    roofline: Roofline,
+    options: PredictOptions,
+    warning: Option<String>,
+}
+
+impl TimeBudget {
+    /// The time budget of weight `weight` (a non-negative finite number; 0: reported, not
+    /// matched) predicted on `roofline` with `options`.
+    pub fn new(weight: f64, roofline: Roofline, options: PredictOptions) -> Result<Self> {
+        if !(weight.is_finite() && weight >= 0.0) {
+            return Err(Error::invalid(
+                "objective.weights.time",
+                format!("must be a non-negative finite number (got {weight})"),
+            ));
+        }
+        roofline.device.validate()?;
+        if let Some(c) = &roofline.calibration {
+            c.validate()?;
+        }
+        if !(1..=crate::bench::MAX_TOKENS).contains(&options.tokens) {
+            return Err(Error::invalid(
+                "objective.time.tokens",
+                format!(
+                    "must be between 1 and {} (got {})",
+                    crate::bench::MAX_TOKENS,
+                    options.tokens
+                ),
+            ));
+        }
+        Ok(Self {
+            weight,
+            roofline,
+            options,
+            warning: None,
+        })
+    }
+
+    /// The same budget, carrying a warning about its device for the reports.
+    pub fn with_warning(mut self, warning: Option<String>) -> Self {
+        self.warning = warning;
+        self
+    }
+
+    /// Its weight in the objective.
+    pub fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    /// Whether it is matched (weighed above 0), not only reported.
+    pub fn weighed(&self) -> bool {
+        self.weight > 0.0
+    }
+
+    /// The roofline the time is predicted on.
+    pub fn roofline(&self) -> &Roofline {
+        &self.roofline
+    }
+
+    /// The batch and routing of the prediction.
+    pub fn options(&self) -> &PredictOptions {
+        &self.options
+    }
+
+    /// A warning about the device (a CPU calibration applied to a card), if any.
+    pub fn warning(&self) -> Option<&str> {
+        self.warning.as_deref()
+    }
+
+    /// What the prediction assumes, for a report.
+    pub fn basis(&self) -> PredictionBasis {
+        PredictionBasis::of(&self.roofline, &self.options)
+    }
+
+    /// The predicted seconds per token of `spec`'s training step
+    /// ([`predict_model`]'s `seconds_per_token`).
+    pub fn seconds_per_token(&self, spec: &ModelSpec) -> Result<f64> {
+        Ok(predict_model(spec, &self.roofline, &self.options)?.seconds_per_token)
+    }
+}
+
+/// `[objective.time]` as written (module docs).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TimeFile {
+    #[serde(default)]
+    card: Option<String>,
+    #[serde(default)]
+    peak: Option<f64>,
+    #[serde(default)]
+    bandwidth: Option<f64>,
+    #[serde(default)]
+    launch_us: Option<f64>,
+    #[serde(default)]
+    calibration: Option<String>,
+    #[serde(default)]
+    attention: Option<AttentionData>,
+    #[serde(default)]
+    experts: Option<ExpertLaunch>,
+    #[serde(default)]
+    tokens: Option<u64>,
+    #[serde(default)]
+    routing: Option<String>,
+}
+
+/// `[objective.time]`'s error `e` under its own name (`peak` → `objective.time.peak`).
+fn under_time(e: Error) -> Error {
+    match e {
+        Error::InvalidSpec { field, rule } if !field.starts_with("objective.") => {
+            Error::invalid(format!("objective.time.{field}"), rule)
+        }
+        other => other,
+    }
+}
+
+/// A positive finite number, or an error naming `objective.time.<field>`.
+fn positive(field: &str, v: Option<f64>, unit: f64) -> Result<Option<f64>> {
+    match v {
+        Some(x) if !(x.is_finite() && x > 0.0) => Err(Error::invalid(
+            format!("objective.time.{field}"),
+            format!("must be a positive finite number (got {x})"),
+        )),
+        other => Ok(other.map(|x| x * unit)),
+    }
+}
+
+impl TimeFile {
+    /// The time budget of weight `weight`, with relative paths taken from `dir`.
+    pub(crate) fn resolve(&self, weight: f64, dir: &Path) -> Result<TimeBudget> {
+        let card = match &self.card {
+            None => None,
+            Some(text) => Some(Card::named(text).ok_or_else(|| {
+                Error::invalid(
+                    "objective.time.card",
+                    format!(
+                        "'{text}' is no card of the table (ids: {}); give peak and bandwidth \
+                         for another",
+                        Card::ALL
+                            .iter()
+                            .map(|c| c.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })?),
+        };
+        let launch_seconds = match self.launch_us {
+            Some(us) if !(us.is_finite() && (0.0..=1e6).contains(&us)) => {
+                return Err(Error::invalid(
+                    "objective.time.launch_us",
+                    format!("must be a number of microseconds from 0 to 1e6 (got {us})"),
+                ));
+            }
+            other => other.map(|us| us * 1e-6),
+        };
+        let calibration = match &self.calibration {
+            None => None,
+            Some(p) => Some(load_calibration(&dir.join(p))?),
+        };
+        let (roofline, warning) = DeviceRequest {
+            card,
+            peak: positive("peak", self.peak, 1e12)?,
+            bandwidth: positive("bandwidth", self.bandwidth, 1e12)?,
+            launch_seconds,
+            calibration,
+            attention: self.attention,
+            experts: self.experts,
+        }
+        .roofline()
+        .map_err(under_time)?;
+        let routing = match &self.routing {
+            None => Routing::Balanced,
+            Some(r) => r.parse::<Routing>().map_err(under_time)?,
+        };
+        let options = PredictOptions {
+            tokens: self.tokens.unwrap_or(PredictOptions::default().tokens),
+            routing,
+        };
+        Ok(TimeBudget::new(weight, roofline, options)
+            .map_err(under_time)?
+            .with_warning(warning))
+    }
+}
+
+/// Reads a calibration (`smelt calibrate`'s file), naming it in errors.
+fn load_calibration(path: &Path) -> Result<Calibration> {
+    let field = "objective.time.calibration";
+    let text = crate::io::read_to_string(path).map_err(|e| {
+        Error::invalid(
+            field,
+            format!("cannot read calibration '{}': {e}", path.display()),
+        )
+    })?;
+    let c: Calibration = serde_json::from_str(&text).map_err(|e| {
+        Error::invalid(
+            field,
+            format!("'{}' is not smelt calibrate's file: {e}", path.display()),
+        )
+    })?;
+    c.validate()
+        .map_err(|e| Error::invalid(field, format!("calibration '{}': {e}", path.display())))?;
+    Ok(c)
+}
