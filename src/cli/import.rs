@@ -50,11 +50,12 @@ fn long_about() -> String {
          The embedding and the LM head are counted, as model cards do; MTP modules are kept \
          but not counted. Attention biases and sinks, shared experts, dense layers mixed with \
          MoE layers, multi-head latent attention, sliding-window and chunked layers, Gemma 4's \
-         full-attention layers of their own shape, LayerNorm and LM-head biases are read as \
-         the family's Transformers code reads them; what the cost model cannot describe \
-         (indexers outside deepseek_v32, linear-attention and state-space layers, Qwen's \
-         max_window_layers windows, Gemma 4's per-layer input embeddings and KV sharing, \
-         other families) is refused with the reason."
+         full-attention layers of their own shape, Gated DeltaNet (qwen3_next, qwen3_5_moe) \
+         and Mamba-2 (nemotron_h) layers, LayerNorm and LM-head biases are read as the \
+         family's Transformers code reads them; what the cost model cannot describe \
+         (indexers outside deepseek_v32 and glm_moe_dsa, other linear-attention and \
+         state-space layers, Qwen's max_window_layers windows, Gemma 4's per-layer input \
+         embeddings and KV sharing, other families) is refused with the reason."
     )
 }
 
