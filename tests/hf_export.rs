@@ -451,3 +451,54 @@ gqa = {{ min = 1, max = 16 }}
         "{e}"
     );
 }
+
+/// `smelt export MODEL -o DIR`: a config.json smelt reads (Gemma 4's wrapper, Nemotron-H) is
+/// written back as its family's config.json with its other keys carried (Gemma's logit
+/// soft-capping), reading back as the same model; a looped model file as a model directory;
+/// a family that cannot hold the model refused, writing nothing.
+#[test]
+fn export_writes_one_model_without_matching() {
+    let dir = common::temp_file("d", "").with_extension("export");
+    for name in ["gemma-4-26b-a4b.json", "nemotron-3-nano-30b-a3b.json"] {
+        let out = dir.join(name.trim_end_matches(".json"));
+        let input = common::data(&format!("hf/{name}"));
+        let (code, stdout, err) = common::run(&["export", &input, "-o", out.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{name}: {err}");
+        assert!(
+            stdout.is_empty() && err.contains("wrote config.json"),
+            "{err}"
+        );
+        let written = std::fs::read_to_string(out.join("config.json")).unwrap();
+        let back = hf::import(&written, ModelSpec::default_workload()).unwrap();
+        assert_eq!(back.model, load(name).model, "{name}");
+        if name.starts_with("gemma") {
+            let v: serde_json::Value = serde_json::from_str(&written).unwrap();
+            assert_eq!(v["model_type"], "gemma4_text");
+            assert_eq!(v["final_logit_softcapping"], 30.0);
+        }
+    }
+    let looped = dir.join("looped");
+    let (code, _, err) = common::run(&[
+        "export",
+        &common::budget("smelt-200m-s95.toml"),
+        "-o",
+        looped.to_str().unwrap(),
+        "--vocab",
+        "1000",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("looped model directory"), "{err}");
+    assert!(looped.join("modeling_smelt_looped.py").exists());
+    let refused = dir.join("refused");
+    let (code, _, err) = common::run(&[
+        "export",
+        &common::data("hf/nemotron-3-nano-30b-a3b.json"),
+        "-o",
+        refused.to_str().unwrap(),
+        "--hf-family",
+        "mixtral",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("mixtral"), "{err}");
+    assert!(!refused.exists(), "a refusal writes nothing");
+}

@@ -692,6 +692,10 @@ fn gemma4_refuses_what_it_does_not_describe() {
         &text("\"num_experts\": 128,", ""),
         &["text_config.num_experts", "missing"],
     );
+    refused(
+        &text("\"sliding_window\": 1024", "\"sliding_window\": null"),
+        &["sliding_window", "is null", "512 when the key is absent"],
+    );
     // Transformers forces the last layer to full attention: a file that says otherwise.
     let types = r#""full_attention"
     ],"#;

@@ -237,7 +237,7 @@ fn bad_time_budgets_are_refused_naming_the_field_and_rule() {
         (
             format!("{card}calibration = \"base-200m-s95.toml\"\n"),
             "objective.time.calibration",
-            "is not smelt calibrate's file",
+            "a calibration (smelt calibrate's file)",
         ),
         (
             "[objective.time]\nattention = \"fused\"\n".to_owned(),

@@ -837,8 +837,8 @@ fn predict(
             .map(|path| {
                 let text = std::fs::read_to_string(&path)
                     .map_err(|e| Error::invalid("calibration", format!("reading '{path}': {e}")))?;
-                serde_json::from_str::<Calibration>(&text).map_err(|e| Error::Parse {
-                    message: format!("calibration '{path}' (smelt calibrate's file): {e}"),
+                Calibration::from_json(&text).map_err(|e| Error::Parse {
+                    message: format!("calibration '{path}': {e}"),
                 })
             })
             .transpose()?;

@@ -19,6 +19,7 @@ use smelt::search::Verdict;
 mod bench;
 mod cost;
 mod export;
+mod export_model;
 mod fit;
 mod gain;
 mod grid;
@@ -75,6 +76,7 @@ enum Command {
     Predict(predict::Args),
     Calibrate(predict::CalibrateArgs),
     Import(import::Args),
+    Export(export_model::Args),
     Mfu(mfu::Args),
     Merge(merge::Args),
     /// Print a shell completion script. For bash, into bash-completion's folder for the user
@@ -100,6 +102,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Predict(args) => predict::run(args),
         Command::Calibrate(args) => predict::calibrate(args),
         Command::Import(args) => import::run(args),
+        Command::Export(args) => export_model::run(args),
         Command::Mfu(args) => mfu::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Completions { shell } => {

@@ -90,11 +90,7 @@ pub struct DeviceArgs {
 fn load_calibration(path: &Path) -> anyhow::Result<Calibration> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading calibration '{}'", path.display()))?;
-    let c: Calibration = serde_json::from_str(&text)
-        .with_context(|| format!("calibration '{}' (smelt calibrate's file)", path.display()))?;
-    c.validate()
-        .with_context(|| format!("calibration '{}'", path.display()))?;
-    Ok(c)
+    Calibration::from_json(&text).with_context(|| format!("calibration '{}'", path.display()))
 }
 
 impl DeviceArgs {

@@ -353,6 +353,18 @@ impl Calibration {
     /// The calibration of the bench report `json` (the text of `smelt bench --format json`),
     /// naming it `source`.
     pub fn from_bench_json(json: &str, source: &str) -> Result<Self> {
+        if serde_json::from_str::<serde_json::Value>(json)
+            .is_ok_and(|v| v.get("curves").is_some() && v.get("device").is_some())
+        {
+            return Err(Error::invalid(
+                "bench report",
+                format!(
+                    "{source} is a calibration (smelt calibrate's output), not a bench report: \
+                     give it to `smelt predict --calibration`, or calibrate from `smelt bench \
+                     --format json`"
+                ),
+            ));
+        }
         let input: BenchInput = serde_json::from_str(json).map_err(|e| Error::Parse {
             message: format!("a bench report (smelt bench --format json): {e}"),
         })?;
@@ -409,6 +421,26 @@ impl Calibration {
             models: input.models.iter().map(|m| m.name.clone()).collect(),
             device,
         })
+    }
+
+    /// A calibration file's text (`smelt calibrate`'s output), checked: a bench report given
+    /// in its place is refused with what to run instead.
+    pub fn from_json(json: &str) -> Result<Self> {
+        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| Error::Parse {
+            message: format!("a calibration (smelt calibrate's file): {e}"),
+        })?;
+        if value.get("curves").is_none() && value.get("ceiling_flops_per_second").is_some() {
+            return Err(Error::invalid(
+                "calibration",
+                "this is a bench report (smelt bench --format json), not a calibration: fit \
+                 one from it first with `smelt calibrate BENCH.json -o CAL.json`",
+            ));
+        }
+        let c: Calibration = serde_json::from_value(value).map_err(|e| Error::Parse {
+            message: format!("a calibration (smelt calibrate's file): {e}"),
+        })?;
+        c.validate()?;
+        Ok(c)
     }
 
     /// An error unless the curves are usable.
@@ -1013,6 +1045,10 @@ impl PredictionBasis {
                 "{:.1} TFLOP/s, {:.2} TB/s",
                 self.device.peak_flops_per_second / 1e12,
                 w / 1e12
+            ),
+            None if self.traffic.is_some() => format!(
+                "{:.1} GFLOP/s, memory as the GEMMs' fitted operand traffic",
+                self.device.peak_flops_per_second / 1e9
             ),
             None => format!(
                 "{:.1} GFLOP/s, no memory roof",

@@ -234,13 +234,6 @@ fn load_calibration(path: &Path) -> Result<Calibration> {
             format!("cannot read calibration '{}': {e}", path.display()),
         )
     })?;
-    let c: Calibration = serde_json::from_str(&text).map_err(|e| {
-        Error::invalid(
-            field,
-            format!("'{}' is not smelt calibrate's file: {e}", path.display()),
-        )
-    })?;
-    c.validate()
-        .map_err(|e| Error::invalid(field, format!("calibration '{}': {e}", path.display())))?;
-    Ok(c)
+    Calibration::from_json(&text)
+        .map_err(|e| Error::invalid(field, format!("calibration '{}': {e}", path.display())))
 }

@@ -365,6 +365,14 @@ impl FamilyConfig for Gemma4Text {
     }
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         let c: Config = read(config)?;
+        if config.get("sliding_window").is_some_and(Value::is_null) {
+            // Read as absent, it would be the class's 512; Transformers refuses a null.
+            return Err(Error::invalid(
+                "config.json: sliding_window",
+                "is null: Gemma4TextConfig requires an integer window (512 when the key is \
+                 absent), and Transformers refuses to build the config",
+            ));
+        }
         if !c.enable_moe_block {
             return Err(refuse(
                 "enable_moe_block",
