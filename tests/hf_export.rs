@@ -51,7 +51,7 @@ gqa = {{ min = 1, max = 32 }}
     let e = hf::export(&report.looped, Family::Qwen3Moe)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("q/k norm"), "{e}");
+    assert!(e.contains("model.qk_norm"), "{e}");
     let e = "llama".parse::<Family>().unwrap_err().to_string();
     assert!(e.contains("'llama'"), "{e}");
 }
@@ -489,6 +489,26 @@ fn export_writes_one_model_without_matching() {
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("looped model directory"), "{err}");
     assert!(looped.join("modeling_smelt_looped.py").exists());
+    // A loop run once, its residuals unscaled, is no loop: the family's plain config.
+    let once = std::fs::read_to_string(common::budget("smelt-200m-s95.toml"))
+        .unwrap()
+        .replace("repeats = 2\nresidual_scale = 0.5", "repeats = 1");
+    let once_file = common::temp_file("toml", &once);
+    let plain = dir.join("once");
+    let (code, _, err) = common::run(&[
+        "export",
+        once_file.to_str().unwrap(),
+        "-o",
+        plain.to_str().unwrap(),
+        "--vocab",
+        "1000",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("wrote config.json"), "{err}");
+    assert!(!plain.join("modeling_smelt_looped.py").exists());
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(plain.join("config.json")).unwrap()).unwrap();
+    assert_ne!(v["model_type"], "smelt_looped", "{v}");
     let refused = dir.join("refused");
     let (code, _, err) = common::run(&[
         "export",

@@ -198,16 +198,26 @@ impl Support {
     /// Refuses a model the family cannot express, naming what differs.
     pub fn check(&self, m: &Model, family: Family) -> Result<()> {
         let unfit = |why: String| Err(Error::invalid("family", format!("{family}: {why}")));
+        // The model file's values (`"per_head"`, `"qkv"`), as a user wrote them.
+        fn shown<T: serde::Serialize>(values: &[T]) -> String {
+            let v: Vec<String> = values
+                .iter()
+                .map(|v| serde_json::to_value(v).map_or_else(|_| "?".into(), |j| j.to_string()))
+                .collect();
+            v.join(" or ")
+        }
         if !self.qk_norm.contains(&m.qk_norm) {
             return unfit(format!(
-                "cannot express q/k norm {:?} (it has {:?})",
-                m.qk_norm, self.qk_norm
+                "cannot express model.qk_norm = {} (its code builds {})",
+                shown(&[m.qk_norm]),
+                shown(self.qk_norm)
             ));
         }
         if !self.biases.contains(&m.attention_bias) {
             return unfit(format!(
-                "cannot express attention biases {:?} (it has {:?})",
-                m.attention_bias, self.biases
+                "cannot express model.attention_bias = {} (its code builds {})",
+                shown(&[m.attention_bias]),
+                shown(self.biases)
             ));
         }
         let (n, gated) = (m.moe.shared_experts, m.moe.shared_gate);

@@ -223,6 +223,17 @@ pub fn export_match(
         .or_else(|| base.and_then(family_of_config))
         .unwrap_or_else(|| family_of(looped));
     let mut looped = looped.clone();
+    // A block run once with its residual updates unscaled is no loop: every layer once, as
+    // the family's own config builds it (so a sweep's `repeats = 1` needs no model
+    // directory, and hybrid families, whose loops are not written yet, export it).
+    if looped
+        .model
+        .looping
+        .as_ref()
+        .is_some_and(|l| l.repeats == 1 && l.residual_scale() == 1.0)
+    {
+        looped.model.looping = None;
+    }
     match (looped.model.vocab, vocab) {
         (0, Some(v)) => looped.model.vocab = v,
         (have, Some(v)) if have != v => {
