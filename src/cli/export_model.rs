@@ -65,8 +65,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         family: args.hf_family,
         vocab: args.vocab,
     };
-    let written = export::write_one(&item, &options, &args.output, &[args.model.clone()])
-        .with_context(|| format!("exporting '{}'", args.model.display()))?;
+    let written = export::write_one(
+        &item,
+        &options,
+        &args.output,
+        std::slice::from_ref(&args.model),
+    )
+    .with_context(|| format!("exporting '{}'", args.model.display()))?;
     let what = match written.looped {
         true => "a looped model directory (built with trust_remote_code=True)",
         false => "config.json",
