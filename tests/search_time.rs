@@ -330,6 +330,17 @@ fn a_match_with_the_time_weighed_reports_its_residual() {
             "{out}"
         );
     }
+    // The model file's first line carries the time's residual beside the budgets'.
+    let (code, out, err) = run(&["match", &budget, "--format", "model"]);
+    assert_eq!(code, Some(0), "{err}");
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(&format!(
+            "predicted time {:+.2}% on NVIDIA H200 SXM",
+            100.0 * r
+        )),
+        "{first}"
+    );
     // Weighed 0: reported, not matched, and the match is the plain small budget's.
     let text = std::fs::read_to_string(&budget)
         .unwrap()

@@ -150,7 +150,10 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         MatchFormat::Table => Some(render_match(&m, Format::Table, layout, conventions)?),
         MatchFormat::Json => Some(render_match(&m, Format::Json, Layout::WIDE, conventions)?),
         MatchFormat::Markdown => Some(render_match(&m, Format::Markdown, layout, conventions)?),
-        MatchFormat::Csv => Some(render_match(&m, Format::Csv, layout, conventions)?),
+        MatchFormat::Csv => Some(render_match(&m, Format::Csv, layout, conventions).context(
+            "--format csv (a match is CSV only with --conventions; it also writes --format \
+                 model and --format hf)",
+        )?),
         MatchFormat::Model => match &args.output {
             None => Some(report::model_file(&m)?),
             Some(path) => {

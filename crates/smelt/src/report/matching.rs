@@ -327,8 +327,21 @@ pub fn imported_model_file(source: &str, spec: &ModelSpec) -> Result<String> {
 /// residuals.
 pub fn model_file(m: &MatchReport) -> Result<String> {
     let how = format!("{} mode", m.mode.as_str());
-    let comment = match_comment(m.baseline.name.as_deref(), &how, &m.residuals);
+    let mut comment = match_comment(m.baseline.name.as_deref(), &how, &m.residuals);
+    if let Some(t) = &m.predicted_time {
+        comment.push_str(&time_comment(t));
+    }
     commented_model_file(&comment, &m.looped)
+}
+
+/// The predicted time's residual, for a model file's first line: `, predicted time +9.27%
+/// on NVIDIA H200 SXM`.
+fn time_comment(t: &crate::search::MatchTime) -> String {
+    format!(
+        ", predicted time {} on {}",
+        percent(t.residual),
+        t.basis.device.name
+    )
 }
 
 /// The first line of a matched model file: to what it was matched, how (a mode, a sweep's
