@@ -786,6 +786,10 @@ fn nemotron_h_layers_are_read_from_the_block_pattern() {
     let (a, b) = (smelt::cost(&base).unwrap(), smelt::cost(&mlp).unwrap());
     let moe = 128 * 2 * 2688 * 1856 + 128 * 2688 + 2 * 2688 * 3712;
     assert_eq!(a.params.total.0 - b.params.total.0, moe - 2 * 2688 * 1856);
+    // Without num_hidden_layers, the pattern's length, as NemotronHConfig derives it.
+    let derived = hf::import(&nano.replace("\"num_hidden_layers\": 52,", ""), w()).unwrap();
+    assert_ne!(nano.replace("\"num_hidden_layers\": 52,", ""), nano);
+    assert_eq!(derived.model, base.model);
     // The legacy Mamba keys are read first, as NemotronHConfig reads them.
     let legacy = hf::import(
         &nano.replace("\"n_groups\": 8", "\"n_groups\": 8, \"mamba_n_groups\": 4"),

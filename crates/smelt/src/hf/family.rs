@@ -110,6 +110,12 @@ pub(super) trait FamilyConfig: Sync {
         &[]
     }
 
+    /// Absent keys its config class derives from others (Nemotron-H's layer count from its
+    /// layer pattern), filled before the defaults.
+    fn derived(&self, _config: &Map<String, Value>) -> Vec<(&'static str, Value)> {
+        Vec::new()
+    }
+
     /// Whether an absent `tie_word_embeddings` means tied (its config class's default;
     /// false unless the family says so).
     fn tied_by_default(&self) -> bool {

@@ -411,6 +411,9 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
 /// the common key when the family names them otherwise (Gemma 4's `top_k_experts`).
 fn filled(map: &Map<String, Value>, family: Family) -> Result<Map<String, Value>> {
     let mut filled = map.clone();
+    for (key, value) in family.config().derived(map) {
+        filled.entry(key).or_insert(value);
+    }
     for (key, default) in family.config().defaults() {
         filled.entry(*key).or_insert_with(|| Value::from(*default));
     }

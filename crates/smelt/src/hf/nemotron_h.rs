@@ -359,6 +359,24 @@ impl FamilyConfig for NemotronH {
             ("intermediate_size", 21504),
         ]
     }
+    fn derived(&self, config: &Map<String, Value>) -> Vec<(&'static str, Value)> {
+        // NemotronHConfig takes the layer count from the layer pattern, not from
+        // `num_hidden_layers`: absent, it is the pattern's length (4 for its default pattern).
+        if config.contains_key("num_hidden_layers") {
+            return Vec::new();
+        }
+        let listed = ["layers_block_type", "layer_types"]
+            .iter()
+            .find_map(|k| config.get(*k).and_then(Value::as_array).map(Vec::len));
+        let pattern = (config.get("hybrid_override_pattern"))
+            .and_then(Value::as_str)
+            .map(|p| p.chars().count());
+        vec![(
+            "num_hidden_layers",
+            Value::from(listed.or(pattern).unwrap_or(4)),
+        )]
+    }
+
     fn refuse(&self, config: &Map<String, Value>) -> Result<()> {
         let on = |key: &str| config.get(key).is_some_and(|v| v == &Value::Bool(true));
         if on("mlp_bias") {
