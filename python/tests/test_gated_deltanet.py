@@ -39,6 +39,7 @@ import smelt
 torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from tiny_hf import build, smelt_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HF = ROOT / "tests" / "data" / "hf"
@@ -74,19 +75,6 @@ def tiny_config(family):
     for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
         config.pop(key, None)
     return config
-
-
-def build(config):
-    cfg = transformers.AutoConfig.for_model(**config)
-    return transformers.AutoModelForCausalLM.from_config(
-        cfg, attn_implementation="eager", experts_implementation="eager"
-    )
-
-
-def smelt_model(config, tokens):
-    model = smelt.import_hf(config)
-    model["workload"] = {"context": tokens, "mean_doc_len": tokens, "attention": "dense", "kv_dtype_bytes": 2}
-    return model
 
 
 def flop_counter_differences(model_file, tokens):

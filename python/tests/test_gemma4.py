@@ -29,6 +29,7 @@ import smelt
 torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from tiny_hf import build, smelt_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HF = ROOT / "tests" / "data" / "hf"
@@ -60,19 +61,6 @@ def tiny_config(**changes):
     config.update(copy.deepcopy(TINY))
     config.update(changes)
     return config
-
-
-def build(config):
-    cfg = transformers.AutoConfig.for_model(**config)
-    return transformers.AutoModelForCausalLM.from_config(
-        cfg, attn_implementation="eager", experts_implementation="eager"
-    )
-
-
-def smelt_model(config, tokens):
-    model = smelt.import_hf(config)
-    model["workload"] = {"context": tokens, "mean_doc_len": tokens, "attention": "dense", "kv_dtype_bytes": 2}
-    return model
 
 
 def test_the_export_builds_the_model_smelt_costed(tmp_path):

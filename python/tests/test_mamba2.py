@@ -33,6 +33,7 @@ import smelt
 torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from tiny_hf import build, smelt_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NANO = ROOT / "tests" / "data" / "hf" / "nemotron-3-nano-30b-a3b.json"
@@ -67,19 +68,6 @@ def tiny_config():
     for key in ("pad_token_id", "eos_token_id", "bos_token_id", "torch_dtype"):
         config.pop(key, None)
     return config
-
-
-def build(config):
-    cfg = transformers.AutoConfig.for_model(**config)
-    return transformers.AutoModelForCausalLM.from_config(
-        cfg, attn_implementation="eager", experts_implementation="eager"
-    )
-
-
-def smelt_model(config, tokens):
-    model = smelt.import_hf(config)
-    model["workload"] = {"context": tokens, "mean_doc_len": tokens, "attention": "dense", "kv_dtype_bytes": 2}
-    return model
 
 
 def conv_overcount(model_file, tokens):
