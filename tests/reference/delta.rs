@@ -33,7 +33,28 @@ pub struct DeltaNet {
     out: Vec<f64>,
 }
 
-fn softplus(x: f64) -> f64 {
+/// `mixer` run on each sequence of a packed batch `hn` (tokens x `h`) cut into sequences of
+/// `sequence` tokens (the last may be shorter), the outputs concatenated: a recurrent state
+/// starts anew with each sequence.
+pub fn per_sequence(
+    h: usize,
+    hn: &[f64],
+    sequence: usize,
+    mut mixer: impl FnMut(&[f64]) -> Vec<f64>,
+) -> Vec<f64> {
+    let t = hn.len() / h;
+    let mut out = Vec::with_capacity(t * h);
+    let mut start = 0;
+    while start < t {
+        let len = sequence.min(t - start);
+        out.extend(mixer(&hn[start * h..(start + len) * h]));
+        start += len;
+    }
+    out
+}
+
+/// `ln(1 + e^x)`.
+pub fn softplus(x: f64) -> f64 {
     (1.0 + x.exp()).ln()
 }
 
@@ -129,15 +150,7 @@ impl DeltaNet {
     /// The mixer on `hn` (tokens x hidden, normed), a packed batch cut into sequences of
     /// `sequence` tokens (the last may be shorter); returns its output (tokens x hidden).
     pub fn forward(&self, h: usize, hn: &[f64], sequence: usize, macs: &mut DeltaMacs) -> Vec<f64> {
-        let t = hn.len() / h;
-        let mut out = Vec::with_capacity(t * h);
-        let mut start = 0;
-        while start < t {
-            let len = sequence.min(t - start);
-            out.extend(self.sequence(h, &hn[start * h..(start + len) * h], macs));
-            start += len;
-        }
-        out
+        per_sequence(h, hn, sequence, |seq| self.sequence(h, seq, macs))
     }
 
     // Index loops, to read as the torch code's tensor indices.

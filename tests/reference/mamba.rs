@@ -12,7 +12,7 @@
 
 use smelt::{Mamba2, Model};
 
-use super::delta::DeltaMacs;
+use super::delta::{DeltaMacs, per_sequence, softplus};
 use super::parts::{Rng, matmul, silu};
 
 pub struct MambaMixer {
@@ -28,10 +28,6 @@ pub struct MambaMixer {
     norm: Vec<f64>,
     out: Vec<f64>,
     out_bias: Vec<f64>,
-}
-
-fn softplus(x: f64) -> f64 {
-    (1.0 + x.exp()).ln()
 }
 
 /// `NemotronHConfig`'s `time_step_min`, the lower clamp of `dt`.
@@ -87,15 +83,7 @@ impl MambaMixer {
     /// The mixer on `hn` (tokens x hidden, normed), a packed batch cut into sequences of
     /// `sequence` tokens (the last may be shorter); returns its output (tokens x hidden).
     pub fn forward(&self, h: usize, hn: &[f64], sequence: usize, macs: &mut DeltaMacs) -> Vec<f64> {
-        let t = hn.len() / h;
-        let mut out = Vec::with_capacity(t * h);
-        let mut start = 0;
-        while start < t {
-            let len = sequence.min(t - start);
-            out.extend(self.sequence(h, &hn[start * h..(start + len) * h], macs));
-            start += len;
-        }
-        out
+        per_sequence(h, hn, sequence, |seq| self.sequence(h, seq, macs))
     }
 
     // Index loops, to read as the torch code's tensor indices.
