@@ -35,15 +35,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::family::{FamilyConfig, Words, Wrapper, object};
-use super::support::{Feature, Shared, Support, refuse};
+use super::support::{FULL, Feature, SLIDING, Shared, Support, refuse, sliding_layers};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
 use crate::model::{
     AttentionBias, ExpertActivation, FullAttention, Model, QkNorm, Window, WindowKind,
 };
 
-const SLIDING: &str = "sliding_attention";
-const FULL: &str = "full_attention";
 /// The activation Gemma 4 uses, and the only one smelt reads.
 const GELU_TANH: &str = "gelu_pytorch_tanh";
 
@@ -142,31 +140,7 @@ impl Config {
                 })
                 .collect(),
         };
-        if types.len() as u64 != layers {
-            return Err(Error::invalid(
-                "config.json: layer_types",
-                format!(
-                    "must name the attention of each of the {layers} layers; got {}",
-                    types.len()
-                ),
-            ));
-        }
-        let mut sliding = Vec::new();
-        for (i, t) in types.iter().enumerate() {
-            match t.as_str() {
-                SLIDING => sliding.push(i as u64 + 1),
-                FULL => {}
-                other => {
-                    return Err(refuse(
-                        &format!("layer_types[{i}]"),
-                        format!(
-                            "'{}' is not a layer type gemma4_text builds ({SLIDING}, {FULL})",
-                            other.escape_debug()
-                        ),
-                    ));
-                }
-            }
-        }
+        let sliding = sliding_layers(&types, layers, Family::Gemma4Text)?;
         if self.layer_types.is_some() && sliding.last() == Some(&layers) {
             return Err(refuse(
                 &format!("layer_types[{}]", layers - 1),

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::family::{FamilyConfig, object};
-use super::support::{Feature, Support, refuse};
+use super::support::{FULL, Feature, SLIDING, Support, sliding_layers};
 use super::{Common, Family, Parts, field_names, read, yes};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, ExpertActivation, Model, Window, WindowKind};
@@ -53,8 +53,6 @@ impl FamilyConfig for GptOss {
     }
 }
 
-const SLIDING: &str = "sliding_attention";
-const FULL: &str = "full_attention";
 /// Transformers' default window.
 const DEFAULT_WINDOW: u64 = 128;
 
@@ -112,28 +110,7 @@ impl Config {
                 .map(|i| if i % 2 == 0 { SLIDING } else { FULL }.to_owned())
                 .collect(),
         };
-        if types.len() as u64 != layers {
-            return Err(Error::invalid(
-                "config.json: layer_types",
-                format!(
-                    "must name the attention of each of the {layers} layers; got {}",
-                    types.len()
-                ),
-            ));
-        }
-        let mut windowed = Vec::new();
-        for (i, t) in types.iter().enumerate() {
-            match t.as_str() {
-                SLIDING => windowed.push(i as u64 + 1),
-                FULL => {}
-                other => {
-                    return Err(refuse(
-                        &format!("layer_types[{i}]"),
-                        format!("'{other}' is not a layer type gpt_oss builds ({SLIDING}, {FULL})"),
-                    ));
-                }
-            }
-        }
+        let windowed = sliding_layers(&types, layers, Family::GptOss)?;
         let window = (!windowed.is_empty()).then(|| Window {
             kind: WindowKind::Sliding,
             size: self.sliding_window.unwrap_or(DEFAULT_WINDOW),
