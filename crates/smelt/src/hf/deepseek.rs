@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::family::{FamilyConfig, Words, object};
-use super::support::{Feature, Shared, Support, refuse};
+use super::support::{Feature, Shared, Support, layer_count, refuse};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, Dense, Indexer, Mla, Model, QkNorm};
@@ -521,15 +521,7 @@ impl MlpTypes {
                     ),
                 ));
             }
-            if types.len() as u64 != layers {
-                return Err(Error::invalid(
-                    "config.json: layer_types",
-                    format!(
-                        "must name the attention of each of the {layers} layers; got {}",
-                        types.len()
-                    ),
-                ));
-            }
+            layer_count(types, layers)?;
         }
         let Some(types) = &self.mlp_layer_types else {
             return Ok(());

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use super::deepseek::{Index, Latent, Moe, Routing};
 use super::family::{FamilyConfig, Words, object};
-use super::support::{Support, refuse};
+use super::support::{Support, layer_count, refuse};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
 use crate::model::{Dense, Model};
@@ -226,15 +226,7 @@ impl Dsa {
         let Some(types) = &self.layer_types else {
             return Ok(());
         };
-        if types.len() as u64 != layers {
-            return Err(Error::invalid(
-                "config.json: layer_types",
-                format!(
-                    "must name the attention of each of the {layers} layers; got {}",
-                    types.len()
-                ),
-            ));
-        }
+        layer_count(types, layers)?;
         match types.iter().position(|t| t != INDEXED) {
             None => Ok(()),
             Some(i) => Err(refuse(

@@ -429,14 +429,8 @@ pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
     Err(refuse("model_type", format!("'{name}': {why}")))
 }
 
-/// `layer_types` entry of a sliding-window layer (gpt-oss, Gemma 4).
-pub(super) const SLIDING: &str = "sliding_attention";
-/// `layer_types` entry of a full-attention layer.
-pub(super) const FULL: &str = "full_attention";
-
-/// The 1-based layers `types` (one per layer of `layers`) names [`SLIDING`], every other
-/// entry [`FULL`]: a list of another length, or another entry, is refused for `family`.
-pub(super) fn sliding_layers(types: &[String], layers: u64, family: Family) -> Result<Vec<u64>> {
+/// An error unless `layer_types` (`types`) names each of the `layers` layers.
+pub(super) fn layer_count(types: &[String], layers: u64) -> Result<()> {
     if types.len() as u64 != layers {
         return Err(Error::invalid(
             "config.json: layer_types",
@@ -446,6 +440,18 @@ pub(super) fn sliding_layers(types: &[String], layers: u64, family: Family) -> R
             ),
         ));
     }
+    Ok(())
+}
+
+/// `layer_types` entry of a sliding-window layer (gpt-oss, Gemma 4).
+pub(super) const SLIDING: &str = "sliding_attention";
+/// `layer_types` entry of a full-attention layer.
+pub(super) const FULL: &str = "full_attention";
+
+/// The 1-based layers `types` (one per layer of `layers`) names [`SLIDING`], every other
+/// entry [`FULL`]: a list of another length, or another entry, is refused for `family`.
+pub(super) fn sliding_layers(types: &[String], layers: u64, family: Family) -> Result<Vec<u64>> {
+    layer_count(types, layers)?;
     let mut sliding = Vec::new();
     for (i, t) in types.iter().enumerate() {
         match t.as_str() {
