@@ -447,6 +447,12 @@ const BUDGET_RULES: &[Case] = &[
         &["no [model.mla]"],
     ),
     (
+        "[lattice]",
+        "[lattice.recurrent]\nheads = [32]\n[lattice]",
+        "lattice.recurrent",
+        &["no [model.recurrent]"],
+    ),
+    (
         "q_width = { min = 0.75,",
         "q_width = { min = 1.5,",
         "lattice.q_width",
@@ -520,6 +526,106 @@ fn budget_rules() {
     for case in BUDGET_RULES {
         assert!(SMALL.contains(case.0), "{}", case.0);
         check(budget(&SMALL.replace(case.0, case.1)), case);
+    }
+}
+
+/// `[lattice.recurrent]` of a hybrid Baseline: each rule names the knob (the Qwen3.5-style
+/// budget's Gated DeltaNet layers, the Nemotron-style budget's Mamba-2 layers).
+#[test]
+fn recurrent_lattice_rules() {
+    let gdn = std::fs::read_to_string(common::budget("match-qwen3.5-style.toml")).unwrap();
+    let mamba =
+        std::fs::read_to_string(common::budget("match-nemotron-3-nano-style.toml")).unwrap();
+    let cases: [(&str, Case); 9] = [
+        (
+            &gdn,
+            (
+                "",
+                "heads = [16]",
+                "lattice.recurrent.heads",
+                &[
+                    "not a knob of the Baseline's gated_deltanet layers",
+                    "value_heads",
+                ],
+            ),
+        ),
+        (
+            &mamba,
+            (
+                "",
+                "value_heads = [16]",
+                "lattice.recurrent.value_heads",
+                &[
+                    "not a knob of the Baseline's mamba2 layers",
+                    "heads, head_dim, state",
+                ],
+            ),
+        ),
+        (
+            &gdn,
+            (
+                "",
+                "key_heads = [16]\nvalue_heads = [24]",
+                "lattice.recurrent.value_heads",
+                &["multiple of some key_heads"],
+            ),
+        ),
+        (
+            &mamba,
+            (
+                "",
+                "heads = [60, 62]",
+                "lattice.recurrent.heads",
+                &["multiple of the Baseline's groups (8)"],
+            ),
+        ),
+        (
+            &gdn,
+            (
+                "",
+                "key_head_dim = [0]",
+                "lattice.recurrent.key_head_dim",
+                &["between 1 and"],
+            ),
+        ),
+        (
+            &mamba,
+            (
+                "",
+                "state = []",
+                "lattice.recurrent.state",
+                &["1 to 64 values"],
+            ),
+        ),
+        (
+            &mamba,
+            (
+                "",
+                "head_dim = [1048577]",
+                "lattice.recurrent.head_dim",
+                &["between 1 and 1048576"],
+            ),
+        ),
+        (
+            &gdn,
+            (
+                "",
+                "value_heads = [16, 32, 48, 64, 80, 96, 112, 128]\nkey_head_dim = [8, 16, 24, 32, 40, 48, 56, 64]\nvalue_head_dim = [8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128]\nkey_heads = [1, 2, 4, 8, 16]",
+                "lattice.recurrent",
+                &["over the limit of 4096"],
+            ),
+        ),
+        (
+            &gdn,
+            ("", "valu_heads = [1]", "unknown field", &["valu_heads"]),
+        ),
+    ];
+    for (text, case) in &cases {
+        let text = format!("{text}\n[lattice.recurrent]\n{}\n", case.1);
+        check(
+            Budget::from_toml_str(&text, Path::new(&budgets_dir())),
+            case,
+        );
     }
 }
 

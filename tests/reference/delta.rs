@@ -113,7 +113,7 @@ impl DeltaNet {
         );
         let channels = 2 * k + v;
         Self {
-            g: g.clone(),
+            g: *g,
             in_qkvz: rng.tensor(h * (2 * k + 2 * v)),
             in_ba: rng.tensor(h * 2 * nv),
             conv: rng.tensor(channels * g.conv_kernel as usize),

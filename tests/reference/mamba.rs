@@ -41,7 +41,7 @@ impl MambaMixer {
         let in_width = inner + channels + heads;
         let bias = |on: bool, n: usize| if on { n } else { 0 };
         Self {
-            x: x.clone(),
+            x: *x,
             in_proj: rng.tensor(h * in_width),
             in_bias: rng.tensor(bias(x.proj_bias, in_width)),
             conv: rng.tensor(channels * x.conv_kernel as usize),

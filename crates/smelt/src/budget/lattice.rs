@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::model::Mixer;
 
 /// An arithmetic progression `min, min + step, ...` up to `max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -159,6 +160,12 @@ pub struct Lattice {
     /// Empty without MLA.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mla_widths: Vec<(u64, u64)>,
+    /// With a hybrid Baseline (`[model.recurrent]`), the recurrent mixer shapes searched:
+    /// every combination of `[lattice.recurrent]`'s lists that is a valid mixer of the
+    /// Baseline's kind (the Baseline's shape alone by default; its convolution taps, and
+    /// Mamba-2's groups and chunk, stay the Baseline's). Empty without recurrent layers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mixers: Vec<Mixer>,
 }
 
 /// The most combinations of hidden size, expert width and attention shape
@@ -167,10 +174,16 @@ pub struct Lattice {
 pub const MAX_COMBINATIONS: u128 = 10_000_000_000;
 
 impl Lattice {
-    /// An upper bound on the (hidden size, expert width, attention shape) combinations a
-    /// search considers, each with its expert counts in closed form: computed from the
+    /// An upper bound on the (hidden size, expert width, attention shape, recurrent mixer
+    /// shape) combinations a search considers, each with its expert counts in closed form: computed from the
     /// ranges, without building anything, so a hopeless lattice is refused at once.
     pub fn combinations(&self) -> u128 {
+        self.combinations_per_mixer()
+            .saturating_mul(self.mixers.len().max(1) as u128)
+    }
+
+    /// [`Lattice::combinations`] at one recurrent mixer shape.
+    fn combinations_per_mixer(&self) -> u128 {
         let ffn = match self.expert_ffn {
             FfnRule::Tied { .. } => 1,
             FfnRule::Free(s) => u128::from(s.len()),

@@ -4,7 +4,9 @@ use serde::Deserialize;
 
 use super::{FfnRule, HeadsRule, Lattice, Steps};
 use crate::error::{Error, Result};
-use crate::model::{MAX_COUNT, MAX_EXPERTS, MAX_WIDTH, ModelSpec};
+use crate::model::{
+    GatedDeltaNet, MAX_COUNT, MAX_EXPERTS, MAX_WIDTH, Mamba2, Mixer, ModelSpec, Recurrent,
+};
 
 /// A `{ step, min, max }` knob as written; every part optional.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -108,6 +110,173 @@ pub(super) struct LatticeFile {
     /// MLA per-head value widths, a list.
     #[serde(default)]
     v_head_dim: Option<Vec<u64>>,
+    /// The recurrent mixer's shapes (a hybrid Baseline).
+    #[serde(default)]
+    recurrent: Option<RecurrentFile>,
+}
+
+/// `[lattice.recurrent]` as written: a list of values per knob of the Baseline's recurrent
+/// mixer kind (Gated DeltaNet: `key_heads`, `value_heads`, `key_head_dim`, `value_head_dim`;
+/// Mamba-2: `heads`, `head_dim`, `state`), each the Baseline's alone when absent.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecurrentFile {
+    key_heads: Option<Vec<u64>>,
+    value_heads: Option<Vec<u64>>,
+    key_head_dim: Option<Vec<u64>>,
+    value_head_dim: Option<Vec<u64>>,
+    heads: Option<Vec<u64>>,
+    head_dim: Option<Vec<u64>>,
+    state: Option<Vec<u64>>,
+}
+
+/// The most recurrent mixer shapes a lattice takes (each is searched like a lattice of its
+/// own).
+const MAX_MIXERS: usize = 4096;
+
+impl RecurrentFile {
+    /// Every knob by name, whether the file sets it, and the mixer kind it belongs to.
+    fn set_knobs(&self) -> [(&'static str, bool, &'static str); 7] {
+        const GDN: &str = "gated_deltanet";
+        const MAMBA: &str = "mamba2";
+        [
+            ("key_heads", self.key_heads.is_some(), GDN),
+            ("value_heads", self.value_heads.is_some(), GDN),
+            ("key_head_dim", self.key_head_dim.is_some(), GDN),
+            ("value_head_dim", self.value_head_dim.is_some(), GDN),
+            ("heads", self.heads.is_some(), MAMBA),
+            ("head_dim", self.head_dim.is_some(), MAMBA),
+            ("state", self.state.is_some(), MAMBA),
+        ]
+    }
+
+    /// Every valid mixer of the Baseline's kind whose knobs are on the lists (a knob the
+    /// file leaves out keeps the Baseline's value).
+    fn resolve(&self, base: &Recurrent) -> Result<Vec<Mixer>> {
+        let kind = base.mixer.as_str();
+        if let Some((knob, _, _)) = self
+            .set_knobs()
+            .into_iter()
+            .find(|&(_, set, of)| set && of != kind)
+        {
+            return Err(Error::invalid(
+                format!("lattice.recurrent.{knob}"),
+                format!(
+                    "is not a knob of the Baseline's {kind} layers; their knobs are {}",
+                    self.set_knobs()
+                        .iter()
+                        .filter(|(_, _, of)| *of == kind)
+                        .map(|(k, _, _)| *k)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        let list = |knob: &str, values: &Option<Vec<u64>>, baseline: u64, max: u64| {
+            values_list(
+                &format!("lattice.recurrent.{knob}"),
+                values.as_deref(),
+                baseline,
+                max,
+            )
+        };
+        let mixers: Vec<Mixer> = match base.mixer {
+            Mixer::GatedDeltanet(g) => {
+                let nk = list("key_heads", &self.key_heads, g.key_heads, MAX_COUNT)?;
+                let nv = list("value_heads", &self.value_heads, g.value_heads, MAX_COUNT)?;
+                let dk = list(
+                    "key_head_dim",
+                    &self.key_head_dim,
+                    g.key_head_dim,
+                    MAX_WIDTH,
+                )?;
+                let dv = list(
+                    "value_head_dim",
+                    &self.value_head_dim,
+                    g.value_head_dim,
+                    MAX_WIDTH,
+                )?;
+                let mut out = Vec::new();
+                for &key_heads in &nk {
+                    for &value_heads in nv.iter().filter(|v| v.is_multiple_of(key_heads)) {
+                        for &key_head_dim in &dk {
+                            for &value_head_dim in &dv {
+                                out.push(Mixer::GatedDeltanet(GatedDeltaNet {
+                                    key_heads,
+                                    value_heads,
+                                    key_head_dim,
+                                    value_head_dim,
+                                    ..g
+                                }));
+                            }
+                        }
+                    }
+                }
+                if out.is_empty() {
+                    return Err(Error::invalid(
+                        "lattice.recurrent.value_heads",
+                        "must hold a multiple of some key_heads of the lattice (each query/key \
+                         head serves value_heads / key_heads value heads): no Gated DeltaNet \
+                         shape is left",
+                    ));
+                }
+                out
+            }
+            Mixer::Mamba2(m) => {
+                let heads = list("heads", &self.heads, m.heads, MAX_COUNT)?;
+                let head_dim = list("head_dim", &self.head_dim, m.head_dim, MAX_WIDTH)?;
+                let state = list("state", &self.state, m.state, MAX_WIDTH)?;
+                let mut out = Vec::new();
+                for &h in heads.iter().filter(|h| h.is_multiple_of(m.groups)) {
+                    for &d in &head_dim {
+                        for &n in &state {
+                            out.push(Mixer::Mamba2(Mamba2 {
+                                heads: h,
+                                head_dim: d,
+                                state: n,
+                                ..m
+                            }));
+                        }
+                    }
+                }
+                if out.is_empty() {
+                    return Err(Error::invalid(
+                        "lattice.recurrent.heads",
+                        format!(
+                            "must hold a multiple of the Baseline's groups ({}): no Mamba-2 \
+                             shape is left",
+                            m.groups
+                        ),
+                    ));
+                }
+                out
+            }
+        };
+        if mixers.len() > MAX_MIXERS {
+            return Err(Error::invalid(
+                "lattice.recurrent",
+                format!(
+                    "gives {} mixer shapes, over the limit of {MAX_MIXERS}: shorten its lists",
+                    mixers.len()
+                ),
+            ));
+        }
+        Ok(mixers)
+    }
+}
+
+/// The recurrent mixer shapes of the lattice: `[lattice.recurrent]` resolved against the
+/// Baseline's mixer (none without recurrent layers, where the table is refused).
+fn recurrent_mixers(file: Option<&RecurrentFile>, base: &ModelSpec) -> Result<Vec<Mixer>> {
+    match (&base.model.recurrent, file) {
+        (None, None) => Ok(Vec::new()),
+        (None, Some(_)) => Err(Error::invalid(
+            "lattice.recurrent",
+            "sets the knobs of recurrent layers; this Baseline has no [model.recurrent]",
+        )),
+        (Some(r), None) => Ok(vec![r.mixer]),
+        (Some(r), Some(f)) => f.resolve(r),
+    }
 }
 
 /// Parses `"a/b"`, `"baseline"` or a number into a ratio `num/den`.
@@ -276,8 +445,12 @@ impl LatticeFile {
         }
         let expert_ffn = self.expert_ffn.resolve(base)?;
         widths_fit(&expert_ffn, base, hidden.last())?;
+        let mixers = recurrent_mixers(self.recurrent.as_ref(), base)?;
         if let Some(mla) = &m.mla {
-            return self.resolve_mla(mla, hidden, experts, expert_ffn);
+            return Ok(Lattice {
+                mixers,
+                ..self.resolve_mla(mla, hidden, experts, expert_ffn)?
+            });
         }
         for (knob, set) in [
             ("kv_lora_rank", self.kv_lora_rank.is_set()),
@@ -329,6 +502,7 @@ impl LatticeFile {
             q_width,
             kv_lora_rank: None,
             mla_widths: Vec::new(),
+            mixers,
         })
     }
 
@@ -397,8 +571,33 @@ impl LatticeFile {
             q_width: (0.0, f64::INFINITY),
             kv_lora_rank: Some(kv_lora_rank),
             mla_widths,
+            mixers: Vec::new(),
         })
     }
+}
+
+/// A list of knob values (`vec![baseline]` when absent), sorted and deduplicated, each in
+/// `1..=max`.
+fn values_list(field: &str, list: Option<&[u64]>, baseline: u64, max: u64) -> Result<Vec<u64>> {
+    let Some(list) = list else {
+        return Ok(vec![baseline]);
+    };
+    if list.is_empty() || list.len() > MAX_WIDTHS {
+        return Err(Error::invalid(
+            field,
+            format!("must list 1 to {MAX_WIDTHS} values (got {})", list.len()),
+        ));
+    }
+    if let Some(&v) = list.iter().find(|&&v| v == 0 || v > max) {
+        return Err(Error::invalid(
+            field,
+            format!("values must be between 1 and {max} (got {v})"),
+        ));
+    }
+    let mut out = list.to_vec();
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 /// The most values a per-head width list of an MLA lattice takes.

@@ -140,6 +140,7 @@ impl Budget {
             ));
         }
         check_mla_lattice(&baseline, &lattice)?;
+        check_recurrent_lattice(&baseline, &lattice)?;
         if weights[crate::cost::BudgetKind::Activations] > 0.0 {
             crate::cost::memory::refuse_unmodelled(m).map_err(|e| {
                 Error::invalid("objective.weights.activations", format!("must be 0: {e}"))
@@ -335,6 +336,45 @@ impl Budget {
 
 /// An MLA Baseline is searched on an MLA lattice (latent ranks, per-head widths with its
 /// RoPE width, free heads) and a GQA Baseline on a GQA one.
+/// A lattice's recurrent mixer shapes: none without recurrent layers; with them, distinct
+/// valid mixers that differ from the Baseline's only in the searched knobs (an empty list
+/// searches the Baseline's alone).
+fn check_recurrent_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()> {
+    let Some(r) = &baseline.model.recurrent else {
+        if lattice.mixers.is_empty() {
+            return Ok(());
+        }
+        return Err(Error::invalid(
+            "lattice.recurrent",
+            "sets the knobs of recurrent layers; this Baseline has no [model.recurrent]",
+        ));
+    };
+    for (i, m) in lattice.mixers.iter().enumerate() {
+        m.validate()?;
+        if !m.same_but_knobs(&r.mixer) {
+            return Err(Error::invalid(
+                "lattice.recurrent",
+                format!(
+                    "shape {} ({} {}) is not the Baseline's {} mixer with other heads or head \
+                     widths: its kind, convolution (and Mamba-2's groups, chunk and biases) \
+                     stay the Baseline's",
+                    i + 1,
+                    m.as_str(),
+                    m.shape_text(),
+                    r.mixer.as_str()
+                ),
+            ));
+        }
+        if lattice.mixers[..i].contains(m) {
+            return Err(Error::invalid(
+                "lattice.recurrent",
+                format!("lists shape {} ({}) twice", i + 1, m.shape_text()),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_mla_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()> {
     match (&baseline.model.mla, lattice.kv_lora_rank) {
         (None, None) if lattice.mla_widths.is_empty() => Ok(()),

@@ -169,7 +169,7 @@ impl Hybrid {
     fn of(m: &Model) -> Self {
         // Checked against the family's support first: a Mamba-2 model is refused there.
         let g = m.recurrent.as_ref().and_then(|r| match &r.mixer {
-            Mixer::GatedDeltanet(g) => Some(g.clone()),
+            Mixer::GatedDeltanet(g) => Some(*g),
             Mixer::Mamba2(_) => None,
         });
         let linear = m.recurrent.as_ref().map_or(&[][..], |r| &r.layers[..]);

@@ -279,7 +279,7 @@ pub struct Recurrent {
 
 /// A recurrent token mixer kind, each with its own shapes (a table named by the kind, as
 /// `[model.recurrent.mixer.gated_deltanet]`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Mixer {
     /// Gated DeltaNet (Yang et al., arXiv:2412.06464) as Qwen3-Next and Qwen3.5 run it.
@@ -296,6 +296,30 @@ impl Mixer {
             Mixer::Mamba2(_) => "mamba2",
         }
     }
+
+    /// The shape a lattice searches, in words: Gated DeltaNet's `keys 16x128, values
+    /// 32x128` (heads x head width), Mamba-2's `heads 64x64, state 128` (heads x head
+    /// width, state per head and channel).
+    pub fn shape_text(&self) -> String {
+        match self {
+            Mixer::GatedDeltanet(g) => format!(
+                "keys {}x{}, values {}x{}",
+                g.key_heads, g.key_head_dim, g.value_heads, g.value_head_dim
+            ),
+            Mixer::Mamba2(m) => format!("heads {}x{}, state {}", m.heads, m.head_dim, m.state),
+        }
+    }
+
+    /// [`Mixer::shape_text`] for a narrow column: `k16x128 v32x128`, `64x64 s128`.
+    pub fn shape_compact(&self) -> String {
+        match self {
+            Mixer::GatedDeltanet(g) => format!(
+                "k{}x{} v{}x{}",
+                g.key_heads, g.key_head_dim, g.value_heads, g.value_head_dim
+            ),
+            Mixer::Mamba2(m) => format!("{}x{} s{}", m.heads, m.head_dim, m.state),
+        }
+    }
 }
 
 /// Chunk length of the chunked gated delta rule: the default of Transformers'
@@ -310,7 +334,7 @@ pub const DELTA_RULE_CHUNK: u64 = 64;
 /// `conv_kernel` taps over `q, k, v`; the chunked gated delta rule; an RMSNorm of width
 /// `value_head_dim` gated by `silu(z)`; and the output projection. `A_log` and `dt_bias`
 /// hold one value per value head.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatedDeltaNet {
     /// Query/key heads (`linear_num_key_heads`).
@@ -344,7 +368,7 @@ impl GatedDeltaNet {
 /// `C` shared by the `heads / groups` heads of a group); an RMSNorm of width `I` gated by
 /// `silu(z)` (normalised per group); and `out_proj`. `A_log`, `D` and `dt_bias` hold one
 /// value per head.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Mamba2 {
     /// SSM heads (`mamba_num_heads`).

@@ -146,6 +146,42 @@ impl Model {
     }
 }
 
+impl Mixer {
+    /// Checks the mixer's shapes (the errors name `model.recurrent.mixer.<kind>.<field>`).
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            Mixer::GatedDeltanet(g) => validate_gated_deltanet(g),
+            Mixer::Mamba2(m) => validate_mamba2(m),
+        }
+    }
+
+    /// Whether `self` differs from `other` at most in the knobs a lattice searches (Gated
+    /// DeltaNet's heads and head widths, Mamba-2's heads, head width and state): the same
+    /// kind, the same convolution, and for Mamba-2 the same groups, chunk and biases.
+    pub fn same_but_knobs(&self, other: &Mixer) -> bool {
+        match (*self, *other) {
+            (Mixer::GatedDeltanet(a), Mixer::GatedDeltanet(b)) => {
+                GatedDeltaNet {
+                    key_heads: b.key_heads,
+                    value_heads: b.value_heads,
+                    key_head_dim: b.key_head_dim,
+                    value_head_dim: b.value_head_dim,
+                    ..a
+                } == b
+            }
+            (Mixer::Mamba2(a), Mixer::Mamba2(b)) => {
+                Mamba2 {
+                    heads: b.heads,
+                    head_dim: b.head_dim,
+                    state: b.state,
+                    ..a
+                } == b
+            }
+            _ => false,
+        }
+    }
+}
+
 fn validate_gated_deltanet(g: &GatedDeltaNet) -> Result<()> {
     const AT: &str = "model.recurrent.mixer.gated_deltanet";
     positive(&format!("{AT}.key_heads"), g.key_heads, MAX_COUNT)?;
@@ -251,10 +287,7 @@ impl Model {
                     .to_owned()
             },
         )?;
-        match &r.mixer {
-            Mixer::GatedDeltanet(g) => validate_gated_deltanet(g),
-            Mixer::Mamba2(m) => validate_mamba2(m),
-        }
+        r.mixer.validate()
     }
 
     /// The recurrent layers, one-block layers and the relu2 MLP.

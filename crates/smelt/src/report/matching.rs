@@ -132,6 +132,10 @@ impl MatchReport {
         for (label, text) in [
             ("dense layers", dense_text as fn(&Model) -> Option<String>),
             ("windowed layers", window_text),
+            ("recurrent layers", recurrent_text),
+            ("recurrent mixer", |m: &Model| {
+                m.recurrent.as_ref().map(|r| r.mixer.shape_text())
+            }),
         ] {
             if let (Some(a), Some(b)) = (text(bm), text(lm)) {
                 s.push_texts([label.to_owned(), a, b]);
@@ -204,18 +208,29 @@ impl MatchReport {
         }
     }
 
+    /// The budgets the tables of alternatives show: every one but the activations of a
+    /// hybrid, which are not counted for it.
+    fn shown_budgets(&self) -> Vec<BudgetKind> {
+        let hybrid = self.baseline.model.recurrent.is_some();
+        BudgetKind::ALL
+            .into_iter()
+            .filter(|&k| !(hybrid && k == BudgetKind::Activations))
+            .collect()
+    }
+
     /// The single-knob refinements of the lattice, with the residuals each gives.
     fn advice_table(&self) -> Table {
         let timed = self.predicted_time.is_some();
+        let shown = self.shown_budgets();
         let header = ["refinement".to_owned(), "change".to_owned()]
             .into_iter()
-            .chain(letters())
+            .chain(shown.iter().map(|&k| label(k).letter.to_owned()))
             .chain(timed.then(|| TIME_LETTER.to_owned()))
             .chain(["in tolerance".to_owned()]);
         let mut a = Table::new(header);
         for r in &self.advice {
             let mut row = vec![Field::text(&r.knob), Field::text(&r.change)];
-            row.extend(BudgetKind::ALL.map(|k| match &r.residuals {
+            row.extend(shown.iter().map(|&k| match &r.residuals {
                 Some(res) => Field::percent(*res.get(k)),
                 None => Field::blank(),
             }));
@@ -232,12 +247,16 @@ impl MatchReport {
         a
     }
 
-    /// The best distinct configurations, ranked.
+    /// The best distinct configurations, ranked (a hybrid's with its mixer's shape and
+    /// without the activations, which are not counted for it).
     fn ranked_table(&self) -> Table {
         let timed = self.predicted_time.is_some();
+        let hybrid = self.baseline.model.recurrent.is_some();
+        let shown = self.shown_budgets();
         let header = std::iter::once("rank".to_owned())
             .chain(SHAPE_COLUMNS.map(str::to_owned))
-            .chain(letters())
+            .chain(hybrid.then(|| "recurrent".to_owned()))
+            .chain(shown.iter().map(|&k| label(k).letter.to_owned()))
             .chain(timed.then(|| TIME_LETTER.to_owned()))
             .chain(["largest |r|".to_owned()]);
         let mut r = Table::new(header).right_from(0);
@@ -255,7 +274,14 @@ impl MatchReport {
                 ]
                 .map(|n| Field::text(n.to_string())),
             );
-            row.extend(a.residuals.iter().map(|(_, v)| Field::percent(*v)));
+            if hybrid {
+                row.push(Field::text(
+                    x.recurrent
+                        .as_ref()
+                        .map_or(String::new(), |r| r.mixer.shape_compact()),
+                ));
+            }
+            row.extend(shown.iter().map(|&k| Field::percent(*a.residuals.get(k))));
             if timed {
                 row.push(a.time_residual.map_or(Field::blank(), Field::percent));
             }
@@ -272,13 +298,6 @@ impl MatchReport {
 /// The column of the predicted time's residual (a budget with a time budget), under the
 /// letter of `grid --predict`'s `P ratio`.
 const TIME_LETTER: &str = "P";
-
-/// A column per budget, under its letter.
-fn letters() -> impl Iterator<Item = String> {
-    BudgetKind::ALL
-        .into_iter()
-        .map(|k| label(k).letter.to_owned())
-}
 
 impl Report for MatchReport {
     fn document(&self) -> Document {
@@ -363,6 +382,13 @@ fn dense_text(m: &Model) -> Option<String> {
     m.dense
         .as_ref()
         .map(|d| format!("{} (ffn {})", layer_list(&d.layers), d.ffn))
+}
+
+/// The recurrent layers in words, when a model has any: how many, of what kind.
+fn recurrent_text(m: &Model) -> Option<String> {
+    m.recurrent
+        .as_ref()
+        .map(|r| format!("{} ({})", r.layers.len(), r.mixer.as_str()))
 }
 
 /// The windowed layers in words, when a model has any.

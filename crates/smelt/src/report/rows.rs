@@ -1,8 +1,9 @@
 //! The layouts of row-shaped reports: a grid (`smelt grid`) and a sweep (`smelt sweep`).
 //!
 //! Every column ([`Report::document`]): the row's labels, the sparsities, the six shape
-//! knobs (Baseline→looped), one ratio per budget, the verdict. Compact
-//! ([`Report::compact`]): the row's label, only the shape knobs that change in some row
+//! knobs (Baseline→looped) and, with a hybrid Baseline, the recurrent mixer's shape, one
+//! ratio per budget, the verdict. Compact
+//! ([`Report::compact`]): the row's label, only the shape knobs (and mixer) that change in some row
 //! (a terminal too narrow for them leaves out the last ones first), the ratios under their
 //! budget's letter, the verdict; a grid's summary rows move to a table of their own, so
 //! that the label column stays narrow.
@@ -35,6 +36,27 @@ fn knobs(base: &Model, looped: &Model) -> [(u64, u64); 6] {
 
 fn shape(base: &Model, looped: &Model) -> impl Iterator<Item = Field> {
     knobs(base, looped).into_iter().map(arrow)
+}
+
+/// The recurrent mixer's shape, Baseline→looped (blank without recurrent layers).
+fn mixer_field(base: &Model, looped: &Model) -> Field {
+    let text = |m: &Model| m.recurrent.as_ref().map(|r| r.mixer.shape_compact());
+    match (text(base), text(looped)) {
+        (Some(a), Some(b)) if a != b => Field::text(format!("{a}→{b}")),
+        (_, Some(b)) => Field::text(b),
+        _ => Field::blank(),
+    }
+}
+
+/// Whether rows of `pairs` (Baseline, looped) show the recurrent mixer's column: some
+/// Baseline has recurrent layers and, in a compact table (`compact`), some row changes
+/// their mixer's shape.
+fn mixer_shown<'a>(mut pairs: impl Iterator<Item = (&'a Model, &'a Model)>, compact: bool) -> bool {
+    pairs.any(|(b, l)| {
+        b.recurrent.is_some()
+            && (!compact
+                || b.recurrent.as_ref().map(|r| r.mixer) != l.recurrent.as_ref().map(|r| r.mixer))
+    })
 }
 
 /// Which of the shape knobs change in some row, of `pairs` (Baseline, looped) per row.
@@ -77,8 +99,14 @@ fn budget_columns(name: fn(label::Label) -> String) -> impl Iterator<Item = Stri
     BudgetKind::ALL.into_iter().map(move |k| name(label(k)))
 }
 
-fn ratios(r: &Ratios) -> impl Iterator<Item = Field> + '_ {
-    r.iter().map(|(_, x)| Field::ratio(*x))
+/// The ratio per budget of a row whose Baseline is `base`: `n/a` for the activations of a
+/// model whose activations are not counted (both budgets 0, their ratio meaningless).
+fn ratios<'a>(r: &'a Ratios, base: &Model) -> impl Iterator<Item = Field> + 'a {
+    let uncounted = crate::cost::memory::refuse_unmodelled(base).is_err();
+    r.iter().map(move |(k, x)| match k {
+        BudgetKind::Activations if uncounted => Field::text("n/a"),
+        _ => Field::ratio(*x),
+    })
 }
 
 /// What the compact tables' budget letters stand for.
@@ -312,8 +340,15 @@ impl Report for GridReport {
         let peak = self.peaked();
         self.peak_note(&mut doc);
         let first = ["scale", "sparsity", "sparse", "S base", "S looped"];
+        let mixer = mixer_shown(
+            self.cells
+                .iter()
+                .map(|c| (&c.baseline.model, &c.looped.model)),
+            false,
+        );
         let header = first.iter().chain(&SHAPE_COLUMNS).map(|s| s.to_string());
         let header = header
+            .chain(mixer.then(|| "recurrent".to_owned()))
             .chain(budget_columns(label::Label::ratio))
             .chain(peak.then(|| "M ratio".to_owned()))
             .chain(["max w|r|".to_owned(), "in tolerance".to_owned()])
@@ -329,7 +364,8 @@ impl Report for GridReport {
                 Field::share(c.sparsity.looped),
             ];
             r.extend(shape(&c.baseline.model, &c.looped.model));
-            r.extend(ratios(&c.ratios));
+            r.extend(mixer.then(|| mixer_field(&c.baseline.model, &c.looped.model)));
+            r.extend(ratios(&c.ratios, &c.baseline.model));
             r.extend(peak.then(|| peak_field(c.peak_per_gpu.as_ref())));
             r.push(Field::shown(format!("{:.4}", c.score[0]), c.score[0]));
             r.push(verdict(c, BudgetKind::as_str));
@@ -340,7 +376,8 @@ impl Report for GridReport {
         // A summary row: its label, blanks to the ratios, a value per budget, blanks after.
         let row = |label: &str, values: Vec<Field>| {
             let mut r = vec![Field::text(label)];
-            r.extend((0..first.len() - 1 + SHAPE_COLUMNS.len()).map(|_| Field::blank()));
+            let shape = SHAPE_COLUMNS.len() + usize::from(mixer);
+            r.extend((0..first.len() - 1 + shape).map(|_| Field::blank()));
             r.extend(values);
             let after = 2 + usize::from(timed) + usize::from(peak) + usize::from(predicted);
             r.extend((0..after).map(|_| Field::blank()));
@@ -377,10 +414,16 @@ impl Report for GridReport {
         let predicted = self.predicted();
         let peak = self.peaked();
         self.peak_note(&mut doc);
-        let pairs = self.cells.iter();
-        let changed = changed(pairs.map(|c| (&c.baseline.model, &c.looped.model)));
+        let pairs = || {
+            self.cells
+                .iter()
+                .map(|c| (&c.baseline.model, &c.looped.model))
+        };
+        let changed = changed(pairs());
+        let mixer = mixer_shown(pairs(), true);
         let header = std::iter::once("cell".to_owned())
             .chain(changed_headers(changed))
+            .chain(mixer.then(|| "recurrent".to_owned()))
             .chain(budget_columns(|l| l.letter.to_owned()))
             .chain(peak.then(|| "M".to_owned()))
             .chain(["in tolerance".to_owned()])
@@ -392,7 +435,8 @@ impl Report for GridReport {
         for c in &self.cells {
             let mut r = vec![Field::text(format!("{} {}", c.scale, c.sparsity_label))];
             r.extend(changed_shape(&c.baseline.model, &c.looped.model, changed));
-            r.extend(ratios(&c.ratios));
+            r.extend(mixer.then(|| mixer_field(&c.baseline.model, &c.looped.model)));
+            r.extend(ratios(&c.ratios, &c.baseline.model));
             r.extend(peak.then(|| peak_field(c.peak_per_gpu.as_ref())));
             r.push(verdict(c, |k| label(k).letter));
             r.extend(timed.then(|| time_field(c)));
@@ -452,8 +496,11 @@ impl Report for SweepReport {
         let mut doc = self.head();
         let peak = self.peaked();
         let first = [self.knob.as_str(), "executions"];
+        let base = &self.baseline.model;
+        let mixer = mixer_shown(self.rows.iter().map(|r| (base, &r.looped.model)), false);
         let header = first.iter().chain(&SHAPE_COLUMNS).map(|s| s.to_string());
         let header = header
+            .chain(mixer.then(|| "recurrent".to_owned()))
             .chain(budget_columns(label::Label::ratio))
             .chain(peak.then(|| "M ratio".to_owned()))
             .chain(["S looped".to_owned(), "in tolerance".to_owned()]);
@@ -463,8 +510,9 @@ impl Report for SweepReport {
                 Field::text(r.value.to_string()),
                 Field::text(r.layer_executions.to_string()),
             ];
-            out.extend(shape(&self.baseline.model, &r.looped.model));
-            out.extend(ratios(&r.ratios));
+            out.extend(shape(base, &r.looped.model));
+            out.extend(mixer.then(|| mixer_field(base, &r.looped.model)));
+            out.extend(ratios(&r.ratios, base));
             out.extend(peak.then(|| peak_field(r.peak_per_gpu.as_ref())));
             out.push(Field::share(r.sparsity.looped));
             out.push(yes_no(r.within_tolerance));
@@ -480,8 +528,10 @@ impl Report for SweepReport {
         let peak = self.peaked();
         let base = &self.baseline.model;
         let changed = changed(self.rows.iter().map(|r| (base, &r.looped.model)));
+        let mixer = mixer_shown(self.rows.iter().map(|r| (base, &r.looped.model)), true);
         let header = std::iter::once(self.knob.as_str().to_owned())
             .chain(changed_headers(changed))
+            .chain(mixer.then(|| "recurrent".to_owned()))
             .chain(budget_columns(|l| l.letter.to_owned()))
             .chain(peak.then(|| "M".to_owned()))
             .chain(["in tolerance".to_owned()]);
@@ -491,7 +541,8 @@ impl Report for SweepReport {
         for r in &self.rows {
             let mut out = vec![Field::text(r.value.to_string())];
             out.extend(changed_shape(base, &r.looped.model, changed));
-            out.extend(ratios(&r.ratios));
+            out.extend(mixer.then(|| mixer_field(base, &r.looped.model)));
+            out.extend(ratios(&r.ratios, base));
             out.extend(peak.then(|| peak_field(r.peak_per_gpu.as_ref())));
             out.push(yes_no(r.within_tolerance));
             t.rows.push(out);

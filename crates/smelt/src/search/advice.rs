@@ -3,7 +3,9 @@
 //! re-solved exactly (`smelt match --advise`, and whenever a tolerance is broken).
 //!
 //! A refinement halves one knob's step, frees the expert width from its tie to the hidden
-//! size, or widens the q-width window or the GQA and key-head ranges; one whose search
+//! size, widens the q-width window or the GQA and key-head ranges, or (a hybrid whose
+//! lattice keeps the Baseline's recurrent mixer) lets the mixer's heads and head widths
+//! move around the Baseline's ([`mixer_refinement`]); one whose search
 //! would exceed [`crate::budget::MAX_COMBINATIONS`] is listed as not tried. They are listed
 //! those meeting the tolerance first, then by score.
 
@@ -13,7 +15,7 @@ use super::{Candidate, SearchOptions, solve_with};
 use crate::budget::{Budget, FfnRule, Lattice, Score, Steps, Tolerance};
 use crate::cost::{BudgetKind, Keys, Residuals, budgets_with};
 use crate::error::Result;
-use crate::model::Model;
+use crate::model::{GatedDeltaNet, MAX_COUNT, MAX_WIDTH, Mamba2, Mixer, Model};
 
 /// What binds a match: one of the budgets, or the predicted time
 /// ([`crate::budget::time`]). Serialised as the budget's key, or `"time"`.
@@ -130,6 +132,10 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
             }
         }
     }
+    if let [only] = lattice.mixers.as_slice() {
+        let (change, mixers) = mixer_refinement(*only);
+        refine("lattice.recurrent", change, &|l| l.mixers = mixers.clone());
+    }
     if let Some(r) = lattice.kv_lora_rank {
         // MLA: the latent rank is the only attention knob with a step.
         if let Some((change, h)) = halved(r) {
@@ -175,6 +181,78 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
         });
     }
     out
+}
+
+/// Head counts tried around a Baseline's, as fractions of it.
+const HEAD_FRACTIONS: [(u64, u64); 5] = [(1, 2), (3, 4), (1, 1), (5, 4), (3, 2)];
+
+/// Head widths (and Mamba-2 states) tried around a Baseline's, as fractions of it.
+const WIDTH_FRACTIONS: [(u64, u64); 3] = [(1, 2), (3, 4), (1, 1)];
+
+/// `value` times each fraction, rounded half up to a multiple of `multiple` (at least one
+/// multiple, at most `max`); the value itself exactly at 1/1. Sorted, deduplicated.
+fn around(value: u64, fractions: &[(u64, u64)], multiple: u64, max: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = fractions
+        .iter()
+        .map(|&(n, d)| {
+            if n == d {
+                return value;
+            }
+            let x = u128::from(value) * u128::from(n);
+            let m = u128::from(d) * u128::from(multiple);
+            let rounded = (2 * x + m) / (2 * m) * u128::from(multiple);
+            u64::try_from(rounded)
+                .unwrap_or(u64::MAX)
+                .clamp(multiple.min(max), max)
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The recurrent mixer shapes around `m` (the one a lattice holds): each head count (Gated
+/// DeltaNet's value heads, Mamba-2's heads, kept multiples of the key heads or groups) at
+/// 1/2 to 3/2 of it, each head width (and Mamba-2's state) at 1/2 to 1 (multiples of 8), the
+/// query/key heads, convolution, groups and chunk kept; and the change in words.
+fn mixer_refinement(m: Mixer) -> (String, Vec<Mixer>) {
+    let widths = |w: u64| around(w, &WIDTH_FRACTIONS, 8, MAX_WIDTH);
+    let mut out = Vec::new();
+    match m {
+        Mixer::GatedDeltanet(g) => {
+            for value_heads in around(g.value_heads, &HEAD_FRACTIONS, g.key_heads, MAX_COUNT) {
+                for key_head_dim in widths(g.key_head_dim) {
+                    for value_head_dim in widths(g.value_head_dim) {
+                        out.push(Mixer::GatedDeltanet(GatedDeltaNet {
+                            value_heads,
+                            key_head_dim,
+                            value_head_dim,
+                            ..g
+                        }));
+                    }
+                }
+            }
+        }
+        Mixer::Mamba2(s) => {
+            for heads in around(s.heads, &HEAD_FRACTIONS, s.groups, MAX_COUNT) {
+                for head_dim in widths(s.head_dim) {
+                    for state in around(s.state, &[(1, 2), (1, 1)], 8, MAX_WIDTH) {
+                        out.push(Mixer::Mamba2(Mamba2 {
+                            heads,
+                            head_dim,
+                            state,
+                            ..s
+                        }));
+                    }
+                }
+            }
+        }
+    }
+    let what = match m {
+        Mixer::GatedDeltanet(_) => "value heads x1/2..x3/2, key and value head widths x1/2..x1",
+        Mixer::Mamba2(_) => "heads x1/2..x3/2, head width x1/2..x1, state x1/2..x1",
+    };
+    (format!("{} {what}: {} shapes", m.as_str(), out.len()), out)
 }
 
 /// Where the optimum's largest residual comes from.
@@ -263,6 +341,17 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
                 ),
             )
         }
+    };
+    // A hybrid whose recurrent mixers keep the Baseline's shape pays their cost at every
+    // added execution, whatever the other knobs do.
+    let why = match (binding, lattice.mixers.as_slice()) {
+        (BudgetKind::Flops | BudgetKind::Params, [only]) => format!(
+            "{why}; the {} layers keep the Baseline's shape ({}) here, a fixed cost per \
+             execution that only lattice.recurrent moves",
+            only.as_str(),
+            only.shape_text()
+        ),
+        _ => why,
     };
     Ok(Floor {
         budget: Binding::Budget(binding),

@@ -21,11 +21,18 @@
 //! same form with
 //! `q = heads`, `kv = r` and `d = heads·r` (the up-projection of the latent to every head's
 //! keys and values is the one product term), read off and checked the same way.
+//!
+//! With a hybrid Baseline the recurrent mixer's shape (its heads and head widths) is taken
+//! the same way, one shape at a time ([`Fixed`]): at a fixed mixer shape the recurrent
+//! layers' parameters, FLOPs and state are constants of the form above (the mixer reads and
+//! writes the hidden size, so its projections move `c1`'s dependence on `H`, which is fixed
+//! here too), whatever the delta rule's or the SSD scan's own (nonlinear) dependence on the
+//! mixer's widths.
 
 use crate::budget::Budget;
 use crate::cost::{BudgetKind, Budgets, Keys, PerBudget, budgets_with};
 use crate::error::{Error, Result};
-use crate::model::{ActivationPolicy, Counting, Loop};
+use crate::model::{ActivationPolicy, Counting, Loop, Mixer};
 
 use super::{Point, looped_model};
 
@@ -138,6 +145,35 @@ pub(crate) fn exact(b: &Budgets, denominators: PerBudget<u128>) -> Result<PerBud
     })
 }
 
+/// The knobs one part of the search holds fixed while it walks hidden sizes and shapes
+/// (module docs): an MLA Baseline's per-head widths and a hybrid's recurrent mixer shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fixed {
+    /// With MLA, the per-head `(qk_nope_head_dim, v_head_dim)` searched (ignored otherwise).
+    pub widths: (u64, u64),
+    /// With recurrent layers, their mixer's shape (`None` without them).
+    pub mixer: Option<Mixer>,
+}
+
+impl Fixed {
+    /// Every combination of the lattice's MLA per-head widths and recurrent mixer shapes,
+    /// in the lattice's order (one, at `(0, 0)` and no mixer, for a lattice with neither).
+    pub fn all(lattice: &crate::budget::Lattice) -> Vec<Self> {
+        let widths = match lattice.mla_widths.as_slice() {
+            [] => vec![(0, 0)],
+            w => w.to_vec(),
+        };
+        let mixers: Vec<Option<Mixer>> = match lattice.mixers.as_slice() {
+            [] => vec![None],
+            m => m.iter().copied().map(Some).collect(),
+        };
+        widths
+            .iter()
+            .flat_map(|&widths| mixers.iter().map(move |&mixer| Self { widths, mixer }))
+            .collect()
+    }
+}
+
 /// The search's fixed context for cost-model evaluations.
 #[derive(Clone, Copy)]
 pub(crate) struct Eval<'a> {
@@ -145,8 +181,8 @@ pub(crate) struct Eval<'a> {
     pub looping: Option<&'a Loop>,
     pub keys: &'a Keys,
     pub counting: &'a Counting,
-    /// With MLA, the per-head `(qk_nope_head_dim, v_head_dim)` searched (ignored otherwise).
-    pub widths: (u64, u64),
+    /// The knobs held fixed.
+    pub fixed: Fixed,
 }
 
 impl Eval<'_> {
@@ -161,7 +197,8 @@ impl Eval<'_> {
     }
 
     /// The model at `hidden` with the knobs of `shape`: its width the head width (GQA), or
-    /// the latent rank (MLA: `kv_heads = heads`, the per-head widths `self.widths`).
+    /// the latent rank (MLA: `kv_heads = heads`, the per-head widths `self.fixed.widths`),
+    /// the recurrent mixer `self.fixed.mixer`.
     pub fn point(&self, hidden: u64, shape: Shape) -> Point {
         let Shape {
             expert_ffn,
@@ -180,16 +217,18 @@ impl Eval<'_> {
                 experts,
                 kv_lora_rank: 0,
                 mla_widths: (0, 0),
+                mixer: self.fixed.mixer,
             },
             Some(m) => Point {
                 hidden,
                 expert_ffn,
                 heads,
                 kv_heads: heads,
-                head_dim: self.widths.0 + m.qk_rope_head_dim,
+                head_dim: self.fixed.widths.0 + m.qk_rope_head_dim,
                 experts,
                 kv_lora_rank: width,
-                mla_widths: self.widths,
+                mla_widths: self.fixed.widths,
+                mixer: self.fixed.mixer,
             },
         }
     }
@@ -498,7 +537,9 @@ mod tests {
             let base = b.baseline();
             let keys = Keys::of(&base.workload, &base.model).unwrap();
             let widths = base.model.mla.as_ref().map_or((0, 0), |a| (a.qk_nope_head_dim, a.v_head_dim));
-            let eval = Eval { budget: &b, looping: b.looping(), keys: &keys, counting: &base.counting, widths };
+            let mixer = base.model.recurrent.as_ref().map(|r| r.mixer);
+            let fixed = Fixed { widths, mixer };
+            let eval = Eval { budget: &b, looping: b.looping(), keys: &keys, counting: &base.counting, fixed };
             let at = AtHidden::new(&eval, hidden).unwrap();
             let heads = heads_per_kv * kv_heads;
             let shape = Shape { expert_ffn: f, heads, kv_heads, width: d, experts: e };

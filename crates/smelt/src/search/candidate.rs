@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::budget::{Budget, Score};
 use crate::cost::{Budgets, Residuals};
-use crate::model::{Dense, Loop, Mla, Model, Moe};
+use crate::model::{Dense, Loop, Mixer, Mla, Model, Moe, Recurrent};
 
 /// The knobs of one lattice point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,9 +27,13 @@ pub struct Point {
     pub kv_lora_rank: u64,
     /// An MLA model's per-head `(qk_nope_head_dim, v_head_dim)` (ignored otherwise).
     pub mla_widths: (u64, u64),
+    /// A hybrid's recurrent mixer shape (`None`: the Baseline's; ignored without
+    /// recurrent layers, whose positions are always the Baseline's).
+    pub mixer: Option<Mixer>,
 }
 
-/// The looped model at one lattice point: the knobs given here, everything else (`top_k`,
+/// The looped model at one lattice point: the knobs given here (the recurrent mixer's shape
+/// included), everything else (`top_k`, the recurrent layers' positions,
 /// shared experts and their gate, dense layers, windowed layers, MLA's RoPE width and query
 /// rank, vocabulary, q/k norm, attention biases and sinks, router and expert biases,
 /// norm and LM-head biases, the indexer, MTP modules) from the Baseline, shared-expert and dense FFN widths scaled as
@@ -57,7 +61,10 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
         window: base.window.clone(),
         indexer: base.indexer.clone(),
         attention_gate: base.attention_gate,
-        recurrent: base.recurrent.clone(),
+        recurrent: base.recurrent.as_ref().map(|r| Recurrent {
+            layers: r.layers.clone(),
+            mixer: point.mixer.unwrap_or(r.mixer),
+        }),
         // A Baseline with Gemma 4's pieces is refused (`Budget::new`); copied as they are.
         full_attention: base.full_attention.clone(),
         v_norm: base.v_norm,
@@ -128,7 +135,8 @@ impl Candidate {
 /// The tie-break key of `m` (module docs): distance to the Baseline `b` knob by knob, then
 /// larger `head_dim`, fewer `kv_heads`, fewer `heads`, larger `hidden`, fewer `experts`,
 /// smaller `expert_ffn` (with MLA, the latent rank's distance comes first, then the
-/// smaller rank last).
+/// smaller rank last; with recurrent layers, the distances of their mixer's knobs
+/// ([`mixer_knobs`]) come last, then the smaller knobs last).
 pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
     use std::cmp::Reverse;
     let rank = |m: &Model| m.mla.as_ref().map_or(0, |a| a.kv_lora_rank);
@@ -141,6 +149,10 @@ pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
             m.hidden.abs_diff(b.hidden),
             m.moe.experts.abs_diff(b.moe.experts),
             m.moe.expert_ffn.abs_diff(b.moe.expert_ffn),
+            {
+                let (x, y) = (mixer_knobs(m), mixer_knobs(b));
+                std::array::from_fn::<u64, 4, _>(|i| x[i].abs_diff(y[i]))
+            },
         ),
         (
             Reverse(m.head_dim),
@@ -150,6 +162,20 @@ pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
             m.moe.experts,
             m.moe.expert_ffn,
             rank(m),
+            mixer_knobs(m),
         ),
     )
+}
+
+/// The knobs of `m`'s recurrent mixer in tie-break order: Gated DeltaNet's `key_heads`,
+/// `value_heads`, `key_head_dim`, `value_head_dim`; Mamba-2's `heads`, `head_dim`, `state`
+/// (then 0); zeros without recurrent layers.
+pub fn mixer_knobs(m: &Model) -> [u64; 4] {
+    match m.recurrent.as_ref().map(|r| r.mixer) {
+        None => [0; 4],
+        Some(Mixer::GatedDeltanet(g)) => {
+            [g.key_heads, g.value_heads, g.key_head_dim, g.value_head_dim]
+        }
+        Some(Mixer::Mamba2(s)) => [s.heads, s.head_dim, s.state, 0],
+    }
 }

@@ -127,38 +127,61 @@ fn pairs(budget: &Budget, (first, last): (u64, u64)) -> Result<Vec<Pair>> {
     let l = budget.lattice();
     let e = l.experts;
     let mut pairs = Vec::new();
+    // A hybrid's recurrent mixer shapes (none otherwise: the one `None`).
+    let mixers: Vec<_> = match l.mixers.as_slice() {
+        [] => vec![None],
+        m => m.iter().copied().map(Some).collect(),
+    };
     for hidden in l.hidden.values() {
         for ffn in l.expert_ffn.values(hidden) {
-            for (heads, kv_heads, head_dim, kv_lora_rank, mla_widths) in shapes_at(budget, hidden) {
-                let point = Point {
-                    hidden,
-                    expert_ffn: ffn,
-                    heads,
-                    kv_heads,
-                    head_dim,
-                    experts: e.at(first),
-                    kv_lora_rank,
-                    mla_widths,
-                };
-                let model = looped_model(budget, budget.looping(), point);
-                let b0 = costed(&model)?;
-                let mut next = model.clone();
-                next.moe.experts = e.at((first + 1).min(last));
-                let b1 = costed(&next)?;
-                // r(e) = a + b * e, with e the lattice index.
-                let b = b1
-                    .zip(b0)
-                    .zip(base)
-                    .map(|((b1, b0), base)| (b1 - b0) / base);
-                let a = b0
-                    .zip(base)
-                    .zip(b)
-                    .map(|((b0, base), b)| b0 / base - 1.0 - b * first as f64);
-                pairs.push(Pair { model, a, b });
+            for &mixer in &mixers {
+                for (heads, kv_heads, head_dim, kv_lora_rank, mla_widths) in
+                    shapes_at(budget, hidden)
+                {
+                    let point = Point {
+                        hidden,
+                        expert_ffn: ffn,
+                        heads,
+                        kv_heads,
+                        head_dim,
+                        experts: e.at(first),
+                        kv_lora_rank,
+                        mla_widths,
+                        mixer,
+                    };
+                    pairs.push(pair(&point, &costed, base, (first, last), budget)?);
+                }
             }
         }
     }
     Ok(pairs)
+}
+
+/// The pair of `point` (at the first routable expert count) with its coefficients, read off
+/// `costed` at the first two routable expert counts against the Baseline's `base`.
+fn pair(
+    point: &Point,
+    costed: &dyn Fn(&Model) -> Result<PerBudget<f64>>,
+    base: PerBudget<f64>,
+    (first, last): (u64, u64),
+    budget: &Budget,
+) -> Result<Pair> {
+    let e = budget.lattice().experts;
+    let model = looped_model(budget, budget.looping(), *point);
+    let b0 = costed(&model)?;
+    let mut next = model.clone();
+    next.moe.experts = e.at((first + 1).min(last));
+    let b1 = costed(&next)?;
+    // r(e) = a + b * e, with e the lattice index.
+    let b = b1
+        .zip(b0)
+        .zip(base)
+        .map(|((b1, b0), base)| (b1 - b0) / base);
+    let a = b0
+        .zip(base)
+        .zip(b)
+        .map(|((b0, base), b)| b0 / base - 1.0 - b * first as f64);
+    Ok(Pair { model, a, b })
 }
 
 /// Solves the MILP for `budget`. Meant for small lattices (tests, benchmarks).
@@ -209,11 +232,16 @@ pub fn solve(budget: &Budget) -> Result<MilpOptimum> {
             .with(constraint!(v[i] >= ei - big_m + big_m * u[i]));
     }
     for (weight, r) in budget.weights().zip(r).into_array() {
+        // A budget weighed 0 is reported, not matched: it bounds nothing (and may be 0 at
+        // the Baseline, as a hybrid's uncounted activations are, its relative residual
+        // then undefined).
+        if weight == 0.0 {
+            continue;
+        }
         model = model
             .with(constraint!(t >= weight * r.clone()))
             .with(constraint!(t >= -weight * r.clone()));
-        // A budget weighed 0 is reported, not matched: it bounds nothing.
-        if budget.mode() == Mode::Conservative && weight > 0.0 {
+        if budget.mode() == Mode::Conservative {
             model = model.with(constraint!(r <= 0.0));
         }
     }

@@ -14,9 +14,10 @@
 //! next largest, then the smallest). Equal scores (different factorisations of the same
 //! widths, say `16 x 80` and `8 x 160` heads) go to the configuration closest to the
 //! Baseline's shape, compared knob by knob: `|Δhead_dim|`, `|Δkv_heads|`, `|Δheads|`,
-//! `|Δhidden|`, `|Δexperts|`, `|Δexpert_ffn|`; equal distances go to the larger `head_dim`,
-//! fewer `kv_heads`, fewer `heads`, larger `hidden`, fewer `experts`, smaller `expert_ffn`
-//! ([`rank_key`]). This is a total order on distinct configurations, so the answer is unique
+//! `|Δhidden|`, `|Δexperts|`, `|Δexpert_ffn|`, then (a hybrid) the recurrent mixer's knobs'
+//! distances ([`mixer_knobs`]); equal distances go to the larger `head_dim`, fewer
+//! `kv_heads`, fewer `heads`, larger `hidden`, fewer `experts`, smaller `expert_ffn`, the
+//! smaller mixer knobs ([`rank_key`]). This is a total order on distinct configurations, so the answer is unique
 //! and deterministic. In [`Mode::Conservative`] only candidates with every residual `<= 0`
 //! (compared exactly, in integers) are admissible.
 //!
@@ -131,7 +132,7 @@ pub mod shard;
 mod sweep;
 mod verdict;
 
-pub use candidate::{Candidate, Point, TimeResidual, looped_model, rank_key};
+pub use candidate::{Candidate, Point, TimeResidual, looped_model, mixer_knobs, rank_key};
 pub use grid::{
     GridCell, GridReport, GridSummary, PredictSummary, TimeSummary, match_grid, match_grid_with,
     predict_cells, time_cells, time_shard,
@@ -150,7 +151,7 @@ use crate::budget::{Budget, Mode, Score, TimeBudget};
 use crate::cost::{BudgetKind, Budgets, Keys, PerBudget, Residuals, budgets_with};
 use crate::error::{Error, Result};
 use crate::model::{Loop, Model, ModelSpec};
-use affine::{AtHidden, Eval, Knobs, Shape, exact};
+use affine::{AtHidden, Eval, Fixed, Knobs, Shape, exact};
 use kept::{Entry, Kept, MARGIN};
 use shapes::{KvPair, KvPairs, count_at, heads_at, mla_heads};
 
@@ -241,7 +242,8 @@ impl SearchOptions {
                 "lattice",
                 format!(
                     "the search would weigh up to {n} combinations of hidden size, expert \
-                     width and attention shape, over the limit of {} (about a minute of \
+                     width, attention shape and recurrent mixer shape, over the limit of {} \
+                     (about a minute of \
                      solving); use coarser steps or tighter ranges, or force it (--force)",
                     crate::budget::MAX_COMBINATIONS
                 ),
@@ -458,10 +460,11 @@ impl Search<'_> {
         points
     }
 
-    /// Searches the hidden sizes `hiddens` (with MLA, at the per-head widths `widths`):
-    /// the attention shapes in the order of the streamed budget (module docs, step 2),
-    /// until its weighted residual alone is worse than the kept (step 3).
-    fn part(&self, hiddens: &[u64], widths: (u64, u64)) -> Result<Part> {
+    /// Searches the hidden sizes `hiddens` at the knobs `fixed` (MLA per-head widths, a
+    /// recurrent mixer shape): the attention shapes in the order of the streamed budget
+    /// (module docs, step 2), until its weighted residual alone is worse than the kept
+    /// (step 3).
+    fn part(&self, hiddens: &[u64], fixed: Fixed) -> Result<Part> {
         let budget = self.budget;
         let lattice = budget.lattice();
         let mut part = Part {
@@ -476,7 +479,7 @@ impl Search<'_> {
             looping: self.looping.as_ref(),
             keys: &self.keys,
             counting: &budget.baseline().counting,
-            widths,
+            fixed,
         };
         let at = self.coefficients(&eval, hiddens, &mut part)?;
         let Some(first_at) = at.first() else {
@@ -673,16 +676,14 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
     }
     // Runs of hidden sizes of a fixed length (not one per thread: the output must not depend
     // on the number of threads), searched in parallel by rayon's work-stealing pool; with
-    // MLA, each pair of per-head widths of the lattice in turn.
-    let widths: Vec<(u64, u64)> = match lattice.mla_widths.as_slice() {
-        [] => vec![(0, 0)],
-        w => w.to_vec(),
-    };
-    let runs: Vec<((u64, u64), &[u64])> = widths
+    // MLA or recurrent layers, each pair of per-head widths and each mixer shape of the
+    // lattice in turn.
+    let fixed = Fixed::all(lattice);
+    let runs: Vec<(Fixed, &[u64])> = fixed
         .iter()
-        .flat_map(|&w| hiddens.chunks(HIDDEN_RUN).map(move |r| (w, r)))
+        .flat_map(|&f| hiddens.chunks(HIDDEN_RUN).map(move |r| (f, r)))
         .collect();
-    let parts = crate::par::map(&runs, |&(w, r)| search.part(r, w));
+    let parts = crate::par::map(&runs, |&(f, r)| search.part(r, f));
     let mut kept = Kept::new(options.top, baseline.model.clone());
     let mut stats = SearchStats {
         lattice_points: 0,
