@@ -344,9 +344,9 @@ fn exports_are_what_transformers_builds() {
 }
 
 /// Gemma 4 26B-A4B read, exported as `gemma4_text` (exactly keys the family reads) and read
-/// back: the same model and budgets. A Gemma 4 export that Transformers would build
-/// otherwise is refused, and so are a loop and a match of a Gemma 4 Baseline (module docs
-/// of `hf/gemma4.rs`, the guide).
+/// back: the same model and budgets; looped, it is written as a model directory that reads
+/// back with its loop. A Gemma 4 export that Transformers would build otherwise is refused,
+/// and so is a match of a Gemma 4 Baseline (module docs of `hf/gemma4.rs`, the guide).
 #[test]
 fn gemma4_round_trips_and_refuses_what_it_cannot_build() {
     let spec = load("gemma-4-26b-a4b.json");
@@ -395,8 +395,23 @@ fn gemma4_round_trips_and_refuses_what_it_cannot_build() {
         }
     };
     let mut looped = spec.clone();
-    looped.model.looping = crate::common::looped(2, 4, 2);
-    refused(&looped, &["model.loop", "Gemma 4"]);
+    looped.model.looping = Some(smelt::Loop {
+        residual_scale: Some(0.5),
+        ..crate::common::looped(2, 4, 2).unwrap()
+    });
+    let config = hf::export(&looped, Family::Gemma4Text).unwrap();
+    assert_eq!(config["smelt_loop_span"], 4);
+    let dir = hf::looped::ModelDir::of(&config).unwrap();
+    assert!(dir.is_looped());
+    let written: serde_json::Value = serde_json::from_str(&dir.files[0].1).unwrap();
+    assert_eq!(written["model_type"], hf::looped::MODEL_TYPE);
+    // The family's config holds the physical layers, its layer_types one entry each.
+    assert_eq!(written["text_config"]["model_type"], "gemma4_text");
+    assert_eq!(written["text_config"]["layer_types"], config["layer_types"]);
+    assert_eq!(written["text_config"]["num_hidden_layers"], 30);
+    let back = hf::import(&dir.files[0].1, spec.workload.clone()).unwrap();
+    assert_eq!(back.model, looped.model);
+    assert_eq!(back.model.executions(), 34);
     let mut last = spec.clone();
     last.model.window.as_mut().unwrap().layers.push(30);
     refused(&last, &["model.window.layers", "last layer"]);

@@ -183,3 +183,107 @@ fn a_sweep_exports_every_value() {
     std::fs::remove_dir_all(&inputs).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The hybrid families (Qwen3-Next's and Qwen3.5's Gated DeltaNet layers, Nemotron-H's
+/// Mamba-2 layers) and Gemma 4, looped over a span that holds a recurrent layer (or both of
+/// Gemma 4's attention kinds): `smelt export` of the model file writes a model directory
+/// whose `config.json` holds the family's config of the physical layers, and `smelt cost DIR`
+/// reads it back as the looped model, recurrent state and KV cache per execution included.
+/// A model file holds none of the config's other keys: the export says which take
+/// Transformers' defaults. (That Transformers builds each directory as smelt costs it is
+/// shown by python/tests: test_gated_deltanet.py, test_mamba2.py, test_gemma4.py.)
+#[test]
+fn hybrid_and_gemma4_loops_are_written_as_model_directories() {
+    let cases = [
+        ("qwen3-next-80b-a3b.json", "qwen3_next", 3, 2),
+        ("qwen3.5-35b-a3b.json", "qwen3_5_moe_text", 3, 2),
+        ("nemotron-3-nano-30b-a3b.json", "nemotron_h", 5, 3),
+        ("gemma-4-26b-a4b.json", "gemma4_text", 5, 2),
+    ];
+    for (fixture, model_type, first, span) in cases {
+        let mut spec = crate::hf_figures::load(fixture);
+        spec.model.looping = Some(smelt::Loop {
+            first,
+            span,
+            repeats: 2,
+            residual_scale: Some(0.5),
+        });
+        let toml = crate::common::temp_file("toml", &spec.to_toml_string().unwrap());
+        let dir = fresh_dir(model_type);
+        let d = dir.display().to_string();
+        // A model file names no family: Qwen3.5's is asked for (else qwen3_next's, whose
+        // conventions the model follows too).
+        let args = [
+            "export",
+            toml.to_str().unwrap(),
+            "-o",
+            &d,
+            "--hf-family",
+            model_type,
+        ];
+        let (code, _, err) = run(&args);
+        assert_eq!(code, Some(0), "{fixture}: {err}");
+        assert!(err.contains("looped model directory"), "{err}");
+        let defaulted = match model_type {
+            "nemotron_h" => "layer_norm_epsilon",
+            "gemma4_text" => "final_logit_softcapping",
+            _ => "rope_parameters",
+        };
+        assert!(
+            err.contains("take Transformers' defaults") && err.contains(defaulted),
+            "{err}"
+        );
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap())
+                .unwrap();
+        assert_eq!(written["model_type"], MODEL_TYPE);
+        assert_eq!(written["loop_first_layer"], first);
+        let text = &written["text_config"];
+        assert_eq!(text["model_type"], model_type, "{fixture}");
+        assert_eq!(text["num_hidden_layers"], spec.model.layers, "{fixture}");
+        // The loop holds a recurrent layer (Gemma 4: a sliding and a full layer).
+        let types = text
+            .get("layer_types")
+            .or_else(|| text.get("layers_block_type"))
+            .and_then(serde_json::Value::as_array)
+            .unwrap();
+        assert_eq!(types.len() as u64, spec.model.layers, "{fixture}");
+        let looped = &types[first as usize - 1..(first + span) as usize - 1];
+        let kinds = match model_type {
+            "gemma4_text" => ["sliding_attention", "full_attention"],
+            _ => ["linear_attention", "full_attention"],
+        };
+        for kind in kinds {
+            assert!(looped.iter().any(|t| t == kind), "{fixture}: {looped:?}");
+        }
+        let back = smelt::ModelSpec::load(&dir).unwrap();
+        assert_eq!(back.model, spec.model, "{fixture}");
+        let want = serde_json::to_value(smelt::cost(&spec).unwrap()).unwrap();
+        let got = run_json(&["cost", &d, "--format", "json"]);
+        assert_eq!(
+            got["layer_executions"],
+            spec.model.executions(),
+            "{fixture}"
+        );
+        for key in [
+            "layer_executions",
+            "params",
+            "flops_per_token",
+            "kv_cache_per_token",
+        ] {
+            assert_eq!(got[key], want[key], "{fixture}: {key}");
+        }
+        if model_type != "gemma4_text" {
+            // A state per recurrent layer execution: the looped ones' twice.
+            let state = &got["kv_cache_per_token"]["recurrent_state"];
+            let recurrent = spec.model.recurrent.as_ref().unwrap();
+            assert_eq!(
+                state["executions"],
+                recurrent.layers.len() as u64 + 1,
+                "{fixture}"
+            );
+            assert_eq!(state["executions"], spec.model.recurrent_executions());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

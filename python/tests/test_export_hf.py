@@ -10,7 +10,10 @@ model it builds is the model smelt costed:
 * one training step (forward and backward, eager attention and eager experts) executes
   smelt's training FLOPs under the dense-attention convention (what eager attention
   computes: the whole masked square), counted by torch's FlopCounterMode;
-* cached decoding, token by token, gives the full forward's logits.
+* cached decoding, token by token, gives the full forward's logits;
+* its loop runs: each looped layer is visited `repeats` times, and the model computes the
+  family's stock model unrolled by hand (a layer per execution, the looped layers' weights
+  copied, their residual updates scaled in the weights: `tiny_hf.check_looped`).
 
 Where Transformers computes something else, the test states the exact difference:
 Llama-4's eager experts run every expert on every token, and DeepSeek-V3.2's and GLM-5's
@@ -30,6 +33,7 @@ import smelt
 torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from tiny_hf import check_looped, output_projections  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HF = ROOT / "tests" / "data" / "hf"
@@ -289,6 +293,23 @@ def test_cached_decoding_equals_the_full_forward(family, tmp_path):
             cache = out.past_key_values
             steps.append(out.logits)
     assert torch.allclose(full, torch.cat(steps, 1), atol=1e-5)
+
+
+# Llama-4 places its MoE layers by index (`interleave_moe_layer_step`): unrolled, the stock
+# model would place them otherwise.
+UNROLLED = sorted(set(TINY) - INDEXED - {"llama4_text"})
+
+
+@pytest.mark.parametrize("family", UNROLLED)
+def test_the_loop_runs_as_the_stock_model_unrolled(family, tmp_path):
+    directory = export(family, tmp_path)
+    config = json.loads((directory / "config.json").read_text())
+    keys = {"first": "loop_first_layer", "span": "loop_span", "repeats": "loop_repeats", "residual_scale": "loop_residual_scale"}
+    loop = {k: config[v] for k, v in keys.items()}
+    assert loop["residual_scale"] == 0.5
+    text = config["text_config"]
+    per_layer = [k for k in ("layer_types", "attn_type_list") if isinstance(text.get(k), list)]
+    check_looped(directory, text, loop, per_layer, output_projections, tokens=T)
 
 
 def test_without_trust_remote_code_transformers_refuses(tmp_path):

@@ -26,6 +26,15 @@ For a tiny model of each family (shrunk from the published configs in tests/data
 
   Neither counts the cumulative sums, exponentials, masks, l2 norms, the gated RMSNorm or
   the solves themselves.
+
+* a looped model (layers 2-4, two Gated DeltaNet layers and an attention layer, run twice,
+  residual scale 0.5 and 1), exported as a model directory, builds in Transformers with
+  smelt's parameter count (each physical layer once), executes smelt's training FLOPs (the
+  same differences, per recurrent layer execution), runs its loop (each looped layer
+  visited twice), computes the stock model unrolled by hand with its updates scaled, and
+  decodes on a cache with a slot per execution (the recurrent states included) as its full
+  forward computes (`tiny_hf.check_looped`). So does one exported from a `qwen3_5_moe`
+  wrapper's config.
 """
 
 import copy
@@ -39,7 +48,7 @@ import smelt
 torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from tiny_hf import build, smelt_model  # noqa: E402
+from tiny_hf import build, check_looped, executions_of, export_looped, output_projections, smelt_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HF = ROOT / "tests" / "data" / "hf"
@@ -81,7 +90,7 @@ def flop_counter_differences(model_file, tokens):
     """What FlopCounterMode counts beyond smelt's training FLOPs, per sequence (module doc)."""
     m = model_file["model"]
     g = m["recurrent"]["mixer"]["gated_deltanet"]
-    layers = len(m["recurrent"]["layers"])
+    layers = executions_of(model_file, m["recurrent"]["layers"])
     channels = 2 * g["key_heads"] * g["key_head_dim"] + g["value_heads"] * g["value_head_dim"]
     w = g["conv_kernel"]
     outputs = tokens + w - 1
@@ -127,3 +136,52 @@ def test_a_training_step_executes_smelts_flops(family, tokens):
     # corrected, the step is smelt's count plus the solves' backward matmuls, less the
     # gradients autograd skips.
     assert counted - conv == pytest.approx(want + solves, abs=0.5)
+
+
+LOOP = dict(first=2, span=3, repeats=2)
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_looped_export_builds_the_model_smelt_costed(family, scale, tmp_path):
+    config = tiny_config(family)
+    loop = dict(LOOP, residual_scale=scale)
+    directory = export_looped(config, family, tmp_path / "looped", loop)
+    exported = json.loads((pathlib.Path(directory) / "config.json").read_text())
+    assert exported["model_type"] == "smelt_looped"
+    text = exported["text_config"]
+    assert text["model_type"] == family
+    # The loop holds both kinds of layer.
+    assert text["layer_types"][1:4] == ["linear_attention", "linear_attention", "full_attention"]
+    model = check_looped(directory, text, loop, ["layer_types"], output_projections)
+
+    tokens = 12
+    model_file = smelt_model(directory, tokens)
+    assert model_file["model"]["loop"] == loop
+    cost = smelt.cost(model_file)
+    assert sum(p.numel() for p in model.parameters()) == cost["params"]["total"]
+    model.train()
+    torch.manual_seed(0)
+    x = torch.randint(0, VOCAB, (1, tokens))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(x, labels=x).loss.backward()
+    counted = counter.get_total_flops()
+    conv, solves = flop_counter_differences(model_file, tokens)
+    assert executions_of(model_file, model_file["model"]["recurrent"]["layers"]) == 3 + 2
+    want = cost["flops_per_token"]["training"] * tokens
+    assert counted == pytest.approx(want + conv + solves, abs=0.5), (counted, want, conv, solves)
+
+
+def test_a_looped_qwen3_5_wrapper_exports_its_text_decoder(tmp_path):
+    """A `qwen3_5_moe` wrapper (what Qwen3.5's checkpoints name) is read as its text decoder,
+    and its looped export is a `qwen3_5_moe_text` model directory, the wrapper's text keys
+    carried."""
+    text = dict(tiny_config("qwen3_5_moe_text"), rms_norm_eps=2e-6)
+    wrapper = {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"], "text_config": text}
+    loop = dict(LOOP, residual_scale=0.5)
+    directory = export_looped(wrapper, None, tmp_path / "looped", loop)
+    exported = json.loads((pathlib.Path(directory) / "config.json").read_text())
+    assert exported["text_config"]["model_type"] == "qwen3_5_moe_text"
+    assert exported["text_config"]["rms_norm_eps"] == 2e-6
+    check_looped(directory, exported["text_config"], loop, ["layer_types"], output_projections)

@@ -14,6 +14,16 @@ from the key projection, a dense MLP beside the experts):
 * the published 26B-A4B text decoder, built on the meta device, has smelt's
   25,233,141,760 parameters (Google's card: 25.2B total, 3.8B active).
 
+A looped model of it (layers 2-3, a full and a sliding layer, run twice, residual scale 0.5
+and 1), exported as a model directory, builds in Transformers with smelt's parameter count
+(each physical layer once) and executes smelt's training FLOPs; it runs its loop (each
+looped layer visited twice), computes the stock model unrolled by hand with each post
+norm's output scaled (Gemma 4 norms an update before adding it, so the scale is the post
+norms': before them it would cancel; the FFN's post norm follows the sum of the dense MLP's
+and the experts' branches), and decodes on a cache with a slot per execution, the sliding
+and full layers' masks and RoPE chosen per execution, as its full forward computes
+(`tiny_hf.check_looped`).
+
 Neither count includes the norms (the value norm included), the router's scales, the
 soft-capping or the embedding scale: elementwise, not matmuls.
 """
@@ -29,7 +39,7 @@ import smelt
 torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from tiny_hf import build, smelt_model  # noqa: E402
+from tiny_hf import build, check_looped, export_looped, smelt_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HF = ROOT / "tests" / "data" / "hf"
@@ -137,3 +147,41 @@ def test_the_published_config_builds_smelts_count():
     experts = model.model.layers[0].experts
     per_expert = (experts.gate_up_proj.numel() + experts.down_proj.numel()) // experts.num_experts
     assert params - 30 * (128 - 8) * per_expert == cost["params"]["active"]
+
+
+def post_norms(layer):
+    """What scales Gemma 4's residual updates: the post norms' weights (their outputs are
+    what the layer adds; an RMSNorm's output is linear in its weight)."""
+    return [layer.post_attention_layernorm.weight, layer.post_feedforward_layernorm.weight]
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0])
+def test_a_looped_export_builds_the_model_smelt_costed(scale, tmp_path):
+    config = tiny_config()
+    loop = dict(first=2, span=2, repeats=2, residual_scale=scale)
+    directory = export_looped(config, "gemma4_text", tmp_path / "looped", loop)
+    exported = json.loads((pathlib.Path(directory) / "config.json").read_text())
+    assert exported["model_type"] == "smelt_looped"
+    text = exported["text_config"]
+    assert text["model_type"] == "gemma4_text"
+    assert text["layer_types"][1:3] == ["full_attention", "sliding_attention"]
+    # The config.json's other keys are carried (RoPE per layer type, the norms' epsilon).
+    assert text["rope_parameters"] == config["rope_parameters"]
+    assert text["rms_norm_eps"] == config["rms_norm_eps"]
+    model = check_looped(directory, text, loop, ["layer_types"], post_norms)
+    # The full layers keep their own shape on every visit.
+    run = model.language_model.config
+    assert run.layer_types == [text["layer_types"][p] for p in [0, 1, 2, 1, 2, 3]]
+    assert [run.per_layer_config[e].head_dim for e in range(6)] == [16, 32, 16, 32, 16, 32]
+
+    model_file = smelt_model(directory, T)
+    cost = smelt.cost(model_file)
+    assert sum(p.numel() for p in model.parameters()) == cost["params"]["total"]
+    model.train()
+    torch.manual_seed(0)
+    x = torch.randint(0, VOCAB, (1, T))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(x, labels=x).loss.backward()
+    want = cost["flops_per_token"]["training"] * T
+    assert counter.get_total_flops() == pytest.approx(want, abs=0.5)

@@ -11,7 +11,7 @@
   asserts: torch 2.15's FlopCounterMode ignores `groups` in the convolution backward's
   weight-gradient term (pytorch/pytorch#183405), so for the depthwise conv of `c` channels,
   `w` taps and `T + w - 1` outputs it counts `2·c·c·(T + w - 1)·w` instead of
-  `2·c·(T + w - 1)·w`, `2·c·(c - 1)·(T + w - 1)·w` too many per Mamba-2 layer.
+  `2·c·(T + w - 1)·w`, `2·c·(c - 1)·(T + w - 1)·w` too many per Mamba-2 layer execution.
 
   Both count the SSD scan's five einsums (`C·Bᵀ`, the masked scores times `x`, the chunk
   states, the chunk-to-chunk decay matrix over the `chunks + 1` state slots, the states'
@@ -20,6 +20,13 @@
   chunk states before the einsum, and the unused final state is a slice of its output).
   Neither counts the elementwise products (by `dt`, the decays, `D`), softplus, cumulative
   sums, exponentials, masks or the gated RMSNorm.
+* A looped model of it (layers 2-4, `*EM`: attention, MoE and Mamba-2, run twice, residual
+  scale 0.5 and 1), exported as a model directory, builds in Transformers with smelt's
+  parameter count (each physical layer once), executes smelt's training FLOPs (the same
+  overcount, per Mamba-2 layer execution), runs its loop (each looped layer visited
+  twice), computes the stock model unrolled by hand with every block's output scaled, and
+  decodes on a cache with a slot per execution (the conv and SSM states included) as its
+  full forward computes (`tiny_hf.check_looped`).
 """
 
 import copy
@@ -33,7 +40,7 @@ import smelt
 torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from tiny_hf import build, smelt_model  # noqa: E402
+from tiny_hf import build, check_looped, executions_of, export_looped, output_projections, smelt_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NANO = ROOT / "tests" / "data" / "hf" / "nemotron-3-nano-30b-a3b.json"
@@ -74,7 +81,7 @@ def conv_overcount(model_file, tokens):
     """FlopCounterMode's depthwise weight-gradient overcount per sequence (module doc)."""
     m = model_file["model"]
     x = m["recurrent"]["mixer"]["mamba2"]
-    layers = len(m["recurrent"]["layers"])
+    layers = executions_of(model_file, m["recurrent"]["layers"])
     channels = x["heads"] * x["head_dim"] + 2 * x["groups"] * x["state"]
     w = x["conv_kernel"]
     return layers * 2 * channels * (channels - 1) * (tokens + w - 1) * w
@@ -129,3 +136,34 @@ def test_a_training_step_executes_smelts_flops(tokens):
     assert counted == pytest.approx(want + conv, abs=0.5), (counted, want, conv)
     # With torch's weight-gradient term corrected, the step is smelt's count exactly.
     assert counted - conv == pytest.approx(want, abs=0.5)
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0])
+def test_a_looped_export_builds_the_model_smelt_costed(scale, tmp_path):
+    config = tiny_config()
+    loop = dict(first=2, span=3, repeats=2, residual_scale=scale)
+    directory = export_looped(config, "nemotron_h", tmp_path / "looped", loop)
+    exported = json.loads((pathlib.Path(directory) / "config.json").read_text())
+    assert exported["model_type"] == "smelt_looped"
+    text = exported["text_config"]
+    assert text["model_type"] == "nemotron_h" and "hybrid_override_pattern" not in text
+    assert text["layers_block_type"][1:4] == ["full_attention", "moe", "linear_attention"]
+    model = check_looped(directory, text, loop, ["layers_block_type"], output_projections)
+    # Every block kind is a residual update of its own: the attention, the MoE, Mamba-2.
+    assert model.language_model.config.layers_block_type == [text["layers_block_type"][p] for p in [0, 1, 2, 3, 1, 2, 3, 4, 5]]
+
+    tokens = 12
+    model_file = smelt_model(directory, tokens)
+    cost = smelt.cost(model_file)
+    assert sum(p.numel() for p in model.parameters()) == cost["params"]["total"]
+    model.train()
+    torch.manual_seed(0)
+    x = torch.randint(0, VOCAB, (1, tokens))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(x, labels=x).loss.backward()
+    counted = counter.get_total_flops()
+    conv = conv_overcount(model_file, tokens)
+    assert executions_of(model_file, model_file["model"]["recurrent"]["layers"]) == 2 + 1
+    want = cost["flops_per_token"]["training"] * tokens
+    assert counted == pytest.approx(want + conv, abs=0.5), (counted, want, conv)

@@ -14,8 +14,9 @@ use smelt::hf::Family;
 /// the family's config.json (a model without a loop) or, for a looped model, a model
 /// directory Transformers loads with trust_remote_code=True; in both it builds the model
 /// smelt costs. A config.json's other keys (rope, norms, token ids, soft-capping) are
-/// carried into the export; a family that cannot hold the model, or a looped model of a
-/// family whose loop is not written yet, is refused with the reason.
+/// carried into the export; a model file holds only what smelt costs, so the keys it does
+/// not describe (RoPE, norm epsilon, token ids) take Transformers' defaults, named on
+/// standard error. A family that cannot hold the model is refused with the reason.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The model file (.toml) or config.json.
@@ -80,5 +81,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "smelt: wrote {what} into '{}'",
         args.output.display()
     ));
+    if config.is_none() {
+        let family = args
+            .hf_family
+            .unwrap_or_else(|| smelt::hf::family_of(&spec));
+        super::note(&format!(
+            "smelt: note: a model file holds only what smelt costs, so the keys of {family}'s \
+             config the export does not write take Transformers' defaults: {}; export the \
+             config.json the model was read from to carry them",
+            defaulted_keys(family)
+        ));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The keys of `family`'s config that change the model Transformers builds (not its costs)
+/// and that a model file does not hold, so that an export of one leaves them to the config
+/// class's defaults.
+fn defaulted_keys(family: Family) -> &'static str {
+    match family {
+        Family::Gemma4Text => {
+            "rope_parameters, rms_norm_eps, final_logit_softcapping and the token ids, among others"
+        }
+        // NemotronHConfig's norms read layer_norm_epsilon; its attention has no RoPE.
+        Family::NemotronH => "layer_norm_epsilon and the token ids, among others",
+        _ => "rope_parameters, rms_norm_eps and the token ids, among others",
+    }
 }

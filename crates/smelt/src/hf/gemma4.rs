@@ -236,15 +236,6 @@ impl Config {
 /// What Transformers' Gemma 4 builds that smelt's model file cannot say otherwise, refused
 /// on export with the reason (beyond [`Support`]).
 pub(super) fn buildable(m: &Model) -> Result<()> {
-    if m.looping.is_some() {
-        return Err(Error::invalid(
-            "model.loop",
-            "a looped Gemma 4 model is not exported: the looped model directory's template \
-             re-indexes and scales a plain decoder layer, not Gemma 4's (its per-layer \
-             attention shapes, post norms and MoE branch norms), and Transformers' Gemma 4 \
-             builds no loop; write the model file (--format model) instead",
-        ));
-    }
     if m.window
         .as_ref()
         .is_some_and(|w| w.layers.contains(&m.layers))

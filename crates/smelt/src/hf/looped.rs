@@ -13,8 +13,11 @@
 //! * `configuration_smelt_looped.py` and `modeling_smelt_looped.py`: the family's causal-LM
 //!   class built as it is (its decoder layers, attention and experts are Transformers' own),
 //!   one layer per physical layer, run in the matched order (the layers before the span, the
-//!   span `loop_repeats` times, the rest) with each visit in its own KV-cache slot and the
-//!   span's residual updates scaled by `loop_residual_scale`.
+//!   span `loop_repeats` times, the rest) with each visit in its own cache slot (its keys and
+//!   values, or a recurrent layer's conv and recurrent state: Gated DeltaNet's, Mamba-2's)
+//!   and the span's residual updates scaled by `loop_residual_scale`: the token mixer's and
+//!   the FFN's outputs (attention or Gated DeltaNet; Nemotron-H's one block per layer), or
+//!   the post norms' where the family norms an update before adding it (Gemma 4).
 //!
 //! [`super::import_value`] reads such a `config.json` back with its loop (`smelt cost DIR`).
 //! The Python files are templates kept beside this module (`looped/`), tested by pytest
@@ -66,22 +69,6 @@ pub fn model_dir(family_config: &Value) -> Result<ModelDir> {
         return Err(Error::invalid(
             "config.json",
             "has no loop: write it as a plain config.json of its family",
-        ));
-    }
-    if let Some(t) = map
-        .get("model_type")
-        .and_then(Value::as_str)
-        .filter(|t| ["qwen3_next", "qwen3_5_moe_text", "nemotron_h"].contains(t))
-    {
-        return Err(Error::invalid(
-            "model.loop",
-            format!(
-                "a looped {t} model cannot be written as a Transformers model directory yet: \
-                 the looped template scales and re-indexes attention layers (self_attn) only, \
-                 and would leave its recurrent (Gated DeltaNet or Mamba-2) layers' residual \
-                 updates unscaled and their recurrent state shared between visits; write \
-                 the model file (--format model) instead"
-            ),
         ));
     }
     let mut text = map.clone();
@@ -252,6 +239,25 @@ mod tests {
         let e = one.write(&file, &[]).unwrap_err().to_string();
         assert!(e.contains("is not a directory"), "{e}");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn hybrid_and_gemma4_exports_become_directories() {
+        // Their recurrent layers and post norms are the templates' to loop (pytest checks
+        // what Transformers builds): nothing in the family's config is refused here.
+        for family in [
+            "qwen3_next",
+            "qwen3_5_moe_text",
+            "nemotron_h",
+            "gemma4_text",
+        ] {
+            let mut e = export();
+            e["model_type"] = Value::from(family);
+            let dir = model_dir(&e).unwrap();
+            let config: Value = serde_json::from_str(&dir.files[0].1).unwrap();
+            assert_eq!(config["text_config"]["model_type"], family);
+            assert_eq!(as_family_config(config.as_object().unwrap()).unwrap(), e);
+        }
     }
 
     #[test]

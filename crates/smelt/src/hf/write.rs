@@ -225,7 +225,7 @@ pub fn export_match(
     let mut looped = looped.clone();
     // A block run once with its residual updates unscaled is no loop: every layer once, as
     // the family's own config builds it (so a sweep's `repeats = 1` needs no model
-    // directory, and hybrid families, whose loops are not written yet, export it).
+    // directory).
     if looped
         .model
         .looping

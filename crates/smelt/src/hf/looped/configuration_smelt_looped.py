@@ -16,8 +16,40 @@ from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 
-# Per-layer lists of a family's config, indexed by layer execution at run time.
-_PER_LAYER_KEYS = ("layer_types",)
+# Per-layer lists of a family's config, indexed by layer execution at run time:
+# `layer_types` (Qwen3-Next's and Qwen3.5's Gated DeltaNet or attention, Gemma 4's and
+# gpt-oss's sliding or full attention) and Nemotron-H's `layers_block_type` (which
+# NemotronHConfig also names `layer_types`).
+_PER_LAYER_KEYS = ("layer_types", "layers_block_type")
+
+# Keys a looped model cannot honour, with why: each is refused unless 0 (or absent).
+_UNLOOPABLE_KEYS = {
+    # Gemma 4: layers reusing an earlier layer's keys and values, counted from the end.
+    "num_kv_shared_layers": "layers sharing another layer's KV cache",
+    # Gemma 4: an input embedding per physical layer, indexed by layer execution.
+    "hidden_size_per_layer_input": "per-layer input embeddings",
+}
+
+
+def run_as_executions(config: PreTrainedConfig, order: list[int]) -> None:
+    """Changes a family's `config` of physical layers, in place, into the config its decoder
+    reads at run time: one layer per execution (`order`: the physical layer of each), so that
+    the cache and the masks are sized by the executions; per-layer lists, and per-layer
+    overrides (`per_layer_config`: Gemma 4's full-attention shapes), in execution order."""
+    layers = config.num_hidden_layers
+    lists = {}
+    for key in _PER_LAYER_KEYS:
+        values = getattr(config, key, None)
+        if isinstance(values, (list, tuple)) and len(values) == layers:
+            lists[key] = [values[p] for p in order]
+    spec = config.__dict__.get("_heterogeneity_spec")
+    for key, values in lists.items():
+        setattr(config, key, values)
+    # NemotronHConfig derives num_hidden_layers from layers_block_type (its setter ignores it).
+    config.num_hidden_layers = len(order)
+    if spec is not None:
+        overrides = spec.per_layer_overrides
+        config.per_layer_config = {e: copy.deepcopy(overrides[p]) for e, p in enumerate(order) if p in overrides}
 
 
 class SmeltLoopedConfig(PreTrainedConfig):
@@ -42,6 +74,11 @@ class SmeltLoopedConfig(PreTrainedConfig):
                 f"smelt_looped: layers {first}..{first + span - 1} are not within the "
                 f"{layers} layers of text_config"
             )
+        for key, what in _UNLOOPABLE_KEYS.items():
+            if getattr(self.text_config, key, None):
+                raise ValueError(
+                    f"smelt_looped: text_config.{key} is {getattr(self.text_config, key)}: {what} cannot be looped"
+                )
         self.tie_word_embeddings = self.text_config.tie_word_embeddings
 
     def execution_order(self) -> list[int]:
@@ -51,15 +88,9 @@ class SmeltLoopedConfig(PreTrainedConfig):
         return list(range(start)) + list(range(start, end)) * self.loop_repeats + list(range(end, layers))
 
     def executions_config(self) -> PreTrainedConfig:
-        """`text_config` as the decoder sees it at run time: one layer per execution (the
-        cache and the masks are sized by it), per-layer lists in execution order."""
-        order = self.execution_order()
+        """`text_config` as the decoder sees it at run time (`run_as_executions`)."""
         config = copy.deepcopy(self.text_config)
-        for key in _PER_LAYER_KEYS:
-            values = getattr(config, key, None)
-            if isinstance(values, (list, tuple)) and len(values) == self.text_config.num_hidden_layers:
-                setattr(config, key, [values[p] for p in order])
-        config.num_hidden_layers = len(order)
+        run_as_executions(config, self.execution_order())
         return config
 
     def get_text_config(self, decoder=None, encoder=None):

@@ -4,9 +4,11 @@ The family's causal-LM class is built as it is (`AutoModelForCausalLM.from_confi
 decoder layer per *physical* layer (the parameters smelt counts, each once). Its decoder then
 runs the layers in the matched order: the layers before the loop, the looped span
 `loop_repeats` times, the rest. Each visit of a looped layer writes its own KV-cache slot (the
-cache has one slot per layer execution, as smelt's KV budget counts it), so cached decoding
-gives the full forward's logits; inside the span every residual update (attention and FFN
-output) is scaled by `loop_residual_scale`.
+cache has one slot per layer execution, as smelt's KV budget counts it, and a recurrent
+layer's conv and recurrent state are one slot's too), so cached decoding gives the full
+forward's logits; inside the span every residual update (what a layer adds to its residual
+stream: its token mixer's and its FFN's output, or the post norm's where the family norms
+them) is scaled by `loop_residual_scale`.
 
 Written by smelt for Transformers 5 (`AutoModelForCausalLM.from_config(config,
 trust_remote_code=True)`). Generated file: regenerate it with smelt rather than editing it.
@@ -18,12 +20,28 @@ from torch import nn
 from transformers import AutoModelForCausalLM, GenerationMixin, PreTrainedModel
 
 try:
-    from .configuration_smelt_looped import _PER_LAYER_KEYS, SmeltLoopedConfig
+    from .configuration_smelt_looped import SmeltLoopedConfig, run_as_executions
 except ImportError:  # loaded as a plain module
-    from configuration_smelt_looped import _PER_LAYER_KEYS, SmeltLoopedConfig
+    from configuration_smelt_looped import SmeltLoopedConfig, run_as_executions
 
+# The modules whose outputs a decoder layer adds to its residual stream, by family
+# (`text_config.model_type`) where they are not its token mixer and its FFN (below).
+_RESIDUAL_UPDATES = {
+    # NemotronHBlock: one norm and one block (Mamba-2, attention, MLP or MoE), whose output
+    # is the update.
+    "nemotron_h": ("mixer",),
+    # Gemma4TextDecoderLayer norms each sub-layer's output before adding it (a scale before
+    # an RMSNorm would cancel): the attention's post norm, and the FFN's, applied to the sum
+    # of its dense MLP's and its experts' branches (each with a norm of its own).
+    "gemma4_text": ("post_attention_layernorm", "post_feedforward_layernorm"),
+}
+# The token mixer of a decoder layer: attention, or Gated DeltaNet (Qwen3-Next, Qwen3.5).
+_MIXER_NAMES = ("self_attn", "linear_attn")
 # The FFN of a decoder layer, by family.
 _FFN_NAMES = ("mlp", "feed_forward", "block_sparse_moe")
+# Post norms in a family not named in _RESIDUAL_UPDATES would make its mixer's and FFN's
+# outputs no updates: refused rather than scaled where the scale cancels.
+_POST_NORM_NAMES = ("post_feedforward_layernorm", "post_mlp_layernorm", "post_self_attn_layernorm")
 
 
 class _Visit:
@@ -102,28 +120,44 @@ class SmeltLoopedForCausalLM(SmeltLoopedPreTrainedModel, GenerationMixin):
         self.language_model = AutoModelForCausalLM.from_config(copy.deepcopy(config.text_config))
         decoder = self.language_model.model
         layers = decoder.layers
-        # ...then run as the executions: its config sizes the cache and the masks by them.
-        executions = config.executions_config()
-        for key in ("num_hidden_layers",) + _PER_LAYER_KEYS:
-            if hasattr(executions, key):
-                setattr(self.language_model.config, key, getattr(executions, key))
+        # ...then run as the executions: its config sizes the cache (a slot per execution, for
+        # the keys and values and for a recurrent layer's states) and the masks by them.
+        run_as_executions(self.language_model.config, order)
         decoder.layers = _LoopedLayers(layers, order)
+        if hasattr(decoder, "first_kv_shared_layer_idx"):
+            # Gemma 4 slices its inputs from this execution on (none: no layer shares KV).
+            decoder.first_kv_shared_layer_idx = len(order)
+        # Stateful (recurrent) families cannot roll their cache back: generation asks this.
+        self._is_stateful = getattr(self.language_model, "_is_stateful", False)
         start = config.loop_first_layer - 1
         if config.loop_residual_scale != 1.0:
+            model_type = config.text_config.model_type
             for layer in list(layers)[start : start + config.loop_span]:
-                self._scale_residuals(layer, config.loop_residual_scale)
+                for module in self._residual_updates(layer, model_type):
+                    module.register_forward_hook(_ScaleOutput(config.loop_residual_scale))
         self.post_init()
 
     @staticmethod
-    def _scale_residuals(layer: nn.Module, scale: float):
-        ffn = [getattr(layer, n) for n in _FFN_NAMES if isinstance(getattr(layer, n, None), nn.Module)]
-        if not isinstance(getattr(layer, "self_attn", None), nn.Module) or len(ffn) != 1:
+    def _residual_updates(layer: nn.Module, model_type: str) -> list[nn.Module]:
+        """The modules whose outputs `layer` adds to its residual stream."""
+        names = _RESIDUAL_UPDATES.get(model_type)
+        if names is not None:
+            modules = [getattr(layer, n, None) for n in names]
+            if all(isinstance(m, nn.Module) for m in modules):
+                return modules
             raise ValueError(
                 f"smelt_looped: cannot scale the residual updates of {type(layer).__name__} "
-                "(no self_attn and one FFN module)"
+                f"({model_type}: no {' and '.join(names)})"
             )
-        layer.self_attn.register_forward_hook(_ScaleOutput(scale))
-        ffn[0].register_forward_hook(_ScaleOutput(scale))
+        mixers = [getattr(layer, n) for n in _MIXER_NAMES if isinstance(getattr(layer, n, None), nn.Module)]
+        ffn = [getattr(layer, n) for n in _FFN_NAMES if isinstance(getattr(layer, n, None), nn.Module)]
+        post = [n for n in _POST_NORM_NAMES if hasattr(layer, n)]
+        if len(mixers) != 1 or len(ffn) != 1 or post:
+            raise ValueError(
+                f"smelt_looped: cannot scale the residual updates of {type(layer).__name__} "
+                "(one token mixer, self_attn or linear_attn, and one FFN module, without post norms)"
+            )
+        return mixers + ffn
 
     def get_input_embeddings(self):
         return self.language_model.get_input_embeddings()
