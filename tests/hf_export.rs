@@ -436,7 +436,9 @@ fn gemma4_round_trips_and_refuses_what_it_cannot_build() {
         .to_string();
     assert!(e.contains("model.full_attention"), "{e}");
 
-    // A Gemma 4 Baseline is not matched.
+    // A Gemma 4 Baseline is matched: the looped model keeps the full-attention layers'
+    // shape, its query heads a multiple of their key/value heads, and is written as a
+    // looped model directory that reads back with the same budgets.
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let budget = dir.join("gemma-budget.toml");
     std::fs::write(
@@ -460,11 +462,30 @@ gqa = {{ min = 1, max = 16 }}
         ),
     )
     .unwrap();
-    let e = smelt::Budget::load(&budget).unwrap_err().to_string();
+    let b = smelt::Budget::load(&budget).unwrap();
+    let report = smelt::match_budget(&b, 1).unwrap();
+    let looped = &report.looped.model;
+    let full = spec.model.full_attention.as_ref().unwrap();
+    assert_eq!(looped.full_attention.as_ref(), Some(full));
     assert!(
-        e.contains("Gemma 4") && e.contains("model.full_attention"),
-        "{e}"
+        looped.heads.is_multiple_of(full.kv_heads),
+        "{}",
+        looped.heads
     );
+    assert!(looped.looping.is_some());
+    let out = dir.join("gemma-looped");
+    let (code, _, err) = common::run(&[
+        "match",
+        budget.to_str().unwrap(),
+        "--format",
+        "hf",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(matches!(code, Some(0) | Some(3)), "{err}");
+    let text = std::fs::read_to_string(out.join("config.json")).unwrap();
+    let back = hf::import(&text, report.looped.workload.clone()).unwrap();
+    assert_eq!(&back.model, looped);
 }
 
 /// `smelt export MODEL -o DIR`: a config.json smelt reads (Gemma 4's wrapper, Nemotron-H) is

@@ -49,14 +49,16 @@ pub(crate) fn brute_force(b: &Budget) -> Vec<(Model, [f64; BudgetKind::COUNT], R
                 for g in l.gqa.0..=l.gqa.1 {
                     let heads = kv * g;
                     let q = (heads * d) as f64 / hidden as f64;
-                    let fits = match l.heads {
-                        HeadsRule::Tied => heads * d == hidden,
-                        HeadsRule::Free { min, max } => {
-                            (min..=max).contains(&heads)
-                                && q >= l.q_width.0 - 1e-12
-                                && q <= l.q_width.1 + 1e-12
-                        }
-                    };
+                    // Query heads a multiple of the full-attention layers' key/value heads.
+                    let fits = heads % l.heads_multiple == 0
+                        && match l.heads {
+                            HeadsRule::Tied => heads * d == hidden,
+                            HeadsRule::Free { min, max } => {
+                                (min..=max).contains(&heads)
+                                    && q >= l.q_width.0 - 1e-12
+                                    && q <= l.q_width.1 + 1e-12
+                            }
+                        };
                     if fits && l.kv_lora_rank.is_none() {
                         shapes.push((heads, kv, d, 0, (0, 0)));
                     }
@@ -365,6 +367,7 @@ pub(crate) fn arb_budget() -> impl Strategy<Value = Budget> {
                 kv_lora_rank: None,
                 mla_widths: Vec::new(),
                 mixers: Vec::new(),
+                heads_multiple: 1,
             };
             let lattice = match mla_lattice {
                 None => lattice,
@@ -898,6 +901,35 @@ fn smelt_s_half_span_matches_nemotron_with_mamba_knobs() {
     assert!(h.kv > 0.02, "{h:?}");
 }
 
+/// Gemma 4 26B-A4B (budgets/match-gemma-4-26b-a4b.toml) matches with SMELT's recipe
+/// within 1% on all three budgets: the looped model keeps the windowed layers, the
+/// full-attention layers' own shape (2 key/value heads of 512, no value projection) and
+/// Gemma's norms and router scales, and is a valid model (its query heads a multiple of
+/// the full layers' key/value heads).
+#[test]
+fn a_gemma_4_baseline_matches() {
+    let b = Budget::load(common::budget("match-gemma-4-26b-a4b.toml")).unwrap();
+    let report = smelt::match_budget(&b, 1).unwrap();
+    assert!(report.within_tolerance, "{:?}", report.residuals);
+    let (base, looped) = (&report.baseline.model, &report.looped.model);
+    assert_eq!(looped.full_attention, base.full_attention);
+    assert_eq!(looped.window, base.window);
+    assert_eq!(
+        (
+            looped.v_norm,
+            looped.post_norms,
+            looped.moe.branch_norms,
+            looped.moe.router_scale
+        ),
+        (true, true, true, true)
+    );
+    assert!(looped.looping.is_some());
+    assert!(report.looped.validate().is_ok());
+    for kind in [BudgetKind::Flops, BudgetKind::Params, BudgetKind::Kv] {
+        assert!(report.residuals[kind].abs() <= 0.01, "{kind:?}");
+    }
+}
+
 /// A Nemotron-H-style Baseline (budgets/match-nemotron-3-nano-style.toml: Mamba-2,
 /// attention and MoE one-block layers) matches with a loop of 8 middle layers run twice,
 /// each looped layer keeping its kind and its one block, within the file's tolerances (all
@@ -941,7 +973,14 @@ proptest! {
         let b = hybrid_budget(b, mask, shapes, gate, knobs);
         prop_assume!(b.is_some(), "no layer, or every layer, recurrent; or MLA");
         let b = b.unwrap();
-        match (search::solve(&b, 1), search::milp::solve(&b)) {
+        let milp = search::milp::solve(&b);
+        // The pure-Rust simplex (microlp) can fail numerically ("Singular matrix") on a
+        // degenerate instance: no verdict there, said and skipped.
+        if let Err(smelt::Error::Solver { message }) = &milp {
+            eprintln!("hybrid_solver_equals_milp: skipped, the MILP backend failed: {message}");
+            prop_assume!(false, "the MILP backend failed numerically");
+        }
+        match (search::solve(&b, 1), milp) {
             (Ok(sol), Ok(m)) => {
                 let best = sol.best().score[0];
                 prop_assert!((best - m.objective).abs() <= 1e-6 * best.max(1.0),
@@ -949,6 +988,85 @@ proptest! {
             }
             (Err(_), Err(_)) => {}
             (a, b) => prop_assert!(false, "one infeasible: solver {:?} MILP {:?}", a.map(|s| s.best().score), b.map(|m| m.objective)),
+        }
+    }
+}
+
+/// A Gemma 4-style Baseline of budget `b`'s: its layers that are not windowed are full
+/// attention of `fk` key/value heads (which must divide its heads) of width `fd`, without a
+/// value projection when `k_eq_v`; by the bits of `pieces`, value norms, post norms, branch
+/// norms and router scales on the MoE, gelu_tanh experts. MLA, its indexer and the attention
+/// gate are dropped (Gemma has none), the activations weighed 0 (not counted for Gemma's
+/// pieces), the lattice's heads multiples of `fk`. `None` when the Baseline's heads are not
+/// a multiple of `fk` or it has no full-attention layer.
+fn gemma_budget(b: Budget, (fk, fd, k_eq_v): (u64, u64, bool), pieces: u64) -> Option<Budget> {
+    let mut base = b.baseline().clone();
+    let m = &mut base.model;
+    if m.mla.is_some() || !m.heads.is_multiple_of(fk) {
+        return None;
+    }
+    m.full_attention = Some(smelt::FullAttention {
+        kv_heads: fk,
+        head_dim: fd,
+        k_eq_v,
+    });
+    m.v_norm = pieces & 1 != 0;
+    m.post_norms = pieces & 2 != 0;
+    m.moe.branch_norms = pieces & 4 != 0;
+    m.moe.router_scale = pieces & 8 != 0;
+    if pieces & 16 != 0 {
+        m.moe.activation = smelt::ExpertActivation::GeluTanh;
+    }
+    m.attention_gate = false;
+    if base.validate().is_err() {
+        return None;
+    }
+    let weights = Weights::new(PerBudget::from_fn(|k| match k {
+        BudgetKind::Activations => 0.0,
+        k => b.weights()[k],
+    }))
+    .unwrap();
+    let lattice = smelt::budget::Lattice {
+        heads_multiple: fk,
+        ..b.lattice().clone()
+    };
+    Some(
+        Budget::new(base, *b.recipe(), lattice, weights)
+            .expect("a valid Gemma-style budget")
+            .with_mode(b.mode()),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+
+    /// Gemma 4-style Baselines (full-attention layers of their own key/value heads and head
+    /// width, with or without a value projection, beside the windowed ones; value, post and
+    /// branch norms, router scales; the KV budget per token or at the context): the solver's
+    /// top 3 are brute force's, in order, each a valid model keeping the Baseline's
+    /// full-attention shape.
+    #[test]
+    fn gemma_solver_equals_brute_force(
+        b in arb_budget(),
+        full in (1u64..=2, 1u64..=6, any::<bool>()),
+        pieces in 0u64..32,
+    ) {
+        let b = gemma_budget(b, full, pieces);
+        prop_assume!(b.is_some(), "MLA, or heads not a multiple of the full layers' kv heads");
+        let b = b.unwrap();
+        let brute = brute_force(&b);
+        match search::solve(&b, 3) {
+            Ok(sol) => {
+                prop_assert_eq!(sol.ranked.len(), brute.len().min(3));
+                for (c, (m, s, _)) in sol.ranked.iter().zip(&brute) {
+                    prop_assert!(same(c, m, s), "solver {:?} {:?}\nbrute {:?} {:?}", c.model, c.score, m, s);
+                    prop_assert_eq!(&c.model.full_attention, &b.baseline().model.full_attention);
+                    prop_assert!(c.model.validate().is_ok(), "{:?}", c.model.validate());
+                }
+            }
+            Err(e) => {
+                prop_assert!(brute.is_empty(), "solver failed ({e}) but brute force found {:?}", brute[0].0);
+            }
         }
     }
 }

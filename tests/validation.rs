@@ -620,8 +620,17 @@ fn recurrent_lattice_rules() {
             ("", "valu_heads = [1]", "unknown field", &["valu_heads"]),
         ),
     ];
+    // The file's own [lattice.recurrent] (up to the blank line after it) gives way to the
+    // case's.
+    let without_knobs = |text: &str| match text.find("\n[lattice.recurrent]\n") {
+        Some(i) => {
+            let end = text[i..].find("\n\n").map_or(text.len(), |j| i + j);
+            format!("{}{}", &text[..i], &text[end..])
+        }
+        None => text.to_owned(),
+    };
     for (text, case) in &cases {
-        let text = format!("{text}\n[lattice.recurrent]\n{}\n", case.1);
+        let text = format!("{}\n[lattice.recurrent]\n{}\n", without_knobs(text), case.1);
         check(
             Budget::from_toml_str(&text, Path::new(&budgets_dir())),
             case,

@@ -151,6 +151,10 @@ pub struct Lattice {
     pub gqa: (u64, u64),
     /// Bounds (inclusive) on `heads * head_dim / hidden` (not applied with MLA).
     pub q_width: (f64, f64),
+    /// Query-head counts are multiples of this: 1, or a Baseline with full-attention layers
+    /// of their own shape (`[model.full_attention]`, Gemma 4)'s key/value heads there, which
+    /// must divide the query heads (checked by [`super::Budget::new`]).
+    pub heads_multiple: u64,
     /// With an MLA Baseline, the key/value latent ranks: the KV knob. The per-head widths
     /// stay the Baseline's (`head_dim` is their query/key width) and `kv_heads = heads`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -217,10 +221,13 @@ impl Lattice {
         u128::from(self.hidden.len()) * ffn * self.head_dim.len() as u128 * per_hidden
     }
 
-    /// Whether `heads` query heads of width `head_dim` respect the heads rule and the
-    /// q-width limits at hidden size `hidden`.
+    /// Whether `heads` query heads of width `head_dim` respect the heads rule, the q-width
+    /// limits at hidden size `hidden` and [`Lattice::heads_multiple`].
     pub fn admits_attention(&self, hidden: u64, heads: u64, head_dim: u64) -> bool {
         let q = heads.saturating_mul(head_dim);
+        if !heads.is_multiple_of(self.heads_multiple.max(1)) {
+            return false;
+        }
         match self.heads {
             HeadsRule::Tied => q == hidden,
             HeadsRule::Free { min, max } if self.kv_lora_rank.is_some() => {

@@ -172,85 +172,9 @@ impl RecurrentFile {
                 ),
             ));
         }
-        let list = |knob: &str, values: &Option<Vec<u64>>, baseline: u64, max: u64| {
-            values_list(
-                &format!("lattice.recurrent.{knob}"),
-                values.as_deref(),
-                baseline,
-                max,
-            )
-        };
-        let mixers: Vec<Mixer> = match base.mixer {
-            Mixer::GatedDeltanet(g) => {
-                let nk = list("key_heads", &self.key_heads, g.key_heads, MAX_COUNT)?;
-                let nv = list("value_heads", &self.value_heads, g.value_heads, MAX_COUNT)?;
-                let dk = list(
-                    "key_head_dim",
-                    &self.key_head_dim,
-                    g.key_head_dim,
-                    MAX_WIDTH,
-                )?;
-                let dv = list(
-                    "value_head_dim",
-                    &self.value_head_dim,
-                    g.value_head_dim,
-                    MAX_WIDTH,
-                )?;
-                let mut out = Vec::new();
-                for &key_heads in &nk {
-                    for &value_heads in nv.iter().filter(|v| v.is_multiple_of(key_heads)) {
-                        for &key_head_dim in &dk {
-                            for &value_head_dim in &dv {
-                                out.push(Mixer::GatedDeltanet(GatedDeltaNet {
-                                    key_heads,
-                                    value_heads,
-                                    key_head_dim,
-                                    value_head_dim,
-                                    ..g
-                                }));
-                            }
-                        }
-                    }
-                }
-                if out.is_empty() {
-                    return Err(Error::invalid(
-                        "lattice.recurrent.value_heads",
-                        "must hold a multiple of some key_heads of the lattice (each query/key \
-                         head serves value_heads / key_heads value heads): no Gated DeltaNet \
-                         shape is left",
-                    ));
-                }
-                out
-            }
-            Mixer::Mamba2(m) => {
-                let heads = list("heads", &self.heads, m.heads, MAX_COUNT)?;
-                let head_dim = list("head_dim", &self.head_dim, m.head_dim, MAX_WIDTH)?;
-                let state = list("state", &self.state, m.state, MAX_WIDTH)?;
-                let mut out = Vec::new();
-                for &h in heads.iter().filter(|h| h.is_multiple_of(m.groups)) {
-                    for &d in &head_dim {
-                        for &n in &state {
-                            out.push(Mixer::Mamba2(Mamba2 {
-                                heads: h,
-                                head_dim: d,
-                                state: n,
-                                ..m
-                            }));
-                        }
-                    }
-                }
-                if out.is_empty() {
-                    return Err(Error::invalid(
-                        "lattice.recurrent.heads",
-                        format!(
-                            "must hold a multiple of the Baseline's groups ({}): no Mamba-2 \
-                             shape is left",
-                            m.groups
-                        ),
-                    ));
-                }
-                out
-            }
+        let mixers = match base.mixer {
+            Mixer::GatedDeltanet(g) => self.gated_deltanets(g)?,
+            Mixer::Mamba2(m) => self.mamba2s(m)?,
         };
         if mixers.len() > MAX_MIXERS {
             return Err(Error::invalid(
@@ -263,6 +187,89 @@ impl RecurrentFile {
         }
         Ok(mixers)
     }
+
+    /// Every valid Gated DeltaNet shape on the lists, around the Baseline's `g`.
+    fn gated_deltanets(&self, g: GatedDeltaNet) -> Result<Vec<Mixer>> {
+        let nk = knob_list("key_heads", &self.key_heads, g.key_heads, MAX_COUNT)?;
+        let nv = knob_list("value_heads", &self.value_heads, g.value_heads, MAX_COUNT)?;
+        let dk = knob_list(
+            "key_head_dim",
+            &self.key_head_dim,
+            g.key_head_dim,
+            MAX_WIDTH,
+        )?;
+        let dv = knob_list(
+            "value_head_dim",
+            &self.value_head_dim,
+            g.value_head_dim,
+            MAX_WIDTH,
+        )?;
+        let mut out = Vec::new();
+        for &key_heads in &nk {
+            for &value_heads in nv.iter().filter(|v| v.is_multiple_of(key_heads)) {
+                for &key_head_dim in &dk {
+                    for &value_head_dim in &dv {
+                        out.push(Mixer::GatedDeltanet(GatedDeltaNet {
+                            key_heads,
+                            value_heads,
+                            key_head_dim,
+                            value_head_dim,
+                            ..g
+                        }));
+                    }
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::invalid(
+                "lattice.recurrent.value_heads",
+                "must hold a multiple of some key_heads of the lattice (each query/key head \
+                 serves value_heads / key_heads value heads): no Gated DeltaNet shape is left",
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Every valid Mamba-2 shape on the lists, around the Baseline's `m`.
+    fn mamba2s(&self, m: Mamba2) -> Result<Vec<Mixer>> {
+        let heads = knob_list("heads", &self.heads, m.heads, MAX_COUNT)?;
+        let head_dim = knob_list("head_dim", &self.head_dim, m.head_dim, MAX_WIDTH)?;
+        let state = knob_list("state", &self.state, m.state, MAX_WIDTH)?;
+        let mut out = Vec::new();
+        for &h in heads.iter().filter(|h| h.is_multiple_of(m.groups)) {
+            for &d in &head_dim {
+                for &n in &state {
+                    out.push(Mixer::Mamba2(Mamba2 {
+                        heads: h,
+                        head_dim: d,
+                        state: n,
+                        ..m
+                    }));
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::invalid(
+                "lattice.recurrent.heads",
+                format!(
+                    "must hold a multiple of the Baseline's groups ({}): no Mamba-2 shape is \
+                     left",
+                    m.groups
+                ),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// The list of `lattice.recurrent.<knob>` (the Baseline's value alone when absent).
+fn knob_list(knob: &str, values: &Option<Vec<u64>>, baseline: u64, max: u64) -> Result<Vec<u64>> {
+    values_list(
+        &format!("lattice.recurrent.{knob}"),
+        values.as_deref(),
+        baseline,
+        max,
+    )
 }
 
 /// The recurrent mixer shapes of the lattice: `[lattice.recurrent]` resolved against the
@@ -503,6 +510,7 @@ impl LatticeFile {
             kv_lora_rank: None,
             mla_widths: Vec::new(),
             mixers,
+            heads_multiple: m.full_attention.as_ref().map_or(1, |f| f.kv_heads),
         })
     }
 
@@ -572,6 +580,7 @@ impl LatticeFile {
             kv_lora_rank: Some(kv_lora_rank),
             mla_widths,
             mixers: Vec::new(),
+            heads_multiple: 1,
         })
     }
 }

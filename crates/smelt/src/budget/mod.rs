@@ -128,14 +128,15 @@ impl Budget {
                 ));
             }
         }
-        if let Some(field) = crate::cost::memory::gemma_pieces(m) {
+        if let Some(fa) = &m.full_attention
+            && !lattice.heads_multiple.is_multiple_of(fa.kv_heads)
+        {
             return Err(Error::invalid(
-                "baseline",
+                "lattice.heads_multiple",
                 format!(
-                    "has Gemma 4's pieces ({field}): the search's lattice and its exactness \
-                     proofs describe one attention shape per model and none of Gemma 4's norms \
-                     and router scales, so smelt does not match a Gemma 4 Baseline (cost it, \
-                     export it, but do not match it)"
+                    "must be a multiple of the Baseline's model.full_attention.kv_heads ({}), \
+                     which must divide every lattice point's heads (got {})",
+                    fa.kv_heads, lattice.heads_multiple
                 ),
             ));
         }

@@ -88,7 +88,8 @@
 //!   (they differ after their norms). The value norm (`v_norm`) has no scale: no parameters.
 //!   Gemma 4's dense MLP beside its experts is one ungated shared expert (it runs on every
 //!   token beside the routed ones). The activation memory, the training memory, the kernel
-//!   plan, the launcher conventions and the search refuse these pieces by name.
+//!   plan and the launcher conventions refuse these pieces by name; the search matches a
+//!   Gemma 4 Baseline, keeping the full-attention layers' shape.
 //! * **Mamba-2 layers** (`[model.recurrent]` mixer `mamba2`, Nemotron-H's, with `n_h`
 //!   heads of width `d`, inner width `I = n_h·d`, state `N`, `g` groups sharing `B` and `C`, a
 //!   `w`-tap depthwise convolution over `c = I + 2·g·N` channels and the config's chunk

@@ -37,6 +37,7 @@ impl MatchReport {
             .data();
         let (b, l) = (&self.budgets.baseline, &self.budgets.looped);
         let hybrid = self.baseline.model.recurrent.is_some();
+        let uncounted = activations_uncounted(&self.baseline.model);
         let at_context = self.baseline.counting.kv == crate::model::KvCount::AtContext;
         for (kind, r) in self.residuals.iter() {
             // A hybrid's rows say what they hold: the KV budget at the context includes the
@@ -46,7 +47,7 @@ impl MatchReport {
                 BudgetKind::Kv if hybrid => "KV elements/token (attention layers)",
                 _ => label(kind).quantity,
             };
-            if hybrid && kind == BudgetKind::Activations {
+            if uncounted && kind == BudgetKind::Activations {
                 t.push_texts([
                     quantity.to_owned(),
                     "not counted".to_owned(),
@@ -132,6 +133,7 @@ impl MatchReport {
         for (label, text) in [
             ("dense layers", dense_text as fn(&Model) -> Option<String>),
             ("windowed layers", window_text),
+            ("full-attention kv", full_attention_text),
             ("recurrent layers", recurrent_text),
             ("recurrent mixer", |m: &Model| {
                 m.recurrent.as_ref().map(|r| r.mixer.shape_text())
@@ -209,12 +211,12 @@ impl MatchReport {
     }
 
     /// The budgets the tables of alternatives show: every one but the activations of a
-    /// hybrid, which are not counted for it.
+    /// model they are not counted for (recurrent layers, Gemma 4's pieces).
     fn shown_budgets(&self) -> Vec<BudgetKind> {
-        let hybrid = self.baseline.model.recurrent.is_some();
+        let uncounted = activations_uncounted(&self.baseline.model);
         BudgetKind::ALL
             .into_iter()
-            .filter(|&k| !(hybrid && k == BudgetKind::Activations))
+            .filter(|&k| !(uncounted && k == BudgetKind::Activations))
             .collect()
     }
 
@@ -247,8 +249,8 @@ impl MatchReport {
         a
     }
 
-    /// The best distinct configurations, ranked (a hybrid's with its mixer's shape and
-    /// without the activations, which are not counted for it).
+    /// The best distinct configurations, ranked (a hybrid's with its mixer's shape; without
+    /// the activations where they are not counted).
     fn ranked_table(&self) -> Table {
         let timed = self.predicted_time.is_some();
         let hybrid = self.baseline.model.recurrent.is_some();
@@ -382,6 +384,21 @@ fn dense_text(m: &Model) -> Option<String> {
     m.dense
         .as_ref()
         .map(|d| format!("{} (ffn {})", layer_list(&d.layers), d.ffn))
+}
+
+/// Whether the activations are not counted for `m` (both budgets 0, their ratio
+/// meaningless): recurrent layers, one-block layers, Gemma 4's pieces.
+fn activations_uncounted(m: &Model) -> bool {
+    crate::cost::memory::refuse_unmodelled(m).is_err()
+}
+
+/// The full-attention layers' own shape in words, when a model gives one: `kv_heads x
+/// head_dim`, and `k = v` without a value projection.
+fn full_attention_text(m: &Model) -> Option<String> {
+    m.full_attention.as_ref().map(|f| {
+        let kv = if f.k_eq_v { ", k = v" } else { "" };
+        format!("{}x{}{kv}", f.kv_heads, f.head_dim)
+    })
 }
 
 /// The recurrent layers in words, when a model has any: how many, of what kind.

@@ -342,9 +342,19 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
             )
         }
     };
-    // A hybrid whose recurrent mixers keep the Baseline's shape pays their cost at every
-    // added execution, whatever the other knobs do.
-    let why = match (binding, lattice.mixers.as_slice()) {
+    let why = with_fixed_mixer(why, binding, lattice);
+    Ok(Floor {
+        budget: Binding::Budget(binding),
+        knob,
+        step_moves,
+        why,
+    })
+}
+
+/// `why` the FLOPs or parameters bind, with what a hybrid whose recurrent mixers keep the
+/// Baseline's shape pays: their cost at every added execution, whatever the other knobs do.
+fn with_fixed_mixer(why: String, binding: BudgetKind, lattice: &Lattice) -> String {
+    match (binding, lattice.mixers.as_slice()) {
         (BudgetKind::Flops | BudgetKind::Params, [only]) => format!(
             "{why}; the {} layers keep the Baseline's shape ({}) here, a fixed cost per \
              execution that only lattice.recurrent moves",
@@ -352,13 +362,7 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
             only.shape_text()
         ),
         _ => why,
-    };
-    Ok(Floor {
-        budget: Binding::Budget(binding),
-        knob,
-        step_moves,
-        why,
-    })
+    }
 }
 
 /// A lattice knob [`step_moves`] steps.

@@ -248,7 +248,8 @@ impl AtHidden {
             b.counting.activations,
             ActivationPolicy::Eager | ActivationPolicy::Flash
         );
-        b.model.mla.is_none() && (b.model.attention_sinks || per_head)
+        b.model.mla.is_none()
+            && (b.model.attention_sinks || per_head || b.model.full_attention.is_some())
     }
 
     /// Reads the coefficients off the cost model at `hidden` (eight evaluations, nine with

@@ -65,7 +65,7 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
             layers: r.layers.clone(),
             mixer: point.mixer.unwrap_or(r.mixer),
         }),
-        // A Baseline with Gemma 4's pieces is refused (`Budget::new`); copied as they are.
+        // Gemma 4's full-attention shape, norms and router scales: the Baseline's.
         full_attention: base.full_attention.clone(),
         v_norm: base.v_norm,
         post_norms: base.post_norms,

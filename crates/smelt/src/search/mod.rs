@@ -34,6 +34,16 @@
 //! and the breakpoints of step 4 are taken for every budget and every pair of them. The
 //! text below names the three there are.
 //!
+//! # Baselines with fixed parts
+//!
+//! The knobs hold some of a Baseline's parts fixed in a part of the search at a time: an
+//! MLA Baseline's per-head widths and a hybrid's recurrent mixer shape, one lattice value at
+//! a time (each part is searched as below, and the parts' kept candidates merged in the
+//! same total order); a Gemma 4 Baseline's full-attention layers keep their own key/value
+//! heads and head width throughout, so their queries, core and q/k norms add a term in the
+//! number of query heads, and their cache a constant to the KV count (step 2's stream takes
+//! that offset), and only query-head counts their key/value heads divide are lattice points.
+//!
 //! # Why the result is the optimum of the lattice
 //!
 //! The solver considers every lattice point except those it can prove cannot win:
@@ -486,7 +496,8 @@ impl Search<'_> {
             return Ok(part);
         };
         let mla = lattice.kv_lora_rank.is_some();
-        let offset = mla || budget.baseline().model.recurrent.is_some();
+        let m = &budget.baseline().model;
+        let offset = mla || m.recurrent.is_some() || m.full_attention.is_some();
         let form = first_at.budgets[STREAMED].kv_form(offset)?;
         let (base, weight) = (self.base[STREAMED] as u64, budget.weights()[STREAMED]);
         let ranks: Vec<u64>;
