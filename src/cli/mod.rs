@@ -135,9 +135,19 @@ pub fn all_formats() -> impl TypedValueParser<Value = Format> {
     formats(Format::ALL)
 }
 
-/// Reads a budget file, naming it in errors.
+/// Reads a budget file, naming it in errors; its notes ([`Budget::notes`]) go to standard
+/// error.
 pub fn load_budget(path: &Path) -> anyhow::Result<Budget> {
-    Budget::load(path).with_context(|| format!("budget file '{}'", path.display()))
+    let budget = Budget::load(path).with_context(|| format!("budget file '{}'", path.display()))?;
+    budget_notes(&format!("budget file '{}'", path.display()), &budget);
+    Ok(budget)
+}
+
+/// Writes a budget's notes ([`Budget::notes`]) to standard error, each naming `what`.
+pub fn budget_notes(what: &str, budget: &Budget) {
+    for n in budget.notes() {
+        note(&format!("smelt: note: {what}: {n}"));
+    }
 }
 
 /// The files a budget was read from: the budget file and its Baseline's.
