@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use smelt::bench::Routing;
 use smelt::bench::predict::{
-    AttentionData, Calibration, DeviceRequest, ExpertLaunch, PredictOptions, Roofline, predict,
+    AttentionData, Calibration, DeviceRequest, ExpertLaunch, Given, PredictOptions, Roofline,
+    predict,
 };
 use smelt::card::Card;
 use smelt::report::Format;
@@ -110,7 +111,7 @@ impl DeviceArgs {
             attention: self.attention,
             experts: self.experts,
         }
-        .roofline()?;
+        .roofline_given(Given::Flags)?;
         if let Some(w) = warning {
             super::note(&format!("smelt: warning: {w}"));
         }
