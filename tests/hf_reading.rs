@@ -177,6 +177,26 @@ fn what_the_cost_model_cannot_describe_is_refused() {
         &qwen15.replace("\"shared_expert_intermediate_size\": 5632,", ""),
         &["shared_expert_intermediate_size", "missing"],
     );
+    // The hybrids build the same gated shared expert, and are refused the same way, each
+    // naming its family (not a key it does not read).
+    for (file, family) in [
+        ("qwen3-next-80b-a3b.json", "qwen3_next"),
+        ("qwen3.5-35b-a3b.json", "qwen3_5_moe_text"),
+    ] {
+        let text = config_text(file);
+        let zero = text.replace(
+            "\"shared_expert_intermediate_size\": 512",
+            "\"shared_expert_intermediate_size\": 0",
+        );
+        assert_ne!(zero, text, "{file}");
+        refused(
+            &zero,
+            &[
+                "config.json: shared_expert_intermediate_size",
+                &format!("must be at least 1: {family} always has a gated shared expert"),
+            ],
+        );
+    }
     refused(
         &qwen15.replace("\"num_experts\": 60", "\"num_experts\": 0"),
         &["num_experts", "at least 1"],

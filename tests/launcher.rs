@@ -105,6 +105,79 @@ fn a_budget_sets_the_counting_of_a_config_baseline() {
     );
 }
 
+/// A budget's [counting] is merged key by key into its Baseline's: the Nemotron budget sets
+/// only `kv`, and its config.json Baseline keeps the import's counted embedding and LM head
+/// (`vocab x hidden` each, untied: 2 x 131072 x 2688 parameters), so its parameters are
+/// `smelt cost`'s of the config; standard error says which keys came from where.
+#[test]
+fn a_budgets_counting_keeps_the_keys_it_leaves_out() {
+    let b = smelt::Budget::load(budget("match-nemotron-3-nano-style.toml")).unwrap();
+    let c = b.baseline().counting;
+    assert!(c.embeddings && c.lm_head, "{c:?}");
+    assert_eq!(c.kv, smelt::KvCount::AtContext);
+    let with = smelt::cost(b.baseline()).unwrap().params.total.0;
+    let mut bare = b.baseline().clone();
+    (bare.counting.embeddings, bare.counting.lm_head) = (false, false);
+    let without = smelt::cost(&bare).unwrap().params.total.0;
+    assert_eq!(with - without, 2 * 131_072 * 2688);
+    let config = data("hf/nemotron-3-nano-30b-a3b.json");
+    let cost = run_json(&["cost", &config, "--format", "json"]);
+    assert_eq!(cost["params"]["total"], with);
+    assert_eq!(b.notes().len(), 1, "{:?}", b.notes());
+    let note = &b.notes()[0];
+    for part in [
+        "takes kv",
+        "embeddings = true",
+        "lm_head = true",
+        "config.json",
+    ] {
+        assert!(note.contains(part), "{part}: {note}");
+    }
+    let (code, json, err) = run(&[
+        "match",
+        &budget("match-nemotron-3-nano-style.toml"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("smelt: note: budget file") && err.contains(note),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["budgets"]["baseline"]["params"], with);
+    // A model file's counting: the keys left out are its own (here `activations`), kept
+    // and named; a Baseline at the defaults takes the budget's keys with no note.
+    let base = std::fs::read_to_string(budget("base-200m-s95.toml")).unwrap();
+    let inline = |counting: &str| {
+        let text = format!(
+            "[counting]\nkv = \"at_context\"\n[baseline]\n{}{counting}",
+            base.replace("\n[", "\n[baseline.")
+        );
+        smelt::Budget::from_toml_str(&text, std::path::Path::new(".")).unwrap()
+    };
+    let plain = inline("");
+    assert!(plain.notes().is_empty(), "{:?}", plain.notes());
+    assert_eq!(
+        plain.baseline().counting,
+        smelt::Counting {
+            kv: smelt::KvCount::AtContext,
+            ..smelt::Counting::default()
+        }
+    );
+    let full = inline("[baseline.counting]\nactivations = \"full\"\n");
+    let c = full.baseline().counting;
+    assert_eq!(c.activations, smelt::ActivationPolicy::Full);
+    assert_eq!(c.kv, smelt::KvCount::AtContext);
+    assert_eq!(full.notes().len(), 1, "{:?}", full.notes());
+    assert!(
+        full.notes()[0].contains("activations = \"full\"")
+            && full.notes()[0].contains("inline Baseline"),
+        "{:?}",
+        full.notes()
+    );
+}
+
 /// A match of a Baseline config.json is written in the Baseline's own family by default,
 /// even when its shapes are also another family's (MiniMax-M2's router bias is also GLM's;
 /// Granite's shapes are Mixtral's; a Llama-4 wrapper's text decoder is llama4_text).

@@ -298,6 +298,219 @@ fn cost_and_match_show_the_conventions() {
     assert_eq!(csv.lines().count(), 17);
 }
 
+/// Megatron-LM `hybrid_flops` (d98e8a6) of one BSHD sequence of `S` tokens, over `S`,
+/// transcribed in floating point as its Python computes it, with the args a Nemotron-H
+/// `config.json` gives: `hybrid_layer_pattern` its `hybrid_override_pattern` (counted by
+/// symbol), no `--swiglu` (relu2 MLPs), `mamba_num_heads`, `mamba_state_dim` =
+/// `ssm_state_size`, `mamba_num_groups` = `n_groups`, `kv_channels` = `head_dim`,
+/// `num_query_groups` = `num_key_value_heads`, `moe_shared_expert_intermediate_size`, the
+/// vocabulary padded to 128.
+fn megatron_hybrid(c: &Hf) -> f64 {
+    let f = |k: &str| c.get(k) as f64;
+    let pattern = c.0["hybrid_override_pattern"].as_str().unwrap();
+    let count = |symbol: char| pattern.chars().filter(|&x| x == symbol).count() as f64;
+    let (t, squares) = (S as f64, (S * S) as f64);
+    let h = f("hidden_size");
+    let scale = 1.0; // 3/2 with swiglu
+    // mlp_layer_flops(expansion = ffn_hidden_size / hidden_size)
+    let mlp = 4.0 * (f("intermediate_size") / h) * scale * t * h * h;
+    // moe_layer_flops, no latent
+    let moe = 4.0 * t * h * f("moe_intermediate_size") * f("num_experts_per_tok") * scale
+        + 4.0 * t * h * f("moe_shared_expert_intermediate_size") * scale;
+    // attn_layer_flops
+    let (n, g) = (f("num_attention_heads"), f("num_key_value_heads"));
+    let p = f("head_dim") * n / h;
+    let attn = 4.0 * t * h * p * (h + h * (g / n)) + 2.0 * squares * h * p;
+    // mamba_layer_flops: d_in = 2·hidden_size
+    let d_in = 2.0 * h;
+    let (state, groups, heads) = (f("ssm_state_size"), f("n_groups"), f("mamba_num_heads"));
+    let mamba = 2.0 * t * h * (2.0 * d_in + 2.0 * groups * state + heads)
+        + 7.0 * t * d_in * state
+        + 2.0 * t * d_in * h;
+    let vocab = (c.get("vocab_size").div_ceil(128) * 128) as f64;
+    let forward = count('*') * attn
+        + count('-') * mlp
+        + count('M') * mamba
+        + count('E') * moe
+        + 2.0 * t * h * vocab;
+    forward * 3.0 / t
+}
+
+/// Megatron-LM `transformer_flops` (d98e8a6) with its Gated DeltaNet variant
+/// (`experimental_attention_variant = "gated_delta_net"`, `linear_attention_freq` =
+/// `full_attention_interval`) and `attention_output_gate`, as its Python computes it for one
+/// BSHD sequence, over `S`: a Qwen3-Next or Qwen3.5 `config.json` (SwiGLU, every layer MoE).
+fn megatron_linear_attention(c: &Hf) -> f64 {
+    let f = |k: &str| c.get(k) as f64;
+    let (t, squares) = (S as f64, (S * S) as f64);
+    let layers = c.get("num_hidden_layers");
+    let freq = c.get("full_attention_interval");
+    let linear_layers = (0..layers).filter(|i| (i + 1) % freq != 0).count() as f64;
+    let standard_layers = layers as f64 - linear_layers;
+    let (fb, fma, ffn_factor) = (3.0, 2.0, 3.0);
+    let h = f("hidden_size");
+    let q = f("head_dim") * f("num_attention_heads");
+    let kv = f("head_dim") * f("num_key_value_heads");
+    let standard = fb * fma * (h * (q + kv + kv + q) + q * h);
+    let core = fb * fma * q / 2.0 * 2.0;
+    let qk_dim = f("linear_key_head_dim") * f("linear_num_key_heads");
+    let (v_head, v_heads) = (f("linear_value_head_dim"), f("linear_num_value_heads"));
+    let v_dim = v_head * v_heads;
+    let in_proj = 2.0 * qk_dim + 2.0 * v_dim + 2.0 * v_heads;
+    let linear = fb
+        * fma
+        * (h * in_proj
+            + f("linear_conv_kernel_dim") * (2.0 * qk_dim + v_dim)
+            + v_heads * v_head * v_head * 4.0
+            + h * v_dim);
+    let moe_layers = layers as f64;
+    let mlp = fb
+        * fma
+        * h
+        * (f("moe_intermediate_size") * f("num_experts_per_tok") * ffn_factor * moe_layers
+            + f("shared_expert_intermediate_size") * ffn_factor * moe_layers);
+    let vocab = (c.get("vocab_size").div_ceil(128) * 128) as f64;
+    let total = t
+        * (mlp + linear * linear_layers + standard * standard_layers + fb * fma * h * vocab)
+        + squares * core * standard_layers;
+    total / t
+}
+
+/// `a` within a relative 1e-12 of `b` (the Python's floating point against smelt's integers).
+fn close(a: u128, b: f64) -> bool {
+    (a as f64 - b).abs() <= 1e-12 * b
+}
+
+/// Megatron-LM's hybrid model (`hybrid_flops`) for Nemotron-H, its GPT model's Gated
+/// DeltaNet variant for Qwen3-Next and Qwen3.5 (which counts the output gate), each as the
+/// pinned commit's Python computes it; the features it leaves out are those it misses.
+#[test]
+fn megatron_is_its_hybrid_and_linear_attention_flops() {
+    let name = "hf/nemotron-3-nano-30b-a3b.json";
+    let (c, s) = (Hf::load(name), spec(name));
+    let got = count(Convention::Megatron, &s);
+    assert!(
+        close(got, megatron_hybrid(&c)),
+        "{got} {}",
+        megatron_hybrid(&c)
+    );
+    // 6 `*`, 23 `M`, 23 `E` (H 2688, 32 heads of 128, 2 kv heads; d_in 5376, 8 groups of
+    // state 128, 64 heads; top-6 of 1856 and a shared 3712; vocabulary 131072):
+    // 3 × (6·80,347,136 + 23·102,875,136 + 23·159,645,696 + 704,643,072).
+    assert_eq!(got, 21_674_115_072);
+    let here = &launcher_flops(&s).unwrap().counts[1];
+    assert_eq!(here.convention, Convention::Megatron);
+    let names: Vec<&str> = here.ignored_here.iter().map(|f| f.as_str()).collect();
+    assert!(names.contains(&"recurrent closed form"), "{names:?}");
+    for gone in [
+        "recurrent layers",
+        "one-block layers",
+        "attention on recurrent layers",
+    ] {
+        assert!(!names.contains(&gone), "{gone}: {names:?}");
+    }
+    for name in ["hf/qwen3-next-80b-a3b.json", "hf/qwen3.5-35b-a3b.json"] {
+        let (c, s) = (Hf::load(name), spec(name));
+        let (got, want) = (
+            count(Convention::Megatron, &s),
+            megatron_linear_attention(&c),
+        );
+        assert!(close(got, want), "{name}: {got} {want}");
+        let here = &launcher_flops(&s).unwrap().counts[1];
+        let names: Vec<&str> = here.ignored_here.iter().map(|f| f.as_str()).collect();
+        assert!(!names.contains(&"attention gate"), "{name}: {names:?}");
+        assert!(
+            names.contains(&"recurrent closed form"),
+            "{name}: {names:?}"
+        );
+    }
+}
+
+/// torchtitan charges its attention term to the layers with attention only
+/// (`num_full_attn`): torchtitan − 6n is the LM head's `6·V·H` and `6·n_attn·h·2d·s`, with
+/// Nemotron-H's 6 `*` layers and Qwen3.5's and Qwen3-Next's every 4th layer. PaLM's
+/// `12·L·H·Q·T` takes every layer.
+#[test]
+fn torchtitan_charges_attention_to_attention_layers() {
+    for (name, attention_layers) in [
+        ("hf/nemotron-3-nano-30b-a3b.json", 6),
+        ("hf/qwen3.5-35b-a3b.json", 10),
+        ("hf/qwen3-next-80b-a3b.json", 12),
+    ] {
+        let (c, s) = (Hf::load(name), spec(name));
+        let (h, v, heads, d) = (c.h(), c.get("vocab_size"), c.heads(), c.head_dim());
+        let six_n = count(Convention::SixN, &s);
+        assert_eq!(
+            count(Convention::Torchtitan, &s) - six_n,
+            6 * v * h + 6 * attention_layers * heads * 2 * d * S,
+            "{name}"
+        );
+        let layers = c.get("num_hidden_layers");
+        assert_eq!(
+            count(Convention::SixNAttn, &s) - six_n,
+            6 * layers * heads * 2 * d * S,
+            "{name}"
+        );
+    }
+}
+
+/// Two tiny hybrids by hand (H 16, 2 heads of 8, 1 kv head, s 32, top-2 experts of 8).
+///
+/// A one-block model, pattern `M*E-` (a Mamba-2 mixer of 4 heads, 2 groups of state 4; a
+/// relu2 MoE with a shared expert of 8; a dense MLP of 24), Megatron's `hybrid_flops` per
+/// token: attention 4·16·(16 + 8) + 2·32·16 = 2,560; Mamba-2 (d_in 32)
+/// 2·16·(64 + 16 + 4) + 7·32·4 + 2·32·16 = 4,608; MoE 4·16·(2·8 + 8) = 1,536; MLP
+/// 4·16·24 = 1,536; 3 × 10,240 = 30,720.
+///
+/// A GPT model of a Gated DeltaNet layer (1 key head of 4, 2 value heads of 4, 4 taps) and
+/// a gated attention layer, SwiGLU experts, Megatron's `transformer_flops` per token: MLP
+/// 18·16·16·2 = 9,216; the attention layer 6·16·(16 + 8 + 8 + 16 + 16) + 6·16·32 = 9,216;
+/// the Gated DeltaNet layer 6·(16·(8 + 16 + 4) + 4·(8 + 8) + 4·2·16 + 16·8) = 4,608;
+/// 23,040. torchtitan adds to `6N` the one attention layer's 6·2·16·32 = 6,144; PaLM's
+/// every layer's.
+#[test]
+fn tiny_hybrids_by_hand() {
+    let common = "hidden = 16\nheads = 2\nkv_heads = 1\nhead_dim = 8\n";
+    let workload = "[workload]\ncontext = 32\nmean_doc_len = 32\n";
+    let one_block = ModelSpec::from_toml_str(&format!(
+        "[model]\nlayers = 4\n{common}\
+         [model.recurrent]\nlayers = [1]\n\
+         [model.recurrent.mixer.mamba2]\nheads = 4\nhead_dim = 8\nstate = 4\ngroups = 2\n\
+         conv_kernel = 4\nchunk = 8\n\
+         [model.blocks]\nmixer_only = [1, 2]\nffn_only = [3, 4]\n\
+         [model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn = 8\nshared_experts = 1\n\
+         shared_ffn = 8\nactivation = \"relu2\"\n\
+         [model.dense]\nlayers = [4]\nffn = 24\n{workload}"
+    ))
+    .unwrap();
+    assert_eq!(count(Convention::Megatron, &one_block), 30_720);
+    let six_n = count(Convention::SixN, &one_block);
+    assert_eq!(count(Convention::Torchtitan, &one_block), six_n + 6_144);
+    assert_eq!(count(Convention::SixNAttn, &one_block), six_n + 4 * 6_144);
+    let gpt = ModelSpec::from_toml_str(&format!(
+        "[model]\nlayers = 2\n{common}attention_gate = true\n\
+         [model.recurrent]\nlayers = [1]\n\
+         [model.recurrent.mixer.gated_deltanet]\nkey_heads = 1\nvalue_heads = 2\n\
+         key_head_dim = 4\nvalue_head_dim = 4\nconv_kernel = 4\n\
+         [model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn = 8\n{workload}"
+    ))
+    .unwrap();
+    assert_eq!(count(Convention::Megatron, &gpt), 23_040);
+    let six_n = count(Convention::SixN, &gpt);
+    assert_eq!(count(Convention::Torchtitan, &gpt), six_n + 6_144);
+    assert_eq!(count(Convention::SixNAttn, &gpt), six_n + 2 * 6_144);
+    // MTP modules of a hybrid are refused: which mixer they have is not in the model.
+    let mut mtp = gpt.clone();
+    (mtp.model.mtp_layers, mtp.counting.mtp) = (1, true);
+    match training_flops(Convention::Megatron, &mtp) {
+        Err(smelt::Error::InvalidSpec { field, rule }) => {
+            assert_eq!(field, "counting.mtp");
+            assert!(rule.contains("MTP"), "{rule}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn mfu_is_throughput_times_flops_over_the_peak() {
     let model = budget("base-200m-s95.toml");

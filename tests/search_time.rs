@@ -261,6 +261,62 @@ fn bad_time_budgets_are_refused_naming_the_field_and_rule() {
     assert!(small_with("").unwrap().time().is_none());
 }
 
+/// A peak's device is named after where the peak was given: a budget's
+/// `[objective.time] peak` (not `smelt predict`'s flag), `--peak`, or a function's argument;
+/// so is the error when no device is named.
+#[test]
+fn a_peak_is_named_where_it_was_given() {
+    let b = small_with("[objective.time]\npeak = 900.0\nbandwidth = 4.8\n").unwrap();
+    let d = &b.time().unwrap().roofline().device;
+    assert_eq!(d.name, "a device of 900 TFLOP/s ([objective.time] peak)");
+    assert_eq!(
+        d.source,
+        "[objective.time] peak, [objective.time] bandwidth"
+    );
+    let (field, rule) = refusal(small_with("[objective.time]\ntokens = 4096\n").unwrap_err());
+    assert_eq!(field, "objective.time.card");
+    assert!(
+        rule.contains("([objective.time] card)") && !rule.contains("--"),
+        "{rule}"
+    );
+    let text = std::fs::read_to_string(common::budget("match-200m-s95-time.toml")).unwrap();
+    let path = temp_file(
+        "toml",
+        &text.replace("card = \"h200-sxm\"", "peak = 900.0").replace(
+            "baseline = \"",
+            &format!("baseline = \"{}/", common::budgets_dir()),
+        ),
+    );
+    let (code, out, err) = run(&["match", path.to_str().unwrap()]);
+    assert!(code == Some(0) || code == Some(3), "{err}");
+    let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("a device of 900 TFLOP/s ([objective.time] peak)"),
+        "{out}"
+    );
+    assert!(!out.contains("--peak"), "{out}");
+    let j = run_json(&[
+        "predict",
+        &common::budget("base-200m-s95.toml"),
+        "--peak",
+        "900",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        j["basis"]["device"]["name"],
+        "a device of 900 TFLOP/s (--peak)"
+    );
+    let request = DeviceRequest {
+        peak: Some(9e14),
+        ..DeviceRequest::default()
+    };
+    let name = request.roofline().unwrap().0.device.name;
+    assert_eq!(name, "a device of 900 TFLOP/s (peak)");
+    let e = DeviceRequest::default().roofline().unwrap_err().to_string();
+    assert!(e.contains("give a card (card), a peak (peak)"), "{e}");
+}
+
 #[test]
 fn what_cannot_carry_the_time_refuses_it() {
     // A hybrid's recurrent layers are not planned: its time cannot be predicted.

@@ -1,14 +1,12 @@
 //! `smelt bench`: the GEMMs of one training step of a layer stack, executed and timed.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use smelt::bench::{self, Backend, BenchOptions, Routing};
 use smelt::progress::Terminal;
 use smelt::report::Format;
 
-use super::cost::load;
-use super::{LayoutArgs, WorkloadArgs, emit_report, formats, load_budget, named};
+use super::{LayoutArgs, ModelInputs, Worded, WorkloadArgs, emit_report, formats, named};
 
 /// How kernels are timed: shared by `bench`, and by `match` and `grid` with `--bench`.
 #[derive(Debug, Clone, clap::Args)]
@@ -93,16 +91,14 @@ impl BenchFlag {
 /// next to their FLOP ratio. The CPU backend runs f32 on one thread; the CUDA backend
 /// (build with --features cuda) runs bf16 cuBLAS. Progress goes to standard error.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["model", "budget"])))]
+#[command(group(ModelInputs::group()), worded([
+    "The model file to benchmark",
+    "A Baseline model file to benchmark first, for the time and FLOP ratios",
+    "A budget file: match it, then benchmark its Baseline and the matched looped model",
+]))]
 pub struct Args {
-    /// The model file to benchmark.
-    model: Option<PathBuf>,
-    /// A Baseline model file to benchmark first, for the time and FLOP ratios.
-    #[arg(long, value_name = "BASELINE", requires = "model")]
-    against: Option<PathBuf>,
-    /// A budget file: match it, then benchmark its Baseline and the matched looped model.
-    #[arg(long, value_name = "BUDGET", conflicts_with_all = ["model", "against"])]
-    budget: Option<PathBuf>,
+    #[command(flatten)]
+    inputs: ModelInputs,
     /// Where the kernels run: cpu (f32, one thread) or cuda (bf16 cuBLAS on GPU 0).
     #[arg(long, default_value = "cpu", value_parser = named::<Backend>())]
     backend: Backend,
@@ -120,16 +116,7 @@ pub struct Args {
 
 /// Runs `smelt bench`.
 pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
-    let w = &args.workload;
-    let specs = match (&args.budget, &args.against, &args.model) {
-        (Some(b), _, _) => {
-            let m = smelt::search::match_budget(&w.budget(load_budget(b)?)?, 1)?;
-            vec![m.baseline, m.looped]
-        }
-        (None, Some(b), Some(m)) => vec![w.spec(load(b)?)?, w.spec(load(m)?)?],
-        (None, None, Some(m)) => vec![w.spec(load(m)?)?],
-        _ => anyhow::bail!("give a model file (optionally with --against) or --budget"),
-    };
+    let specs = args.inputs.specs(&args.workload)?;
     let opts = args.timing.options(args.backend);
     let refs: Vec<_> = specs.iter().collect();
     emit_report(

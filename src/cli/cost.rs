@@ -4,10 +4,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use smelt::report::Format;
 use smelt::{ActivationPolicy, ModelSpec};
 
-use super::{LayoutArgs, WorkloadArgs, all_formats, emit_report};
+use super::ReportArgs;
 
 /// Parameters, per-token FLOPs, KV cache and sparsity of a model file.
 ///
@@ -26,12 +25,7 @@ pub struct Args {
     #[arg(long, value_name = "BASELINE")]
     against: Option<PathBuf>,
     #[command(flatten)]
-    workload: WorkloadArgs,
-    /// Output format.
-    #[arg(long, default_value = "table", value_parser = all_formats())]
-    format: Format,
-    #[command(flatten)]
-    layout: LayoutArgs,
+    report: ReportArgs,
     /// Per-token training FLOPs under launchers' formulas (megatron, torchtitan, 6n,
     /// 6n-attn) beside the exact count, each with its ratio to it and what it ignores; with
     /// --against, the comparison followed by each convention's model / Baseline ratio.
@@ -158,19 +152,18 @@ pub fn load(path: &Path) -> anyhow::Result<ModelSpec> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let model = args.training.apply(
         args.activations
-            .apply(args.workload.spec(load(&args.model)?)?)?,
+            .apply(args.report.workload.spec(load(&args.model)?)?)?,
     )?;
     match &args.against {
-        None if args.conventions => emit_report(
-            &smelt::conventions::launcher_flops(&model)?,
-            args.format,
-            &args.layout,
-        )?,
-        None => emit_report(&smelt::cost(&model)?, args.format, &args.layout)?,
+        None if args.conventions => args
+            .report
+            .emit(&smelt::conventions::launcher_flops(&model)?)?,
+        None => args.report.emit(&smelt::cost(&model)?)?,
         Some(path) => {
-            let baseline = args
-                .training
-                .apply(args.activations.apply(args.workload.spec(load(path)?)?)?)?;
+            let baseline = args.training.apply(
+                args.activations
+                    .apply(args.report.workload.spec(load(path)?)?)?,
+            )?;
             let cmp = smelt::compare(&baseline, &model)?;
             for note in &cmp.harmonised {
                 super::note(&format!("smelt: note: {note}"));
@@ -180,9 +173,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     let name = cmp.baseline.name.as_deref().unwrap_or("baseline");
                     let p = smelt::conventions::pair(name, &baseline, &model)?;
                     let with = smelt::report::WithConventions::single(&cmp, p);
-                    emit_report(&with, args.format, &args.layout)?
+                    args.report.emit(&with)?
                 }
-                false => emit_report(&cmp, args.format, &args.layout)?,
+                false => args.report.emit(&cmp)?,
             }
         }
     }

@@ -59,6 +59,13 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     let mut grid = GridSpec::load(&args.grid)
         .with_context(|| format!("grid file '{}'", args.grid.display()))?;
     for cell in &mut grid.cells {
+        let what = format!(
+            "grid file '{}', cell {}-{}",
+            args.grid.display(),
+            cell.scale,
+            cell.sparsity
+        );
+        super::budget_notes(&what, &cell.budget);
         cell.budget = args.workload.budget(cell.budget.clone())?;
     }
     let options = SearchOptions {

@@ -6,10 +6,9 @@ use std::process::ExitCode;
 
 use smelt::card::Card;
 use smelt::conventions::{Peak, mfu};
-use smelt::report::Format;
 
 use super::cost::load;
-use super::{LayoutArgs, WorkloadArgs, all_formats, emit_report, named};
+use super::{ReportArgs, named};
 
 /// Model FLOP utilisation of a training run, under smelt's exact count and under each
 /// launcher's formula (megatron, torchtitan, 6n, 6n-attn).
@@ -37,17 +36,12 @@ pub struct Args {
           value_parser = super::bench::parse_peak)]
     peak: Option<f64>,
     #[command(flatten)]
-    workload: WorkloadArgs,
-    /// Output format.
-    #[arg(long, default_value = "table", value_parser = all_formats())]
-    format: Format,
-    #[command(flatten)]
-    layout: LayoutArgs,
+    report: ReportArgs,
 }
 
 /// Runs `smelt mfu`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let model = args.workload.spec(load(&args.model)?)?;
+    let model = args.report.workload.spec(load(&args.model)?)?;
     let peak = match (args.card, args.peak) {
         (Some(card), _) => Peak::Card(card),
         (None, Some(tflops)) => Peak::Given(tflops * 1e12),
@@ -62,6 +56,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             row.convention
         ));
     }
-    emit_report(&r, args.format, &args.layout)?;
+    args.report.emit(&r)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -135,9 +135,19 @@ pub fn all_formats() -> impl TypedValueParser<Value = Format> {
     formats(Format::ALL)
 }
 
-/// Reads a budget file, naming it in errors.
+/// Reads a budget file, naming it in errors; its notes ([`Budget::notes`]) go to standard
+/// error.
 pub fn load_budget(path: &Path) -> anyhow::Result<Budget> {
-    Budget::load(path).with_context(|| format!("budget file '{}'", path.display()))
+    let budget = Budget::load(path).with_context(|| format!("budget file '{}'", path.display()))?;
+    budget_notes(&format!("budget file '{}'", path.display()), &budget);
+    Ok(budget)
+}
+
+/// Writes a budget's notes ([`Budget::notes`]) to standard error, each naming `what`.
+pub fn budget_notes(what: &str, budget: &Budget) {
+    for n in budget.notes() {
+        note(&format!("smelt: note: {what}: {n}"));
+    }
 }
 
 /// The files a budget was read from: the budget file and its Baseline's.
@@ -163,6 +173,79 @@ pub fn write_file(path: &Path, text: &str, what: &str, inputs: &[PathBuf]) -> an
 /// loses the note, never the result (`eprintln!` would panic).
 pub fn note(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// The workload flags, `--format` (every format) and `--wide`: what `cost`, `predict` and
+/// `mfu` end their flags with.
+#[derive(Debug, clap::Args)]
+#[group(skip)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Output format.
+    #[arg(long, default_value = "table", value_parser = all_formats())]
+    pub format: Format,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
+}
+
+impl ReportArgs {
+    /// Writes `report` to standard output in the format and layout asked for.
+    pub fn emit<R: Report + ?Sized>(&self, report: &R) -> anyhow::Result<()> {
+        emit_report(report, self.format, &self.layout)
+    }
+}
+
+/// The models `predict` and `bench` run: a model file (after its Baseline, with
+/// `--against`), or a budget's Baseline and its match. Each command words the three flags'
+/// help for itself ([`Worded::worded`]); one of `MODEL` and `--budget` is required
+/// (`ModelInputs::GROUP`).
+#[derive(Debug, clap::Args)]
+#[group(skip)]
+pub struct ModelInputs {
+    model: Option<PathBuf>,
+    #[arg(long, value_name = "BASELINE", requires = "model")]
+    against: Option<PathBuf>,
+    #[arg(long, value_name = "BUDGET", conflicts_with_all = ["model", "against"])]
+    budget: Option<PathBuf>,
+}
+
+impl ModelInputs {
+    /// The group requiring a model file or a budget.
+    pub fn group() -> clap::ArgGroup {
+        clap::ArgGroup::new("input")
+            .required(true)
+            .args(["model", "budget"])
+    }
+
+    /// The models at the workload `w` gives: the budget's Baseline and match, or the
+    /// Baseline and the model, or the model.
+    pub fn specs(&self, w: &WorkloadArgs) -> anyhow::Result<Vec<smelt::ModelSpec>> {
+        Ok(match (&self.budget, &self.against, &self.model) {
+            (Some(b), _, _) => {
+                let m = smelt::search::match_budget(&w.budget(load_budget(b)?)?, 1)?;
+                vec![m.baseline, m.looped]
+            }
+            (None, Some(b), Some(m)) => vec![w.spec(cost::load(b)?)?, w.spec(cost::load(m)?)?],
+            (None, None, Some(m)) => vec![w.spec(cost::load(m)?)?],
+            _ => anyhow::bail!("give a model file (optionally with --against) or --budget"),
+        })
+    }
+}
+
+/// A command's help for [`ModelInputs`]' `MODEL`, `--against` and `--budget`, in its words
+/// (`#[command(worded([...]))]`).
+pub trait Worded {
+    /// The command with the three arguments' help set.
+    fn worded(self, help: [&'static str; 3]) -> Self;
+}
+
+impl Worded for clap::Command {
+    fn worded(self, [model, against, budget]: [&'static str; 3]) -> Self {
+        self.mut_arg("model", |a| a.help(model))
+            .mut_arg("against", |a| a.help(against))
+            .mut_arg("budget", |a| a.help(budget))
+    }
 }
 
 /// The width a table fits when standard output is not a terminal and `COLUMNS` is not set

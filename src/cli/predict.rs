@@ -7,13 +7,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use smelt::bench::Routing;
 use smelt::bench::predict::{
-    AttentionData, Calibration, DeviceRequest, ExpertLaunch, PredictOptions, Roofline, predict,
+    AttentionData, Calibration, DeviceRequest, ExpertLaunch, Given, PredictOptions, Roofline,
+    predict,
 };
 use smelt::card::Card;
-use smelt::report::Format;
 
-use super::cost::load;
-use super::{LayoutArgs, WorkloadArgs, all_formats, emit_report, load_budget, named, write_file};
+use super::{ModelInputs, ReportArgs, Worded, named, write_file};
 
 /// A card by its id in the table (`h200-sxm`) or by the name its driver reports (`h200`,
 /// `"NVIDIA H200 NVL"`), read as `smelt mfu` and the bench read a device name.
@@ -110,7 +109,7 @@ impl DeviceArgs {
             attention: self.attention,
             experts: self.experts,
         }
-        .roofline()?;
+        .roofline_given(Given::Flags)?;
         if let Some(w) = warning {
             super::note(&format!("smelt: warning: {w}"));
         }
@@ -133,16 +132,14 @@ impl DeviceArgs {
 /// (or --budget) the predicted time ratio of the two models next to their FLOP ratio. The
 /// output says which card, which calibration and what it assumes.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["model", "budget"])))]
+#[command(group(ModelInputs::group()), worded([
+    "The model file to predict",
+    "A Baseline model file, for the time and FLOP ratios",
+    "A budget file: match it, then predict its Baseline and the matched looped model",
+]))]
 pub struct Args {
-    /// The model file to predict.
-    model: Option<PathBuf>,
-    /// A Baseline model file, for the time and FLOP ratios.
-    #[arg(long, value_name = "BASELINE", requires = "model")]
-    against: Option<PathBuf>,
-    /// A budget file: match it, then predict its Baseline and the matched looped model.
-    #[arg(long, value_name = "BUDGET", conflicts_with_all = ["model", "against"])]
-    budget: Option<PathBuf>,
+    #[command(flatten)]
+    inputs: ModelInputs,
     /// The card: an id of the table (h100-sxm, h200-sxm, h200-nvl, b200, gb200, mi300x, ...)
     /// or a driver's name for it (h200 is the SXM card, as its driver names it).
     #[arg(long, value_parser = parse_card)]
@@ -150,29 +147,15 @@ pub struct Args {
     #[command(flatten)]
     device: DeviceArgs,
     #[command(flatten)]
-    workload: WorkloadArgs,
-    /// Output format.
-    #[arg(long, default_value = "table", value_parser = all_formats())]
-    format: Format,
-    #[command(flatten)]
-    layout: LayoutArgs,
+    report: ReportArgs,
 }
 
 /// Runs `smelt predict`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let w = &args.workload;
-    let specs = match (&args.budget, &args.against, &args.model) {
-        (Some(b), _, _) => {
-            let m = smelt::search::match_budget(&w.budget(load_budget(b)?)?, 1)?;
-            vec![m.baseline, m.looped]
-        }
-        (None, Some(b), Some(m)) => vec![w.spec(load(b)?)?, w.spec(load(m)?)?],
-        (None, None, Some(m)) => vec![w.spec(load(m)?)?],
-        _ => anyhow::bail!("give a model file (optionally with --against) or --budget"),
-    };
+    let specs = args.inputs.specs(&args.report.workload)?;
     let (roof, opts) = args.device.roofline(args.card)?;
     let refs: Vec<_> = specs.iter().collect();
-    emit_report(&predict(&refs, &roof, &opts)?, args.format, &args.layout)?;
+    args.report.emit(&predict(&refs, &roof, &opts)?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -604,10 +604,41 @@ pub struct DeviceRequest {
     pub experts: Option<ExpertLaunch>,
 }
 
+/// Where a [`DeviceRequest`]'s values were given, so that the device's name and the errors
+/// name them as their reader gave them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Given {
+    /// As arguments of a function (the library, Python): `card`, `peak`, `bandwidth`.
+    #[default]
+    Arguments,
+    /// As `smelt predict`'s flags: `--card`, `--peak`, `--bandwidth`.
+    Flags,
+    /// As a budget file's keys: `[objective.time] card`, `peak`, `bandwidth`.
+    TimeKeys,
+}
+
+impl Given {
+    /// How `key` (`card`, `peak`, `bandwidth`) was given.
+    fn name(self, key: &str) -> String {
+        match self {
+            Given::Arguments => key.to_owned(),
+            Given::Flags => format!("--{key}"),
+            Given::TimeKeys => format!("[objective.time] {key}"),
+        }
+    }
+}
+
 impl DeviceRequest {
     /// The roofline asked for, and a warning when a calibration measured on a CPU is applied
     /// to a card. A card and a peak together, or neither with no calibration, are errors.
+    /// The values are named as a function's arguments ([`Given::Arguments`]).
     pub fn roofline(self) -> Result<(Roofline, Option<String>)> {
+        self.roofline_given(Given::Arguments)
+    }
+
+    /// [`DeviceRequest::roofline`], with a peak's device and the errors naming the values
+    /// as `given` (a flag, a budget file's key).
+    pub fn roofline_given(self, given: Given) -> Result<(Roofline, Option<String>)> {
         let calibration = self.calibration;
         if let Some(c) = &calibration {
             c.validate()?;
@@ -641,12 +672,16 @@ impl DeviceRequest {
             }
             (None, Some(peak), _) => (
                 Device {
-                    name: format!("a device of {} TFLOP/s (--peak)", peak / 1e12),
+                    name: format!(
+                        "a device of {} TFLOP/s ({})",
+                        peak / 1e12,
+                        given.name("peak")
+                    ),
                     peak_flops_per_second: peak,
                     memory_bytes_per_second: None,
                     launch_seconds: cuda_floor.unwrap_or(DEFAULT_LAUNCH_SECONDS),
                     element_bytes: CARD_ELEMENT_BYTES,
-                    source: "--peak, --bandwidth".to_owned(),
+                    source: format!("{}, {}", given.name("peak"), given.name("bandwidth")),
                 },
                 false,
             ),
@@ -654,7 +689,11 @@ impl DeviceRequest {
             (None, None, None) => {
                 return Err(Error::invalid(
                     "card",
-                    "give a card (--card), a peak (--peak) or a calibration to predict with",
+                    format!(
+                        "give a card ({}), a peak ({}) or a calibration to predict with",
+                        given.name("card"),
+                        given.name("peak")
+                    ),
                 ));
             }
         };

@@ -14,7 +14,7 @@ use super::{BaselineSource, Budget, Mode, Placement, Recipe, Span, Tolerance, We
 use crate::cost::{BudgetKind, PerBudget};
 use crate::error::{Error, Result};
 use crate::model::validate::check_name;
-use crate::model::{Counting, ModelSpec, Training, Workload};
+use crate::model::{ActivationPolicy, Counting, KvCount, ModelSpec, Training, Workload};
 
 /// The text format of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,10 +89,11 @@ pub(crate) struct PlanFile {
     pub(crate) objective: ObjectiveFile,
     #[serde(default)]
     tolerance: PerBudget<Option<f64>>,
-    /// Overrides the Baseline's `[counting]` (e.g. the paper's convention for a
-    /// `config.json` Baseline, which counts the embedding and LM head).
+    /// Replaces the Baseline's `[counting]` key by key (e.g. the paper's convention for a
+    /// `config.json` Baseline, which counts the embedding and LM head); a key left out keeps
+    /// the Baseline's ([`CountingFile`]).
     #[serde(default)]
-    counting: Option<Counting>,
+    counting: Option<CountingFile>,
     /// A training recipe and layout for the Baseline (and so the per-GPU peaks of the
     /// match), replacing its own `[training]`.
     #[serde(default)]
@@ -123,8 +124,11 @@ impl PlanFile {
             w.validate()?;
             baseline.workload = w.clone();
         }
-        if let Some(c) = self.counting {
-            baseline.counting = c;
+        let mut notes = Vec::new();
+        if let Some(c) = &self.counting {
+            let (counting, note) = c.over(baseline.counting, &source);
+            baseline.counting = counting;
+            notes.extend(note);
         }
         if let Some(t) = self.training {
             baseline.training = Some(t);
@@ -137,7 +141,112 @@ impl PlanFile {
             .with_tolerance(Tolerance::new(self.tolerance)?)
             .with_name(name)
             .with_source(source)
+            .with_notes(notes)
             .with_time(self.objective.time(dir)?)
+    }
+}
+
+/// `[counting]` in a budget or grid file: each key given replaces the Baseline's, each key
+/// left out keeps the Baseline's (its model file's `[counting]`, or a `config.json`'s
+/// import, which counts the embedding and the LM head).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CountingFile {
+    #[serde(default)]
+    embeddings: Option<bool>,
+    #[serde(default)]
+    lm_head: Option<bool>,
+    #[serde(default)]
+    mtp: Option<bool>,
+    #[serde(default)]
+    kv: Option<KvCount>,
+    #[serde(default)]
+    activations: Option<ActivationPolicy>,
+    #[serde(default)]
+    activation_bytes: Option<u64>,
+}
+
+impl CountingFile {
+    /// The Baseline's `counting` with the keys given here replaced, and a note when a key
+    /// left out keeps a value that is not a model file's default: the one case where
+    /// reading the table as a whole (a key left out meaning its default) would count
+    /// otherwise, so standard error says which key came from where.
+    fn over(&self, base: Counting, source: &BaselineSource) -> (Counting, Option<String>) {
+        // Destructured whole, so that a new `[counting]` key cannot be forgotten here.
+        let Counting {
+            embeddings,
+            lm_head,
+            mtp,
+            kv,
+            activations,
+            activation_bytes,
+        } = base;
+        let merged = Counting {
+            embeddings: self.embeddings.unwrap_or(embeddings),
+            lm_head: self.lm_head.unwrap_or(lm_head),
+            mtp: self.mtp.unwrap_or(mtp),
+            kv: self.kv.unwrap_or(kv),
+            activations: self.activations.unwrap_or(activations),
+            activation_bytes: self.activation_bytes.unwrap_or(activation_bytes),
+        };
+        let d = Counting::default();
+        // (key, given here, the value kept when not, whether that is not a default)
+        let keys = [
+            (
+                "embeddings",
+                self.embeddings.is_some(),
+                embeddings.to_string(),
+                embeddings != d.embeddings,
+            ),
+            (
+                "lm_head",
+                self.lm_head.is_some(),
+                lm_head.to_string(),
+                lm_head != d.lm_head,
+            ),
+            ("mtp", self.mtp.is_some(), mtp.to_string(), mtp != d.mtp),
+            ("kv", self.kv.is_some(), format!("\"{kv}\""), kv != d.kv),
+            (
+                "activations",
+                self.activations.is_some(),
+                format!("\"{activations}\""),
+                activations != d.activations,
+            ),
+            (
+                "activation_bytes",
+                self.activation_bytes.is_some(),
+                activation_bytes.to_string(),
+                activation_bytes != d.activation_bytes,
+            ),
+        ];
+        let kept: Vec<String> = (keys.iter())
+            .filter(|(_, given, _, other)| !given && *other)
+            .map(|(key, _, value, _)| format!("{key} = {value}"))
+            .collect();
+        if kept.is_empty() {
+            return (merged, None);
+        }
+        let given: Vec<&str> = (keys.iter())
+            .filter(|(_, given, _, _)| *given)
+            .map(|(key, ..)| *key)
+            .collect();
+        let given = match given.is_empty() {
+            true => "takes no key from the budget file".to_owned(),
+            false => format!("takes {} from the budget file", given.join(", ")),
+        };
+        let from = match source {
+            BaselineSource::HfConfig { .. } => {
+                "the Baseline (a config.json: its import counts the embedding and the LM head)"
+            }
+            BaselineSource::File(_) => "the Baseline's model file",
+            BaselineSource::Inline => "the inline Baseline",
+        };
+        let note = format!(
+            "[counting] {given} and keeps {} from {from}; give them in the budget's \
+             [counting] to change them",
+            kept.join(", ")
+        );
+        (merged, Some(note))
     }
 }
 

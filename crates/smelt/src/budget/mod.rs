@@ -90,6 +90,7 @@ pub struct Budget {
     tolerance: Tolerance,
     looping: Option<Loop>,
     time: Option<TimeBudget>,
+    notes: Vec<String>,
 }
 
 impl Budget {
@@ -158,6 +159,7 @@ impl Budget {
             tolerance: Tolerance::default(),
             looping,
             time: None,
+            notes: Vec::new(),
         })
     }
 
@@ -201,6 +203,12 @@ impl Budget {
         self
     }
 
+    /// The same budget carrying `notes` for its reader ([`Budget::notes`]).
+    pub fn with_notes(mut self, notes: Vec<String>) -> Self {
+        self.notes = notes;
+        self
+    }
+
     /// The same budget, recording where its Baseline came from.
     pub fn with_source(mut self, source: BaselineSource) -> Self {
         self.source = source;
@@ -234,6 +242,7 @@ impl Budget {
             source: self.source.clone(),
             mode: self.mode,
             tolerance: self.tolerance,
+            notes: self.notes.clone(),
             ..b
         }
         .with_time(self.time.clone())
@@ -290,6 +299,13 @@ impl Budget {
     /// The predicted time's weight in the objective (0 without a time budget).
     pub fn time_weight(&self) -> f64 {
         self.time.as_ref().map_or(0.0, TimeBudget::weight)
+    }
+
+    /// What reading the file decided that its reader may not expect, one sentence each
+    /// (the command line prints them on standard error): which `[counting]` keys a budget's
+    /// `[counting]` left to the Baseline when they differ from a model file's defaults.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Tolerances.

@@ -31,8 +31,8 @@ use serde::Deserialize;
 
 use crate::bench::Routing;
 use crate::bench::predict::{
-    AttentionData, Calibration, DeviceRequest, ExpertLaunch, PredictOptions, PredictionBasis,
-    Roofline, predict_model,
+    AttentionData, Calibration, DeviceRequest, ExpertLaunch, Given, PredictOptions,
+    PredictionBasis, Roofline, predict_model,
 };
 use crate::card::Card;
 use crate::error::{Error, Result};
@@ -209,7 +209,7 @@ impl TimeFile {
             attention: self.attention,
             experts: self.experts,
         }
-        .roofline()
+        .roofline_given(Given::TimeKeys)
         .map_err(under_time)?;
         let routing = match &self.routing {
             None => Routing::Balanced,

@@ -22,6 +22,7 @@ const WORDS: Words = Words {
 /// The keys both Qwen MoE families read besides their own.
 fn qwen_keys() -> Vec<&'static str> {
     let mut keys = field_names::<Qwen>();
+    keys.extend(field_names::<QwenDense>());
     keys.extend(WINDOW_KEYS);
     keys
 }
@@ -66,11 +67,12 @@ impl FamilyConfig for Qwen2MoeFamily {
         refuse_qwen_windows(self.family(), config)
     }
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Qwen2Moe>(config)?.parts(common, &read(config)?)
+        read::<Qwen2Moe>(config)?.parts(common, &read(config)?, &read(config)?)
     }
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Qwen2Moe::of(m))?;
         out.extend(object(Qwen::of(m))?);
+        out.extend(object(QwenDense::of(m))?);
         Ok(out)
     }
 }
@@ -113,50 +115,47 @@ impl FamilyConfig for Qwen3MoeFamily {
         refuse_qwen_windows(self.family(), config)
     }
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Qwen3Moe>(config)?.parts(common, &read(config)?)
+        read::<Qwen3Moe>(config)?.parts(common, &read(config)?, &read(config)?)
     }
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Qwen3Moe::of(m))?;
         out.extend(object(Qwen::of(m))?);
+        out.extend(object(QwenDense::of(m))?);
         Ok(out)
     }
 }
 
-pub(super) fn one() -> u64 {
+fn one() -> u64 {
     1
 }
 
 /// Keys Qwen reads that no struct here holds: the window, whose use is refused.
 const WINDOW_KEYS: &[&str] = &["sliding_window"];
 
-/// The keys both Qwen MoE families read besides the expert count.
+/// The keys both Qwen MoE families read besides the expert count and the dense layers.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 struct Qwen {
     moe_intermediate_size: u64,
-    #[serde(default = "one")]
-    decoder_sparse_step: u64,
-    #[serde(default)]
-    mlp_only_layers: Vec<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    intermediate_size: Option<u64>,
     /// With `sliding_window`, refused before this is read ([`refuse_qwen_windows`]).
     #[serde(default)]
     use_sliding_window: bool,
 }
 
 impl Qwen {
-    fn parts(&self, c: &Common, experts: u64, qk: QkNorm, bias: AttentionBias) -> Result<Parts> {
+    fn parts(
+        &self,
+        c: &Common,
+        dense: &QwenDense,
+        experts: u64,
+        qk: QkNorm,
+        bias: AttentionBias,
+    ) -> Result<Parts> {
         Ok(Parts {
             experts,
             expert_ffn: self.moe_intermediate_size,
             qk_norm: qk,
             attention_bias: bias,
-            dense: qwen_dense_layers(
-                c.num_hidden_layers,
-                self.decoder_sparse_step,
-                &self.mlp_only_layers,
-                self.intermediate_size,
-            )?,
+            dense: dense.dense(c.num_hidden_layers)?,
             ..Parts::default()
         })
     }
@@ -164,6 +163,37 @@ impl Qwen {
     fn of(m: &Model) -> Self {
         Self {
             moe_intermediate_size: m.moe.expert_ffn,
+            use_sliding_window: false,
+        }
+    }
+}
+
+/// Qwen's dense-layer keys (`qwen2_moe`, `qwen3_moe` and `qwen3_next` read them).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct QwenDense {
+    #[serde(default = "one")]
+    decoder_sparse_step: u64,
+    #[serde(default)]
+    mlp_only_layers: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    intermediate_size: Option<u64>,
+}
+
+impl QwenDense {
+    /// The dense layers of a `layers`-layer model ([`qwen_dense_layers`]).
+    pub(super) fn dense(&self, layers: u64) -> Result<Option<Dense>> {
+        qwen_dense_layers(
+            layers,
+            self.decoder_sparse_step,
+            &self.mlp_only_layers,
+            self.intermediate_size,
+        )
+    }
+
+    /// The keys that place `m`'s dense layers: every layer a step, the dense ones
+    /// `mlp_only_layers` (0-based).
+    pub(super) fn of(m: &Model) -> Self {
+        Self {
             decoder_sparse_step: 1,
             mlp_only_layers: m
                 .dense
@@ -171,7 +201,6 @@ impl Qwen {
                 .map(|d| d.layers.iter().map(|l| l - 1).collect())
                 .unwrap_or_default(),
             intermediate_size: m.dense.as_ref().map(|d| d.ffn),
-            use_sliding_window: false,
         }
     }
 }
@@ -193,30 +222,22 @@ impl Qwen2Moe {
         ..Support::ROUTED
     };
 
-    fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
-        if self.shared_expert_intermediate_size == 0 {
-            return Err(Error::invalid(
-                "config.json: shared_expert_intermediate_size",
-                "must be at least 1: qwen2_moe always has a gated shared expert",
-            ));
-        }
+    fn parts(&self, c: &Common, qwen: &Qwen, dense: &QwenDense) -> Result<Parts> {
         let bias = if self.qkv_bias {
             AttentionBias::Qkv
         } else {
             AttentionBias::None
         };
         Ok(Parts {
-            shared: Some((1, self.shared_expert_intermediate_size, true)),
-            ..qwen.parts(c, self.num_experts, QkNorm::None, bias)?
+            shared: gated_shared_expert(Family::Qwen2Moe, self.shared_expert_intermediate_size)?,
+            ..qwen.parts(c, dense, self.num_experts, QkNorm::None, bias)?
         })
     }
 
     fn of(m: &Model) -> Self {
         Self {
             num_experts: m.moe.experts,
-            // One gated shared expert of width s * f_s is, to the multiply-add, s shared
-            // experts of width f_s behind one gate.
-            shared_expert_intermediate_size: m.moe.shared_experts * m.moe.shared_ffn,
+            shared_expert_intermediate_size: shared_expert_width(m),
             qkv_bias: m.attention_bias == AttentionBias::Qkv,
         }
     }
@@ -243,9 +264,9 @@ impl Qwen3Moe {
         ..Support::ROUTED
     };
 
-    fn parts(&self, c: &Common, qwen: &Qwen) -> Result<Parts> {
+    fn parts(&self, c: &Common, qwen: &Qwen, dense: &QwenDense) -> Result<Parts> {
         let bias = AttentionBias::all_if(self.attention_bias);
-        qwen.parts(c, self.num_experts, QkNorm::PerHead, bias)
+        qwen.parts(c, dense, self.num_experts, QkNorm::PerHead, bias)
     }
 
     fn of(m: &Model) -> Self {
@@ -256,10 +277,30 @@ impl Qwen3Moe {
     }
 }
 
+/// The shared expert of a family that always builds one behind a sigmoid gate
+/// (`qwen2_moe`, `qwen3_next`, `qwen3_5_moe_text`) of `shared_expert_intermediate_size`
+/// `width`: the parts' `shared`, refused at 0.
+pub(super) fn gated_shared_expert(family: Family, width: u64) -> Result<Option<(u64, u64, bool)>> {
+    if width == 0 {
+        return Err(Error::invalid(
+            "config.json: shared_expert_intermediate_size",
+            format!("must be at least 1: {family} always has a gated shared expert"),
+        ));
+    }
+    Ok(Some((1, width, true)))
+}
+
+/// The `shared_expert_intermediate_size` a model is written with: one gated shared expert
+/// of width `s·f_s` is, to the multiply-add, `s` shared experts of width `f_s` behind one
+/// gate.
+pub(super) fn shared_expert_width(m: &Model) -> u64 {
+    m.moe.shared_experts * m.moe.shared_ffn
+}
+
 /// Qwen's dense layers of a `layers`-layer model: 0-based layer `i` is MoE when it is not in
 /// `mlp_only_layers` and `(i + 1) % decoder_sparse_step == 0`; the others have a dense MLP of
 /// width `intermediate_size`. `layers` is bounded (validated) before this runs.
-pub(super) fn qwen_dense_layers(
+fn qwen_dense_layers(
     layers: u64,
     step: u64,
     only: &[u64],

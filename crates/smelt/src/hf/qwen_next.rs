@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::family::{FamilyConfig, Words, Wrapper, object};
+use super::qwen::{QwenDense, gated_shared_expert, shared_expert_width};
 use super::support::{Feature, Shared, Support, refuse};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
@@ -87,17 +88,6 @@ struct Hybrid {
     full_attention_interval: Option<u64>,
 }
 
-/// The dense-layer keys only `qwen3_next` reads (Qwen's rule).
-#[derive(Debug, Clone, Deserialize, Serialize)]
-struct NextDense {
-    #[serde(default = "super::qwen::one")]
-    decoder_sparse_step: u64,
-    #[serde(default)]
-    mlp_only_layers: Vec<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    intermediate_size: Option<u64>,
-}
-
 impl Hybrid {
     /// The 1-based recurrent layers of a `layers`-layer model.
     fn linear_layers(&self, layers: u64) -> Result<Vec<u64>> {
@@ -143,14 +133,14 @@ impl Hybrid {
         }
     }
 
-    fn parts(&self, c: &Common) -> Result<Parts> {
+    fn parts(&self, family: Family, c: &Common) -> Result<Parts> {
         let layers = self.linear_layers(c.num_hidden_layers)?;
         Ok(Parts {
             experts: self.num_experts,
             expert_ffn: self.moe_intermediate_size,
             qk_norm: QkNorm::PerHead,
             attention_bias: AttentionBias::all_if(self.attention_bias),
-            shared: Some((1, self.shared_expert_intermediate_size, true)),
+            shared: gated_shared_expert(family, self.shared_expert_intermediate_size)?,
             attention_gate: true,
             recurrent: (!layers.is_empty()).then_some(Recurrent {
                 layers,
@@ -183,8 +173,7 @@ impl Hybrid {
         Self {
             num_experts: m.moe.experts,
             moe_intermediate_size: m.moe.expert_ffn,
-            // One gated shared expert of width s * f_s, as for qwen2_moe.
-            shared_expert_intermediate_size: m.moe.shared_experts * m.moe.shared_ffn,
+            shared_expert_intermediate_size: shared_expert_width(m),
             attention_bias: m.attention_bias == AttentionBias::All,
             linear_num_key_heads: g.key_heads,
             linear_num_value_heads: g.value_heads,
@@ -227,7 +216,7 @@ impl FamilyConfig for Qwen3Next {
     }
     fn keys(&self) -> Vec<&'static str> {
         let mut keys = field_names::<Hybrid>();
-        keys.extend(field_names::<NextDense>());
+        keys.extend(field_names::<QwenDense>());
         keys
     }
     fn words(&self) -> Words {
@@ -235,28 +224,15 @@ impl FamilyConfig for Qwen3Next {
     }
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         let hybrid: Hybrid = read(config)?;
-        let dense: NextDense = read(config)?;
+        let dense: QwenDense = read(config)?;
         Ok(Parts {
-            dense: super::qwen::qwen_dense_layers(
-                common.num_hidden_layers,
-                dense.decoder_sparse_step,
-                &dense.mlp_only_layers,
-                dense.intermediate_size,
-            )?,
-            ..hybrid.parts(common)?
+            dense: dense.dense(common.num_hidden_layers)?,
+            ..hybrid.parts(self.family(), common)?
         })
     }
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Hybrid::of(m))?;
-        out.extend(object(NextDense {
-            decoder_sparse_step: 1,
-            mlp_only_layers: m
-                .dense
-                .as_ref()
-                .map(|d| d.layers.iter().map(|l| l - 1).collect())
-                .unwrap_or_default(),
-            intermediate_size: m.dense.as_ref().map(|d| d.ffn),
-        })?);
+        out.extend(object(QwenDense::of(m))?);
         Ok(out)
     }
 }
@@ -307,7 +283,7 @@ impl FamilyConfig for Qwen3_5MoeText {
         Ok(())
     }
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Hybrid>(config)?.parts(common)
+        read::<Hybrid>(config)?.parts(self.family(), common)
     }
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         object(Hybrid::of(m))
