@@ -155,6 +155,8 @@ pub(crate) fn tie_key(m: &Model, b0: &Model) -> impl Ord + use<> {
         None => [0; 4],
     };
     let (x, y) = (mixer(m), mixer(b0));
+    // MLA's value head width (0 otherwise).
+    let v = |m: &Model| m.mla.as_ref().map_or(0, |a| a.v_head_dim);
     (
         (
             d(rank(m), rank(b0)),
@@ -165,6 +167,7 @@ pub(crate) fn tie_key(m: &Model, b0: &Model) -> impl Ord + use<> {
             d(m.moe.experts, b0.moe.experts),
             d(m.moe.expert_ffn, b0.moe.expert_ffn),
             [d(x[0], y[0]), d(x[1], y[1]), d(x[2], y[2]), d(x[3], y[3])],
+            d(v(m), v(b0)),
         ),
         (
             std::cmp::Reverse(m.head_dim),
@@ -175,6 +178,7 @@ pub(crate) fn tie_key(m: &Model, b0: &Model) -> impl Ord + use<> {
             m.moe.expert_ffn,
             rank(m),
             x,
+            v(m),
         ),
     )
 }
@@ -410,6 +414,67 @@ pub(crate) fn arb_budget() -> impl Strategy<Value = Budget> {
     )
 }
 
+/// The solver's top 3 for `b` are brute force's, in order, bit for bit (both fail alike),
+/// and `each` holds of every one.
+fn top3_is_brute_force(
+    b: &Budget,
+    each: impl Fn(&Candidate) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let brute = brute_force(b);
+    match search::solve(b, 3) {
+        Ok(sol) => {
+            prop_assert_eq!(sol.ranked.len(), brute.len().min(3));
+            for (c, (m, s, _)) in sol.ranked.iter().zip(&brute) {
+                prop_assert!(
+                    same(c, m, s),
+                    "solver {:?} {:?}\nbrute {:?} {:?}",
+                    c.model,
+                    c.score,
+                    m,
+                    s
+                );
+                each(c)?;
+            }
+        }
+        Err(e) => {
+            prop_assert!(
+                brute.is_empty(),
+                "solver failed ({e}) but brute force found {:?}",
+                brute[0].0
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The MILP formulation reaches the solver's optimum value of the first criterion for `b`
+/// (or both find none).
+fn milp_agrees(
+    b: &Budget,
+    milp: smelt::Result<search::milp::MilpOptimum>,
+) -> Result<(), TestCaseError> {
+    match (search::solve(b, 1), milp) {
+        (Ok(sol), Ok(m)) => {
+            let best = sol.best().score[0];
+            prop_assert!(
+                (best - m.objective).abs() <= 1e-6 * best.max(1.0),
+                "solver {best} ({:?}) vs MILP {} ({:?})",
+                sol.best().model,
+                m.objective,
+                m.model
+            );
+        }
+        (Err(_), Err(_)) => {}
+        (a, b) => prop_assert!(
+            false,
+            "one infeasible: solver {:?} MILP {:?}",
+            a.map(|s| s.best().score),
+            b.map(|m| m.objective)
+        ),
+    }
+    Ok(())
+}
+
 pub(crate) fn same(c: &Candidate, m: &Model, s: &[f64; BudgetKind::COUNT]) -> bool {
     &c.model == m && c.score.components() == s
 }
@@ -476,17 +541,8 @@ proptest! {
     /// The MILP formulation reaches the same optimum value of the first criterion.
     #[test]
     fn solver_equals_milp(b in arb_budget()) {
-        let exact = search::solve(&b, 1);
         let milp = search::milp::solve(&b);
-        match (exact, milp) {
-            (Ok(sol), Ok(m)) => {
-                let best = sol.best().score[0];
-                prop_assert!((best - m.objective).abs() <= 1e-6 * best.max(1.0),
-                    "solver {best} ({:?}) vs MILP {} ({:?})", sol.best().model, m.objective, m.model);
-            }
-            (Err(_), Err(_)) => {}
-            (a, b) => prop_assert!(false, "one infeasible: solver {:?} MILP {:?}", a.map(|s| s.best().score), b.map(|m| m.objective)),
-        }
+        milp_agrees(&b, milp)?;
     }
 }
 
@@ -804,28 +860,19 @@ proptest! {
         let b = hybrid_budget(b, mask, shapes, gate, knobs);
         prop_assume!(b.is_some(), "no layer, or every layer, recurrent; or MLA");
         let b = b.unwrap();
-        let brute = brute_force(&b);
         let base = b.baseline().model.recurrent.clone().unwrap();
-        match search::solve(&b, 3) {
-            Ok(sol) => {
-                prop_assert_eq!(sol.ranked.len(), brute.len().min(3));
-                for (c, (m, s, _)) in sol.ranked.iter().zip(&brute) {
-                    prop_assert!(same(c, m, s), "solver {:?} {:?}\nbrute {:?} {:?}", c.model, c.score, m, s);
-                    // Each looped layer keeps its kind; the mixer is one of the lattice's.
-                    let r = c.model.recurrent.as_ref().unwrap();
-                    prop_assert_eq!(&r.layers, &base.layers);
-                    let allowed = match b.lattice().mixers.as_slice() {
-                        [] => vec![base.mixer],
-                        m => m.to_vec(),
-                    };
-                    prop_assert!(allowed.contains(&r.mixer), "{:?} not on the lattice", r.mixer);
-                    prop_assert_eq!(&c.model.blocks, &b.baseline().model.blocks);
-                }
-            }
-            Err(e) => {
-                prop_assert!(brute.is_empty(), "solver failed ({e}) but brute force found {:?}", brute[0].0);
-            }
-        }
+        let allowed = match b.lattice().mixers.as_slice() {
+            [] => vec![base.mixer],
+            m => m.to_vec(),
+        };
+        top3_is_brute_force(&b, |c| {
+            // Each looped layer keeps its kind; the mixer is one of the lattice's.
+            let r = c.model.recurrent.as_ref().unwrap();
+            prop_assert_eq!(&r.layers, &base.layers);
+            prop_assert!(allowed.contains(&r.mixer), "{:?} not on the lattice", r.mixer);
+            prop_assert_eq!(&c.model.blocks, &b.baseline().model.blocks);
+            Ok(())
+        })?;
     }
 }
 
@@ -980,31 +1027,27 @@ proptest! {
             eprintln!("hybrid_solver_equals_milp: skipped, the MILP backend failed: {message}");
             prop_assume!(false, "the MILP backend failed numerically");
         }
-        match (search::solve(&b, 1), milp) {
-            (Ok(sol), Ok(m)) => {
-                let best = sol.best().score[0];
-                prop_assert!((best - m.objective).abs() <= 1e-6 * best.max(1.0),
-                    "solver {best} ({:?}) vs MILP {} ({:?})", sol.best().model, m.objective, m.model);
-            }
-            (Err(_), Err(_)) => {}
-            (a, b) => prop_assert!(false, "one infeasible: solver {:?} MILP {:?}", a.map(|s| s.best().score), b.map(|m| m.objective)),
-        }
+        milp_agrees(&b, milp)?;
     }
 }
 
 /// A Gemma 4-style Baseline of budget `b`'s: its layers that are not windowed are full
-/// attention of `fk` key/value heads (which must divide its heads) of width `fd`, without a
+/// attention of `fk` key/value heads (the `pick`-th divisor of its heads up to 4) of width
+/// `fd`, without a
 /// value projection when `k_eq_v`; by the bits of `pieces`, value norms, post norms, branch
 /// norms and router scales on the MoE, gelu_tanh experts. MLA, its indexer and the attention
 /// gate are dropped (Gemma has none), the activations weighed 0 (not counted for Gemma's
-/// pieces), the lattice's heads multiples of `fk`. `None` when the Baseline's heads are not
-/// a multiple of `fk` or it has no full-attention layer.
-fn gemma_budget(b: Budget, (fk, fd, k_eq_v): (u64, u64, bool), pieces: u64) -> Option<Budget> {
+/// pieces), the lattice's heads multiples of `fk`. `None` for an MLA Baseline, or one
+/// without a full-attention layer.
+fn gemma_budget(b: Budget, (pick, fd, k_eq_v): (u64, u64, bool), pieces: u64) -> Option<Budget> {
     let mut base = b.baseline().clone();
     let m = &mut base.model;
-    if m.mla.is_some() || !m.heads.is_multiple_of(fk) {
+    if m.mla.is_some() {
         return None;
     }
+    // The full layers' key/value heads: one of the divisors of the heads up to 4, by `pick`.
+    let divisors: Vec<u64> = (1..=4).filter(|d| m.heads.is_multiple_of(*d)).collect();
+    let fk = divisors[pick as usize % divisors.len()];
     m.full_attention = Some(smelt::FullAttention {
         kv_heads: fk,
         head_dim: fd,
@@ -1048,25 +1091,16 @@ proptest! {
     #[test]
     fn gemma_solver_equals_brute_force(
         b in arb_budget(),
-        full in (1u64..=2, 1u64..=6, any::<bool>()),
+        full in (0u64..4, 1u64..=6, any::<bool>()),
         pieces in 0u64..32,
     ) {
         let b = gemma_budget(b, full, pieces);
-        prop_assume!(b.is_some(), "MLA, or heads not a multiple of the full layers' kv heads");
+        prop_assume!(b.is_some(), "MLA, or no full-attention layer");
         let b = b.unwrap();
-        let brute = brute_force(&b);
-        match search::solve(&b, 3) {
-            Ok(sol) => {
-                prop_assert_eq!(sol.ranked.len(), brute.len().min(3));
-                for (c, (m, s, _)) in sol.ranked.iter().zip(&brute) {
-                    prop_assert!(same(c, m, s), "solver {:?} {:?}\nbrute {:?} {:?}", c.model, c.score, m, s);
-                    prop_assert_eq!(&c.model.full_attention, &b.baseline().model.full_attention);
-                    prop_assert!(c.model.validate().is_ok(), "{:?}", c.model.validate());
-                }
-            }
-            Err(e) => {
-                prop_assert!(brute.is_empty(), "solver failed ({e}) but brute force found {:?}", brute[0].0);
-            }
-        }
+        top3_is_brute_force(&b, |c| {
+            prop_assert_eq!(&c.model.full_attention, &b.baseline().model.full_attention);
+            prop_assert!(c.model.validate().is_ok(), "{:?}", c.model.validate());
+            Ok(())
+        })?;
     }
 }

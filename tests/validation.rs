@@ -536,7 +536,7 @@ fn recurrent_lattice_rules() {
     let gdn = std::fs::read_to_string(common::budget("match-qwen3.5-style.toml")).unwrap();
     let mamba =
         std::fs::read_to_string(common::budget("match-nemotron-3-nano-style.toml")).unwrap();
-    let cases: [(&str, Case); 9] = [
+    let cases: [(&str, Case); 11] = [
         (
             &gdn,
             (
@@ -566,17 +566,17 @@ fn recurrent_lattice_rules() {
             (
                 "",
                 "key_heads = [16]\nvalue_heads = [24]",
-                "lattice.recurrent.value_heads",
-                &["multiple of some key_heads"],
+                "lattice.recurrent.key_heads",
+                &["16 divides none of the value_heads [24]"],
             ),
         ),
         (
             &mamba,
             (
                 "",
-                "heads = [60, 62]",
+                "heads = [56, 60]",
                 "lattice.recurrent.heads",
-                &["multiple of the Baseline's groups (8)"],
+                &["60 is not a multiple of the Baseline's groups (8)"],
             ),
         ),
         (
@@ -618,6 +618,24 @@ fn recurrent_lattice_rules() {
         (
             &gdn,
             ("", "valu_heads = [1]", "unknown field", &["valu_heads"]),
+        ),
+        (
+            &gdn,
+            (
+                "",
+                "key_heads = [16, 64]",
+                "lattice.recurrent.key_heads",
+                &["64 divides none of the value_heads [32] (the Baseline's"],
+            ),
+        ),
+        (
+            &gdn,
+            (
+                "",
+                "value_heads = [32, 40]",
+                "lattice.recurrent.value_heads",
+                &["40 is a multiple of none of the key_heads [16]"],
+            ),
         ),
     ];
     // The file's own [lattice.recurrent] (up to the blank line after it) gives way to the

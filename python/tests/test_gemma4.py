@@ -38,8 +38,7 @@ import smelt
 
 torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from tiny_hf import build, check_looped, export_looped, smelt_model  # noqa: E402
+from tiny_hf import build, check_looped, export_looped, smelt_model, training_step_flops  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HF = ROOT / "tests" / "data" / "hf"
@@ -105,12 +104,7 @@ def test_a_training_step_executes_smelts_flops(k_eq_v):
     assert model_file["model"]["full_attention"].get("k_eq_v", False) is k_eq_v
     cost = smelt.cost(model_file)
     assert sum(p.numel() for p in model.parameters()) == cost["params"]["total"]
-    torch.manual_seed(0)
-    x = torch.randint(0, VOCAB, (1, T))
-    counter = FlopCounterMode(display=False)
-    with counter:
-        model(x, labels=x).loss.backward()
-    counted = counter.get_total_flops()
+    counted = training_step_flops(model, T)
     want = cost["flops_per_token"]["training"] * T
     assert counted == pytest.approx(want, abs=0.5), (counted, want)
 
@@ -178,10 +172,6 @@ def test_a_looped_export_builds_the_model_smelt_costed(scale, tmp_path):
     cost = smelt.cost(model_file)
     assert sum(p.numel() for p in model.parameters()) == cost["params"]["total"]
     model.train()
-    torch.manual_seed(0)
-    x = torch.randint(0, VOCAB, (1, T))
-    counter = FlopCounterMode(display=False)
-    with counter:
-        model(x, labels=x).loss.backward()
+    counted = training_step_flops(model, T)
     want = cost["flops_per_token"]["training"] * T
-    assert counter.get_total_flops() == pytest.approx(want, abs=0.5)
+    assert counted == pytest.approx(want, abs=0.5)

@@ -39,8 +39,7 @@ import smelt
 
 torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from tiny_hf import build, check_looped, executions_of, export_looped, output_projections, smelt_model  # noqa: E402
+from tiny_hf import build, check_looped, executions_of, export_looped, output_projections, smelt_model, training_step_flops  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NANO = ROOT / "tests" / "data" / "hf" / "nemotron-3-nano-30b-a3b.json"
@@ -125,12 +124,7 @@ def test_a_training_step_executes_smelts_flops(tokens):
     assert model.config.chunk_size == 8
     model_file = smelt_model(config, tokens)
     cost = smelt.cost(model_file)
-    torch.manual_seed(0)
-    x = torch.randint(0, VOCAB, (1, tokens))
-    counter = FlopCounterMode(display=False)
-    with counter:
-        model(x, labels=x).loss.backward()
-    counted = counter.get_total_flops()
+    counted = training_step_flops(model, tokens)
     conv = conv_overcount(model_file, tokens)
     want = cost["flops_per_token"]["training"] * tokens
     assert counted == pytest.approx(want + conv, abs=0.5), (counted, want, conv)
@@ -157,12 +151,7 @@ def test_a_looped_export_builds_the_model_smelt_costed(scale, tmp_path):
     cost = smelt.cost(model_file)
     assert sum(p.numel() for p in model.parameters()) == cost["params"]["total"]
     model.train()
-    torch.manual_seed(0)
-    x = torch.randint(0, VOCAB, (1, tokens))
-    counter = FlopCounterMode(display=False)
-    with counter:
-        model(x, labels=x).loss.backward()
-    counted = counter.get_total_flops()
+    counted = training_step_flops(model, tokens)
     conv = conv_overcount(model_file, tokens)
     assert executions_of(model_file, model_file["model"]["recurrent"]["layers"]) == 2 + 1
     want = cost["flops_per_token"]["training"] * tokens

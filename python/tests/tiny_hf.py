@@ -33,6 +33,19 @@ def smelt_model(config, tokens):
 VOCAB = 128
 
 
+def training_step_flops(model, tokens):
+    """FlopCounterMode's count of one training step of `model` (forward and backward of the
+    language-model loss) on `tokens` random token ids, drawn with seed 0."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    x = torch.randint(0, VOCAB, (1, tokens))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(x, labels=x).loss.backward()
+    return counter.get_total_flops()
+
+
 def executions_of(model_file, layers):
     """How many times the 1-based `layers` of smelt's `model_file` execute: once each, and
     `repeats` times those inside its loop."""

@@ -204,6 +204,33 @@ impl RecurrentFile {
             g.value_head_dim,
             MAX_WIDTH,
         )?;
+        // Every listed value must serve in some shape (none is dropped unsaid).
+        if let Some(k) = nk
+            .iter()
+            .find(|&&k| !nv.iter().any(|v| v.is_multiple_of(k)))
+        {
+            return Err(Error::invalid(
+                "lattice.recurrent.key_heads",
+                format!(
+                    "{k} divides none of the value_heads {nv:?}{}: each query/key head serves \
+                     value_heads / key_heads value heads",
+                    baseline_note(self.value_heads.is_none())
+                ),
+            ));
+        }
+        if let Some(v) = nv
+            .iter()
+            .find(|&&v| !nk.iter().any(|&k| v.is_multiple_of(k)))
+        {
+            return Err(Error::invalid(
+                "lattice.recurrent.value_heads",
+                format!(
+                    "{v} is a multiple of none of the key_heads {nk:?}{}: each query/key head \
+                     serves value_heads / key_heads value heads",
+                    baseline_note(self.key_heads.is_none())
+                ),
+            ));
+        }
         let mut out = Vec::new();
         for &key_heads in &nk {
             for &value_heads in nv.iter().filter(|v| v.is_multiple_of(key_heads)) {
@@ -220,13 +247,6 @@ impl RecurrentFile {
                 }
             }
         }
-        if out.is_empty() {
-            return Err(Error::invalid(
-                "lattice.recurrent.value_heads",
-                "must hold a multiple of some key_heads of the lattice (each query/key head \
-                 serves value_heads / key_heads value heads): no Gated DeltaNet shape is left",
-            ));
-        }
         Ok(out)
     }
 
@@ -235,8 +255,18 @@ impl RecurrentFile {
         let heads = knob_list("heads", &self.heads, m.heads, MAX_COUNT)?;
         let head_dim = knob_list("head_dim", &self.head_dim, m.head_dim, MAX_WIDTH)?;
         let state = knob_list("state", &self.state, m.state, MAX_WIDTH)?;
+        if let Some(h) = heads.iter().find(|h| !h.is_multiple_of(m.groups)) {
+            return Err(Error::invalid(
+                "lattice.recurrent.heads",
+                format!(
+                    "{h} is not a multiple of the Baseline's groups ({}): each group's B and C \
+                     serve heads / groups heads",
+                    m.groups
+                ),
+            ));
+        }
         let mut out = Vec::new();
-        for &h in heads.iter().filter(|h| h.is_multiple_of(m.groups)) {
+        for &h in &heads {
             for &d in &head_dim {
                 for &n in &state {
                     out.push(Mixer::Mamba2(Mamba2 {
@@ -248,17 +278,16 @@ impl RecurrentFile {
                 }
             }
         }
-        if out.is_empty() {
-            return Err(Error::invalid(
-                "lattice.recurrent.heads",
-                format!(
-                    "must hold a multiple of the Baseline's groups ({}): no Mamba-2 shape is \
-                     left",
-                    m.groups
-                ),
-            ));
-        }
         Ok(out)
+    }
+}
+
+/// `" (the Baseline's: the list is not given)"` when `baseline`, for an error about a list.
+fn baseline_note(baseline: bool) -> &'static str {
+    if baseline {
+        " (the Baseline's: the list is not given)"
+    } else {
+        ""
     }
 }
 

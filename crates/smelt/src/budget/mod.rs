@@ -351,8 +351,6 @@ impl Budget {
     }
 }
 
-/// An MLA Baseline is searched on an MLA lattice (latent ranks, per-head widths with its
-/// RoPE width, free heads) and a GQA Baseline on a GQA one.
 /// A lattice's recurrent mixer shapes: none without recurrent layers; with them, distinct
 /// valid mixers that differ from the Baseline's only in the searched knobs (an empty list
 /// searches the Baseline's alone).
@@ -392,6 +390,8 @@ fn check_recurrent_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()
     Ok(())
 }
 
+/// An MLA Baseline is searched on an MLA lattice (latent ranks, per-head widths with its
+/// RoPE width, free heads) and a GQA Baseline on a GQA one.
 fn check_mla_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()> {
     match (&baseline.model.mla, lattice.kv_lora_rank) {
         (None, None) if lattice.mla_widths.is_empty() => Ok(()),

@@ -45,6 +45,7 @@ impl MatchReport {
             let quantity = match kind {
                 BudgetKind::Kv if hybrid && at_context => "KV + recurrent state at context",
                 BudgetKind::Kv if hybrid => "KV elements/token (attention layers)",
+                BudgetKind::Kv if at_context => "KV elements at context",
                 _ => label(kind).quantity,
             };
             if uncounted && kind == BudgetKind::Activations {
@@ -133,7 +134,7 @@ impl MatchReport {
         for (label, text) in [
             ("dense layers", dense_text as fn(&Model) -> Option<String>),
             ("windowed layers", window_text),
-            ("full-attention kv", full_attention_text),
+            ("full-attention layers", full_attention_text),
             ("recurrent layers", recurrent_text),
             ("recurrent mixer", |m: &Model| {
                 m.recurrent.as_ref().map(|r| r.mixer.shape_text())
@@ -392,12 +393,18 @@ fn activations_uncounted(m: &Model) -> bool {
     crate::cost::memory::refuse_unmodelled(m).is_err()
 }
 
-/// The full-attention layers' own shape in words, when a model gives one: `kv_heads x
-/// head_dim`, and `k = v` without a value projection.
+/// The full-attention layers' own shape in words, when a model gives one (the rows above
+/// describe the windowed layers): their queries `heads x head_dim`, keys and values
+/// `kv_heads x head_dim`, and `k = v` without a value projection.
 fn full_attention_text(m: &Model) -> Option<String> {
     m.full_attention.as_ref().map(|f| {
         let kv = if f.k_eq_v { ", k = v" } else { "" };
-        format!("{}x{}{kv}", f.kv_heads, f.head_dim)
+        format!(
+            "queries {}x{d}, kv {}x{d}{kv}",
+            m.heads,
+            f.kv_heads,
+            d = f.head_dim
+        )
     })
 }
 

@@ -42,7 +42,8 @@ fn shape(base: &Model, looped: &Model) -> impl Iterator<Item = Field> {
 fn mixer_field(base: &Model, looped: &Model) -> Field {
     let text = |m: &Model| m.recurrent.as_ref().map(|r| r.mixer.shape_compact());
     match (text(base), text(looped)) {
-        (Some(a), Some(b)) if a != b => Field::text(format!("{a}→{b}")),
+        // Like the other knobs: Baseline→looped to read, the looped shape as data.
+        (Some(a), Some(b)) if a != b => Field::shown(format!("{a}→{b}"), b),
         (_, Some(b)) => Field::text(b),
         _ => Field::blank(),
     }

@@ -5,7 +5,7 @@
 //! A refinement halves one knob's step, frees the expert width from its tie to the hidden
 //! size, widens the q-width window or the GQA and key-head ranges, or (a hybrid whose
 //! lattice keeps the Baseline's recurrent mixer) lets the mixer's heads and head widths
-//! move around the Baseline's ([`mixer_refinement`]); one whose search
+//! move around the Baseline's (`mixer_refinement`); one whose search
 //! would exceed [`crate::budget::MAX_COMBINATIONS`] is listed as not tried. They are listed
 //! those meeting the tolerance first, then by score.
 
@@ -249,8 +249,14 @@ fn mixer_refinement(m: Mixer) -> (String, Vec<Mixer>) {
         }
     }
     let what = match m {
-        Mixer::GatedDeltanet(_) => "value heads x1/2..x3/2, key and value head widths x1/2..x1",
-        Mixer::Mamba2(_) => "heads x1/2..x3/2, head width x1/2..x1, state x1/2..x1",
+        Mixer::GatedDeltanet(_) => {
+            "value heads x1/2, x3/4, x1, x5/4, x3/2 (multiples of key heads), key and value \
+             head widths x1/2, x3/4, x1"
+        }
+        Mixer::Mamba2(_) => {
+            "heads x1/2, x3/4, x1, x5/4, x3/2 (multiples of groups), head width x1/2, x3/4, x1, \
+             state x1/2, x1"
+        }
     };
     (format!("{} {what}: {} shapes", m.as_str(), out.len()), out)
 }
@@ -295,7 +301,7 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
         });
     }
     let (knob, step_moves, why) = match binding {
-        BudgetKind::Kv => kv_floor(lattice, m, r.kv),
+        BudgetKind::Kv => kv_floor(lattice, m, r.kv, &kv_fixed_parts(budget, m)),
         BudgetKind::Params => {
             let moves = step_moves(budget, m, binding, Knob::Experts)?;
             (
@@ -393,9 +399,38 @@ fn step_moves(budget: &Budget, m: &Model, binding: BudgetKind, knob: Knob) -> Re
     Ok((b[binding] - a[binding]) / base[binding])
 }
 
+/// What else the KV budget of the optimum `m` holds besides the knob [`kv_floor`] names:
+/// a hybrid's recurrent state at the context (which `lattice.recurrent` moves) and a Gemma 4
+/// Baseline's full-attention layers' cache (fixed); empty when nothing.
+fn kv_fixed_parts(budget: &Budget, m: &Model) -> String {
+    let at_context = budget.baseline().counting.kv == crate::model::KvCount::AtContext;
+    let mut out = String::new();
+    if let (Some(r), true) = (&m.recurrent, at_context) {
+        let moved = match budget.lattice().mixers.len() {
+            0 | 1 => "held at the Baseline's shape here; lattice.recurrent moves it",
+            _ => "its shape one of lattice.recurrent's",
+        };
+        out.push_str(&format!(
+            "; the cache at the context also holds the {} layers' state per sequence ({}: \
+             {moved})",
+            r.mixer.as_str(),
+            r.mixer.shape_text()
+        ));
+    }
+    if let Some(f) = &m.full_attention {
+        out.push_str(&format!(
+            "; the full-attention layers' keys and values keep the Baseline's shape ({} x {}), \
+             a fixed part of it",
+            f.kv_heads, f.head_dim
+        ));
+    }
+    out
+}
+
 /// The floor of the KV cache at the optimum `m` (its residual `r_kv`): the key width
-/// (GQA) or the latent rank (MLA), the one knob it depends on.
-fn kv_floor(lattice: &Lattice, m: &Model, r_kv: f64) -> (String, f64, String) {
+/// (GQA) or the latent rank (MLA), the one knob it depends on, and the `fixed` parts of the
+/// budget beside it ([`kv_fixed_parts`]).
+fn kv_floor(lattice: &Lattice, m: &Model, r_kv: f64, fixed: &str) -> (String, f64, String) {
     if let Some(a) = &m.mla {
         let rank = a.kv_lora_rank;
         let step = lattice.kv_lora_rank.map_or(1, |r| r.step);
@@ -412,6 +447,25 @@ fn kv_floor(lattice: &Lattice, m: &Model, r_kv: f64) -> (String, f64, String) {
     }
     let kv = m.kv_heads * m.head_dim;
     let moves = 1.0 / kv as f64;
+    let why = match fixed.is_empty() {
+        true => format!(
+            "the KV cache depends on the key width kv_heads x head_dim alone; the \
+             lattice's nearest to the Baseline's is {} x {} = {kv}, {:+.2}% off",
+            m.kv_heads,
+            m.head_dim,
+            100.0 * r_kv
+        ),
+        // Other parts hold (or move) the budget too: the key width is the best with them,
+        // not the nearest to the Baseline's.
+        false => format!(
+            "the attention layers' keys and values depend on the key width kv_heads x \
+             head_dim alone; the best on the lattice here is {} x {} = {kv}, the KV budget \
+             {:+.2}% off{fixed}",
+            m.kv_heads,
+            m.head_dim,
+            100.0 * r_kv
+        ),
+    };
     (
         "lattice.head_dim".to_owned(),
         moves
@@ -422,13 +476,7 @@ fn kv_floor(lattice: &Lattice, m: &Model, r_kv: f64) -> (String, f64, String) {
                 .min()
                 .unwrap_or(1) as f64)
             * m.kv_heads as f64,
-        format!(
-            "the KV cache depends on the key width kv_heads x head_dim alone; the \
-             lattice's nearest to the Baseline's is {} x {} = {kv}, {:+.2}% off",
-            m.kv_heads,
-            m.head_dim,
-            100.0 * r_kv
-        ),
+        why,
     )
 }
 

@@ -136,7 +136,8 @@ impl Candidate {
 /// larger `head_dim`, fewer `kv_heads`, fewer `heads`, larger `hidden`, fewer `experts`,
 /// smaller `expert_ffn` (with MLA, the latent rank's distance comes first, then the
 /// smaller rank last; with recurrent layers, the distances of their mixer's knobs
-/// ([`mixer_knobs`]) come last, then the smaller knobs last).
+/// ([`mixer_knobs`]) come after the others, then the smaller knobs; with MLA, the value head
+/// width's distance last, then the smaller width).
 pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
     use std::cmp::Reverse;
     let rank = |m: &Model| m.mla.as_ref().map_or(0, |a| a.kv_lora_rank);
@@ -153,6 +154,7 @@ pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
                 let (x, y) = (mixer_knobs(m), mixer_knobs(b));
                 std::array::from_fn::<u64, 4, _>(|i| x[i].abs_diff(y[i]))
             },
+            v_head_dim(m).abs_diff(v_head_dim(b)),
         ),
         (
             Reverse(m.head_dim),
@@ -163,8 +165,15 @@ pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
             m.moe.expert_ffn,
             rank(m),
             mixer_knobs(m),
+            v_head_dim(m),
         ),
     )
+}
+
+/// An MLA model's value head width (0 otherwise): with `qk_nope_head_dim` (in `head_dim`)
+/// the per-head widths a lattice pairs.
+fn v_head_dim(m: &Model) -> u64 {
+    m.mla.as_ref().map_or(0, |a| a.v_head_dim)
 }
 
 /// The knobs of `m`'s recurrent mixer in tie-break order: Gated DeltaNet's `key_heads`,

@@ -15,9 +15,9 @@
 //! widths, say `16 x 80` and `8 x 160` heads) go to the configuration closest to the
 //! Baseline's shape, compared knob by knob: `|Δhead_dim|`, `|Δkv_heads|`, `|Δheads|`,
 //! `|Δhidden|`, `|Δexperts|`, `|Δexpert_ffn|`, then (a hybrid) the recurrent mixer's knobs'
-//! distances ([`mixer_knobs`]); equal distances go to the larger `head_dim`, fewer
-//! `kv_heads`, fewer `heads`, larger `hidden`, fewer `experts`, smaller `expert_ffn`, the
-//! smaller mixer knobs ([`rank_key`]). This is a total order on distinct configurations, so the answer is unique
+//! distances ([`mixer_knobs`]) and (MLA) `|Δv_head_dim|`; equal distances go to the larger
+//! `head_dim`, fewer `kv_heads`, fewer `heads`, larger `hidden`, fewer `experts`, smaller
+//! `expert_ffn`, the smaller mixer knobs, the smaller `v_head_dim` ([`rank_key`]). This is a total order on distinct configurations, so the answer is unique
 //! and deterministic. In [`Mode::Conservative`] only candidates with every residual `<= 0`
 //! (compared exactly, in integers) are admissible.
 //!
@@ -781,11 +781,21 @@ fn finalists(
 }
 
 fn infeasible(budget: &Budget, points: u128) -> Error {
+    let multiple = budget.lattice().heads_multiple;
     let what = if points == 0 {
-        "the lattice is empty: no combination of lattice.hidden, lattice.expert_ffn, \
-         lattice.head_dim, lattice.heads, lattice.kv_heads, lattice.gqa and lattice.q_width \
-         (with experts >= top_k) exists"
-            .to_owned()
+        format!(
+            "the lattice is empty: no combination of lattice.hidden, lattice.expert_ffn, \
+             lattice.head_dim, lattice.heads, lattice.kv_heads, lattice.gqa and lattice.q_width \
+             (with experts >= top_k{}) exists",
+            if multiple > 1 {
+                format!(
+                    ", and heads a multiple of {multiple}, the Baseline's \
+                     model.full_attention.kv_heads, which must divide them"
+                )
+            } else {
+                String::new()
+            }
+        )
     } else {
         format!(
             "none of the {points} lattice points keeps every budget at or below the \
