@@ -33,7 +33,7 @@ import smelt
 torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from tiny_hf import check_looped, output_projections  # noqa: E402
+from tiny_hf import check_looped, decode_stepwise, output_projections  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HF = ROOT / "tests" / "data" / "hf"
@@ -286,13 +286,8 @@ def test_cached_decoding_equals_the_full_forward(family, tmp_path):
     x = torch.randint(0, VOCAB, (1, T))
     with torch.no_grad():
         full = model(x).logits
-        out = model(x[:, :8], use_cache=True)
-        cache, steps = out.past_key_values, [out.logits]
-        for t in range(8, T):
-            out = model(x[:, t : t + 1], cache=cache, use_cache=True)
-            cache = out.past_key_values
-            steps.append(out.logits)
-    assert torch.allclose(full, torch.cat(steps, 1), atol=1e-5)
+    stepwise, _ = decode_stepwise(model, x, 8)
+    assert torch.allclose(full, stepwise, atol=1e-5)
 
 
 # Llama-4 places its MoE layers by index (`interleave_moe_layer_step`): unrolled, the stock
