@@ -431,7 +431,7 @@ fn gemma4_round_trips_and_refuses_what_it_cannot_build() {
     let e = hf::export(&spec, Family::GptOss).unwrap_err().to_string();
     assert!(e.contains("gpt_oss"), "{e}");
     // The launcher conventions have one attention shape per model.
-    let e = smelt::conventions::launcher_flops(&spec)
+    let e = smelt::launcher_flops::launcher_flops(&spec)
         .unwrap_err()
         .to_string();
     assert!(e.contains("model.full_attention"), "{e}");

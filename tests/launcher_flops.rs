@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use smelt::ModelSpec;
-use smelt::conventions::{Convention, launcher_flops, pair, training_flops};
+use smelt::launcher_flops::{Convention, launcher_flops, pair, training_flops};
 
 use crate::common::{budget, data, run, run_json};
 

@@ -780,11 +780,11 @@ fn launcher_flops(
         let w = changes(workload.as_deref())?;
         let model = model_spec(&spec, &w)?;
         match against {
-            None => to_json(&smelt_core::conventions::launcher_flops(&model)?),
+            None => to_json(&smelt_core::launcher_flops::launcher_flops(&model)?),
             Some(b) => {
                 let base = model_spec(&b, &w)?;
                 let label = model.name.clone().unwrap_or_else(|| "looped".to_owned());
-                to_json(&smelt_core::conventions::pair(&label, &base, &model)?)
+                to_json(&smelt_core::launcher_flops::pair(&label, &base, &model)?)
             }
         }
     })
@@ -875,7 +875,7 @@ fn mfu(
     workload: Option<String>,
 ) -> PyResult<String> {
     guarded(py, move || {
-        use smelt_core::conventions::Peak;
+        use smelt_core::launcher_flops::Peak;
         let model = model_spec(&spec, &changes(workload.as_deref())?)?;
         let peak = match (card, peak_tflops) {
             (Some(c), None) => Peak::Card(c.parse()?),
@@ -887,7 +887,7 @@ fn mfu(
                 ));
             }
         };
-        to_json(&smelt_core::conventions::mfu(
+        to_json(&smelt_core::launcher_flops::mfu(
             &model,
             tokens_per_second,
             gpus,

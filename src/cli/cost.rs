@@ -157,7 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match &args.against {
         None if args.conventions => args
             .report
-            .emit(&smelt::conventions::launcher_flops(&model)?)?,
+            .emit(&smelt::launcher_flops::launcher_flops(&model)?)?,
         None => args.report.emit(&smelt::cost(&model)?)?,
         Some(path) => {
             let baseline = args.training.apply(
@@ -171,7 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             match args.conventions {
                 true => {
                     let name = cmp.baseline.name.as_deref().unwrap_or("baseline");
-                    let p = smelt::conventions::pair(name, &baseline, &model)?;
+                    let p = smelt::launcher_flops::pair(name, &baseline, &model)?;
                     let with = smelt::report::WithConventions::single(&cmp, p);
                     args.report.emit(&with)?
                 }

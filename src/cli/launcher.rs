@@ -1,7 +1,7 @@
 //! `--conventions` on `match` and `grid`: what each launcher's FLOP formula says of the
 //! looped model against its Baseline, after the report.
 
-use smelt::conventions::pair;
+use smelt::launcher_flops::pair;
 use smelt::report::{Format, Layout, WithConventions, render_with};
 use smelt::search::{GridReport, MatchReport};
 

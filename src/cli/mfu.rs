@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use smelt::card::Card;
-use smelt::conventions::{Peak, mfu};
+use smelt::launcher_flops::{Peak, mfu};
 
 use super::cost::load;
 use super::{ReportArgs, named};

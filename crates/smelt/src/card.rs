@@ -1,7 +1,7 @@
 //! Accelerator cards: one table of the dense bf16 peak and the memory bandwidth of each card
 //! smelt knows, with the public source of every figure. The kernel benchmark reads its
 //! ceiling's share of the peak from it ([`mod@crate::bench`]), and model FLOP utilisation
-//! ([`crate::conventions::mfu`]) divides by it.
+//! ([`crate::launcher_flops::mfu`]) divides by it.
 //!
 //! # Conventions
 //!

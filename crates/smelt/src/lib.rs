@@ -83,13 +83,13 @@
 pub mod bench;
 pub mod budget;
 pub mod card;
-pub mod conventions;
 pub mod cost;
 pub mod error;
 pub mod export;
 pub mod fit;
 pub mod hf;
 pub mod io;
+pub mod launcher_flops;
 pub mod model;
 pub mod names;
 mod par;
@@ -97,7 +97,7 @@ pub mod progress;
 pub mod report;
 pub mod rng;
 pub mod search;
-mod structure;
+mod strict_toml;
 pub mod units;
 
 pub use budget::{Budget, GridSpec, Mode};

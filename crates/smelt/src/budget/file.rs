@@ -26,8 +26,8 @@ pub(crate) enum Syntax {
 /// Parses a budget or grid file; tables must be tables (positional forms are refused).
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str, syntax: Syntax) -> Result<T> {
     match syntax {
-        Syntax::Toml => crate::structure::from_toml(text),
-        Syntax::Json => crate::structure::from_json(text),
+        Syntax::Toml => crate::strict_toml::from_toml(text),
+        Syntax::Json => crate::strict_toml::from_json(text),
     }
 }
 
@@ -412,8 +412,9 @@ pub(crate) fn baseline_from(
             Ok((spec, BaselineSource::File(path)))
         }
         toml::Value::Table(t) => {
-            let spec: ModelSpec = crate::structure::from_toml_value(toml::Value::Table(t.clone()))
-                .map_err(|e| Error::invalid(field, e.to_string()))?;
+            let spec: ModelSpec =
+                crate::strict_toml::from_toml_value(toml::Value::Table(t.clone()))
+                    .map_err(|e| Error::invalid(field, e.to_string()))?;
             spec.validate()
                 .map_err(|e| Error::invalid(field, format!("inline Baseline: {e}")))?;
             Ok((spec, BaselineSource::Inline))

@@ -493,5 +493,5 @@ fn in_text_config(field: &str) -> String {
 }
 
 fn kind_of(v: &Value) -> &'static str {
-    crate::structure::kind_of(v, "an object")
+    crate::strict_toml::kind_of(v, "an object")
 }

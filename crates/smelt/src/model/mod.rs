@@ -745,14 +745,14 @@ impl Model {
 impl ModelSpec {
     /// Parses and validates a model file's text.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let spec: ModelSpec = crate::structure::from_toml(text)?;
+        let spec: ModelSpec = crate::strict_toml::from_toml(text)?;
         spec.validate()?;
         Ok(spec)
     }
 
     /// Parses and validates a model spec given as JSON (the model file's structure).
     pub fn from_json_str(text: &str) -> Result<Self> {
-        let spec: ModelSpec = crate::structure::from_json(text)?;
+        let spec: ModelSpec = crate::strict_toml::from_json(text)?;
         spec.validate()?;
         Ok(spec)
     }

@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn defaults_are_zero_s_sixteen_bytes() {
-        let t: Training = crate::structure::from_toml("").unwrap();
+        let t: Training = crate::strict_toml::from_toml("").unwrap();
         assert_eq!(t, Training::default());
         assert_eq!(t.bytes_per_param(), 16);
     }
@@ -223,10 +223,10 @@ mod tests {
             ("optimizer_bytes = 65", "training.optimizer_bytes"),
             ("micro_batch = 0", "training.micro_batch"),
         ] {
-            let t: Training = crate::structure::from_toml(text).unwrap();
+            let t: Training = crate::strict_toml::from_toml(text).unwrap();
             let err = t.validate().unwrap_err().to_string();
             assert!(err.contains(field), "{text}: {err}");
         }
-        assert!(crate::structure::from_toml::<Training>("tpp = 2").is_err());
+        assert!(crate::strict_toml::from_toml::<Training>("tpp = 2").is_err());
     }
 }

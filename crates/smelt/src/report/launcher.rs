@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::cost::flops;
 use super::{Block, Document, Field, Format, Report, Table};
-use crate::conventions::{Convention, Feature, LauncherFlops, LauncherPair, Mfu};
+use crate::launcher_flops::{Convention, Feature, LauncherFlops, LauncherPair, Mfu};
 
 fn ignored(features: &[Feature]) -> String {
     let names: Vec<&str> = features.iter().map(|f| f.as_str()).collect();

@@ -33,10 +33,10 @@ use crate::error::{Error, Result};
 pub const MODEL_TYPE: &str = "smelt_looped";
 
 /// The configuration class a looped model directory carries.
-pub const CONFIGURATION_PY: &str = include_str!("looped/configuration_smelt_looped.py");
+pub const CONFIGURATION_PY: &str = include_str!("configuration_smelt_looped.py");
 
 /// The modeling class a looped model directory carries.
-pub const MODELING_PY: &str = include_str!("looped/modeling_smelt_looped.py");
+pub const MODELING_PY: &str = include_str!("modeling_smelt_looped.py");
 
 /// The loop keys of a family export and their names in a looped model directory.
 const LOOP_KEYS: [(&str, &str); 4] = [
