@@ -9,9 +9,9 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use smelt::ModelSpec;
-use smelt::bench::plan::{self, Plan, Routing};
 use smelt::bench::pool;
 use smelt::budget::Budget;
+use smelt::plan::{self, Plan, Routing};
 use smelt_benches::budget as path;
 
 /// The ceiling's edge on a GPU.

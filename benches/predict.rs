@@ -16,9 +16,9 @@
 //! Timing decides nothing here but the figures printed: a shared machine's noise shows in
 //! the intervals.
 
-use smelt::bench::predict::{AttentionData, Calibration, ExpertLaunch, PredictOptions, Roofline};
 use smelt::bench::{Backend, BenchOptions};
 use smelt::progress::Silent;
+use smelt::time::{AttentionData, Calibration, ExpertLaunch, PredictOptions, Roofline};
 use smelt::{GridSpec, ModelSpec};
 use smelt_benches::budget as path;
 
@@ -86,7 +86,7 @@ fn main() {
     // The same calibration without its traffic fit: efficiency curves only.
     let curves_only = Roofline {
         device: cal.device.clone(),
-        calibration: Some(smelt::bench::predict::Calibration {
+        calibration: Some(smelt::time::Calibration {
             traffic: None,
             ..cal.clone()
         }),
@@ -102,18 +102,18 @@ fn main() {
 
     // 2. The grid matched, predicted, then measured.
     let grid = GridSpec::load(std::path::Path::new(&path("smelt-grid.toml"))).expect("grid");
-    let mut r = smelt::search::match_grid(&grid).expect("grid match");
+    let mut r = smelt::study::match_grid(&grid).expect("grid match");
     let popts = PredictOptions {
         tokens,
         routing: opts.routing,
     };
-    smelt::search::predict_cells(&mut r, &curves_only, &popts).expect("predictions");
+    smelt::study::predict_cells(&mut r, &curves_only, &popts).expect("predictions");
     let by_curves: Vec<f64> = (r.cells.iter())
         .map(|c| c.predicted.expect("predicted").ratio)
         .collect();
-    smelt::search::predict_cells(&mut r, &roof, &popts).expect("predictions");
+    smelt::study::predict_cells(&mut r, &roof, &popts).expect("predictions");
     let start = std::time::Instant::now();
-    smelt::search::time_cells(&mut r, &opts, &Silent).expect("grid --bench cpu");
+    smelt::study::time_cells(&mut r, &opts, &Silent).expect("grid --bench cpu");
     println!(
         "grid --bench cpu: {} rounds per cell, {} tokens, {:.0} s",
         repeats,

@@ -75,7 +75,7 @@ fn bench(c: &mut Criterion) {
     }
     for (name, grid) in &grids {
         g.bench_function(*name, |bench| {
-            bench.iter(|| search::match_grid(std::hint::black_box(grid)))
+            bench.iter(|| smelt::study::match_grid(std::hint::black_box(grid)))
         });
     }
     g.bench_function("small instance, exact solver", |bench| {

@@ -5,7 +5,8 @@ use crate::common;
 
 use common::run;
 use proptest::prelude::*;
-use smelt::bench::{self, Backend, BenchOptions, Component, Routing, plan};
+use smelt::bench::{self, Backend, BenchOptions};
+use smelt::plan::{self, Component, Routing};
 use smelt::{Attention, AttentionBias, ModelSpec};
 
 /// [`spec`] without a loop or shared experts, causal.

@@ -573,11 +573,11 @@ fn nemotron_3_nano_30b_a3b() {
     // Activations are refused by name, and so is the kernel plan.
     assert!(c.activations.policies.is_empty());
     assert!(c.activations.refused.as_deref().unwrap().contains("mamba2"));
-    let e = smelt::bench::plan::plan(
+    let e = smelt::plan::plan(
         &spec.model,
         &[991],
         smelt::Attention::Causal,
-        smelt::bench::Routing::Balanced,
+        smelt::plan::Routing::Balanced,
     )
     .unwrap_err();
     assert!(e.to_string().contains("mamba2 layers"), "{e}");

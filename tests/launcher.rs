@@ -351,7 +351,8 @@ fn exit_3_names_the_broken_tolerance() {
 /// `sweep` print before exit 3 (the library's `Verdict`, which a launcher logs too).
 #[test]
 fn grids_and_sweeps_name_what_breaks_a_tolerance() {
-    use smelt::search::{Knob, Verdict};
+    use smelt::search::Verdict;
+    use smelt::study::Knob;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("budgets");
     let text = std::fs::read_to_string(dir.join("smelt-grid.toml")).unwrap();
     let tight = format!("{text}\n[tolerance]\nkv = 0.001\n");

@@ -6,6 +6,7 @@ mod common;
 mod activations;
 mod bad_inputs;
 mod bench;
+mod cards;
 mod cli;
 mod cli_fit;
 mod cli_match;

@@ -4,9 +4,9 @@
 use smelt::fit::{self, FitOptions, Form, StartGrid, data};
 use smelt::report::plot;
 
-fn grid_report() -> smelt::search::GridReport {
+fn grid_report() -> smelt::study::GridReport {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/budgets/smelt-grid.toml");
-    smelt::search::match_grid(&smelt::GridSpec::load(path).unwrap()).unwrap()
+    smelt::study::match_grid(&smelt::GridSpec::load(path).unwrap()).unwrap()
 }
 
 /// Every opened element is closed, in order (a small well-formedness check).
@@ -73,16 +73,16 @@ fn residual_heatmap_has_every_cell() {
 /// less 1 on its own scale, the footnote naming the card; the same bytes for the same input.
 #[test]
 fn a_predicted_grid_gets_a_time_panel() {
-    use smelt::bench::predict::{DeviceRequest, PredictOptions};
+    use smelt::time::{DeviceRequest, PredictOptions};
     let mut r = grid_report();
     let plain = plot::residual_heatmap(&r).unwrap();
     let (roof, _) = DeviceRequest {
-        card: Some(smelt::card::Card::H200Sxm),
+        card: Some(smelt::time::Card::H200Sxm),
         ..DeviceRequest::default()
     }
     .roofline()
     .unwrap();
-    smelt::search::predict_cells(&mut r, &roof, &PredictOptions::default()).unwrap();
+    smelt::study::predict_cells(&mut r, &roof, &PredictOptions::default()).unwrap();
     let svg = plot::residual_heatmap(&r).unwrap();
     assert!(svg.starts_with("<svg") && balanced(&svg));
     assert_eq!(

@@ -587,7 +587,7 @@ fn milp_agrees_on_the_real_200m_instance() {
 #[test]
 fn paper_bounds_are_met_in_every_sparse_cell_but_one() {
     let grid = smelt::GridSpec::load(budget_file("smelt-grid-paper-bounds.toml")).unwrap();
-    let report = search::match_grid(&grid).unwrap();
+    let report = smelt::study::match_grid(&grid).unwrap();
     for cell in report.cells.iter().filter(|c| c.sparse) {
         let impossible = cell.scale == "100m" && cell.sparsity_label == "s85";
         assert_eq!(
@@ -602,7 +602,7 @@ fn paper_bounds_are_met_in_every_sparse_cell_but_one() {
     }
     // On the finer lattice the same cell matches well within the paper's bounds.
     let fine = smelt::GridSpec::load(budget_file("smelt-grid-fine.toml")).unwrap();
-    let report = search::match_grid(&fine).unwrap();
+    let report = smelt::study::match_grid(&fine).unwrap();
     let m = report.summary.max_abs_residual;
     assert!(m.flops < 0.039 && m.params < 0.010 && m.kv < 0.036, "{m:?}");
 }

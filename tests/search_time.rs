@@ -7,13 +7,12 @@ use std::cmp::Ordering;
 use std::path::Path;
 
 use proptest::prelude::*;
-use smelt::bench::Routing;
-use smelt::bench::predict::{
-    AttentionData, DeviceRequest, ExpertLaunch, PredictOptions, Roofline, predict_model,
-};
 use smelt::budget::{Budget, Mode, TimeBudget};
-use smelt::card::Card;
+use smelt::plan::Routing;
 use smelt::search;
+use smelt::time::{
+    AttentionData, Card, DeviceRequest, ExpertLaunch, PredictOptions, Roofline, predict_model,
+};
 use smelt::{Error, Model};
 
 use crate::common::{self, run, run_json, temp_file};
@@ -343,7 +342,7 @@ fn what_cannot_carry_the_time_refuses_it() {
         e.to_string().contains("cannot express the predicted time"),
         "{e}"
     );
-    let e = search::sweep(&b, search::Knob::Repeats, &[2]).unwrap_err();
+    let e = smelt::study::sweep(&b, smelt::study::Knob::Repeats, &[2]).unwrap_err();
     assert!(e.to_string().contains("objective.time"), "{e}");
 }
 

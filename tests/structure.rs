@@ -1,5 +1,7 @@
 //! The shape of the library's source, kept by tests: no import cycle between its top-level
-//! modules, and no function over 100 lines outside tests.
+//! modules, nor between the files of the modules that promise one-way imports (`plan`,
+//! `time`, `study`); the benchmark, the solver and the budgets below the study and the time
+//! model; no function over 100 lines outside tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -69,6 +71,52 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
     graph
 }
 
+/// `file -> sibling files it names`, for the files of the directory module `module`: a file
+/// names a sibling `x` as `super::x` or `crate::module::x` outside its tests (its `mod.rs`,
+/// which declares them all, is left out).
+fn file_graph(module: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let dir = library_root().join(module);
+    let stems: BTreeSet<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .filter_map(|p| Some(p.file_stem()?.to_str()?.to_owned()))
+        .filter(|s| s != "mod")
+        .collect();
+    let mut graph = BTreeMap::new();
+    for from in &stems {
+        let text = std::fs::read_to_string(dir.join(format!("{from}.rs"))).unwrap();
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let crate_path = format!("crate::{module}::");
+        let mut edges = BTreeSet::new();
+        for line in code_lines(text) {
+            for prefix in ["super::", crate_path.as_str()] {
+                for piece in line.split(prefix).skip(1) {
+                    let name: String = piece
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if name != *from && stems.contains(&name) {
+                        edges.insert(name);
+                    }
+                }
+            }
+        }
+        graph.insert(from.clone(), edges);
+    }
+    graph
+}
+
+/// The cycles of `graph`, as `a -> b -> ... -> a`.
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    graph
+        .iter()
+        .flat_map(|(a, bs)| bs.iter().map(move |b| (a, b)))
+        .filter(|(a, b)| reaches(graph, b, a))
+        .map(|(a, b)| format!("{a} -> {b} -> ... -> {a}"))
+        .collect()
+}
+
 fn reaches(graph: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> bool {
     let mut seen = BTreeSet::new();
     let mut stack = vec![from.to_owned()];
@@ -90,13 +138,48 @@ fn no_import_cycle_between_modules() {
     let graph = module_graph();
     // The graph is real: the cost model is used by the search, and the model by the cost.
     assert!(graph["search"].contains("cost") && graph["cost"].contains("model"));
-    let cycles: Vec<String> = graph
-        .iter()
-        .flat_map(|(a, bs)| bs.iter().map(move |b| (a, b)))
-        .filter(|(a, b)| reaches(&graph, b, a))
-        .map(|(a, b)| format!("{a} -> {b} -> ... -> {a}"))
-        .collect();
+    let cycles = cycles(&graph);
     assert!(cycles.is_empty(), "module cycles:\n{}", cycles.join("\n"));
+}
+
+#[test]
+fn no_import_cycle_between_the_files_of_plan_time_and_study() {
+    let study = file_graph("study");
+    // The graph is real: the timing of a grid's cells reads its report and its shards.
+    assert!(study["timing"].contains("grid") && study["timing"].contains("shard"));
+    assert!(file_graph("time")["roofline"].contains("calibration"));
+    for module in ["plan", "time", "study"] {
+        let cycles = cycles(&file_graph(module));
+        assert!(
+            cycles.is_empty(),
+            "{module}: file cycles:\n{}",
+            cycles.join("\n")
+        );
+    }
+}
+
+#[test]
+fn the_study_and_the_time_model_sit_above_what_they_use() {
+    let graph = module_graph();
+    // The search and the budgets use the time model and the plan, never the benchmark;
+    // nothing below the study imports it; the benchmark measures what the plan lists.
+    for low in ["search", "budget"] {
+        assert!(!reaches(&graph, low, "bench"), "{low} reaches bench");
+    }
+    for (from, to) in [("search", "time"), ("budget", "time"), ("bench", "plan")] {
+        assert!(graph[from].contains(to), "{from} does not import {to}");
+    }
+    for (module, edges) in &graph {
+        assert!(
+            !edges.contains("study") || ["report", "export"].contains(&module.as_str()),
+            "{module} imports study"
+        );
+    }
+    assert!(
+        ["search", "bench", "time"]
+            .iter()
+            .all(|m| graph["study"].contains(*m))
+    );
 }
 
 /// Functions of `text` longer than `limit` lines, as `(name, lines)`: from a `fn` line to

@@ -55,6 +55,7 @@ __all__ = [
     "export_hf",
     "export_toml",
     "families",
+    "cards",
     "launcher_flops",
     "mfu",
     "predict",
@@ -559,8 +560,9 @@ def mfu(
     """Model FLOP/s and MFU of a training run (`tokens_per_second` over the whole run, on
     `gpus` GPUs) under the exact count and each launcher convention: the fields of
     `smelt mfu --format json`. Give `card` (an id of smelt's table of cards, e.g.
-    "h100-sxm"; an unknown one is an error listing them) or `peak` (a dense peak per GPU in
-    TFLOP/s, as `--peak`)."""
+    "h100-sxm", or a driver's name for one: "h100" is the SXM card, as for `predict`; an
+    unknown one is an error listing them) or `peak` (a dense peak per GPU in TFLOP/s, as
+    `--peak`)."""
     tps = _float("tokens_per_second", tokens_per_second)
     g = _int("gpus", gpus, 1, _U64)
     c = None if card is None else _str("card", card)
@@ -610,6 +612,14 @@ def predict(
     return _loads(
         _smelt.predict(_source("model", model), base, c, p, b, lu, cal, a, e, t, r, w)
     )
+
+
+def cards() -> List[Dict[str, Any]]:
+    """The table of cards `mfu` and `predict` take (as `smelt mfu --card`): each card's id,
+    name, the words (`fragments`) that name it (joined by spaces, its short name: "h100" is
+    the H100 SXM), its dense bf16 peak (FLOP/s), memory bandwidth (bytes/s) and their
+    source."""
+    return _loads(_smelt.cards())
 
 
 def families() -> Dict[str, str]:

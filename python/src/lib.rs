@@ -388,7 +388,7 @@ fn grid(
             force,
             ..SearchOptions::default()
         };
-        to_json(&smelt_core::search::match_grid_with(&g, &options, p)?)
+        to_json(&smelt_core::study::match_grid_with(&g, &options, p)?)
     })
 }
 
@@ -419,17 +419,17 @@ fn sweep(
 ) -> PyResult<String> {
     long_call(py, progress, quiet, move |p| {
         let b = self::budget(&budget, base_dir.as_deref(), &changes(workload.as_deref())?)?;
-        let knob: smelt_core::search::Knob = knob.parse()?;
+        let knob: smelt_core::study::Knob = knob.parse()?;
         let values = match (values, values_text) {
             (Some(v), _) => v,
-            (None, Some(text)) => smelt_core::search::parse_values("values", &text)?,
+            (None, Some(text)) => smelt_core::study::parse_values("values", &text)?,
             (None, None) => Vec::new(),
         };
         let options = SearchOptions {
             force,
             ..SearchOptions::default()
         };
-        to_json(&smelt_core::search::sweep_with(
+        to_json(&smelt_core::study::sweep_with(
             &b, knob, &values, &options, p,
         )?)
     })
@@ -812,27 +812,11 @@ fn predict(
     workload: Option<String>,
 ) -> PyResult<String> {
     guarded(py, move || {
-        use smelt_core::bench::predict::{Calibration, DeviceRequest, PredictOptions};
+        use smelt_core::time::{Calibration, Card, DeviceRequest, PredictOptions};
         let w = changes(workload.as_deref())?;
         let model = model_spec(&model, &w)?;
         let base = against.map(|b| model_spec(&b, &w)).transpose()?;
-        let card = card
-            .map(|c| {
-                smelt_core::card::Card::named(&c).ok_or_else(|| {
-                    Error::invalid(
-                        "card",
-                        format!(
-                            "'{c}' is no card of the table (ids: {}); give a peak for another",
-                            smelt_core::card::Card::ALL
-                                .iter()
-                                .map(|c| c.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )
-                })
-            })
-            .transpose()?;
+        let card = card.as_deref().map(Card::parse).transpose()?;
         let calibration = calibration
             .map(|path| {
                 let text = std::fs::read_to_string(&path)
@@ -857,7 +841,7 @@ fn predict(
             routing: routing.parse()?,
         };
         let models: Vec<&ModelSpec> = base.iter().chain([&model]).collect();
-        to_json(&smelt_core::bench::predict::predict(&models, &roof, &opts)?)
+        to_json(&smelt_core::time::predict(&models, &roof, &opts)?)
     })
 }
 
@@ -875,10 +859,10 @@ fn mfu(
     workload: Option<String>,
 ) -> PyResult<String> {
     guarded(py, move || {
-        use smelt_core::launcher_flops::Peak;
+        use smelt_core::time::{Card, Peak};
         let model = model_spec(&spec, &changes(workload.as_deref())?)?;
         let peak = match (card, peak_tflops) {
-            (Some(c), None) => Peak::Card(c.parse()?),
+            (Some(c), None) => Peak::Card(Card::parse(&c)?),
             (None, Some(t)) => Peak::Given(t * 1e12),
             _ => {
                 return Err(Error::invalid(
@@ -894,6 +878,13 @@ fn mfu(
             peak,
         )?)
     })
+}
+
+/// cards() -> JSON: the table of cards (`smelt predict --card`, `smelt mfu --card`), each with
+/// its id, name, the words a name of it holds, its peak, bandwidth and source.
+#[pyfunction]
+fn cards(py: Python<'_>) -> PyResult<String> {
+    guarded(py, || to_json(&smelt_core::time::Card::table()))
 }
 
 /// The names of the families smelt reads and writes, with what each is.
@@ -919,6 +910,7 @@ fn _smelt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(export_budget, m)?)?;
     m.add_function(wrap_pyfunction!(export_result, m)?)?;
     m.add_function(wrap_pyfunction!(families, m)?)?;
+    m.add_function(wrap_pyfunction!(cards, m)?)?;
     m.add_function(wrap_pyfunction!(launcher_flops, m)?)?;
     m.add_function(wrap_pyfunction!(mfu, m)?)?;
     m.add_function(wrap_pyfunction!(predict, m)?)?;

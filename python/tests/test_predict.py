@@ -51,3 +51,31 @@ def test_bad_devices_name_the_field():
     p = smelt.predict(base, peak=500.0, bandwidth=2.0, experts="per-expert")
     assert p["basis"]["device"]["memory_bytes_per_second"] == 2e12
     assert p["basis"]["experts"] == "per-expert"
+
+
+def test_every_card_name_is_read_as_the_command_line_reads_it():
+    """Over the whole table of cards, `predict` and `mfu` read each card's names (its id, in
+    capitals too, its short name, its name as a person writes it) as `smelt predict --card`
+    and `smelt mfu --card` do, and refuse a name that is no card with the same words."""
+    base = BUDGETS / "base-200m-s95.toml"
+    binary = ROOT / "target" / "release" / "smelt"
+    table = smelt.cards()
+    assert len(table) == len({c["id"] for c in table}) >= 14
+    for card in table:
+        for name in {card["id"], card["id"].upper(), " ".join(card["fragments"]), card["name"]}:
+            m = smelt.mfu(base, 1e6, card=name)
+            assert m["card"] == card["id"], name
+            assert m["peak_flops_per_second"] == card["peak_flops_per_second"]
+            assert m == cli_json("mfu", base, "--tokens-per-second", "1e6", "--card", name)
+            p = smelt.predict(base, card=name)
+            assert p["basis"]["device"]["name"] == card["name"], name
+    assert smelt.mfu(base, 1e6, card="h100")["card"] == "h100-sxm"
+    assert smelt.predict(base, card="h100")["basis"]["device"]["name"] == "NVIDIA H100 SXM"
+    for bad in ["h20", "h800", "l40", "a10", "tpu-v5p"]:
+        for call in (lambda: smelt.mfu(base, 1.0, card=bad), lambda: smelt.predict(base, card=bad)):
+            with pytest.raises(smelt.SmeltError) as e:
+                call()
+            assert e.value.field == "card" and "h100 is h100-sxm" in e.value.rule
+            run = subprocess.run([str(binary), "mfu", str(base), "--tokens-per-second", "1",
+                                  "--card", bad], capture_output=True, text=True, check=False)
+            assert run.returncode == 2 and e.value.rule in run.stderr, run.stderr

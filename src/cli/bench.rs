@@ -2,7 +2,8 @@
 
 use std::process::ExitCode;
 
-use smelt::bench::{self, Backend, BenchOptions, Routing};
+use smelt::bench::{self, Backend, BenchOptions};
+use smelt::plan::{MAX_TOKENS, Routing};
 use smelt::progress::Terminal;
 use smelt::report::Format;
 
@@ -13,7 +14,7 @@ use super::{LayoutArgs, ModelInputs, Worded, WorkloadArgs, emit_report, formats,
 pub struct TimingArgs {
     /// Tokens per batch, rounded to whole documents of the workload (default: 1024 on the
     /// CPU, 16384 on CUDA; at most 1,048,576).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=bench::MAX_TOKENS))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_TOKENS))]
     tokens: Option<u64>,
     /// Token-to-expert assignment: `balanced`, or `skew=S` for shares proportional to
     /// 1/(rank+1)^S.
@@ -40,8 +41,8 @@ pub(super) fn parse_peak(text: &str) -> Result<f64, String> {
         .parse()
         .map_err(|_| format!("'{text}' is not a number"))?;
     let (low, high) = (
-        smelt::bench::PEAK_FLOPS.start() / 1e12,
-        smelt::bench::PEAK_FLOPS.end() / 1e12,
+        smelt::time::PEAK_FLOPS.start() / 1e12,
+        smelt::time::PEAK_FLOPS.end() / 1e12,
     );
     match tflops.is_finite() && (low..=high).contains(&tflops) {
         true => Ok(tflops),

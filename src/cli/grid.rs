@@ -44,8 +44,8 @@ pub struct Args {
     /// the JSON as shard K of N for `smelt merge` (one shard per GPU or per task of a job
     /// array, each with its own CUDA_VISIBLE_DEVICES).
     #[arg(long, value_name = "K/N", requires = "bench",
-          value_parser = |s: &str| smelt::search::shard::Shard::parse(s))]
-    shard: Option<smelt::search::shard::Shard>,
+          value_parser = |s: &str| smelt::study::Shard::parse(s))]
+    shard: Option<smelt::study::Shard>,
     #[command(flatten)]
     predict: super::predict::PredictFlag,
     #[command(flatten)]
@@ -72,12 +72,12 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         force: args.force,
         ..SearchOptions::default()
     };
-    let mut r = smelt::search::match_grid_with(&grid, &options, progress)?;
+    let mut r = smelt::study::match_grid_with(&grid, &options, progress)?;
     if let Some((roof, opts)) = args.predict.roofline()? {
-        smelt::search::predict_cells(&mut r, &roof, &opts)?;
+        smelt::study::predict_cells(&mut r, &roof, &opts)?;
     }
     if let Some(opts) = args.bench.options() {
-        smelt::search::time_shard(&mut r, &opts, args.shard, progress)?;
+        smelt::study::time_shard(&mut r, &opts, args.shard, progress)?;
     }
     let layout = args.layout.layout();
     let text = super::launcher::render_grid(&r, args.format, layout, &args.conventions)?;

@@ -3,7 +3,8 @@
 
 use smelt::launcher_flops::pair;
 use smelt::report::{Format, Layout, WithConventions, render_with};
-use smelt::search::{GridReport, MatchReport};
+use smelt::search::MatchReport;
+use smelt::study::GridReport;
 
 /// `--conventions`.
 #[derive(Debug, clap::Args)]

@@ -36,7 +36,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("'{}' is not JSON", p.display()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let merged = smelt::search::shard::merge(&parts).with_context(|| {
+    let merged = smelt::study::merge(&parts).with_context(|| {
         let named: Vec<String> = (args.shards.iter().enumerate())
             .map(|(i, p)| format!("shards[{i}] = '{}'", p.display()))
             .collect();

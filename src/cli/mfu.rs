@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use smelt::card::Card;
-use smelt::launcher_flops::{Peak, mfu};
+use smelt::launcher_flops::mfu;
+use smelt::time::{Card, Peak};
 
 use super::cost::load;
-use super::{ReportArgs, named};
+use super::{ReportArgs, card};
 
 /// Model FLOP utilisation of a training run, under smelt's exact count and under each
 /// launcher's formula (megatron, torchtitan, 6n, 6n-attn).
@@ -27,9 +27,10 @@ pub struct Args {
     /// GPUs of the run.
     #[arg(long, value_name = "N", default_value_t = 1)]
     gpus: u64,
-    /// The card, from the table of cards.
-    #[arg(long, value_parser = named::<Card>(), required_unless_present = "peak",
-          conflicts_with = "peak")]
+    /// The card: an id of the table (h100-sxm, h200-sxm, h200-nvl, b200, gb200, mi300x, ...)
+    /// or a driver's name for it (h100 and h200 are the SXM cards, as their drivers name
+    /// them); the same names as `smelt predict --card` and `grid --predict`.
+    #[arg(long, value_parser = card, required_unless_present = "peak", conflicts_with = "peak")]
     card: Option<Card>,
     /// The dense bf16 peak per GPU in TFLOP/s, for a card the table does not have.
     #[arg(long, value_name = "TFLOPS", allow_negative_numbers = true,

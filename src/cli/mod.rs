@@ -122,6 +122,16 @@ where
     PossibleValuesParser::new(T::ALL.iter().map(|v| v.as_str())).try_map(|s| s.parse::<T>())
 }
 
+/// A card's name (`--card`, `grid --predict`), read by the library's one parser of card
+/// names (an id of the table, or a driver's name for a card: `h200` is the SXM card); the
+/// error is the library's, listing the ids and short names.
+pub fn card(text: &str) -> Result<smelt::time::Card, String> {
+    smelt::time::Card::parse(text).map_err(|e| match e {
+        smelt::Error::InvalidSpec { rule, .. } => rule,
+        other => other.to_string(),
+    })
+}
+
 /// A `--format` value parser offering only `allowed` (`all_formats` for every one).
 pub fn formats(allowed: &'static [Format]) -> impl TypedValueParser<Value = Format> {
     let values = allowed

@@ -5,30 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use smelt::bench::Routing;
-use smelt::bench::predict::{
-    AttentionData, Calibration, DeviceRequest, ExpertLaunch, Given, PredictOptions, Roofline,
+use smelt::plan::{MAX_TOKENS, Routing};
+use smelt::time::{
+    AttentionData, Calibration, Card, DeviceRequest, ExpertLaunch, Given, PredictOptions, Roofline,
     predict,
 };
-use smelt::card::Card;
 
-use super::{ModelInputs, ReportArgs, Worded, named, write_file};
-
-/// A card by its id in the table (`h200-sxm`) or by the name its driver reports (`h200`,
-/// `"NVIDIA H200 NVL"`), read as `smelt mfu` and the bench read a device name.
-pub fn parse_card(text: &str) -> Result<Card, String> {
-    Card::named(text).ok_or_else(|| {
-        format!(
-            "'{text}' is no card of the table (ids: {}); give --peak and --bandwidth for \
-             another",
-            Card::ALL
-                .iter()
-                .map(|c| c.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    })
-}
+use super::{ModelInputs, ReportArgs, Worded, card, named, write_file};
 
 /// A positive finite number.
 fn positive(text: &str) -> Result<f64, String> {
@@ -78,7 +61,7 @@ pub struct DeviceArgs {
     experts: Option<ExpertLaunch>,
     /// Tokens per batch, rounded to whole documents of the workload (default 16384, a GPU
     /// bench's batch).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=smelt::bench::MAX_TOKENS))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_TOKENS))]
     tokens: Option<u64>,
     /// Token-to-expert assignment: `balanced`, or `skew=S`.
     #[arg(long, default_value = "balanced")]
@@ -141,8 +124,9 @@ pub struct Args {
     #[command(flatten)]
     inputs: ModelInputs,
     /// The card: an id of the table (h100-sxm, h200-sxm, h200-nvl, b200, gb200, mi300x, ...)
-    /// or a driver's name for it (h200 is the SXM card, as its driver names it).
-    #[arg(long, value_parser = parse_card)]
+    /// or a driver's name for it (h100 and h200 are the SXM cards, as their drivers name
+    /// them); the same names as `smelt mfu --card` and `grid --predict`.
+    #[arg(long, value_parser = card)]
     card: Option<Card>,
     #[command(flatten)]
     device: DeviceArgs,
@@ -198,7 +182,7 @@ pub struct PredictFlag {
     /// name for it: h200 is the SXM card), from a roofline over the bench's kernel plan
     /// (16384 tokens, balanced routing, attention fused, experts grouped): the `P ratio` column, `predicted`
     /// in the JSON. See `smelt predict --help`.
-    #[arg(long, value_name = "CARD", value_parser = parse_card)]
+    #[arg(long, value_name = "CARD", value_parser = card)]
     predict: Option<Card>,
     /// With --predict: efficiencies from a calibration (`smelt calibrate`) instead of the
     /// uncalibrated roofline's 1.

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use clap::builder::TypedValueParser;
 use smelt::progress::Terminal;
 use smelt::report::Format;
-use smelt::search::{self, Knob, SearchOptions};
+use smelt::search::SearchOptions;
+use smelt::study::{self, Knob};
 
 use super::export::ExportArgs;
 use super::{LayoutArgs, all_formats, budget_inputs, emit_report, load_budget, tolerance_exit};
@@ -19,7 +20,7 @@ struct Values(Vec<u64>);
 /// a usage error).
 fn values() -> impl TypedValueParser<Value = Values> {
     clap::builder::NonEmptyStringValueParser::new()
-        .try_map(|text| search::parse_values("values", &text).map(Values))
+        .try_map(|text| study::parse_values("values", &text).map(Values))
 }
 
 /// Vary one recipe knob (loop span, depth or repeats) and re-match every candidate.
@@ -65,7 +66,7 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         force: args.force,
         ..SearchOptions::default()
     };
-    let r = search::sweep_with(&budget, knob, &values, &options, progress)?;
+    let r = study::sweep_with(&budget, knob, &values, &options, progress)?;
     let items = smelt::export::items_of_sweep(&r, Some(&budget));
     args.export
         .write(&items, &budget_inputs(&args.budget, &budget))?;

@@ -23,7 +23,8 @@ use crate::error::{Error, Result};
 use crate::hf::looped::ModelDir;
 use crate::hf::{self, Family};
 use crate::model::ModelSpec;
-use crate::search::{GridReport, MatchReport, SweepReport};
+use crate::search::MatchReport;
+use crate::study::{GridReport, SweepReport};
 
 crate::names::named_enum! {
     /// What an export writes.

@@ -8,9 +8,10 @@
 //! exactly from an analytic cost model ([`cost`](mod@cost), where the conventions are
 //! documented), finds by exact integer search the looped configuration that matches a
 //! Baseline on a declared lattice ([`search`], driven by [`budget`] files), reports the
-//! residual mismatch, fits the scaling-law surfaces matched models are compared with
-//! ([`fit`]), times the GEMMs a layer really issues ([`mod@bench`]), and reads and writes
-//! Hugging Face `config.json` files ([`hf`]).
+//! residual mismatch, runs grids and sweeps of matches ([`study`]), fits the scaling-law
+//! surfaces matched models are compared with ([`fit`]), times the GEMMs a layer really
+//! issues ([`mod@bench`]) and predicts them on a card ([`time`]), both from one kernel plan
+//! ([`plan`]), and reads and writes Hugging Face `config.json` files ([`hf`]).
 //!
 //! Costing a model:
 //!
@@ -82,7 +83,6 @@
 
 pub mod bench;
 pub mod budget;
-pub mod card;
 pub mod cost;
 pub mod error;
 pub mod export;
@@ -93,11 +93,14 @@ pub mod launcher_flops;
 pub mod model;
 pub mod names;
 mod par;
+pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod rng;
 pub mod search;
 mod strict_toml;
+pub mod study;
+pub mod time;
 pub mod units;
 
 pub use budget::{Budget, GridSpec, Mode};
@@ -111,5 +114,6 @@ pub use model::{
     FullAttention, GatedDeltaNet, Indexer, KvCount, Loop, Mamba2, Mixer, Mla, Model, ModelSpec,
     Moe, QkNorm, Recurrent, Training, Window, WindowKind, Workload,
 };
-pub use search::{MatchReport, match_budget, match_grid, solve, sweep};
+pub use search::{MatchReport, match_budget, solve};
+pub use study::{match_grid, sweep};
 pub use units::{ActivationBytes, Bytes, Flops, KvElements, Params};

@@ -10,9 +10,9 @@
 
 use std::time::Instant;
 
-use super::plan::{Kernel, Plan};
 use super::{Measurement, seconds};
 use crate::error::{Error, Result};
+use crate::plan::{Kernel, Plan};
 use crate::progress::Progress;
 
 /// A backend's timing primitives, for [`measure`]. A backend is opened on the plans of a

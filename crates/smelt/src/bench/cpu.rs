@@ -12,8 +12,8 @@
 use std::time::Instant;
 
 use super::TimingBackend;
-use crate::bench::plan::{Component, Kernel, Op, Pass, Plan};
 use crate::error::{Error, Result};
+use crate::plan::{Component, Kernel, Op, Pass, Plan};
 use crate::rng::Lcg;
 
 /// The pool's least length in floats (64 MiB).
@@ -132,7 +132,7 @@ impl Buffers {
 }
 
 /// A fused attention kernel's softmax over rows of `n` scores (module docs of
-/// [`crate::bench::plan::Op::Softmax`]): forward, the online softmax of `scores` into
+/// [`crate::plan::Op::Softmax`]): forward, the online softmax of `scores` into
 /// `out` (each row's maximum, the exponentials, their sum, the scaling); backward, the
 /// probabilities recomputed from the scores and a row's log-sum-exp (here its first
 /// score) and the scores' gradient `P ∘ (dP − D)` from `grads` (`D` here the row's first

@@ -12,7 +12,7 @@
 //! [`MAX_BATCH`] is cut into calls of at most that many GEMMs ([`batch_chunks`]), timed
 //! together as one launch.
 
-use super::plan::{Kernel, Pass};
+use crate::plan::{Kernel, Pass};
 
 /// Whether cuBLAS reads an operand as stored (`N`) or transposed (`T`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub fn batch_chunks(batch: u64) -> Vec<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::plan::Component;
+    use crate::plan::Component;
 
     fn kernel(pass: Pass) -> Kernel {
         Kernel::gemm(Component::Projections, pass, [3, 5, 7], 1)

@@ -11,12 +11,12 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Mutex;
 
-use super::plan::{Component, Kernel, Pass, Plan};
 use super::{
     Backend, BenchOptions, BenchReport, Deadline, TimingBackend, backend::shape, bench_on,
 };
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
+use crate::plan::{Component, Kernel, Pass, Plan};
 use crate::progress::Progress;
 
 /// FLOP/s of a launch in a round of factor 1.
@@ -231,8 +231,8 @@ fn medians_sums_spreads_and_ratios_are_exact() {
     assert_eq!(r.ceiling_flops_per_second, RATE / 2.0);
     assert_eq!(r.ceiling_spread, 3.0);
     for (m, spec) in r.models.iter().zip([&base, &looped]) {
-        let docs = crate::bench::plan::documents(&spec.workload, 128).unwrap();
-        let p = crate::bench::plan::plan(
+        let docs = crate::plan::documents(&spec.workload, 128).unwrap();
+        let p = crate::plan::plan(
             &spec.model,
             &docs,
             spec.workload.attention,

@@ -1,5 +1,5 @@
 //! Kernel microbenchmark: turns a model into the GEMMs one training step of its layer stack
-//! issues ([`plan`]), checks that their arithmetic equals the cost model's count exactly,
+//! issues ([`crate::plan`]), checks that their arithmetic equals the cost model's count exactly,
 //! runs them on a backend ([`cpu`] everywhere, [`cuda`] behind the `cuda` feature) and
 //! reports what each component costs in time, which arithmetic FLOPs hide: more experts
 //! mean smaller GEMMs, and the loop re-executes layers serially. A backend gives the
@@ -27,49 +27,23 @@ pub mod cuda;
 pub mod gemm;
 #[cfg(test)]
 mod mock;
-mod peak;
-pub mod plan;
 pub mod pool;
-pub mod predict;
 pub mod stats;
 mod types;
 
+/// Where the kernels run (the time model's device kinds: [`crate::time::Backend`]).
+pub use crate::time::Backend;
 pub use backend::{Deadline, Job, LAUNCH_BOUND_FACTOR, TimingBackend, Timings, measure};
-pub use peak::peak_of;
-pub use plan::{Component, Kernel, Pass, Plan, Routing};
-pub use types::{
-    BenchOptions, BenchReport, ComponentReport, KernelTime, LayerBench, Measurement, TimeRatio,
-};
+pub use types::{BenchOptions, BenchReport, ComponentReport, KernelTime, LayerBench, Measurement};
 
 use crate::cost::{TRAINING_OVER_FORWARD, forward_flops};
 use crate::error::{Error, Result};
 use crate::model::{ModelSpec, Workload};
-use crate::names::named_enum;
+use crate::plan::{self, Component, MAX_TOKENS, Plan};
 use crate::progress::{Progress, Silent};
+use crate::time::{Card, TimeRatio, check_peak};
 use crate::units::Flops;
 
-named_enum! {
-    /// Where the kernels run.
-    pub enum Backend: "backend" {
-        /// f32 on one CPU thread.
-        Cpu = "cpu",
-        /// bf16 cuBLAS on the first GPU (needs the `cuda` feature and a driver).
-        Cuda = "cuda",
-    }
-}
-
-impl Backend {
-    /// The default batch: 1024 tokens on the CPU, 16384 on a GPU.
-    pub fn default_tokens(self) -> u64 {
-        match self {
-            Backend::Cpu => 1024,
-            Backend::Cuda => 16384,
-        }
-    }
-}
-
-/// The largest batch a benchmark takes, in tokens.
-pub const MAX_TOKENS: u64 = 1 << 20;
 /// The most timed runs per kernel shape.
 pub const MAX_REPEATS: usize = 100;
 
@@ -271,10 +245,6 @@ fn bench_on(
     report(models, &prepared, opts, timings)
 }
 
-/// The peaks a device may be given, FLOP/s: 1 MFLOP/s to 1 EFLOP/s, so that the share of
-/// it a measured rate reaches is always a finite number (no `inf%` from a subnormal peak).
-pub const PEAK_FLOPS: std::ops::RangeInclusive<f64> = 1e6..=1e18;
-
 /// An error unless the batch, the rounds, the time budget and the peak are in range.
 fn check_options(opts: &BenchOptions) -> Result<()> {
     if !(1..=MAX_TOKENS).contains(&opts.tokens) {
@@ -298,17 +268,8 @@ fn check_options(opts: &BenchOptions) -> Result<()> {
             ),
         ));
     }
-    if let Some(p) = opts.peak
-        && !PEAK_FLOPS.contains(&p)
-    {
-        return Err(Error::invalid(
-            "peak",
-            format!(
-                "must be between {:e} and {:e} FLOP/s (1 MFLOP/s to 1 EFLOP/s); got {p:e}",
-                PEAK_FLOPS.start(),
-                PEAK_FLOPS.end()
-            ),
-        ));
+    if let Some(p) = opts.peak {
+        check_peak(p)?;
     }
     Ok(())
 }
@@ -344,9 +305,12 @@ fn report(
             scale,
         ))
     });
-    let (peak, source) = match (opts.peak, peak_of(&device)) {
+    let (peak, source) = match (opts.peak, Card::of_device(&device).map(Card::spec)) {
         (Some(p), _) => (Some(p), Some("--peak".to_owned())),
-        (None, Some((p, s))) if opts.backend == Backend::Cuda => (Some(p), Some(s.to_owned())),
+        (None, Some(card)) if opts.backend == Backend::Cuda => (
+            Some(card.peak_flops_per_second),
+            Some(card.source.to_owned()),
+        ),
         _ => (None, None),
     };
     Ok(BenchReport {

@@ -10,8 +10,8 @@
 //! depend on the number of threads) and one pass over the kernel shapes: it does not grow
 //! with their number beyond that pass.
 
-use super::{Kernel, Plan};
 use crate::error::{Error, Result};
+use crate::plan::{Kernel, Plan};
 use crate::rng::{Lcg, SplitMix64};
 
 /// The pool's least length in bf16 elements (256 MiB).
@@ -156,7 +156,7 @@ pub fn layout(plans: &[&Plan], ceiling: u64) -> Result<Layout> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::plan::{Component, Pass};
+    use crate::plan::{Component, Pass};
 
     fn kernel(m: u64, n: u64, k: u64, batch: u64, count: u64) -> Kernel {
         Kernel {

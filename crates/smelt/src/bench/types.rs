@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 
-use super::{Backend, Component, Kernel, Plan, Routing};
+use super::Backend;
+use crate::plan::{Component, Kernel, Plan, Routing};
 use crate::units::Flops;
 
 /// Benchmark settings.
@@ -121,7 +122,7 @@ pub struct ComponentReport {
     pub flops: Flops,
     /// FLOPs its kernels execute per layer execution: `flops`, except for the attention
     /// core and an indexer's scores, whose tiles are computed whole and whose fused
-    /// backward recomputes the scores ([`crate::bench::plan::PairFlops`]).
+    /// backward recomputes the scores ([`crate::plan::PairFlops`]).
     pub executed_flops: Flops,
     /// Seconds per layer execution.
     pub seconds: f64,
@@ -153,7 +154,7 @@ pub struct LayerBench {
     /// Training FLOPs per token of one layer execution (an average over the stack) from the
     /// cost model, at the benchmarked documents.
     pub analytic_flops_per_token: f64,
-    /// The plan's model FLOPs ([`crate::bench::plan::Plan::flops`]: its GEMMs', the pairs
+    /// The plan's model FLOPs ([`crate::plan::Plan::flops`]: its GEMMs', the pairs
     /// attended for the attention core), per token and layer execution.
     pub plan_flops_per_token: f64,
     /// Whether the two agree exactly (compared as exact fractions).
@@ -176,7 +177,7 @@ pub struct LayerBench {
     /// Their share of the plan's time.
     pub launch_bound_time_share: f64,
     /// Every kernel shape of the plan with its measured time (all its launches): what
-    /// `smelt calibrate` fits a roofline's efficiencies to ([`crate::bench::predict`]).
+    /// `smelt calibrate` fits a roofline's efficiencies to ([`crate::time::Calibration`]).
     pub kernels: Vec<KernelTime>,
 }
 
@@ -227,29 +228,4 @@ pub struct BenchReport {
     /// Training FLOPs per token, second model over first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flop_ratio: Option<f64>,
-}
-
-/// The measured time of a looped model against its Baseline, as a grid cell or a match
-/// reports it (`--bench`); read back when shards of a grid are merged.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct TimeRatio {
-    /// Looped / Baseline seconds per token: the median of the rounds' ratios.
-    pub ratio: f64,
-    /// The ratio's 95% bootstrap interval over the rounds ([`super::stats`]).
-    pub interval: [f64; 2],
-    /// Rounds measured (Baseline and looped timed back to back in each).
-    pub rounds: usize,
-    /// Whether the interval is wider than [`super::stats::NOISY_WIDTH`] of the ratio: not
-    /// a figure to quote.
-    pub noisy: bool,
-    /// Where it was measured.
-    pub backend: Backend,
-    /// The device, in words.
-    pub device: String,
-    /// Tokens in the benchmarked batch (whole documents of the workload).
-    pub tokens: u64,
-    /// The Baseline's seconds per token.
-    pub baseline_seconds_per_token: f64,
-    /// The looped model's seconds per token.
-    pub looped_seconds_per_token: f64,
 }

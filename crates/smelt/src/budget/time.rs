@@ -1,5 +1,5 @@
 //! The predicted-time budget: the looped model's training step time per token on a named
-//! card, predicted by the roofline over the bench's kernel plan ([`crate::bench::predict`]),
+//! card, predicted by the roofline over the kernel plan ([`crate::time`]),
 //! against the Baseline's, as a term of the objective.
 //!
 //! ```toml
@@ -29,14 +29,13 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::bench::Routing;
-use crate::bench::predict::{
-    AttentionData, Calibration, DeviceRequest, ExpertLaunch, Given, PredictOptions,
-    PredictionBasis, Roofline, predict_model,
-};
-use crate::card::Card;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
+use crate::plan::{MAX_TOKENS, Routing};
+use crate::time::{
+    AttentionData, Calibration, Card, DeviceRequest, ExpertLaunch, Given, PredictOptions,
+    PredictionBasis, Roofline, predict_model,
+};
 
 /// The time budget of a match: its weight and the roofline it is predicted on.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,13 +60,12 @@ impl TimeBudget {
         if let Some(c) = &roofline.calibration {
             c.validate()?;
         }
-        if !(1..=crate::bench::MAX_TOKENS).contains(&options.tokens) {
+        if !(1..=MAX_TOKENS).contains(&options.tokens) {
             return Err(Error::invalid(
                 "objective.time.tokens",
                 format!(
                     "must be between 1 and {} (got {})",
-                    crate::bench::MAX_TOKENS,
-                    options.tokens
+                    MAX_TOKENS, options.tokens
                 ),
             ));
         }
@@ -170,23 +168,12 @@ fn positive(field: &str, v: Option<f64>, unit: f64) -> Result<Option<f64>> {
 impl TimeFile {
     /// The time budget of weight `weight`, with relative paths taken from `dir`.
     pub(crate) fn resolve(&self, weight: f64, dir: &Path) -> Result<TimeBudget> {
-        let card = match &self.card {
-            None => None,
-            Some(text) => Some(Card::named(text).ok_or_else(|| {
-                Error::invalid(
-                    "objective.time.card",
-                    format!(
-                        "'{text}' is no card of the table (ids: {}); give peak and bandwidth \
-                         for another",
-                        Card::ALL
-                            .iter()
-                            .map(|c| c.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                )
-            })?),
-        };
+        let card = self
+            .card
+            .as_deref()
+            .map(Card::parse)
+            .transpose()
+            .map_err(under_time)?;
         let launch_seconds = match self.launch_us {
             Some(us) if !(us.is_finite() && (0.0..=1e6).contains(&us)) => {
                 return Err(Error::invalid(

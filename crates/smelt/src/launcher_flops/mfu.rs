@@ -4,25 +4,17 @@
 //! `MFU = tokens_per_second × F / (gpus × peak)`, with `tokens_per_second` the whole run's
 //! throughput (every GPU together; a per-GPU throughput, as torchtitan logs `tps`, is the
 //! same with `gpus = 1`), `F` the per-token training FLOPs of the convention and `peak` the
-//! card's dense bf16 peak from [`crate::card`] (or one given). Recomputation (activation
-//! checkpointing) is not counted, as MFU never counts it.
+//! card's dense bf16 peak from the table of cards, or one given ([`Peak`], resolved where
+//! every card is: [`crate::time`]). Recomputation (activation checkpointing) is not
+//! counted, as MFU never counts it.
 
 use serde::Serialize;
 
 use super::{Convention, training_flops};
-use crate::card::Card;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
+use crate::time::{Card, Peak};
 use crate::units::Flops;
-
-/// The peak MFU divides by.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Peak {
-    /// A card of the table.
-    Card(Card),
-    /// A dense peak in FLOP/s per GPU, for a card the table does not have.
-    Given(f64),
-}
 
 /// One convention's MFU.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -70,7 +62,7 @@ pub const MAX_GPUS: u64 = 1 << 24;
 
 /// The MFU of `spec` trained at `tokens_per_second` (the whole run) on `gpus` GPUs of
 /// `peak`. Errors name the input: a throughput outside `TOKENS_PER_SECOND` (1e-3 to 1e12), no GPUs or
-/// more than `MAX_GPUS` (2^24), a given peak outside [`crate::bench::PEAK_FLOPS`].
+/// more than `MAX_GPUS` (2^24), a given peak outside [`crate::time::PEAK_FLOPS`].
 pub fn mfu(spec: &ModelSpec, tokens_per_second: f64, gpus: u64, peak: Peak) -> Result<Mfu> {
     if !TOKENS_PER_SECOND.contains(&tokens_per_second) {
         return Err(Error::invalid(
@@ -92,23 +84,7 @@ pub fn mfu(spec: &ModelSpec, tokens_per_second: f64, gpus: u64, peak: Peak) -> R
             format!("must be at most {MAX_GPUS}; got {gpus}"),
         ));
     }
-    let (card, peak_flops, source) = match peak {
-        Peak::Card(c) => {
-            let s = c.spec();
-            (Some(c), s.peak_flops_per_second, s.source.to_owned())
-        }
-        Peak::Given(p) if crate::bench::PEAK_FLOPS.contains(&p) => (None, p, "--peak".to_owned()),
-        Peak::Given(p) => {
-            return Err(Error::invalid(
-                "peak",
-                format!(
-                    "must be between {:e} and {:e} FLOP/s (1 MFLOP/s to 1 EFLOP/s); got {p:e}",
-                    crate::bench::PEAK_FLOPS.start(),
-                    crate::bench::PEAK_FLOPS.end()
-                ),
-            ));
-        }
-    };
+    let (peak_flops, source) = peak.resolve()?;
     let rows = Convention::ALL
         .iter()
         .map(|&c| {
@@ -128,7 +104,7 @@ pub fn mfu(spec: &ModelSpec, tokens_per_second: f64, gpus: u64, peak: Peak) -> R
         name: spec.name.clone(),
         tokens_per_second,
         gpus,
-        card,
+        card: peak.card(),
         peak_flops_per_second: peak_flops,
         peak_source: source,
         rows,

@@ -102,7 +102,7 @@
 
 mod mfu;
 
-pub use mfu::{Mfu, MfuRow, Peak, mfu};
+pub use mfu::{Mfu, MfuRow, mfu};
 
 use serde::Serialize;
 

@@ -1,6 +1,8 @@
 //! The kernel plan of a model's layer stack: every GEMM one training step of its layers
 //! issues, with its shape and how many times the stack issues it, so that its arithmetic
-//! can be checked against the cost model and timed.
+//! can be checked against the cost model and timed. The benchmark ([`mod@crate::bench`])
+//! times these kernels and the time model ([`crate::time`]) predicts them, so that a
+//! measurement and a prediction line up kernel by kernel.
 //!
 //! For `T` tokens packed from documents, a layer of hidden size `H`, `heads` query heads
 //! and `kv_heads` key/value heads of width `d`, `E` experts of width `f` (`k` active) and
@@ -57,226 +59,19 @@
 //! activations and routing are not GEMMs and are not in the plan; the attention tiles'
 //! softmax is ([`Op::Softmax`]), with no FLOPs counted for it.
 
-use serde::{Deserialize, Serialize};
+mod kernel;
+mod routing;
+
+pub use kernel::{Component, Kernel, Op, Pass};
+pub use routing::{Routing, assign};
+
+use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::model::{Attention, Model, WindowKind};
 
-/// What a kernel computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Component {
-    /// Q, K, V, O projections.
-    Projections,
-    /// `QKᵀ` and `PV`.
-    AttentionCore,
-    /// Router.
-    Router,
-    /// Routed experts.
-    Experts,
-    /// Shared experts.
-    Shared,
-    /// Dense FFNs of the layers without MoE.
-    Dense,
-    /// A sparse attention indexer's projections and scores.
-    Indexer,
-}
-
-impl Component {
-    /// All components, in report order.
-    pub const ALL: [Component; 7] = [
-        Component::Projections,
-        Component::AttentionCore,
-        Component::Router,
-        Component::Experts,
-        Component::Shared,
-        Component::Dense,
-        Component::Indexer,
-    ];
-
-    /// Display name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Component::Projections => "projections",
-            Component::AttentionCore => "attention core",
-            Component::Router => "router",
-            Component::Experts => "experts",
-            Component::Shared => "shared experts",
-            Component::Dense => "dense FFN",
-            Component::Indexer => "indexer",
-        }
-    }
-}
-
-/// Which pass a kernel belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Pass {
-    /// Forward.
-    Forward,
-    /// Gradient with respect to the left operand.
-    BackwardData,
-    /// Gradient with respect to the right operand.
-    BackwardWeight,
-    /// A fused attention kernel's backward pass recomputing its forward's scores.
-    Recompute,
-}
-
-/// What a kernel runs.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Op {
-    /// A GEMM: `m x n` outputs, each a dot product of length `k`.
-    #[default]
-    Gemm,
-    /// The softmax of a fused attention kernel over its `m x n` tiles of scores: forward,
-    /// each row's maximum, exponentials and sum (the online softmax); backward
-    /// ([`Pass::BackwardData`]), the probabilities recomputed from the saved log-sum-exp
-    /// and the scores' gradient `P ∘ (dP − D)`. `k` is 0; no FLOPs are counted for it (as
-    /// for every norm and activation, the cost model counts GEMMs only).
-    Softmax,
-}
-
-/// One GEMM shape, issued `count` times (each a batch of `batch` identical GEMMs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Kernel {
-    /// Component.
-    pub component: Component,
-    /// Pass.
-    pub pass: Pass,
-    /// What it runs.
-    pub op: Op,
-    /// Output rows.
-    pub m: u64,
-    /// Output columns.
-    pub n: u64,
-    /// Reduction length.
-    pub k: u64,
-    /// GEMMs per launch (strided-batched over heads).
-    pub batch: u64,
-    /// Launches.
-    pub count: u64,
-}
-
-impl Kernel {
-    /// A GEMM.
-    pub fn gemm(component: Component, pass: Pass, [m, n, k]: [u64; 3], batch: u64) -> Self {
-        Kernel {
-            component,
-            pass,
-            op: Op::Gemm,
-            m,
-            n,
-            k,
-            batch,
-            count: 1,
-        }
-    }
-
-    /// Elements of its operands per launch: `(A, B, C)`, `batch·(m·k, k·n, m·n)` for a GEMM,
-    /// `batch·m·n` each for a softmax (scores in, their gradient in, the result out).
-    pub fn operands(&self) -> (u128, u128, u128) {
-        let b = u128::from(self.batch);
-        let (m, n, k) = (u128::from(self.m), u128::from(self.n), u128::from(self.k));
-        match self.op {
-            Op::Gemm => (b * m * k, b * k * n, b * m * n),
-            Op::Softmax => (b * m * n, b * m * n, b * m * n),
-        }
-    }
-
-    /// FLOPs executed by all its launches: `2·m·n·k·batch·count` for a GEMM, 0 for a
-    /// softmax.
-    pub fn flops(&self) -> u128 {
-        if self.op == Op::Softmax {
-            return 0;
-        }
-        2 * u128::from(self.m)
-            * u128::from(self.n)
-            * u128::from(self.k)
-            * u128::from(self.batch)
-            * u128::from(self.count)
-    }
-}
-
-/// How tokens are assigned to routed experts.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Routing {
-    /// `T·k` assignments spread as evenly as possible.
-    Balanced,
-    /// Zipf-like: expert `e` (0-based) gets a share proportional to `1 / (e + 1)^s`, no
-    /// expert more than `T` tokens.
-    Skewed(f64),
-}
-
-impl std::str::FromStr for Routing {
-    type Err = Error;
-
-    /// `balanced`, or `skew=S` with `S` a non-negative number.
-    fn from_str(s: &str) -> Result<Self> {
-        let bad = |why: String| Error::invalid("routing", why);
-        if s == "balanced" {
-            return Ok(Routing::Balanced);
-        }
-        let Some(v) = s.strip_prefix("skew=") else {
-            return Err(bad(format!("expected 'balanced' or 'skew=S' (got '{s}')")));
-        };
-        match v.parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 => Ok(Routing::Skewed(x)),
-            _ => Err(bad(format!(
-                "the skew must be a non-negative number (got '{v}')"
-            ))),
-        }
-    }
-}
-
-/// Tokens per expert: `Σ = tokens·top_k`, each at most `tokens`.
-pub fn assign(tokens: u64, experts: u64, top_k: u64, routing: Routing) -> Result<Vec<u64>> {
-    let total = tokens * top_k;
-    let e = experts as usize;
-    match routing {
-        Routing::Balanced => {
-            let (base, extra) = (total / experts, total % experts);
-            Ok((0..experts).map(|i| base + u64::from(i < extra)).collect())
-        }
-        Routing::Skewed(s) => {
-            if !(s.is_finite() && s >= 0.0) {
-                return Err(Error::invalid(
-                    "routing",
-                    format!("skew must be a non-negative number (got {s})"),
-                ));
-            }
-            let w: Vec<f64> = (0..e).map(|i| 1.0 / ((i + 1) as f64).powf(s)).collect();
-            let sum: f64 = w.iter().sum();
-            let mut counts = vec![0u64; e];
-            let mut left = total;
-            // Fill greedily by weight with the cap, then hand out the rest in weight order.
-            for (c, wi) in counts.iter_mut().zip(&w) {
-                let want = ((total as f64) * wi / sum).floor() as u64;
-                *c = want.min(tokens).min(left);
-                left -= *c;
-            }
-            while left > 0 {
-                let before = left;
-                for c in counts.iter_mut() {
-                    if left == 0 {
-                        break;
-                    }
-                    if *c < tokens {
-                        *c += 1;
-                        left -= 1;
-                    }
-                }
-                if left == before {
-                    return Err(Error::invalid("routing", "cannot place every assignment"));
-                }
-            }
-            Ok(counts)
-        }
-    }
-}
+/// The largest batch a plan is made for, in tokens.
+pub const MAX_TOKENS: u64 = 1 << 20;
 
 /// The kernels of one training step of the whole layer stack.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,8 +1,8 @@
 //! The layout of a kernel benchmark (`smelt bench`).
 
 use super::{Document, Field, Format, Report, Table, group_digits, short};
-use crate::bench::plan::TILE;
 use crate::bench::{Backend, BenchReport};
+use crate::plan::TILE;
 
 fn rate(x: f64) -> String {
     if x >= 1e12 {

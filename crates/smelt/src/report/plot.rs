@@ -18,7 +18,7 @@ use super::label;
 use crate::cost::BudgetKind;
 use crate::error::{Error, Result};
 use crate::fit::GainTable;
-use crate::search::GridReport;
+use crate::study::GridReport;
 
 fn plot_error(e: impl std::fmt::Display) -> Error {
     Error::Plot {

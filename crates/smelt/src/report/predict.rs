@@ -1,7 +1,7 @@
 //! The layout of a step-time prediction (`smelt predict`).
 
 use super::{Document, Field, Report, Table};
-use crate::bench::predict::{ModelPrediction, PredictReport};
+use crate::time::{ModelPrediction, PredictReport};
 
 fn seconds(s: f64) -> Field {
     Field::shown(seconds_text(s), s)

@@ -12,7 +12,7 @@ use super::short;
 use super::{Document, Field, Report, SHAPE_COLUMNS, Table, label};
 use crate::cost::{BudgetKind, PeakPair, PerBudget, Ratios};
 use crate::model::Model;
-use crate::search::{GridCell, GridReport, SweepReport};
+use crate::study::{GridCell, GridReport, SweepReport};
 
 fn arrow((a, b): (u64, u64)) -> Field {
     if a == b {
@@ -219,7 +219,7 @@ fn predicted_field(c: &GridCell) -> Field {
 }
 
 /// The summary of the time ratios in words.
-fn time_summary_line(tr: &crate::search::TimeSummary) -> String {
+fn time_summary_line(tr: &crate::study::TimeSummary) -> String {
     let figure = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.4}"));
     let mut line = format!(
         "largest time ratio {}, mean time ratio {} (over the cells quoted)",

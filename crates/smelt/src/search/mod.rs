@@ -104,7 +104,7 @@
 //!   `i`-th largest of a list only grows when a 0 in it is raised), so the full score is
 //!   no better than `s₀` in the order. A candidate whose `s₀` cannot be kept is skipped
 //!   unpredicted; every other one's time is predicted
-//!   ([`crate::bench::predict::predict_model`], as `smelt predict` predicts) and it is
+//!   ([`crate::time::predict_model`], as `smelt predict` predicts) and it is
 //!   scored in full. In conservative mode a candidate predicted slower than the Baseline
 //!   is not admissible.
 //! * Step 5: the finalists' times are predicted again by the same function, which gives
@@ -133,25 +133,15 @@
 pub mod advice;
 pub(crate) mod affine;
 mod candidate;
-mod grid;
 mod kept;
 pub mod milp;
 mod report;
 pub(crate) mod shapes;
-pub mod shard;
-mod sweep;
 mod verdict;
 
 pub use candidate::{Candidate, Point, TimeResidual, looped_model, mixer_knobs, rank_key};
-pub use grid::{
-    GridCell, GridReport, GridSummary, PredictSummary, TimeSummary, match_grid, match_grid_with,
-    predict_cells, time_cells, time_shard,
-};
 pub use report::{
     Alternative, BudgetPair, MatchReport, MatchTime, SparsityPair, match_budget, match_budget_with,
-};
-pub use sweep::{
-    Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, check_values, parse_values, sweep, sweep_with,
 };
 pub use verdict::Verdict;
 

@@ -4,11 +4,11 @@ use serde::Serialize;
 
 use super::advice::{Floor, Refinement, advise};
 use super::{Candidate, SearchOptions, SearchStats, model_spec, solve_with};
-use crate::bench::predict::PredictionBasis;
 use crate::budget::{Budget, Mode, Score, Tolerance};
 use crate::cost::{BudgetKind, Budgets, Ratios, Residuals, cost, cost_against};
 use crate::error::Result;
 use crate::model::{Model, ModelSpec};
+use crate::time::{PredictionBasis, TimeRatio};
 
 /// Compute-equivalent sparsity of both models, each against the Baseline's control.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -106,7 +106,7 @@ pub struct MatchReport {
     pub advice: Vec<Refinement>,
     /// The measured time ratio of the looped model to the Baseline (`--bench`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub time: Option<crate::bench::TimeRatio>,
+    pub time: Option<TimeRatio>,
     /// The predicted-time budget (only when the budget has one: `[objective.time]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predicted_time: Option<MatchTime>,

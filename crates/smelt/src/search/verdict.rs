@@ -1,10 +1,11 @@
 //! Which tolerances a result breaks, in words: what a command line says on standard error
 //! before it exits with the tolerance code, and what a launcher logs before it refuses.
 
-use super::{GridReport, MatchReport, SweepReport};
+use super::MatchReport;
 use crate::units::percent;
 
-/// A result judged against its budget's `[tolerance]`.
+/// A result judged against its budget's `[tolerance]` (a grid's and a sweep's are in
+/// [`crate::study`]).
 pub trait Verdict {
     /// One line per broken tolerance (empty: every tolerance is met).
     fn broken_tolerances(&self) -> Vec<String>;
@@ -21,32 +22,5 @@ impl Verdict for MatchReport {
                 format!("{}: |{residual}| > {:.2}%", k.as_str(), tolerance(k))
             })
             .collect()
-    }
-}
-
-impl Verdict for GridReport {
-    /// Per cell outside its tolerances, the budgets it breaks: `cell 200m s95 (kv)`.
-    fn broken_tolerances(&self) -> Vec<String> {
-        let cells = self.cells.iter().filter(|c| !c.within_tolerance);
-        cells
-            .map(|c| {
-                let kinds: Vec<&str> = c.broken.iter().map(|k| k.as_str()).collect();
-                let (scale, sparsity) = (&c.scale, &c.sparsity_label);
-                format!("cell {scale} {sparsity} ({})", kinds.join(", "))
-            })
-            .collect()
-    }
-}
-
-impl Verdict for SweepReport {
-    /// Per value outside the tolerances, the budgets it breaks: `span = 4 (flops, kv)`.
-    fn broken_tolerances(&self) -> Vec<String> {
-        let rows = self.rows.iter().filter(|r| !r.within_tolerance);
-        rows.map(|r| {
-            let kinds: Vec<&str> = r.broken.iter().map(|k| k.as_str()).collect();
-            let knob = self.knob.as_str();
-            format!("{knob} = {} ({})", r.value, kinds.join(", "))
-        })
-        .collect()
     }
 }

@@ -1,17 +1,17 @@
-//! What a grid reports: the JSON contract of `smelt grid`.
+//! What a grid reports, and its cells matched: the JSON contract of `smelt grid`.
 
 use serde::Serialize;
 
-use super::{MatchReport, SearchOptions, SearchStats, SparsityPair, match_budget_with};
-use crate::bench::predict::{
-    PredictOptions, PredictedRatio, PredictionBasis, Roofline, predicted_ratio,
-};
-use crate::bench::{BenchOptions, TimeRatio, time_ratio};
+use super::shard::ShardInfo;
 use crate::budget::{GridSpec, Mode};
 use crate::cost::{BudgetKind, PerBudget, Ratios, Residuals};
 use crate::error::Result;
 use crate::model::ModelSpec;
 use crate::progress::{Progress, Silent};
+use crate::search::{
+    MatchReport, SearchOptions, SearchStats, SparsityPair, Verdict, match_budget_with,
+};
+use crate::time::{Backend, PredictedRatio, PredictionBasis, TimeRatio};
 
 /// One cell of a grid report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -71,7 +71,7 @@ pub struct PredictSummary {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TimeSummary {
     /// Where the cells were measured.
-    pub backend: crate::bench::Backend,
+    pub backend: Backend,
     /// The device, in words.
     pub device: String,
     /// The largest looped / Baseline time ratio over the quoted cells (timed, and not
@@ -120,7 +120,7 @@ pub struct GridReport {
     pub summary: GridSummary,
     /// The share of the cells this run timed (`--shard K/N`), for `smelt merge`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub shard: Option<super::shard::ShardInfo>,
+    pub shard: Option<ShardInfo>,
 }
 
 impl GridSummary {
@@ -153,35 +153,6 @@ impl GridSummary {
     }
 }
 
-/// Predicts the time ratio of every cell of `report` on `roof` ([`crate::bench::predict`]),
-/// adding each cell's and their largest and mean to the summary.
-pub fn predict_cells(
-    report: &mut GridReport,
-    roof: &Roofline,
-    opts: &PredictOptions,
-) -> Result<()> {
-    roof.device.validate()?;
-    if let Some(c) = &roof.calibration {
-        c.validate()?;
-    }
-    let ratios = crate::par::map(&report.cells, |c| {
-        predicted_ratio(&c.baseline, &c.looped, roof, opts)
-    });
-    let mut all = Vec::with_capacity(ratios.len());
-    for (cell, r) in report.cells.iter_mut().zip(ratios) {
-        let r = r?;
-        all.push(r.ratio);
-        cell.predicted = Some(r);
-    }
-    let (max_ratio, mean_ratio) = predicted_stats(&all);
-    report.summary.predicted = Some(PredictSummary {
-        basis: PredictionBasis::of(roof, opts),
-        max_ratio,
-        mean_ratio,
-    });
-    Ok(())
-}
-
 /// The largest and the mean of the cells' predicted ratios (a summary's `predicted`).
 pub(crate) fn predicted_stats(ratios: &[f64]) -> (f64, f64) {
     (
@@ -190,90 +161,11 @@ pub(crate) fn predicted_stats(ratios: &[f64]) -> (f64, f64) {
     )
 }
 
-/// Benchmarks the Baseline and the match of every cell of `report` on `opts`' backend
-/// (one cell after the other: they share the machine), adding each cell's measured time
-/// ratio and their largest and mean to the summary. `opts.max_seconds` bounds the whole
-/// grid: each cell gets what the cells before it left. A cell whose benchmark fails (or
-/// that the budget leaves no time for) is reported with the reason in `time_failed`, and
-/// the other cells are timed all the same; only an interruption stops the grid.
-pub fn time_cells(
-    report: &mut GridReport,
-    opts: &BenchOptions,
-    progress: &dyn Progress,
-) -> Result<()> {
-    time_shard(report, opts, None, progress)
-}
-
-/// [`time_cells`] for the cells of `shard` only (all of them for `None`), the report marked
-/// as that shard ([`super::shard`]).
-pub fn time_shard(
-    report: &mut GridReport,
-    opts: &BenchOptions,
-    shard: Option<super::shard::Shard>,
-    progress: &dyn Progress,
-) -> Result<()> {
-    let start = std::time::Instant::now();
-    let n = report.cells.len();
-    if let Some(s) = shard.filter(|s| s.of > n as u64) {
-        return Err(crate::Error::invalid(
-            "shard",
-            format!(
-                "{}/{}: the grid has {n} cells, so N must be at most {n} (a shard past the \
-                 cells would time nothing, and smelt merge needs every shard)",
-                s.index, s.of
-            ),
-        ));
-    }
-    for (i, cell) in report.cells.iter_mut().enumerate() {
-        crate::progress::check(progress)?;
-        if shard.is_some_and(|s| !s.has(i)) {
-            continue;
-        }
-        let left = opts.max_seconds - start.elapsed().as_secs_f64();
-        if left <= 0.0 {
-            cell.time_failed = Some(format!(
-                "not timed: the grid's time budget (--max-seconds {}) ran out",
-                opts.max_seconds
-            ));
-            continue;
-        }
-        progress.note(&format!(
-            "benchmarking cell {}/{n} ({} {})",
-            i + 1,
-            cell.scale,
-            cell.sparsity_label
-        ));
-        let cell_opts = BenchOptions {
-            max_seconds: left,
-            ..*opts
-        };
-        match time_ratio(&cell.baseline, &cell.looped, &cell_opts, progress) {
-            Ok(t) => cell.time = Some(t),
-            Err(crate::Error::Interrupted) => return Err(crate::Error::Interrupted),
-            Err(e) => {
-                progress.note(&format!(
-                    "cell {} {} not timed: {e}",
-                    cell.scale, cell.sparsity_label
-                ));
-                cell.time_failed = Some(e.to_string());
-            }
-        }
-    }
-    let times: Vec<(Option<TimeRatio>, bool)> = (report.cells.iter())
-        .map(|c| (c.time.clone(), c.time_failed.is_some()))
-        .collect();
-    report.summary.time_ratio = time_summary_of(&times, opts.backend);
-    if let Some(s) = shard {
-        super::shard::mark(report, s, opts)?;
-    }
-    Ok(())
-}
-
 /// The summary of the cells' time ratios (`(time, failed)` per cell): the largest and mean
 /// over the quoted cells (timed, not noisy); `None` when no cell was timed or failed.
 pub(crate) fn time_summary_of(
     times: &[(Option<TimeRatio>, bool)],
-    backend: crate::bench::Backend,
+    backend: Backend,
 ) -> Option<TimeSummary> {
     let timed: Vec<&TimeRatio> = times.iter().filter_map(|(t, _)| t.as_ref()).collect();
     let failed_cells = times.iter().filter(|(_, failed)| *failed).count();
@@ -348,4 +240,18 @@ pub fn match_grid_with(
         summary,
         shard: None,
     })
+}
+
+impl Verdict for GridReport {
+    /// Per cell outside its tolerances, the budgets it breaks: `cell 200m s95 (kv)`.
+    fn broken_tolerances(&self) -> Vec<String> {
+        let cells = self.cells.iter().filter(|c| !c.within_tolerance);
+        cells
+            .map(|c| {
+                let kinds: Vec<&str> = c.broken.iter().map(|k| k.as_str()).collect();
+                let (scale, sparsity) = (&c.scale, &c.sparsity_label);
+                format!("cell {scale} {sparsity} ({})", kinds.join(", "))
+            })
+            .collect()
+    }
 }

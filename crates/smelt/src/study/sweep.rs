@@ -3,13 +3,13 @@
 
 use serde::Serialize;
 
-use super::{SearchOptions, SparsityPair, match_budget_with};
 use crate::budget::{Budget, Span};
 use crate::cost::{BudgetKind, Ratios, Residuals};
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::names::named_enum;
 use crate::progress::{Progress, Silent};
+use crate::search::{SearchOptions, SparsityPair, Verdict, match_budget_with};
 
 named_enum! {
     /// Which recipe knob a sweep varies.
@@ -187,6 +187,19 @@ pub fn sweep_with(
         baseline: budget.baseline().clone(),
         rows,
     })
+}
+
+impl Verdict for SweepReport {
+    /// Per value outside the tolerances, the budgets it breaks: `span = 4 (flops, kv)`.
+    fn broken_tolerances(&self) -> Vec<String> {
+        let rows = self.rows.iter().filter(|r| !r.within_tolerance);
+        rows.map(|r| {
+            let kinds: Vec<&str> = r.broken.iter().map(|k| k.as_str()).collect();
+            let knob = self.knob.as_str();
+            format!("{knob} = {} ({})", r.value, kinds.join(", "))
+        })
+        .collect()
+    }
 }
 
 #[cfg(test)]

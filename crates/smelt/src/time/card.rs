@@ -12,54 +12,78 @@
 //!   L40S) that one is used.
 //! * **Bandwidth**: the card's memory bandwidth in bytes per second, as its datasheet
 //!   gives it (one GPU of a multi-GPU board or rack).
-//! * **Names**: the driver's device name (`nvidia-smi --query-gpu=name`, `cuDeviceGetName`,
-//!   `torch.cuda.get_device_name`) is split into words (letters and digits), and a card
-//!   matches when every one of its fragments is one of those words; the table is ordered
-//!   most specific first (`h100 pcie` before `h100`). Whole words keep `GH200` from reading
-//!   as an H200 and an L40 from reading as an L4 (the L40 is not listed: it has no card).
-//! * **Unknown cards** are errors that list the known ids ([`Card::from_str`]); a device name
+//! * **Names**: one parser reads a card's name, for every command, a budget's
+//!   `[objective.time]` and Python alike ([`Card::parse`], which `FromStr` and serde use):
+//!   an id of the table (`h200-sxm`, case ignored), or a name a driver reports for the card
+//!   (`nvidia-smi --query-gpu=name`, `cuDeviceGetName`, `torch.cuda.get_device_name`). A
+//!   name is split into words (letters and digits, case ignored), and a card matches when
+//!   every one of its fragments is one of those words; the table is ordered most specific
+//!   first (`h100 pcie` before `h100`). So a card's fragments are its short name, accepted
+//!   everywhere ([`CardSpec::alias`]: `h100` is the H100 SXM, `h200` the H200 SXM, as their
+//!   drivers name them). Whole words keep `GH200` from reading as an H200 and an L40 from
+//!   reading as an L4 (the L40 is not listed: it has no card).
+//! * **Unknown cards** are errors that list the known ids and short names; a device name
 //!   matching no entry has no card ([`Card::of_device`] is `None`). No card ever stands in
-//!   for another: a wrong peak turns an MFU into nonsense (an unknown card read as another's
-//!   peak is how a 563% MFU gets logged).
-//!
-//! [`Card::from_str`]: std::str::FromStr::from_str
+//!   for another, and none is suggested for a name that is not its own: a wrong peak turns
+//!   an MFU into nonsense (an unknown card read as another's peak is how a 563% MFU gets
+//!   logged).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::names::named_enum;
+use crate::error::{Error, Result};
 
-named_enum! {
-    /// A card in the table, by id.
-    pub enum Card: "card" {
-        /// NVIDIA H100 SXM5 80 GB.
-        H100Sxm = "h100-sxm",
-        /// NVIDIA H100 PCIe 80 GB.
-        H100Pcie = "h100-pcie",
-        /// NVIDIA H100 NVL 94 GB.
-        H100Nvl = "h100-nvl",
-        /// NVIDIA H200 SXM 141 GB (the driver names it "NVIDIA H200").
-        H200Sxm = "h200-sxm",
-        /// NVIDIA H200 NVL 141 GB.
-        H200Nvl = "h200-nvl",
-        /// NVIDIA GH200 Grace Hopper superchip, its H100 GPU with 96 GB HBM3.
-        Gh200 = "gh200",
-        /// NVIDIA B200 (HGX B200).
-        B200 = "b200",
-        /// NVIDIA GB200 Grace Blackwell superchip, per Blackwell GPU.
-        Gb200 = "gb200",
-        /// AMD Instinct MI300X.
-        Mi300x = "mi300x",
-        /// NVIDIA A100 SXM4 80 GB.
-        A100 = "a100",
-        /// NVIDIA A100 PCIe 80 GB.
-        A100Pcie = "a100-pcie",
-        /// NVIDIA L40S.
-        L40s = "l40s",
-        /// NVIDIA L4.
-        L4 = "l4",
-        /// NVIDIA GeForce RTX 4090.
-        Rtx4090 = "rtx-4090",
-    }
+/// Declares [`Card`] with its ids: the enum, [`Card::ALL`] and [`Card::as_str`].
+macro_rules! cards {
+    ($( $(#[$meta:meta])* $variant:ident = $id:literal ),+ $(,)?) => {
+        /// A card in the table, by id; read from a name by [`Card::parse`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+        pub enum Card {
+            $( $(#[$meta])* #[serde(rename = $id)] $variant ),+
+        }
+
+        impl Card {
+            /// Every card, in documentation order.
+            pub const ALL: &'static [Card] = &[$(Card::$variant),+];
+
+            /// The card's id.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Card::$variant => $id),+
+                }
+            }
+        }
+    };
+}
+
+cards! {
+    /// NVIDIA H100 SXM5 80 GB.
+    H100Sxm = "h100-sxm",
+    /// NVIDIA H100 PCIe 80 GB.
+    H100Pcie = "h100-pcie",
+    /// NVIDIA H100 NVL 94 GB.
+    H100Nvl = "h100-nvl",
+    /// NVIDIA H200 SXM 141 GB (the driver names it "NVIDIA H200").
+    H200Sxm = "h200-sxm",
+    /// NVIDIA H200 NVL 141 GB.
+    H200Nvl = "h200-nvl",
+    /// NVIDIA GH200 Grace Hopper superchip, its H100 GPU with 96 GB HBM3.
+    Gh200 = "gh200",
+    /// NVIDIA B200 (HGX B200).
+    B200 = "b200",
+    /// NVIDIA GB200 Grace Blackwell superchip, per Blackwell GPU.
+    Gb200 = "gb200",
+    /// AMD Instinct MI300X.
+    Mi300x = "mi300x",
+    /// NVIDIA A100 SXM4 80 GB.
+    A100 = "a100",
+    /// NVIDIA A100 PCIe 80 GB.
+    A100Pcie = "a100-pcie",
+    /// NVIDIA L40S.
+    L40s = "l40s",
+    /// NVIDIA L4.
+    L4 = "l4",
+    /// NVIDIA GeForce RTX 4090.
+    Rtx4090 = "rtx-4090",
 }
 
 /// What the table says of one card.
@@ -69,8 +93,8 @@ pub struct CardSpec {
     pub id: Card,
     /// Its name, as a person writes it.
     pub name: &'static str,
-    /// Words of the driver's device name that identify it (all must be present).
-    #[serde(skip)]
+    /// Words of a name that identify it (all must be present); joined by spaces, its short
+    /// name ([`CardSpec::alias`]).
     pub fragments: &'static [&'static str],
     /// Dense bf16 peak (fp32 accumulation, no sparsity), FLOP/s.
     pub peak_flops_per_second: f64,
@@ -224,24 +248,85 @@ impl Card {
         CARDS
     }
 
-    /// The card `text` names: an id of the table (`h200-sxm`), else the card a driver
-    /// reporting `text` as its device name would be (`h200`, `"NVIDIA H200 NVL"`).
-    pub fn named(text: &str) -> Option<Card> {
-        text.parse::<Card>().ok().or_else(|| Card::of_device(text))
+    /// The card `text` names (module docs): an id of the table (`h200-sxm`), else the card a
+    /// driver reporting `text` as its device name would be (`h200`, `"NVIDIA H200 NVL"`).
+    /// Any other name is an error, field `card`, listing the ids and short names.
+    pub fn parse(text: &str) -> Result<Card> {
+        let trimmed = text.trim();
+        Card::ALL
+            .iter()
+            .copied()
+            .find(|c| c.as_str().eq_ignore_ascii_case(trimmed))
+            .or_else(|| Card::of_device(trimmed))
+            .ok_or_else(|| Error::invalid("card", unknown(text)))
     }
 
     /// The card a driver reports as `device` (e.g. `"NVIDIA H200 NVL"`), if the table has
     /// it.
     pub fn of_device(device: &str) -> Option<Card> {
-        let lower = device.to_lowercase();
-        let words: Vec<&str> = lower
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .collect();
+        let words = words(device);
         CARDS
             .iter()
-            .find(|c| c.fragments.iter().all(|f| words.contains(f)))
+            .find(|c| c.fragments.iter().all(|f| words.iter().any(|w| w == f)))
             .map(|c| c.id)
+    }
+}
+
+impl CardSpec {
+    /// Its short name: its fragments joined by spaces (`h100` for the H100 SXM, `h200 nvl`
+    /// for the H200 NVL), which [`Card::parse`] reads as this card.
+    pub fn alias(&self) -> String {
+        self.fragments.join(" ")
+    }
+}
+
+/// The words of a name, lowercase (module docs).
+fn words(name: &str) -> Vec<String> {
+    name.to_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The rule an unknown card name breaks: the ids, and the short names that are not an id's
+/// own words.
+fn unknown(text: &str) -> String {
+    let ids: Vec<&str> = Card::ALL.iter().map(|c| c.as_str()).collect();
+    let short: Vec<String> = CARDS
+        .iter()
+        .filter(|c| words(&c.alias()) != words(c.id.as_str()))
+        .map(|c| format!("{} is {}", c.alias(), c.id))
+        .collect();
+    format!(
+        "'{}' is no card of the table: give an id ({}) or a name its driver reports (a \
+         short name: {}); for another card, give its peak",
+        text.escape_debug(),
+        ids.join(", "),
+        short.join(", ")
+    )
+}
+
+impl std::str::FromStr for Card {
+    type Err = Error;
+
+    /// [`Card::parse`].
+    fn from_str(text: &str) -> Result<Card> {
+        Card::parse(text)
+    }
+}
+
+impl std::fmt::Display for Card {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Card {
+    /// A card's name, read by [`Card::parse`].
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Card, D::Error> {
+        let text = String::deserialize(d)?;
+        Card::parse(&text).map_err(serde::de::Error::custom)
     }
 }
 
@@ -297,12 +382,54 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_id_lists_the_known_ones() {
-        let e = "h100".parse::<Card>().unwrap_err().to_string();
-        assert!(
-            e.contains("card") && e.contains("h100-sxm, h100-pcie"),
-            "{e}"
-        );
-        assert_eq!("h200-nvl".parse::<Card>().unwrap(), Card::H200Nvl);
+    fn ids_short_names_and_driver_names_parse_alike() {
+        for spec in CARDS {
+            let id = spec.id.as_str();
+            for name in [
+                id.to_owned(),
+                id.to_uppercase(),
+                spec.alias(),
+                spec.alias().to_uppercase(),
+                spec.name.to_owned(),
+                format!(" {id} "),
+            ] {
+                assert_eq!(Card::parse(&name).ok(), Some(spec.id), "{name}");
+                assert_eq!(name.parse::<Card>().ok(), Some(spec.id), "{name}");
+                let json = serde_json::to_string(&name).unwrap();
+                assert_eq!(serde_json::from_str::<Card>(&json).ok(), Some(spec.id));
+            }
+            assert_eq!(
+                serde_json::to_string(&spec.id).unwrap(),
+                format!("\"{id}\"")
+            );
+        }
+        assert_eq!(Card::parse("h100").unwrap(), Card::H100Sxm);
+        assert_eq!(Card::parse("h200").unwrap(), Card::H200Sxm);
+    }
+
+    #[test]
+    fn an_unknown_name_lists_the_known_ones_and_suggests_none() {
+        for bad in [
+            "h20",
+            "h800",
+            "l40",
+            "a10",
+            "",
+            "gh100",
+            "h100x",
+            "nvidia",
+            "h\u{1b}[0m",
+        ] {
+            let e = Card::parse(bad).unwrap_err();
+            let text = e.to_string();
+            assert!(text.starts_with("card: '"), "{text}");
+            for card in Card::ALL {
+                assert!(text.contains(card.as_str()), "{text}");
+            }
+            assert!(text.contains("h100 is h100-sxm") && text.contains("4090 is rtx-4090"));
+            assert!(!text.contains('\u{1b}'), "{text}");
+            let json = serde_json::to_string(bad).unwrap();
+            assert!(serde_json::from_str::<Card>(&json).is_err());
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! Built without the `cuda` feature: every call says how to get the backend.
 
 use crate::bench::TimingBackend;
-use crate::bench::plan::{Kernel, Plan};
 use crate::error::{Error, Result};
+use crate::plan::{Kernel, Plan};
 
 fn unavailable() -> Error {
     Error::Backend {

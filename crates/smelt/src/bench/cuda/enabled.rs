@@ -26,9 +26,9 @@ use half::bf16;
 
 use super::libs;
 use crate::bench::TimingBackend;
-use crate::bench::plan::{Component, Kernel, Op as KernelOp, Pass, Plan};
 use crate::bench::pool::{Layout, Slot, layout};
 use crate::error::{Error, Result};
+use crate::plan::{Component, Kernel, Op as KernelOp, Pass, Plan};
 
 /// Warm-up calls per shape in the first round.
 const WARMUP: usize = 2;
