@@ -20,7 +20,12 @@ use crate::error::{Error, Result};
 
 /// `a * b`, or [`Error::Overflow`] naming `what`.
 pub(crate) fn mul(a: u64, b: u64, what: &'static str) -> Result<u64> {
-    a.checked_mul(b).ok_or(Error::Overflow { what })
+    // A `match`, not `ok_or`: an error built and dropped on every product shows in the
+    // search's profile.
+    match a.checked_mul(b) {
+        Some(p) => Ok(p),
+        None => Err(Error::Overflow { what }),
+    }
 }
 
 /// The product of `factors`, or [`Error::Overflow`] naming `what`.
@@ -30,7 +35,10 @@ pub(crate) fn product(factors: &[u64], what: &'static str) -> Result<u64> {
 
 /// `a + b`, or [`Error::Overflow`] naming `what`.
 pub(crate) fn add(a: u64, b: u64, what: &'static str) -> Result<u64> {
-    a.checked_add(b).ok_or(Error::Overflow { what })
+    match a.checked_add(b) {
+        Some(s) => Ok(s),
+        None => Err(Error::Overflow { what }),
+    }
 }
 
 macro_rules! integer_quantity {
@@ -149,15 +157,18 @@ macro_rules! exact_quantity {
 
             /// Checked exact sum.
             pub fn checked_add(self, other: Self) -> Result<Self> {
-                self.0.checked_add(&other.0).map(Self).ok_or(Self::OVERFLOW)
+                match self.0.checked_add(&other.0) {
+                    Some(s) => Ok(Self(s)),
+                    None => Err(Self::OVERFLOW),
+                }
             }
 
             /// Checked exact multiplication by a whole number.
             pub fn checked_mul(self, factor: u64) -> Result<Self> {
-                self.0
-                    .checked_mul(&Ratio::from_integer(u128::from(factor)))
-                    .map(Self)
-                    .ok_or(Self::OVERFLOW)
+                match self.0.checked_mul(&Ratio::from_integer(u128::from(factor))) {
+                    Some(p) => Ok(Self(p)),
+                    None => Err(Self::OVERFLOW),
+                }
             }
 
             /// The checked exact sum of many values.

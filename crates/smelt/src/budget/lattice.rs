@@ -225,7 +225,8 @@ impl Lattice {
     /// limits at hidden size `hidden` and [`Lattice::heads_multiple`].
     pub fn admits_attention(&self, hidden: u64, heads: u64, head_dim: u64) -> bool {
         let q = heads.saturating_mul(head_dim);
-        if !heads.is_multiple_of(self.heads_multiple.max(1)) {
+        // (No division for the usual multiple of 1: this runs for every shape counted.)
+        if self.heads_multiple > 1 && !heads.is_multiple_of(self.heads_multiple) {
             return false;
         }
         match self.heads {

@@ -96,6 +96,7 @@ impl<T> PerBudget<T> {
     }
 
     /// `f(kind)` for every budget.
+    #[inline]
     pub fn from_fn(mut f: impl FnMut(BudgetKind) -> T) -> Self {
         Self {
             flops: f(BudgetKind::Flops),
@@ -116,6 +117,7 @@ impl<T> PerBudget<T> {
     }
 
     /// The value of one budget.
+    #[inline]
     pub fn get(&self, kind: BudgetKind) -> &T {
         match kind {
             BudgetKind::Flops => &self.flops,
@@ -126,6 +128,7 @@ impl<T> PerBudget<T> {
     }
 
     /// `f` applied to every value.
+    #[inline]
     pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> PerBudget<U> {
         PerBudget {
             flops: f(self.flops),
@@ -136,6 +139,7 @@ impl<T> PerBudget<T> {
     }
 
     /// Pairs of values, budget by budget.
+    #[inline]
     pub fn zip<U>(self, other: PerBudget<U>) -> PerBudget<(T, U)> {
         PerBudget {
             flops: (self.flops, other.flops),

@@ -105,12 +105,83 @@ impl Linear {
     }
 
     /// The part that does not depend on `E`, and the slope in `E`, at the expert width and
-    /// shape of `k` (its `e` ignored): the value is `intercept + slope·E`.
+    /// shape of `k` (its `e` ignored): the value is `intercept + slope·E`. (The search
+    /// reads it as [`InHeads`] and [`InFfn`]; the tests hold them to this.)
+    #[cfg(test)]
     pub fn in_experts(&self, k: Knobs) -> (i128, i128) {
         (
             self.at(Knobs { e: 0, ..k }),
             self.ce + self.cfe * k.f as i128,
         )
+    }
+}
+
+/// A budget at one attention shape with the expert width `f` and count `E` left free:
+/// `c + cf·f + (ce + cfe·f)·E`, the [`Linear`] with the shape's terms summed once, so that
+/// each expert width costs two products ([`InHeads::in_ffn`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InFfn {
+    c: i128,
+    cf: i128,
+    ce: i128,
+    cfe: i128,
+}
+
+/// A budget at one key shape (key/value heads and head width, or MLA's latent rank) with
+/// the query heads, expert width and count free. The knobs are linear in the heads
+/// ([`Knobs::of`]), so the budget is `c0 + c_heads·heads` at `f = E = 0`, summed once per
+/// key shape ([`Linear::in_heads`]) and then one product per head count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InHeads {
+    c0: i128,
+    c_heads: i128,
+    cf: i128,
+    ce: i128,
+    cfe: i128,
+}
+
+impl Linear {
+    /// This budget at the key shape `kv_heads` x `width` (GQA) or latent rank `width`
+    /// (MLA), the query heads, expert width and count free.
+    pub fn in_heads(&self, mla: bool, kv_heads: u64, width: u64) -> InHeads {
+        let (kv_heads, width) = (i128::from(kv_heads), i128::from(width));
+        // The knobs of [`Knobs::of`] at `heads`: GQA `q = heads·d`, `kv = kv_heads·d`, `d`,
+        // `h = heads`; MLA `q = heads`, `kv = r`, `d = heads·r`, `h = 0`.
+        let (c0, c_heads) = if mla {
+            (self.c1 + self.ckv * width, self.cq + self.cd * width)
+        } else {
+            (
+                self.c1 + self.ckv * kv_heads * width + self.cd * width,
+                self.cq * width + self.ch,
+            )
+        };
+        InHeads {
+            c0,
+            c_heads,
+            cf: self.cf,
+            ce: self.ce,
+            cfe: self.cfe,
+        }
+    }
+}
+
+impl InHeads {
+    /// The budget at `heads` query heads, the expert width and count free.
+    pub fn in_ffn(&self, heads: u64) -> InFfn {
+        InFfn {
+            c: self.c0 + self.c_heads * heads as i128,
+            cf: self.cf,
+            ce: self.ce,
+            cfe: self.cfe,
+        }
+    }
+}
+
+impl InFfn {
+    /// [`Linear::in_experts`] at expert width `f`: `(intercept, slope)` in `E`.
+    pub fn in_experts(&self, f: u64) -> (i128, i128) {
+        let f = f as i128;
+        (self.c + self.cf * f, self.ce + self.cfe * f)
     }
 }
 
@@ -447,6 +518,23 @@ impl Knobs {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// The search's reading of a budget by key shape, head count and expert width
+        /// ([`InHeads`], [`InFfn`]) is [`Linear::in_experts`], exactly.
+        #[test]
+        fn the_inner_loop_reads_the_coefficients_exactly(
+            c in proptest::array::uniform8(-(1i128 << 60)..(1i128 << 60)),
+            mla in any::<bool>(),
+            (heads, kv_heads, width, f) in (1u64..512, 1u64..64, 1u64..1024, 1u64..65536),
+        ) {
+            let [c1, cf, cq, ckv, cd, ch, ce, cfe] = c;
+            let l = Linear { c1, cf, cq, ckv, cd, ch, ce, cfe };
+            let shape = Shape { expert_ffn: f, heads, kv_heads, width, experts: 0 };
+            let fast = l.in_heads(mla, kv_heads, width).in_ffn(heads).in_experts(f);
+            prop_assert_eq!(fast, l.in_experts(Knobs::of(mla, shape)));
+        }
+    }
 
     /// A Baseline with every feature whose widths are tied to the hidden size: q/k norms,
     /// biases, a gated shared expert, dense layers, a loop; with `extras`, windowed layers,

@@ -151,7 +151,7 @@ use crate::budget::{Budget, Mode, Score, TimeBudget};
 use crate::cost::{BudgetKind, Budgets, Keys, PerBudget, Residuals, budgets_with};
 use crate::error::{Error, Result};
 use crate::model::{Loop, Model, ModelSpec};
-use affine::{AtHidden, Eval, Fixed, Knobs, Shape, exact};
+use affine::{AtHidden, Eval, Fixed, InFfn, Shape, exact};
 use kept::{Entry, Kept, MARGIN};
 use shapes::{KvPair, KvPairs, count_at, heads_at, mla_heads};
 
@@ -542,6 +542,16 @@ impl Search<'_> {
         } else {
             Box::new(heads_at(lattice, a.hidden, pair.kv_heads, pair.head_dim))
         };
+        let mut heads = heads.peekable();
+        if heads.peek().is_none() {
+            return Ok(());
+        }
+        let widths = lattice.expert_ffn.values(a.hidden);
+        // The key shape's terms summed once, then one product per head count and two per
+        // expert width for each budget (the search's inner loop).
+        let in_heads = a
+            .budgets
+            .map(|l| l.in_heads(mla, pair.kv_heads, pair.head_dim));
         for heads in heads {
             let shape = Shape {
                 expert_ffn: 0,
@@ -550,45 +560,57 @@ impl Search<'_> {
                 width: pair.head_dim,
                 experts: 0,
             };
-            let streamed = a.budgets[STREAMED].in_experts(Knobs::of(mla, shape)).0;
+            let free = in_heads.map(|l| l.in_ffn(heads));
+            let streamed = free[STREAMED].in_experts(0).0;
             if conservative && streamed > self.base[STREAMED] {
                 break;
             }
-            for expert_ffn in lattice.expert_ffn.values(a.hidden) {
-                self.experts_at(
-                    eval,
-                    a,
-                    Shape {
-                        expert_ffn,
-                        ..shape
-                    },
-                    part,
-                )?;
+            for &expert_ffn in &widths {
+                let shape = Shape {
+                    expert_ffn,
+                    ..shape
+                };
+                self.experts_at(eval, a, shape, &free, part)?;
             }
         }
         Ok(())
     }
 
     /// The expert counts worth scoring at hidden size `a` and `shape` (its expert count
-    /// ignored), skipped at once if a budget's distance over the whole range of counts
-    /// is already too large (module docs, steps 3 and 4; with the time weighed, every
-    /// count, as "With the predicted time weighed" says).
-    fn experts_at(&self, eval: &Eval, a: &AtHidden, shape: Shape, part: &mut Part) -> Result<()> {
+    /// ignored; `free`, the budgets at its attention shape), skipped at once if a budget's
+    /// distance over the whole range of counts is already too large (module docs, steps 3
+    /// and 4; with the time weighed, every count, as "With the predicted time weighed"
+    /// says).
+    fn experts_at(
+        &self,
+        eval: &Eval,
+        a: &AtHidden,
+        shape: Shape,
+        free: &PerBudget<InFfn>,
+        part: &mut Part,
+    ) -> Result<()> {
         let budget = self.budget;
-        let mla = budget.lattice().kv_lora_rank.is_some();
         let w = budget.weights();
         let e = budget.lattice().experts;
         let Routable { first, last } = self.experts;
         let (e_first, e_last) = (i128::from(e.at(first)), i128::from(e.at(last)));
         // Each budget as `intercept + slope·E`.
-        let lines = a.budgets.map(|l| l.in_experts(Knobs::of(mla, shape)));
+        let lines = free.map(|l| l.in_experts(shape.expert_ffn));
         let bar = self.bar(&part.kept);
-        let lb = lines
-            .zip(self.base)
-            .iter()
-            .filter(|&(k, _)| k != STREAMED)
-            .map(|(k, &((c, s), base))| Self::gap(c + s * e_first, c + s * e_last, base, w[k]))
-            .fold(f64::NEG_INFINITY, f64::max);
+        // A budget weighed 0 bounds nothing (its distance is 0, and the bar is never
+        // negative), so it is not computed.
+        let mut lb = f64::NEG_INFINITY;
+        for k in BudgetKind::ALL {
+            if k != STREAMED && w[k] != 0.0 {
+                let (c, s) = lines[k];
+                lb = lb.max(Self::gap(
+                    c + s * e_first,
+                    c + s * e_last,
+                    self.base[k],
+                    w[k],
+                ));
+            }
+        }
         if lb > bar {
             return Ok(());
         }

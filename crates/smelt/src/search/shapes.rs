@@ -142,6 +142,25 @@ pub(crate) fn mla_heads(lattice: &Lattice) -> std::ops::RangeInclusive<u64> {
     }
 }
 
+/// `x.floor() as u64`, without the call to `floor` (which this target makes a library call,
+/// and the shape counts make millions of): a cast truncates towards 0 and saturates, which
+/// is the floor for `x >= 0`, and 0 for every `x < 0` and NaN, as the floor's cast gives.
+fn floor_u64(x: f64) -> u64 {
+    x as u64
+}
+
+/// `x.ceil() as u64`, without the call to `ceil` ([`floor_u64`]): the truncation, plus one
+/// when it lies below `x` (above 2^53 every float is whole, and the cast exact or
+/// saturated).
+fn ceil_u64(x: f64) -> u64 {
+    let t = x as u64;
+    if (t as f64) < x {
+        t.saturating_add(1)
+    } else {
+        t
+    }
+}
+
 /// The query-head counts `heads = kv_heads · g` the lattice admits with `kv_heads` heads of
 /// width `head_dim` at hidden size `hidden`, in increasing order.
 pub(crate) fn heads_at(
@@ -149,7 +168,7 @@ pub(crate) fn heads_at(
     hidden: u64,
     kv_heads: u64,
     head_dim: u64,
-) -> impl Iterator<Item = u64> + '_ {
+) -> impl DoubleEndedIterator<Item = u64> + '_ {
     let (gmin, gmax) = lattice.gqa;
     let width = (kv_heads * head_dim) as f64;
     // The q-width window, widened by one step each side; the lattice's rule decides.
@@ -159,8 +178,8 @@ pub(crate) fn heads_at(
             (g, g)
         }
         HeadsRule::Free { .. } => {
-            let lo = (lattice.q_width.0 * hidden as f64 / width).floor() as u64;
-            let hi = (lattice.q_width.1 * hidden as f64 / width).ceil() as u64;
+            let lo = floor_u64(lattice.q_width.0 * hidden as f64 / width);
+            let hi = ceil_u64(lattice.q_width.1 * hidden as f64 / width);
             (lo.saturating_sub(1), hi.saturating_add(1))
         }
     };
@@ -185,8 +204,8 @@ pub(crate) fn count_at(lattice: &Lattice, hidden: u64) -> u128 {
                 let lo = lattice.q_width.0 * hidden as f64 / (kv_heads * gmax.max(1)) as f64;
                 let hi = lattice.q_width.1 * hidden as f64 / (kv_heads * gmin.max(1)) as f64;
                 (
-                    (lo.floor() as u64).saturating_sub(1),
-                    (hi.ceil() as u64).saturating_add(1),
+                    floor_u64(lo).saturating_sub(1),
+                    ceil_u64(hi).saturating_add(1),
                 )
             }
         };
@@ -194,8 +213,103 @@ pub(crate) fn count_at(lattice: &Lattice, hidden: u64) -> u128 {
         let start = ds.partition_point(|&d| d < d_lo);
         let end = ds.partition_point(|&d| d <= d_hi);
         for &d in &ds[start..end] {
-            n += heads_at(lattice, hidden, kv_heads, d).count() as u128;
+            n += u128::from(count_heads(lattice, hidden, kv_heads, d));
         }
     }
     n
+}
+
+/// `heads_at(lattice, hidden, kv_heads, head_dim).count()`, without testing every group
+/// size: the lattice admits query-head counts by bounds on the heads and on the query width
+/// (or, tied, one query width), each monotone in the group size, so the sizes it admits are
+/// one run, found from both ends. (With a heads multiple, every size is tested.)
+pub(crate) fn count_heads(lattice: &Lattice, hidden: u64, kv_heads: u64, head_dim: u64) -> u64 {
+    if lattice.heads_multiple > 1 {
+        return heads_at(lattice, hidden, kv_heads, head_dim).count() as u64;
+    }
+    let mut sizes = heads_at(lattice, hidden, kv_heads, head_dim);
+    match (sizes.next(), sizes.next_back()) {
+        (Some(first), Some(last)) => (last - first) / kv_heads + 1,
+        (Some(_), None) => 1,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::Budget;
+
+    #[test]
+    fn the_casts_are_floor_and_ceil() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            -1.0,
+            -1.5,
+            1.0,
+            1.0 - f64::EPSILON,
+            1.0 + f64::EPSILON,
+            2.5,
+            1e300,
+            -1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::MIN_POSITIVE,
+            (1u64 << 53) as f64 + 2.0,
+            u64::MAX as f64,
+            4503599627370495.5,
+        ];
+        xs.extend((0..2000).map(|i| i as f64 * 0.37 - 100.0));
+        for x in xs {
+            assert_eq!(floor_u64(x), x.floor() as u64, "{x}");
+            assert_eq!(ceil_u64(x), x.ceil() as u64, "{x}");
+        }
+    }
+
+    /// `count_heads` against the shapes `heads_at` lists, over the attention shapes of a
+    /// lattice with a q-width window, a tied one, and one with a heads multiple.
+    #[test]
+    fn the_heads_counted_are_the_heads_listed() {
+        let base = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../budgets/base-200m-s95.toml"
+        );
+        for (extra, multiple) in [
+            (
+                "heads = { min = 4, max = 40 }\nq_width = { min = 0.7, max = 1.3 }",
+                1,
+            ),
+            ("heads = { tied = true }", 1),
+            ("heads = { min = 1, max = 64 }", 4),
+        ] {
+            let text = format!(
+                "baseline = \"{base}\"\n[lattice]\nhidden = {{ step = 16, min = 512, max = \
+                 1536 }}\nhead_dim = {{ step = 8, min = 32, max = 160 }}\nkv_heads = {{ max \
+                 = 8 }}\ngqa = {{ max = 16 }}\n{extra}\n"
+            );
+            let b = Budget::from_toml_str(&text, std::path::Path::new(".")).unwrap();
+            let mut lattice = b.lattice().clone();
+            lattice.heads_multiple = multiple;
+            let l = &lattice;
+            let mut shapes = 0;
+            for hidden in l.hidden.values() {
+                for kv in l.kv_heads.values() {
+                    for &d in &l.head_dim {
+                        let listed = heads_at(l, hidden, kv, d).count() as u64;
+                        assert_eq!(
+                            count_heads(l, hidden, kv, d),
+                            listed,
+                            "{extra}: {hidden} {kv} {d}"
+                        );
+                        shapes += listed;
+                    }
+                }
+            }
+            assert!(shapes > 0, "{extra}");
+        }
+    }
 }
