@@ -143,3 +143,17 @@ fn grid_predict_names_the_card_it_read() {
     let basis = &v["summary"]["predicted"]["basis"];
     assert_eq!(basis["device"]["name"], "NVIDIA H100 SXM");
 }
+
+/// The README's list of cards is the table's ids, in the table's order.
+#[test]
+fn the_readme_lists_the_cards_of_the_table() {
+    let readme = std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR")))
+        .unwrap()
+        .replace('\n', " ");
+    let start = readme.find("Cards: `").expect("the README's list of cards");
+    let list = &readme[start..];
+    let list = &list[..list.find(" (or ").expect("the end of the list")];
+    let ids: Vec<&str> = list.split('`').skip(1).step_by(2).collect();
+    let table: Vec<&str> = Card::ALL.iter().map(|c| c.as_str()).collect();
+    assert_eq!(ids, table);
+}
