@@ -9,6 +9,7 @@ mod bench;
 mod cli;
 mod cli_fit;
 mod cli_match;
+mod cli_output;
 mod docs;
 mod figures;
 mod fit;

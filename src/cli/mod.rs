@@ -169,6 +169,18 @@ pub fn write_file(path: &Path, text: &str, what: &str, inputs: &[PathBuf]) -> an
     Ok(())
 }
 
+/// Exits with a usage error of `smelt SUBCOMMAND` (exit code 2, clap's own wording and
+/// usage line): for a rule between flags clap cannot state, checked once the flags are
+/// parsed.
+pub fn usage_error(subcommand: &str, kind: clap::error::ErrorKind, message: String) -> ! {
+    let mut cli = Cli::command();
+    cli.build();
+    match cli.find_subcommand_mut(subcommand) {
+        Some(sub) => sub.error(kind, message).exit(),
+        None => cli.error(kind, message).exit(),
+    }
+}
+
 /// Writes a line to standard error, ignoring a failure: a full or closed standard error
 /// loses the note, never the result (`eprintln!` would panic).
 pub fn note(line: &str) {
