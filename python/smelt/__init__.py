@@ -285,11 +285,11 @@ def _broken(result: Dict[str, Any]) -> List[str]:
     """Each broken tolerance of a match, grid or sweep result, in words."""
     if "cells" in result:
         return [f"{c['scale']} {c['sparsity_label']}: {', '.join(c['broken'])}"
-                for c in result["cells"] if not c["within_tolerance"]]
+                for c in result["cells"] if c["within_tolerance"] is False]
     if "rows" in result:
         return [f"{result['knob']} {r['value']}: {', '.join(r['broken'])}"
-                for r in result["rows"] if not r["within_tolerance"]]
-    return [", ".join(result.get("broken", []))] if not result.get("within_tolerance", True) else []
+                for r in result["rows"] if r["within_tolerance"] is False]
+    return [", ".join(result.get("broken", []))] if result.get("within_tolerance") is False else []
 
 
 def _checked(result: Any, strict: bool) -> Any:

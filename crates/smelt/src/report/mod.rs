@@ -44,6 +44,10 @@ use crate::names::named_enum;
 
 pub(crate) use label::{cost_row, exact, label};
 
+/// A verdict column's entry for a row whose budget sets no `[tolerance]`: nothing was
+/// checked, so nothing reads as passed.
+pub(crate) const NOT_CHECKED: &str = "not checked";
+
 named_enum! {
     /// An output format.
     pub enum Format: "format" {

@@ -105,8 +105,9 @@ pub struct SweepRow {
     pub residuals: Residuals,
     /// Sparsity of both models.
     pub sparsity: SparsityPair,
-    /// Whether the residuals are within the tolerances.
-    pub within_tolerance: bool,
+    /// Whether the residuals are within the tolerances: `null` when the budget sets no
+    /// `[tolerance]`.
+    pub within_tolerance: Option<bool>,
     /// Budgets outside their tolerance.
     pub broken: Vec<BudgetKind>,
     /// The per-GPU training memory peaks under the Baseline's `[training]` (only with

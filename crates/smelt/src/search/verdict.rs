@@ -27,7 +27,7 @@ impl Verdict for MatchReport {
 impl Verdict for GridReport {
     /// Per cell outside its tolerances, the budgets it breaks: `cell 200m s95 (kv)`.
     fn broken_tolerances(&self) -> Vec<String> {
-        let cells = self.cells.iter().filter(|c| !c.within_tolerance);
+        let cells = (self.cells.iter()).filter(|c| c.within_tolerance == Some(false));
         cells
             .map(|c| {
                 let kinds: Vec<&str> = c.broken.iter().map(|k| k.as_str()).collect();
@@ -41,7 +41,7 @@ impl Verdict for GridReport {
 impl Verdict for SweepReport {
     /// Per value outside the tolerances, the budgets it breaks: `span = 4 (flops, kv)`.
     fn broken_tolerances(&self) -> Vec<String> {
-        let rows = self.rows.iter().filter(|r| !r.within_tolerance);
+        let rows = (self.rows.iter()).filter(|r| r.within_tolerance == Some(false));
         rows.map(|r| {
             let kinds: Vec<&str> = r.broken.iter().map(|k| k.as_str()).collect();
             let knob = self.knob.as_str();
