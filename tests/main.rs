@@ -10,6 +10,7 @@ mod cli;
 mod cli_fit;
 mod cli_match;
 mod cli_output;
+mod doc_pointers;
 mod docs;
 mod figures;
 mod fit;

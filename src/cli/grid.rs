@@ -22,7 +22,7 @@ use super::{
 /// the signed mean, and how many cells give the looped model more of each budget.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The grid file (TOML; see the README, "Grid files").
+    /// The grid file (TOML; docs/guide.md, "Grid files").
     grid: PathBuf,
     /// Output format.
     #[arg(long, default_value = "table", value_parser = all_formats())]
@@ -33,7 +33,7 @@ pub struct Args {
     /// --predict, a fourth panel: each cell's predicted time ratio less 1, on its own scale).
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
-    /// Search lattices larger than the documented limit (README, "Budget files").
+    /// Search lattices larger than the documented limit (docs/guide.md, "Budget files").
     #[arg(long)]
     force: bool,
     #[command(flatten)]

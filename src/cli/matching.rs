@@ -26,7 +26,7 @@ use super::{
 enum MatchFormat {
     /// Tables: budgets, residuals, shapes, runners-up.
     Table,
-    /// The JSON report (the contract in the README).
+    /// The JSON report (the contract in docs/guide.md, "JSON output").
     Json,
     /// The tables as Markdown.
     Markdown,
@@ -83,7 +83,7 @@ impl TypedValueParser for MatchFormatParser {
 /// (`--format toml`, which printed it before, is refused with a pointer here).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The budget file (TOML; see the README, "Budget files").
+    /// The budget file (TOML; docs/guide.md, "Budget files").
     budget: PathBuf,
     /// Output format: tables, the JSON report, Markdown, the matched model file (model), or
     /// the matched model for Hugging Face Transformers (hf): a looped match is a model
@@ -114,7 +114,7 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..=search::MAX_TOP as u64))]
     top: u64,
-    /// Search a lattice larger than the documented limit (README, "Budget files").
+    /// Search a lattice larger than the documented limit (docs/guide.md, "Budget files").
     #[arg(long)]
     force: bool,
     /// Say which budget binds and why, and re-solve single-knob refinements of the lattice

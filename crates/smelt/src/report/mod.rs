@@ -69,7 +69,7 @@ impl Format {
     pub fn help(self) -> &'static str {
         match self {
             Format::Table => "human tables",
-            Format::Json => "JSON, the stable contract (README, \"JSON output\")",
+            Format::Json => "JSON, the stable contract (docs/guide.md, \"JSON output\")",
             Format::Csv => "the data table as CSV, full precision, no summary rows",
             Format::Markdown => "Markdown tables, for notes",
             Format::Toml => "the JSON contract's structure as TOML",
