@@ -475,7 +475,8 @@ fn a_grid_bench_reports_failed_cells_and_keeps_the_others() {
     let grid = two_cell_grid();
     let grid = &grid.display().to_string();
     // A budget no benchmark fits in: the first cell is refused by its estimate, the second
-    // finds the grid's budget spent; both are said, and the matches are all there.
+    // finds the grid's budget spent; both are said, and the matches are all there; with no
+    // cell timed the run fails (exit 1) after printing them.
     let timing = [
         "--bench",
         "cpu",
@@ -485,7 +486,13 @@ fn a_grid_bench_reports_failed_cells_and_keeps_the_others() {
         "0.000001",
         "-q",
     ];
-    let v = common::run_json(&[&["grid", grid, "--format", "json"], &timing[..]].concat());
+    let (code, json, err) = run(&[&["grid", grid, "--format", "json"], &timing[..]].concat());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--bench cpu: no cell was timed (2 of 2)"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let cells = v["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
     for c in cells {
@@ -498,7 +505,7 @@ fn a_grid_bench_reports_failed_cells_and_keeps_the_others() {
     assert_eq!(s["failed_cells"], 2);
     assert!(s["max_ratio"].is_null() && s["mean_ratio"].is_null());
     let (code, out, err) = run(&[&["grid", grid], &timing[..]].concat());
-    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         out.contains("failed") && out.contains("2 not timed"),
         "{out}"

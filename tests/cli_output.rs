@@ -73,3 +73,24 @@ fn match_refuses_hf_flags_without_the_hf_format() {
         "{stderr}"
     );
 }
+
+/// `grid --bench cuda` where no cell can be timed (a build without the CUDA backend, or a
+/// machine without its libraries) prints the grid with each cell's reason and exits 1: a
+/// job script must not succeed without the timings it asked for.
+#[test]
+fn grid_bench_that_times_no_cell_fails() {
+    let grid = budget("smelt-grid.toml");
+    let (code, stdout, stderr) = run(&["grid", &grid, "--bench", "cuda", "--format", "json"]);
+    if code == Some(0) {
+        println!("skipped: this machine timed the grid on CUDA, so no cell failed");
+        return;
+    }
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("smelt: error: --bench cuda: no cell was timed (16 of 16); cell 100m s0:"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["summary"]["time_ratio"]["failed_cells"], 16);
+    assert!(v["cells"][0]["time_failed"].is_string());
+}

@@ -82,6 +82,11 @@ impl BenchFlag {
     pub fn options(&self) -> Option<BenchOptions> {
         self.bench.map(|b| self.timing.options(b))
     }
+
+    /// The backend asked for, if any.
+    pub fn backend(&self) -> Option<Backend> {
+        self.bench
+    }
 }
 
 /// Execute the GEMMs of one training step of a model's layers and time them per component.

@@ -43,7 +43,9 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  error: a file could not be read, parsed or validated (the message names the field
-     and the rule), a count overflowed, or no lattice point is feasible
+     and the rule), a count overflowed, no lattice point is feasible, or `grid --bench`
+     timed no cell (the grid is still printed; a grid with only some cells timed exits 0
+     with a warning naming the others)
   2  usage error: bad command-line arguments or flag values
   3  a match is outside the budget's [tolerance] (the best configuration is still printed;
      standard error says which budget broke which tolerance)";
