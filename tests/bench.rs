@@ -221,7 +221,7 @@ fn cpu_backend_executes_the_plan_and_reports_ratios() {
     );
     let opts = BenchOptions {
         tokens: 300,
-        repeats: 1,
+        rounds: 1,
         ..BenchOptions::new(Backend::Cpu)
     };
     let r = bench::bench(&[&base, &looped], &opts).unwrap();
@@ -253,7 +253,7 @@ fn cuda_backend_runs_where_a_gpu_is() {
     let s = plain([2, 64, 1, 2, 16, 8, 2, 32]);
     let opts = BenchOptions {
         tokens: 200,
-        repeats: 1,
+        rounds: 1,
         ..BenchOptions::new(Backend::Cuda)
     };
     match bench::cuda::probe() {
@@ -292,13 +292,7 @@ fn cli_bench_of_a_budget_pair() {
     );
     let budget = &budget.display().to_string();
     let args = [
-        "bench",
-        "--budget",
-        budget,
-        "--tokens",
-        "200",
-        "--repeats",
-        "1",
+        "bench", "--budget", budget, "--tokens", "200", "--rounds", "1",
     ];
     let (code, out, err) = run(&args);
     assert_eq!(code, Some(0), "{err}");
@@ -365,7 +359,7 @@ fn dense_layers_are_planned_per_execution() {
     );
     let opts = BenchOptions {
         tokens: 16,
-        repeats: 1,
+        rounds: 1,
         ..BenchOptions::new(Backend::Cpu)
     };
     s.workload.mean_doc_len = Some(8);
@@ -383,7 +377,7 @@ fn time_budget_refuses_a_run_that_cannot_fit() {
     let s = plain([2, 64, 1, 2, 16, 8, 2, 32]);
     let opts = BenchOptions {
         tokens: 200,
-        repeats: 1,
+        rounds: 1,
         max_seconds: 1e-6,
         ..BenchOptions::new(Backend::Cpu)
     };
@@ -529,7 +523,7 @@ fn shards_of_a_grid_merge_into_the_grid() {
             "64",
             "--tokens",
             tokens,
-            "--repeats",
+            "--rounds",
             "1",
             "-q",
         ];
@@ -667,7 +661,7 @@ fn predicted_shards_merge_with_the_summary_recomputed() {
 
 /// Short documents, a small batch, one round, no progress: a benchmark of a few seconds.
 fn quick() -> impl Iterator<Item = &'static str> {
-    "--mean-doc-len 64 --tokens 128 --repeats 1 -q".split(' ')
+    "--mean-doc-len 64 --tokens 128 --rounds 1 -q".split(' ')
 }
 
 /// `match --bench cpu` adds the measured ratio to the report; `--max-seconds` too small

@@ -281,7 +281,7 @@ fn sweep_argument_errors() {
     assert!(err.contains("--span") && err.contains("'a'"), "{err}");
     let (code, _, err) = run(&["sweep", &b, "--span", "0-12"]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("'0-12'"), "{err}");
+    assert!(err.contains("'0-12'") && err.contains("as 0..=12"), "{err}");
     let (code, _, err) = run(&["sweep", &b, "--span", "20"]);
     assert_eq!(code, Some(1));
     assert!(

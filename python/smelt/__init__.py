@@ -473,10 +473,11 @@ def bench(
     backend: str = "cpu",
     tokens: Optional[int] = None,
     routing: str = "balanced",
-    repeats: int = 3,
+    rounds: int = 3,
     max_seconds: float = 600.0,
     peak: Optional[float] = None,
     *,
+    repeats: Any = None,
     context: Optional[int] = None,
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
@@ -486,9 +487,13 @@ def bench(
 ) -> BenchResult:
     """The GEMMs of one training step of the layer stack timed on `backend` ("cpu", or
     "cuda" in a build with it): the fields of `smelt bench --format json`. `model` and
-    `against` are as for `cost`; `tokens` defaults to the backend's; `repeats` rounds (1 to
-    100); `max_seconds` bounds the run. `peak` is the device's dense peak in TFLOP/s, as the
+    `against` are as for `cost`; `tokens` defaults to the backend's; `rounds` timed rounds
+    per kernel shape (1 to 100; `repeats=` is refused: it names a loop's executions);
+    `max_seconds` bounds the run. `peak` is the device's dense peak in TFLOP/s, as the
     command line's `--peak` (default: a GPU's datasheet peak when the device is known)."""
+    if repeats is not None:
+        raise _error("repeats", "is now rounds= (timed rounds per kernel shape); repeats "
+                                "names a loop's executions")
     if peak is not None:
         peak = _float("peak", peak)
         if not (math.isfinite(peak) and peak > 0):
@@ -502,7 +507,7 @@ def bench(
     text = _smelt.bench(
         _source("model", model), other, _str("backend", backend),
         _opt_int("tokens", tokens, 1, 1 << 20), _str("routing", routing),
-        _int("repeats", repeats, 1, 100), _float("max_seconds", max_seconds), peak, w,
+        _int("rounds", rounds, 1, 100), _float("max_seconds", max_seconds), peak, w,
         progress, quiet,
     )
     return _loads(text)

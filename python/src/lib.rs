@@ -506,10 +506,10 @@ fn gain(
     })
 }
 
-/// bench(model, against, backend, tokens, routing, repeats, max_seconds, peak_tflops,
+/// bench(model, against, backend, tokens, routing, rounds, max_seconds, peak_tflops,
 /// workload, progress, quiet) -> JSON: `smelt bench --format json`.
 #[pyfunction(name = "bench")]
-#[pyo3(signature = (model, against, backend, tokens, routing, repeats, max_seconds,
+#[pyo3(signature = (model, against, backend, tokens, routing, rounds, max_seconds,
                     peak_tflops, workload, progress, quiet))]
 #[allow(clippy::too_many_arguments)]
 fn bench_models(
@@ -519,7 +519,7 @@ fn bench_models(
     backend: String,
     tokens: Option<u64>,
     routing: String,
-    repeats: usize,
+    rounds: usize,
     max_seconds: f64,
     peak_tflops: Option<f64>,
     workload: Option<String>,
@@ -535,7 +535,7 @@ fn bench_models(
         let opts = BenchOptions {
             tokens: tokens.unwrap_or(backend.default_tokens()),
             routing: routing.parse()?,
-            repeats,
+            rounds,
             max_seconds,
             peak: peak_tflops.map(|t| t * 1e12),
             ..BenchOptions::new(backend)

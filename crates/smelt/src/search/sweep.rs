@@ -73,6 +73,13 @@ pub fn parse_values(field: &str, text: &str) -> Result<Vec<u64>> {
                 b.checked_sub(1)
                     .ok_or_else(|| bad(format!("the range '{part}' is empty")))?,
             )
+        } else if let Some((a, b)) = part.split_once('-')
+            && let (Ok(a), Ok(b)) = (a.trim().parse::<u64>(), b.trim().parse::<u64>())
+        {
+            return Err(bad(format!(
+                "'{part}' is not a value or a range: write the range from {a} to {b} as \
+                 {a}..={b} ({a}..{b} leaves {b} out)"
+            )));
         } else {
             let v = num(part)?;
             (v, v)
