@@ -8,6 +8,7 @@ mod bad_inputs;
 mod bench;
 mod cli;
 mod cli_fit;
+mod cli_inputs;
 mod cli_match;
 mod cli_output;
 mod doc_pointers;

@@ -323,9 +323,10 @@ impl Budget {
         self.looping.as_ref()
     }
 
-    file::plan_loaders!("a budget file");
+    file::plan_loaders!("a budget file", crate::strict_toml::FileKind::Budget);
 
     fn from_file(f: PlanFile, dir: &Path) -> Result<Self> {
+        use crate::strict_toml::FileKind;
         for (key, set) in [
             ("template", f.template.is_some()),
             ("scales", f.scales.is_some()),
@@ -333,10 +334,7 @@ impl Budget {
             ("cells", f.cells.is_some()),
         ] {
             if set {
-                return Err(Error::invalid(
-                    key,
-                    "belongs in a grid file (smelt grid); a budget file names one baseline",
-                ));
+                return Err(FileKind::Grid.misplaced(key, FileKind::Budget));
             }
         }
         let value = f.baseline.as_ref().ok_or_else(|| {
