@@ -100,3 +100,97 @@ fn timing_rounds_are_rounds_and_repeats_is_refused_there() {
         "{help}"
     );
 }
+
+/// A config missing a key its family needs names the family (every family's reader passes
+/// through one place); a loop key of a looped model directory is named as its config.json
+/// spells it (`loop_span`, not the internal `smelt_loop_span`).
+#[test]
+fn hf_errors_name_the_family_and_the_file_keys() {
+    let mut glm: serde_json::Value =
+        serde_json::from_str(&common::data_text("hf/glm-5.json")).unwrap();
+    glm.as_object_mut().unwrap().remove("kv_lora_rank");
+    let path = common::temp_file("json", &glm.to_string());
+    fails_with(
+        &["cost", path.to_str().unwrap()],
+        "config.json: kv_lora_rank: missing: a glm_moe_dsa config gives it",
+    );
+
+    let dir = common::temp_file("d", "").with_extension("looped");
+    let b = budget("match-qwen1.5-moe-a2.7b.toml");
+    let (code, _, err) = run(&[
+        "match",
+        &b,
+        "--format",
+        "hf",
+        "-o",
+        dir.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(matches!(code, Some(0) | Some(3)), "{err}");
+    let config = dir.join("config.json");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    for (value, needle) in [
+        (
+            serde_json::json!(0),
+            "config.json: loop_span: must be at least 1",
+        ),
+        (
+            serde_json::json!("x"),
+            "config.json: loop_span: invalid type",
+        ),
+    ] {
+        let mut c = written.clone();
+        c["loop_span"] = value;
+        std::fs::write(&config, c.to_string()).unwrap();
+        fails_with(&["cost", dir.to_str().unwrap()], needle);
+        let (_, _, err) = run(&["cost", dir.to_str().unwrap()]);
+        assert!(!err.contains("smelt_loop"), "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The routed experts' count under two names Transformers' config class reads as one
+/// (`n_routed_experts` and its alias `num_local_experts`, for Nemotron-H and GLM-5) is
+/// refused when the two differ, naming both and the count Transformers builds; the alias
+/// alone is the count; equal counts are one.
+#[test]
+fn two_names_for_the_expert_count_are_refused_when_they_differ() {
+    for (file, count) in [
+        ("hf/glm-5.json", 256),
+        ("hf/nemotron-3-nano-30b-a3b.json", 128),
+    ] {
+        let config: serde_json::Value = serde_json::from_str(&common::data_text(file)).unwrap();
+        let with = |f: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+            let mut c = config.clone();
+            f(c.as_object_mut().unwrap());
+            common::temp_file("json", &c.to_string())
+        };
+        let both = with(&|c| {
+            c.insert("num_local_experts".into(), 64.into());
+        });
+        fails_with(
+            &["cost", both.to_str().unwrap()],
+            &format!("n_routed_experts: is {count}, but num_local_experts is 64"),
+        );
+        let (_, _, err) = run(&["cost", both.to_str().unwrap()]);
+        assert!(err.contains("config class builds 64 experts"), "{err}");
+        let same = with(&|c| {
+            c.insert("num_local_experts".into(), count.into());
+        });
+        let alias = with(&|c| {
+            let n = c.remove("n_routed_experts").unwrap();
+            c.insert("num_local_experts".into(), n);
+        });
+        for path in [same, alias] {
+            let (code, text, err) = run(&["import", path.to_str().unwrap()]);
+            assert_eq!(code, Some(0), "{err}");
+            let v: toml::Value = toml::from_str(&text).unwrap();
+            assert_eq!(
+                v["model"]["moe"]["experts"].as_integer(),
+                Some(count),
+                "{file}"
+            );
+        }
+    }
+}

@@ -46,6 +46,16 @@ const LOOP_KEYS: [(&str, &str); 4] = [
     ("smelt_loop_residual_scale", "loop_residual_scale"),
 ];
 
+/// `key` (or a path beginning with it) with a family export's loop key (`smelt_loop_span`)
+/// spelt as a looped model directory's `config.json` spells it (`loop_span`): the only file
+/// smelt writes a loop into, so the one its messages name.
+pub(crate) fn file_key(key: &str) -> String {
+    LOOP_KEYS
+        .iter()
+        .find_map(|(inner, outer)| key.strip_prefix(inner).map(|rest| format!("{outer}{rest}")))
+        .unwrap_or_else(|| key.to_owned())
+}
+
 /// The files of a model directory, by name, in the order they are written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelDir {
