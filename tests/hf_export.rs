@@ -474,6 +474,7 @@ gqa = {{ min = 1, max = 16 }}
     );
     assert!(looped.looping.is_some());
     let out = dir.join("gemma-looped");
+    let _ = std::fs::remove_dir_all(&out);
     let (code, _, err) = common::run(&[
         "match",
         budget.to_str().unwrap(),

@@ -632,8 +632,10 @@ def _export(
     force: bool,
     baseline: Any,
     w: Optional[str],
+    overwrite: bool = False,
 ) -> ExportResult:
     out = _path("path", path)
+    replace = _bool("overwrite", overwrite)
     fam = None if family is None else _str("family", family)
     voc = _opt_int("vocab", vocab, 1, 1 << 24)
     is_result = isinstance(source, Mapping) and any(
@@ -644,18 +646,21 @@ def _export(
         inputs = [] if isinstance(source, Mapping) else [_path("source", source)]
         with _InlineBaseline("source", source) as b:
             text = _smelt.export_budget(_source("source", b), _base_dir(base_dir), out, fmt,
-                                        fam, voc, _bool("force", force), w, inputs)
+                                        fam, voc, _bool("force", force), w, inputs, replace)
         return _loads(text)
     if w is not None:
         raise _error("workload", "applies when a budget is matched, not to a result")
     config = None
+    read = []
     if baseline is not None:
         if isinstance(baseline, Mapping):
             config = _dumps("baseline", dict(baseline))
         else:
-            with open(_path("baseline", baseline), encoding="utf-8") as f:
+            read = [_path("baseline", baseline)]
+            with open(read[0], encoding="utf-8") as f:
                 config = f.read()
-    text = _smelt.export_result(_dumps("source", dict(source)), out, fmt, fam, voc, config, [])
+    text = _smelt.export_result(_dumps("source", dict(source)), out, fmt, fam, voc, config, read,
+                                replace)
     return _loads(text)
 
 
@@ -668,6 +673,7 @@ def export_hf(
     baseline: Optional[Union[Mapping[str, Any], str, "os.PathLike[str]"]] = None,
     base_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
     force: bool = False,
+    overwrite: bool = False,
     context: Optional[int] = None,
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
@@ -689,10 +695,12 @@ def export_hf(
     `family` names the family to write (default: the Baseline's config.json, else the one
     whose conventions the model follows); `vocab` supplies a vocabulary the Baseline lacks;
     `baseline` (for a result: the Baseline's config.json, a dict or a path) carries its
-    other keys (rope, norms, token ids) over. No input file is ever overwritten.
+    other keys (rope, norms, token ids) over. The folder is written all or nothing; no input
+    file is ever overwritten, and a file smelt did not write there (a model directory's own
+    config.json, or one edited since smelt wrote it) only with `overwrite=True`.
     """
     w = _workload(context, mean_doc_len, doc_lengths, dense)
-    return _export(source, path, "hf", family, vocab, base_dir, force, baseline, w)
+    return _export(source, path, "hf", family, vocab, base_dir, force, baseline, w, overwrite)
 
 
 def export_toml(
@@ -701,6 +709,7 @@ def export_toml(
     *,
     base_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
     force: bool = False,
+    overwrite: bool = False,
     context: Optional[int] = None,
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
@@ -711,4 +720,4 @@ def export_toml(
     how well. `source` is as for `export_hf`; a grid or sweep result is a folder of
     `NAME.toml` files (`smelt grid --export PATH --export-format model`)."""
     w = _workload(context, mean_doc_len, doc_lengths, dense)
-    return _export(source, path, "model", None, None, base_dir, force, None, w)
+    return _export(source, path, "model", None, None, base_dir, force, None, w, overwrite)

@@ -86,6 +86,7 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         .flat_map(|c| budget_inputs(&args.grid, &c.budget))
         .collect();
     inputs.extend(args.workload.inputs());
+    inputs.extend(args.predict.inputs());
     if let Some(path) = &args.plot {
         let svg = smelt::report::plot::residual_heatmap(&r)?;
         write_file(path, &svg, "the residual heatmap", &inputs)?;

@@ -110,6 +110,11 @@ pub struct Args {
     /// Refused without --format hf.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     vocab: Option<u64>,
+    /// With --format hf -o DIR: replace files in DIR that smelt did not write (or that
+    /// changed since it did), such as a model directory's own config.json; never an input.
+    /// Refused without --format hf.
+    #[arg(long, requires = "output")]
+    overwrite: bool,
     /// List the N best distinct configurations.
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..=search::MAX_TOP as u64))]
@@ -166,7 +171,8 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
                 args.hf_family,
                 args.vocab,
             )?;
-            write_hf(&config, args.output.as_deref(), &inputs)?
+            let overwrite = super::export::overwrite(args.overwrite);
+            write_hf(&config, args.output.as_deref(), &inputs, overwrite)?
         }
     };
     match (text, &args.output) {
@@ -194,8 +200,8 @@ fn what(format: MatchFormat) -> &'static str {
     }
 }
 
-/// Refuses `--hf-family` and `--vocab` without `--format hf` (a usage error, as `grid` and
-/// `sweep` refuse them without `--export`): they would be ignored.
+/// Refuses `--hf-family`, `--vocab` and `--overwrite` without `--format hf` (a usage error,
+/// as `grid` and `sweep` refuse them without `--export`): they would be ignored.
 fn refuse_hf_flags(args: &Args) {
     if args.format == MatchFormat::Hf {
         return;
@@ -203,6 +209,7 @@ fn refuse_hf_flags(args: &Args) {
     let given = [
         (args.hf_family.is_some(), "--hf-family <MODEL_TYPE>"),
         (args.vocab.is_some(), "--vocab <N>"),
+        (args.overwrite, "--overwrite"),
     ];
     if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {
         super::usage_error(
@@ -225,6 +232,7 @@ fn write_hf(
     config: &serde_json::Value,
     output: Option<&Path>,
     inputs: &[PathBuf],
+    overwrite: smelt::io::Overwrite,
 ) -> anyhow::Result<Option<String>> {
     let files = ModelDir::of(config)?;
     let looped_needs_dir = "a looped match is written for Transformers as a model directory \
@@ -244,7 +252,7 @@ fn write_hf(
                 );
             }
             files
-                .write(path, inputs)
+                .write(path, inputs, overwrite)
                 .with_context(|| format!("writing the looped model to '{}'", path.display()))?;
             let names: Vec<&str> = files.files.iter().map(|(n, _)| *n).collect();
             note(&format!(
@@ -257,7 +265,7 @@ fn write_hf(
         }
         Some(path) if path.is_dir() => {
             files
-                .write(path, inputs)
+                .write(path, inputs, overwrite)
                 .with_context(|| format!("writing the config.json into '{}'", path.display()))?;
             note(&format!(
                 "smelt: wrote the matched model's config.json into '{}'",

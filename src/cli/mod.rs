@@ -10,7 +10,7 @@ use std::str::FromStr;
 use anyhow::Context;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{CommandFactory, Parser, Subcommand};
-use smelt::budget::{BaselineSource, Budget};
+use smelt::budget::Budget;
 use smelt::names::Named;
 use smelt::progress::Terminal;
 use smelt::report::{Format, Layout, Report};
@@ -152,14 +152,12 @@ pub fn budget_notes(what: &str, budget: &Budget) {
     }
 }
 
-/// The files a budget was read from: the budget file and its Baseline's.
+/// The files a budget was read from: the budget file and [`Budget::inputs`] (its
+/// Baseline's, its time budget's calibration).
 pub fn budget_inputs(path: &Path, budget: &Budget) -> Vec<PathBuf> {
-    match budget.source() {
-        BaselineSource::File(p) | BaselineSource::HfConfig { path: p, .. } => {
-            vec![path.to_path_buf(), p.clone()]
-        }
-        BaselineSource::Inline => vec![path.to_path_buf()],
-    }
+    std::iter::once(path.to_path_buf())
+        .chain(budget.inputs())
+        .collect()
 }
 
 /// Writes `text` to `path` (never over one of the run's `inputs`) and says so on standard

@@ -263,6 +263,20 @@ impl Budget {
         &self.source
     }
 
+    /// The files the budget was read from besides the budget file itself: its Baseline's
+    /// (a model file or a `config.json`) and its `[objective.time]` calibration, each an
+    /// input of the run that no output may be written over.
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        let baseline = match &self.source {
+            BaselineSource::File(p) | BaselineSource::HfConfig { path: p, .. } => Some(p),
+            BaselineSource::Inline => None,
+        };
+        let calibration = self.time.as_ref().and_then(TimeBudget::calibration_file);
+        (baseline.cloned().into_iter())
+            .chain(calibration.map(Path::to_path_buf))
+            .collect()
+    }
+
     /// The Baseline's `config.json`, when it was read from one.
     pub fn baseline_config(&self) -> Option<&serde_json::Value> {
         match &self.source {
