@@ -5,7 +5,7 @@ way a trainer writes them, and reports the looped / Baseline time per token next
 FLOP ratio.
 
     smelt match budgets/match-200m-s95.toml --format json > match.json
-    python3 benches/anchor.py match.json [--tokens 16384] [--device cuda] [--repeats 20]
+    python3 benches/anchor.py match.json [--tokens 16384] [--device cuda] [--rounds 20]
 
 The layer: RMSNorm, Q/K/V/O projections (with the model's biases), causal attention inside
 each document (SDPA on the documents of the workload's mean length, packed in a batch),
@@ -168,7 +168,7 @@ def main():
     p.add_argument("match_json", help="`smelt match BUDGET --format json` output")
     p.add_argument("--tokens", type=int, default=16384)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=20)
     a = p.parse_args()
     dtype = torch.bfloat16 if a.device == "cuda" else torch.float32
     r = json.load(open(a.match_json))
@@ -180,7 +180,7 @@ def main():
         spec = r[role]
         m = spec["model"]
         t, docs, sec, spread, grouped = time_layer(
-            m, spec["workload"], a.tokens, a.device, dtype, a.repeats
+            m, spec["workload"], a.tokens, a.device, dtype, a.rounds
         )
         x = executions(m)
         per_token[role] = sec * x / t

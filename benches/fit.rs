@@ -7,6 +7,10 @@
 //! L-BFGS from all 13,500 starts on 10,000 endpoints takes minutes per run, so that case is
 //! run on a 216-start grid and its time is scaled by 13,500 / 216 (a per-start cost is not
 //! the same at every start, so the scaled figure is an estimate; docs/benchmarks.md).
+//!
+//! A million endpoints (the large-input case: the screened search screens on a subsample
+//! and runs L-BFGS on every endpoint from its best ends) is fitted from the small grid's 32
+//! starts, as `smelt fit --starts small` does.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use smelt::fit::{self, BootstrapOptions, FitOptions, Form, GainOptions, Search, StartGrid, data};
@@ -37,6 +41,21 @@ fn ten_thousand() -> Vec<fit::Endpoint> {
         &geometric(1e8, 1e11, 25),
         &[0.0, 0.5, 0.85, 0.95],
         &geometric(1e9, 1e12, 100),
+        0.01,
+        11,
+    )
+}
+
+/// 1,000,000 endpoints of the same surface, one group: 25 scales x 4 sparsities x 10,000
+/// token counts, 1% noise (`cargo run --release --example synthetic_endpoints -- 1000000`
+/// writes the same points as CSV).
+fn million() -> Vec<fit::Endpoint> {
+    let (truth, _) = data::paper_like_surfaces();
+    data::synthetic(
+        &truth,
+        &geometric(1e8, 1e11, 25),
+        &[0.0, 0.5, 0.85, 0.95],
+        &geometric(1e9, 1e12, 10_000),
         0.01,
         11,
     )
@@ -83,6 +102,14 @@ fn scaling(c: &mut Criterion) {
     };
     g.bench_function("10,000 endpoints, 216 starts, exhaustive", |bench| {
         bench.iter(|| fit::fit("", std::hint::black_box(&many), &opts))
+    });
+    let large = million();
+    let opts = FitOptions {
+        starts: StartGrid::small(Form::Surface),
+        ..with(Search::Screened, Form::Surface)
+    };
+    g.bench_function("1,000,000 endpoints, 32 starts, screened", |bench| {
+        bench.iter(|| fit::fit("", std::hint::black_box(&large), &opts))
     });
     g.finish();
 }

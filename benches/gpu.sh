@@ -60,7 +60,7 @@ stage() {
 export smelt backend tokens out ANCHOR_ARGS=${ANCHOR_ARGS:-}
 
 smoke() {
-    "$smelt" bench budgets/base-100m-s0.toml --backend "$backend" --tokens 1024 --repeats 1 \
+    "$smelt" bench budgets/base-100m-s0.toml --backend "$backend" --tokens 1024 --rounds 1 \
         --max-seconds 50 --format json > "$out/smoke.json"
 }
 stage 60 "smoke test (100M dense, one round)" smoke
@@ -68,7 +68,7 @@ stage 60 "smoke test (100M dense, one round)" smoke
 pair() {
     for routing in balanced skew=1.0; do
         "$smelt" bench --budget budgets/match-200m-s95.toml --backend "$backend" --tokens "$tokens" \
-            --repeats 7 --routing "$routing" --max-seconds 65 --format json \
+            --rounds 7 --routing "$routing" --max-seconds 65 --format json \
             > "$out/bench-200m-${routing/=/-}.json" || return 1
     done
 }
@@ -82,7 +82,7 @@ anchor() {
 stage 90 "PyTorch anchor" anchor
 
 grid() {
-    "$smelt" grid budgets/smelt-grid.toml --bench "$backend" --tokens "$tokens" --repeats 5 \
+    "$smelt" grid budgets/smelt-grid.toml --bench "$backend" --tokens "$tokens" --rounds 5 \
         --max-seconds 160 --format json > "$out/grid-bench.json"
 }
 stage 180 "16-cell grid --bench $backend" grid

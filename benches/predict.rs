@@ -11,7 +11,7 @@
 //! launch overhead the bench's launch floor, attention and experts costed as the bench
 //! launches them (unfused tiles, one GEMM per expert).
 //!
-//! Run: `cargo bench -p smelt-benches --bench predict`. `SMELT_PREDICT_REPEATS` (default 5)
+//! Run: `cargo bench -p smelt-benches --bench predict`. `SMELT_PREDICT_ROUNDS` (default 5)
 //! sets the rounds of every benchmark, `SMELT_PREDICT_TOKENS` (default 1024) the batch.
 //! Timing decides nothing here but the figures printed: a shared machine's noise shows in
 //! the intervals.
@@ -41,11 +41,11 @@ fn main() {
     {
         return;
     }
-    let repeats = env("SMELT_PREDICT_REPEATS", 5) as usize;
+    let rounds = env("SMELT_PREDICT_ROUNDS", 5) as usize;
     let tokens = env("SMELT_PREDICT_TOKENS", 1024);
     let opts = BenchOptions {
         tokens,
-        repeats,
+        rounds,
         max_seconds: 3600.0,
         ..BenchOptions::new(Backend::Cpu)
     };
@@ -116,7 +116,7 @@ fn main() {
     smelt::study::time_cells(&mut r, &opts, &Silent).expect("grid --bench cpu");
     println!(
         "grid --bench cpu: {} rounds per cell, {} tokens, {:.0} s",
-        repeats,
+        rounds,
         tokens,
         start.elapsed().as_secs_f64()
     );

@@ -222,7 +222,7 @@ fn cpu_backend_executes_the_plan_and_reports_ratios() {
     );
     let opts = BenchOptions {
         tokens: 300,
-        repeats: 1,
+        rounds: 1,
         ..BenchOptions::new(Backend::Cpu)
     };
     let r = bench::bench(&[&base, &looped], &opts).unwrap();
@@ -254,7 +254,7 @@ fn cuda_backend_runs_where_a_gpu_is() {
     let s = plain([2, 64, 1, 2, 16, 8, 2, 32]);
     let opts = BenchOptions {
         tokens: 200,
-        repeats: 1,
+        rounds: 1,
         ..BenchOptions::new(Backend::Cuda)
     };
     match bench::cuda::probe() {
@@ -293,13 +293,7 @@ fn cli_bench_of_a_budget_pair() {
     );
     let budget = &budget.display().to_string();
     let args = [
-        "bench",
-        "--budget",
-        budget,
-        "--tokens",
-        "200",
-        "--repeats",
-        "1",
+        "bench", "--budget", budget, "--tokens", "200", "--rounds", "1",
     ];
     let (code, out, err) = run(&args);
     assert_eq!(code, Some(0), "{err}");
@@ -366,7 +360,7 @@ fn dense_layers_are_planned_per_execution() {
     );
     let opts = BenchOptions {
         tokens: 16,
-        repeats: 1,
+        rounds: 1,
         ..BenchOptions::new(Backend::Cpu)
     };
     s.workload.mean_doc_len = Some(8);
@@ -384,7 +378,7 @@ fn time_budget_refuses_a_run_that_cannot_fit() {
     let s = plain([2, 64, 1, 2, 16, 8, 2, 32]);
     let opts = BenchOptions {
         tokens: 200,
-        repeats: 1,
+        rounds: 1,
         max_seconds: 1e-6,
         ..BenchOptions::new(Backend::Cpu)
     };
@@ -476,7 +470,8 @@ fn a_grid_bench_reports_failed_cells_and_keeps_the_others() {
     let grid = two_cell_grid();
     let grid = &grid.display().to_string();
     // A budget no benchmark fits in: the first cell is refused by its estimate, the second
-    // finds the grid's budget spent; both are said, and the matches are all there.
+    // finds the grid's budget spent; both are said, and the matches are all there; with no
+    // cell timed the run fails (exit 1) after printing them.
     let timing = [
         "--bench",
         "cpu",
@@ -486,7 +481,13 @@ fn a_grid_bench_reports_failed_cells_and_keeps_the_others() {
         "0.000001",
         "-q",
     ];
-    let v = common::run_json(&[&["grid", grid, "--format", "json"], &timing[..]].concat());
+    let (code, json, err) = run(&[&["grid", grid, "--format", "json"], &timing[..]].concat());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--bench cpu: no cell was timed (2 of 2)"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let cells = v["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
     for c in cells {
@@ -499,7 +500,7 @@ fn a_grid_bench_reports_failed_cells_and_keeps_the_others() {
     assert_eq!(s["failed_cells"], 2);
     assert!(s["max_ratio"].is_null() && s["mean_ratio"].is_null());
     let (code, out, err) = run(&[&["grid", grid], &timing[..]].concat());
-    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         out.contains("failed") && out.contains("2 not timed"),
         "{out}"
@@ -523,7 +524,7 @@ fn shards_of_a_grid_merge_into_the_grid() {
             "64",
             "--tokens",
             tokens,
-            "--repeats",
+            "--rounds",
             "1",
             "-q",
         ];
@@ -661,7 +662,7 @@ fn predicted_shards_merge_with_the_summary_recomputed() {
 
 /// Short documents, a small batch, one round, no progress: a benchmark of a few seconds.
 fn quick() -> impl Iterator<Item = &'static str> {
-    "--mean-doc-len 64 --tokens 128 --repeats 1 -q".split(' ')
+    "--mean-doc-len 64 --tokens 128 --rounds 1 -q".split(' ')
 }
 
 /// `match --bench cpu` adds the measured ratio to the report; `--max-seconds` too small

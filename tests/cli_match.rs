@@ -154,6 +154,42 @@ fn grid_json_contract() {
     assert_eq!(json, again);
 }
 
+/// A grid that sets no `[tolerance]` checks nothing, so nothing passes: `null` in the JSON
+/// (per cell and in the summary), `not checked` in the table with a line saying why; with
+/// a tolerance, each cell says yes or no and the summary counts the yeses.
+#[test]
+fn no_tolerance_is_not_a_pass() {
+    let grid = budget("smelt-grid.toml");
+    let v = run_json(&["grid", &grid, "--format", "json"]);
+    let cells = v["cells"].as_array().unwrap();
+    assert!(cells.iter().all(|c| c["within_tolerance"].is_null()));
+    assert!(v["summary"]["within_tolerance"].is_null());
+    let (code, table, _) = run(&["grid", &grid]);
+    assert_eq!(code, Some(0));
+    assert!(!table.contains(" yes "), "{table}");
+    assert_eq!(table.matches("not checked").count(), 16 + 2, "{table}");
+    assert!(
+        table.contains("the grid file sets no [tolerance]"),
+        "{table}"
+    );
+
+    let text = std::fs::read_to_string(&grid).unwrap();
+    // Beside copies of its Baselines (the template is relative to the grid file).
+    let tolerant = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("smelt-grid-tolerant.toml");
+    std::fs::write(&tolerant, format!("{text}\n[tolerance]\nflops = 0.2\n")).unwrap();
+    let copy = |name: &str| tolerant.with_file_name(name);
+    for cell in ["100m", "200m", "600m", "1.6b"] {
+        for s in ["s0", "s85", "s95", "s97"] {
+            let name = format!("base-{cell}-{s}.toml");
+            std::fs::copy(budget(&name), copy(&name)).unwrap();
+        }
+    }
+    let v = run_json(&["grid", tolerant.to_str().unwrap(), "--format", "json"]);
+    let cells = v["cells"].as_array().unwrap();
+    assert!(cells.iter().all(|c| c["within_tolerance"] == true));
+    assert_eq!(v["summary"]["within_tolerance"], 16);
+}
+
 /// `--format toml` wrote the matched model file once; `toml` is a report in TOML
 /// elsewhere, so here it is refused as a usage error naming `--format model`: a script
 /// written for the old meaning stops instead of reading another file.
@@ -245,7 +281,7 @@ fn sweep_argument_errors() {
     assert!(err.contains("--span") && err.contains("'a'"), "{err}");
     let (code, _, err) = run(&["sweep", &b, "--span", "0-12"]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("'0-12'"), "{err}");
+    assert!(err.contains("'0-12'") && err.contains("as 0..=12"), "{err}");
     let (code, _, err) = run(&["sweep", &b, "--span", "20"]);
     assert_eq!(code, Some(1));
     assert!(

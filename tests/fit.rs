@@ -188,6 +188,40 @@ fn screened_search_finds_the_exhaustive_optimum() {
     }
 }
 
+/// More endpoints than `search::SUBSAMPLE`: the screened search screens on a subsample and
+/// runs L-BFGS on every endpoint from the subsample's best ends; it lands on the optimum of
+/// L-BFGS from every start on every endpoint, and says how it searched.
+#[test]
+fn a_large_input_is_screened_on_a_subsample_and_lands_on_the_full_optimum() {
+    let (truth, _) = data::paper_like_surfaces();
+    let flops: Vec<f64> = (0..10).map(|i| 1e8 * 10f64.powf(i as f64 / 3.0)).collect();
+    let tokens: Vec<f64> = (0..500)
+        .map(|i| 1e9 * 10f64.powf(i as f64 / 166.0))
+        .collect();
+    let points = data::synthetic(&truth, &flops, &[0.0, 0.5, 0.85, 0.95], &tokens, 0.01, 5);
+    assert!(points.len() > fit::search::SUBSAMPLE);
+    let screened = FitOptions {
+        starts: StartGrid::small(Form::Surface),
+        ..FitOptions::standard(Form::Surface)
+    };
+    let exhaustive = FitOptions {
+        search: fit::Search::Exhaustive,
+        ..screened.clone()
+    };
+    let fast = fit::fit("", &points, &screened).unwrap();
+    let all = fit::fit("", &points, &exhaustive).unwrap();
+    let c = &fast.convergence;
+    let sub = c.subsample.as_ref().expect("screened on a subsample");
+    assert_eq!(sub.points, fit::search::SUBSAMPLE);
+    assert_eq!(sub.polished, 32);
+    assert!((1..=fit::search::CONFIRM).contains(&c.polished), "{c:?}");
+    assert_eq!(
+        (all.convergence.polished, &all.convergence.subsample),
+        (32, &None)
+    );
+    assert_same_optimum("20,000 endpoints", &fast, &all);
+}
+
 fn two_architectures() -> (Vec<fit::Endpoint>, Vec<fit::Endpoint>) {
     data::paper_like_endpoints(&[0.85, 0.95, 0.97], 0.002)
 }

@@ -24,7 +24,7 @@ fn a_looped_match_reads_back_from_its_directory() {
     let files = ModelDir::of(&config).unwrap();
     assert!(files.is_looped());
     let dir = fresh_dir("qwen");
-    files.write(&dir, &[]).unwrap();
+    files.write(&dir, &[], Default::default()).unwrap();
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     assert_eq!(written["model_type"], MODEL_TYPE);

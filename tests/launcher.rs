@@ -358,7 +358,11 @@ fn grids_and_sweeps_name_what_breaks_a_tolerance() {
     let tight = format!("{text}\n[tolerance]\nkv = 0.001\n");
     let r = smelt::match_grid(&smelt::GridSpec::from_toml_str(&tight, &dir).unwrap()).unwrap();
     let words = r.broken_tolerances();
-    let broken = r.cells.iter().filter(|c| !c.within_tolerance).count();
+    let broken = r
+        .cells
+        .iter()
+        .filter(|c| c.within_tolerance == Some(false))
+        .count();
     assert!(broken > 0 && words.len() == broken, "{words:?}");
     assert!(
         words.contains(&"cell 200m s95 (kv)".to_owned()),

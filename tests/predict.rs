@@ -1,5 +1,5 @@
 //! `smelt predict`, `smelt calibrate` and `grid --predict`: the command line of the step-time
-//! predictor (the roofline itself is tested where it lives, `bench/predict.rs`).
+//! predictor (the roofline itself is tested where it lives, `crates/smelt/src/time/`).
 
 use crate::common::{budget, run, run_json, temp_file};
 
@@ -123,15 +123,7 @@ fn bad_devices_are_refused() {
 fn a_calibration_comes_from_a_bench_and_says_so() {
     let base = budget("base-100m-s0.toml");
     let (code, bench, err) = run(&[
-        "bench",
-        &base,
-        "--repeats",
-        "1",
-        "--tokens",
-        "256",
-        "--format",
-        "json",
-        "--quiet",
+        "bench", &base, "--rounds", "1", "--tokens", "256", "--format", "json", "--quiet",
     ]);
     assert_eq!(code, Some(0), "{err}");
     let b: serde_json::Value = serde_json::from_str(&bench).unwrap();

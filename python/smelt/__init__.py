@@ -286,11 +286,11 @@ def _broken(result: Dict[str, Any]) -> List[str]:
     """Each broken tolerance of a match, grid or sweep result, in words."""
     if "cells" in result:
         return [f"{c['scale']} {c['sparsity_label']}: {', '.join(c['broken'])}"
-                for c in result["cells"] if not c["within_tolerance"]]
+                for c in result["cells"] if c["within_tolerance"] is False]
     if "rows" in result:
         return [f"{result['knob']} {r['value']}: {', '.join(r['broken'])}"
-                for r in result["rows"] if not r["within_tolerance"]]
-    return [", ".join(result.get("broken", []))] if not result.get("within_tolerance", True) else []
+                for r in result["rows"] if r["within_tolerance"] is False]
+    return [", ".join(result.get("broken", []))] if result.get("within_tolerance") is False else []
 
 
 def _checked(result: Any, strict: bool) -> Any:
@@ -474,10 +474,11 @@ def bench(
     backend: str = "cpu",
     tokens: Optional[int] = None,
     routing: str = "balanced",
-    repeats: int = 3,
+    rounds: int = 3,
     max_seconds: float = 600.0,
     peak: Optional[float] = None,
     *,
+    repeats: Any = None,
     context: Optional[int] = None,
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
@@ -487,9 +488,13 @@ def bench(
 ) -> BenchResult:
     """The GEMMs of one training step of the layer stack timed on `backend` ("cpu", or
     "cuda" in a build with it): the fields of `smelt bench --format json`. `model` and
-    `against` are as for `cost`; `tokens` defaults to the backend's; `repeats` rounds (1 to
-    100); `max_seconds` bounds the run. `peak` is the device's dense peak in TFLOP/s, as the
+    `against` are as for `cost`; `tokens` defaults to the backend's; `rounds` timed rounds
+    per kernel shape (1 to 100; `repeats=` is refused: it names a loop's executions);
+    `max_seconds` bounds the run. `peak` is the device's dense peak in TFLOP/s, as the
     command line's `--peak` (default: a GPU's datasheet peak when the device is known)."""
+    if repeats is not None:
+        raise _error("repeats", "is now rounds= (timed rounds per kernel shape); repeats "
+                                "names a loop's executions")
     if peak is not None:
         peak = _float("peak", peak)
         if not (math.isfinite(peak) and peak > 0):
@@ -503,7 +508,7 @@ def bench(
     text = _smelt.bench(
         _source("model", model), other, _str("backend", backend),
         _opt_int("tokens", tokens, 1, 1 << 20), _str("routing", routing),
-        _int("repeats", repeats, 1, 100), _float("max_seconds", max_seconds), peak, w,
+        _int("rounds", rounds, 1, 100), _float("max_seconds", max_seconds), peak, w,
         progress, quiet,
     )
     return _loads(text)
@@ -637,8 +642,10 @@ def _export(
     force: bool,
     baseline: Any,
     w: Optional[str],
+    overwrite: bool = False,
 ) -> ExportResult:
     out = _path("path", path)
+    replace = _bool("overwrite", overwrite)
     fam = None if family is None else _str("family", family)
     voc = _opt_int("vocab", vocab, 1, 1 << 24)
     is_result = isinstance(source, Mapping) and any(
@@ -649,18 +656,21 @@ def _export(
         inputs = [] if isinstance(source, Mapping) else [_path("source", source)]
         with _InlineBaseline("source", source) as b:
             text = _smelt.export_budget(_source("source", b), _base_dir(base_dir), out, fmt,
-                                        fam, voc, _bool("force", force), w, inputs)
+                                        fam, voc, _bool("force", force), w, inputs, replace)
         return _loads(text)
     if w is not None:
         raise _error("workload", "applies when a budget is matched, not to a result")
     config = None
+    read = []
     if baseline is not None:
         if isinstance(baseline, Mapping):
             config = _dumps("baseline", dict(baseline))
         else:
-            with open(_path("baseline", baseline), encoding="utf-8") as f:
+            read = [_path("baseline", baseline)]
+            with open(read[0], encoding="utf-8") as f:
                 config = f.read()
-    text = _smelt.export_result(_dumps("source", dict(source)), out, fmt, fam, voc, config, [])
+    text = _smelt.export_result(_dumps("source", dict(source)), out, fmt, fam, voc, config, read,
+                                replace)
     return _loads(text)
 
 
@@ -673,6 +683,7 @@ def export_hf(
     baseline: Optional[Union[Mapping[str, Any], str, "os.PathLike[str]"]] = None,
     base_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
     force: bool = False,
+    overwrite: bool = False,
     context: Optional[int] = None,
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
@@ -694,10 +705,12 @@ def export_hf(
     `family` names the family to write (default: the Baseline's config.json, else the one
     whose conventions the model follows); `vocab` supplies a vocabulary the Baseline lacks;
     `baseline` (for a result: the Baseline's config.json, a dict or a path) carries its
-    other keys (rope, norms, token ids) over. No input file is ever overwritten.
+    other keys (rope, norms, token ids) over. The folder is written all or nothing; no input
+    file is ever overwritten, and a file smelt did not write there (a model directory's own
+    config.json, or one edited since smelt wrote it) only with `overwrite=True`.
     """
     w = _workload(context, mean_doc_len, doc_lengths, dense)
-    return _export(source, path, "hf", family, vocab, base_dir, force, baseline, w)
+    return _export(source, path, "hf", family, vocab, base_dir, force, baseline, w, overwrite)
 
 
 def export_toml(
@@ -706,6 +719,7 @@ def export_toml(
     *,
     base_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
     force: bool = False,
+    overwrite: bool = False,
     context: Optional[int] = None,
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
@@ -716,4 +730,4 @@ def export_toml(
     how well. `source` is as for `export_hf`; a grid or sweep result is a folder of
     `NAME.toml` files (`smelt grid --export PATH --export-format model`)."""
     w = _workload(context, mean_doc_len, doc_lengths, dense)
-    return _export(source, path, "model", None, None, base_dir, force, None, w)
+    return _export(source, path, "model", None, None, base_dir, force, None, w, overwrite)

@@ -98,7 +98,7 @@ class MatchResult(TypedDict, total=False):
     score: List[float]
     sparsity: Dict[str, float]
     tolerance: PerBudget
-    within_tolerance: bool
+    within_tolerance: Optional[bool]  # None: no [tolerance] set, nothing checked
     broken: List[str]
     lattice: Dict[str, int]
     ranked: List[Dict[str, Any]]
@@ -118,7 +118,7 @@ class GridCell(TypedDict, total=False):
     residuals: PerBudget
     score: List[float]
     sparsity: Dict[str, float]
-    within_tolerance: bool
+    within_tolerance: Optional[bool]  # None: no [tolerance] set, nothing checked
     broken: List[str]
     lattice: Dict[str, int]
     time: Dict[str, Any]
@@ -142,7 +142,7 @@ class SweepRow(TypedDict):
     ratios: PerBudget
     residuals: PerBudget
     sparsity: Dict[str, float]
-    within_tolerance: bool
+    within_tolerance: Optional[bool]  # None: no [tolerance] set, nothing checked
     broken: List[str]
 
 

@@ -506,10 +506,10 @@ fn gain(
     })
 }
 
-/// bench(model, against, backend, tokens, routing, repeats, max_seconds, peak_tflops,
+/// bench(model, against, backend, tokens, routing, rounds, max_seconds, peak_tflops,
 /// workload, progress, quiet) -> JSON: `smelt bench --format json`.
 #[pyfunction(name = "bench")]
-#[pyo3(signature = (model, against, backend, tokens, routing, repeats, max_seconds,
+#[pyo3(signature = (model, against, backend, tokens, routing, rounds, max_seconds,
                     peak_tflops, workload, progress, quiet))]
 #[allow(clippy::too_many_arguments)]
 fn bench_models(
@@ -519,7 +519,7 @@ fn bench_models(
     backend: String,
     tokens: Option<u64>,
     routing: String,
-    repeats: usize,
+    rounds: usize,
     max_seconds: f64,
     peak_tflops: Option<f64>,
     workload: Option<String>,
@@ -535,7 +535,7 @@ fn bench_models(
         let opts = BenchOptions {
             tokens: tokens.unwrap_or(backend.default_tokens()),
             routing: routing.parse()?,
-            repeats,
+            rounds,
             max_seconds,
             peak: peak_tflops.map(|t| t * 1e12),
             ..BenchOptions::new(backend)
@@ -568,6 +568,7 @@ fn export_options(
     format: &str,
     family: Option<&str>,
     vocab: Option<u64>,
+    overwrite: bool,
 ) -> smelt_core::Result<ExportOptions> {
     Ok(ExportOptions {
         format: format.parse::<ExportFormat>()?,
@@ -575,6 +576,10 @@ fn export_options(
             .map(str::parse::<smelt_core::hf::Family>)
             .transpose()?,
         vocab,
+        overwrite: match overwrite {
+            true => smelt_core::io::Overwrite::Any,
+            false => smelt_core::io::Overwrite::Own,
+        },
     })
 }
 
@@ -595,7 +600,8 @@ fn exported(
 /// JSON: the budget matched and its model written at `path` (as `smelt match --format hf -o
 /// PATH` or `--format model -o PATH`).
 #[pyfunction]
-#[pyo3(signature = (budget, base_dir, path, format, family, vocab, force, workload, inputs))]
+#[pyo3(signature = (budget, base_dir, path, format, family, vocab, force, workload, inputs,
+                    overwrite))]
 #[allow(clippy::too_many_arguments)]
 fn export_budget(
     py: Python<'_>,
@@ -608,9 +614,10 @@ fn export_budget(
     force: bool,
     workload: Option<String>,
     inputs: Vec<PathBuf>,
+    overwrite: bool,
 ) -> PyResult<String> {
     guarded(py, move || {
-        let options = export_options(&format, family.as_deref(), vocab)?;
+        let options = export_options(&format, family.as_deref(), vocab, overwrite)?;
         let b = self::budget(&budget, base_dir.as_deref(), &changes(workload.as_deref())?)?;
         let search = SearchOptions {
             top: 1,
@@ -619,11 +626,7 @@ fn export_budget(
         };
         let report = smelt_core::search::match_budget_with(&b, &search)?;
         let mut inputs = inputs;
-        if let smelt_core::budget::BaselineSource::File(p)
-        | smelt_core::budget::BaselineSource::HfConfig { path: p, .. } = b.source()
-        {
-            inputs.push(p.clone());
-        }
+        inputs.extend(b.inputs());
         let item = smelt_core::export::item_of_match(&report, Some(&b));
         let written = smelt_core::export::write_one(&item, &options, &path, &inputs)?;
         exported(&path, &[written], Some(&report.residuals))
@@ -725,7 +728,7 @@ fn models_of(result: &serde_json::Value) -> smelt_core::Result<(Vec<Owned>, bool
 /// model there, or a folder with one entry per cell or value (as `smelt grid --export`).
 /// `baseline_config`, a Baseline's config.json as JSON, has its other keys carried over.
 #[pyfunction]
-#[pyo3(signature = (result, path, format, family, vocab, baseline_config, inputs))]
+#[pyo3(signature = (result, path, format, family, vocab, baseline_config, inputs, overwrite))]
 #[allow(clippy::too_many_arguments)]
 fn export_result(
     py: Python<'_>,
@@ -736,9 +739,10 @@ fn export_result(
     vocab: Option<u64>,
     baseline_config: Option<String>,
     inputs: Vec<PathBuf>,
+    overwrite: bool,
 ) -> PyResult<String> {
     guarded(py, move || {
-        let options = export_options(&format, family.as_deref(), vocab)?;
+        let options = export_options(&format, family.as_deref(), vocab, overwrite)?;
         let result: serde_json::Value =
             serde_json::from_str(&result).map_err(|e| Error::invalid("result", e.to_string()))?;
         let config: Option<serde_json::Value> = baseline_config

@@ -122,7 +122,8 @@ def test_export_hf_of_a_result_is_the_command_lines_directory(tmp_path):
     written = smelt.export_hf(smelt.match(budget), tmp_path / "ours", baseline=config)
     assert written["models"][0]["looped"]
     cli("match", budget, "--format", "hf", "-o", tmp_path / "cli")
-    assert same_tree(tmp_path / "ours", tmp_path / "cli") == 3
+    # The three files and the folder's list of them (.smelt-export).
+    assert same_tree(tmp_path / "ours", tmp_path / "cli") == 4
     # Without the Baseline's config, the family's defaults stand for its other keys; the
     # model is the same.
     smelt.export_hf(smelt.match(budget), tmp_path / "bare")
@@ -138,14 +139,15 @@ def test_a_grid_result_exports_as_the_command_line_does(fmt, tmp_path):
     assert len(written["models"]) == 16
     extra = ["--vocab", 50304] if fmt == "hf" else []
     cli("grid", grid, "--export", tmp_path / "cli", "--export-format", fmt, *extra)
-    assert same_tree(tmp_path / "ours", tmp_path / "cli") == (48 if fmt == "hf" else 16)
+    # Each folder written into also lists the files smelt wrote there (.smelt-export).
+    assert same_tree(tmp_path / "ours", tmp_path / "cli") == (48 + 16 if fmt == "hf" else 16 + 1)
 
 
 def test_a_sweep_result_exports_as_the_command_line_does(tmp_path):
     s = smelt.sweep(BUDGET, "span", [0, 4])
     smelt.export_hf(s, tmp_path / "ours", vocab=1000)
     cli("sweep", BUDGET, "--span", "0,4", "--export", tmp_path / "cli", "--vocab", 1000)
-    assert same_tree(tmp_path / "ours", tmp_path / "cli") == 4
+    assert same_tree(tmp_path / "ours", tmp_path / "cli") == 4 + 2
     assert not (tmp_path / "ours" / "span-0" / "modeling_smelt_looped.py").exists()
 
 
@@ -166,6 +168,25 @@ def test_exports_refuse_what_they_cannot_write(tmp_path):
         smelt.export_toml(copy, copy)
 
 
+def test_export_hf_keeps_a_model_directorys_own_files(tmp_path):
+    """A folder holding a user's config.json and weights is refused, the file named, unless
+    overwrite=True; the weights are never touched, and smelt's own export is replaced."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"mine": true}')
+    (folder / "model.safetensors").write_text("weights")
+    result = smelt.match(BUDGET)
+    with pytest.raises(smelt.SmeltError, match="config.json: refusing to replace a file smelt did not write"):
+        smelt.export_hf(result, folder, vocab=1000)
+    assert (folder / "config.json").read_text() == '{"mine": true}'
+    smelt.export_hf(result, folder, vocab=1000, overwrite=True)
+    assert json.loads((folder / "config.json").read_text())["model_type"] == "smelt_looped"
+    assert (folder / "model.safetensors").read_text() == "weights"
+    smelt.export_hf(result, folder, vocab=1000)
+    with pytest.raises(TypeError):
+        smelt.export_hf(result, folder, vocab=1000, overwrite="yes")
+
+
 # --- Every bad input a SmeltError naming its field --------------------------------------
 
 @pytest.mark.parametrize("call, field", [
@@ -176,7 +197,8 @@ def test_exports_refuse_what_they_cannot_write(tmp_path):
     (lambda: smelt.sweep(BUDGET, "span", []), "values"),
     (lambda: smelt.sweep(BUDGET, "span", ""), "values"),
     (lambda: smelt.bench(BUDGETS / "base-200m-s95.toml", tokens=-5), "tokens"),
-    (lambda: smelt.bench(BUDGETS / "base-200m-s95.toml", repeats=0), "repeats"),
+    (lambda: smelt.bench(BUDGETS / "base-200m-s95.toml", rounds=0), "rounds"),
+    (lambda: smelt.bench(BUDGETS / "base-200m-s95.toml", repeats=3), "repeats"),
     (lambda: smelt.bench(BUDGETS / "base-200m-s95.toml", peak=9.8e14), "peak"),
     (lambda: smelt.bench(BUDGETS / "base-200m-s95.toml", peak=float("inf")), "peak"),
     (lambda: smelt.gain("x.csv", "a", "b", bootstrap=-1), "bootstrap"),

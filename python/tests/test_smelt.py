@@ -114,11 +114,11 @@ def test_sweep_fit_gain_and_bench_are_functions_too():
     f = smelt.fit(ROOT / "tests" / "data" / "chinchilla" / "endpoints.csv", starts="small")
     assert f["fits"][0]["form"] == "chinchilla"
     small = dict(BASE, model={**BASE["model"], "hidden": 64, "head_dim": 8, "moe": {"experts": 16, "top_k": 2, "expert_ffn": 32}})
-    b = smelt.bench(small, against=small, tokens=200, repeats=1)
+    b = smelt.bench(small, against=small, tokens=200, rounds=1)
     assert b["models"][0]["flops_exact"] and b["time_ratio"] > 0
     with pytest.raises(smelt.SmeltError, match="backend"):
         smelt.bench(small, backend="tpu")
-    p = smelt.bench(small, tokens=200, repeats=1, peak=1.0)  # TFLOP/s, as --peak
+    p = smelt.bench(small, tokens=200, rounds=1, peak=1.0)  # TFLOP/s, as --peak
     assert p["peak_flops_per_second"] == 1e12 and p["ceiling_of_peak"] > 0
     with pytest.raises(smelt.SmeltError, match="max_seconds"):
         smelt.bench(small, max_seconds=0.0)

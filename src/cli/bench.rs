@@ -21,8 +21,14 @@ pub struct TimingArgs {
     #[arg(long, default_value = "balanced")]
     routing: Routing,
     /// Timed rounds per kernel shape (the median is kept; 1 to 100).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
-    repeats: u64,
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u64).range(1..=100))]
+    rounds: u64,
+    /// The old name of --rounds, refused with a pointer to it: `--repeats` names a loop's
+    /// executions (a budget's recipe, `smelt sweep --repeats`), not timed rounds.
+    #[arg(long = "repeats", value_name = "N", hide = true, value_parser = renamed_rounds)]
+    #[allow(dead_code)] // never set: its parser refuses every value
+    old_repeats: Option<u64>,
     /// The longest the benchmark may take (under `grid --bench`, the whole grid: each cell
     /// gets what the cells before it left): a plan estimated to need more is refused before
     /// it starts, and one that overruns stops with an error.
@@ -32,6 +38,14 @@ pub struct TimingArgs {
     /// card is a known one).
     #[arg(long, value_name = "TFLOPS", value_parser = parse_peak)]
     peak: Option<f64>,
+}
+
+/// `--repeats` on a timing command: always refused, naming `--rounds`.
+fn renamed_rounds(text: &str) -> Result<u64, String> {
+    Err(format!(
+        "--repeats is now --rounds here (timed rounds per kernel shape): give --rounds {text}; \
+         --repeats names a loop's executions (smelt sweep --repeats, a budget's recipe)"
+    ))
 }
 
 /// `--peak` in TFLOP/s: a number in the library's range of peaks (1e-6 to 1e6 TFLOP/s).
@@ -58,7 +72,7 @@ impl TimingArgs {
         BenchOptions {
             tokens: self.tokens.unwrap_or(backend.default_tokens()),
             routing: self.routing,
-            repeats: self.repeats as usize,
+            rounds: self.rounds as usize,
             max_seconds: self.max_seconds,
             peak: self.peak.map(|t| t * 1e12),
             ..BenchOptions::new(backend)
@@ -82,6 +96,11 @@ impl BenchFlag {
     /// The benchmark's options, when one is asked for.
     pub fn options(&self) -> Option<BenchOptions> {
         self.bench.map(|b| self.timing.options(b))
+    }
+
+    /// The backend asked for, if any.
+    pub fn backend(&self) -> Option<Backend> {
+        self.bench
     }
 }
 

@@ -10,14 +10,14 @@ use super::ReportArgs;
 
 /// Parameters, per-token FLOPs, KV cache and sparsity of a model file.
 ///
-/// Counts follow the conventions of the cost model (README, "Conventions"): 2 FLOPs per
+/// Counts follow the conventions of the cost model (docs/conventions.md, "Conventions"): 2 FLOPs per
 /// multiply-add, training = 3 x forward, a looped layer counted once per execution for FLOPs
 /// and KV and once per physical layer for parameters, embeddings and LM head excluded unless
 /// [counting] asks for them. With --against, the model is costed under the Baseline's
 /// counting and workload (standard error says what that replaced).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The model file (TOML; see the README for the format), or a Hugging Face config.json
+    /// The model file (TOML; docs/guide.md, "Model files"), or a Hugging Face config.json
     /// (imported as `smelt import` does).
     model: PathBuf,
     /// A Baseline model file: show both side by side with the residual of each budget, and

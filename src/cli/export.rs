@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use smelt::export::{self, ExportFormat, ExportOptions, Item};
 use smelt::hf::Family;
+use smelt::io::Overwrite;
 
 /// The export flags.
 #[derive(Debug, clap::Args)]
@@ -14,7 +15,8 @@ pub struct ExportArgs {
     /// cell or value named from its labels (200M-S95, span-8): for --export-format hf a
     /// folder Transformers builds exactly as matched (a looped model's directory, loaded with
     /// trust_remote_code=True; a model without a loop, its family's config.json); for
-    /// model, smelt's model file NAME.toml.
+    /// model, smelt's model file NAME.toml. Written all or nothing; never over an input, nor
+    /// over a file smelt did not write without --overwrite.
     #[arg(long, value_name = "DIR")]
     export: Option<PathBuf>,
     /// What --export writes: hf (models for Hugging Face Transformers) or model (smelt's
@@ -31,6 +33,18 @@ pub struct ExportArgs {
     #[arg(long, value_name = "N", requires = "export",
           value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     vocab: Option<u64>,
+    /// Let --export replace files smelt did not write (or that changed since it did), such
+    /// as a model directory's own config.json; never an input of the run.
+    #[arg(long, requires = "export")]
+    overwrite: bool,
+}
+
+/// What `--overwrite` lets an export replace.
+pub fn overwrite(given: bool) -> Overwrite {
+    match given {
+        true => Overwrite::Any,
+        false => Overwrite::Own,
+    }
 }
 
 impl ExportArgs {
@@ -44,6 +58,7 @@ impl ExportArgs {
             format: self.export_format,
             family: self.hf_family,
             vocab: self.vocab,
+            overwrite: overwrite(self.overwrite),
         };
         let written = export::write_all(items, &options, dir, inputs)
             .with_context(|| format!("--export '{}'", dir.display()))?;

@@ -21,9 +21,14 @@ use smelt::hf::Family;
 pub struct Args {
     /// The model file (.toml) or config.json.
     model: PathBuf,
-    /// The folder to write (created if missing; never over MODEL).
+    /// The folder to write (created if missing), all or nothing: never over MODEL (or the
+    /// config.json read from it), nor over a file smelt did not write without --overwrite.
     #[arg(short, long, value_name = "DIR")]
     output: PathBuf,
+    /// Replace files in DIR that smelt did not write (or that changed since it did), such as
+    /// a model directory's own config.json; never the file read.
+    #[arg(long)]
+    overwrite: bool,
     /// The Hugging Face family (default: a config.json's own; for a model file, the one
     /// whose conventions the model follows).
     #[arg(long, value_name = "MODEL_TYPE", value_parser = super::import::families())]
@@ -36,19 +41,21 @@ pub struct Args {
 /// Runs `smelt export`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let spec = super::cost::load(&args.model)?;
-    let config: Option<serde_json::Value> =
-        match args.model.extension().is_some_and(|e| e == "json") {
-            true => {
-                let text = smelt::io::read_to_string(&args.model)
-                    .with_context(|| format!("config '{}'", args.model.display()))?;
-                let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-                Some(
-                    serde_json::from_str(text)
-                        .with_context(|| format!("config '{}'", args.model.display()))?,
-                )
-            }
-            false => None,
-        };
+    // The file read: MODEL, or a model directory's config.json.
+    let file = match args.model.is_dir() {
+        true => args.model.join("config.json"),
+        false => args.model.clone(),
+    };
+    let config: Option<serde_json::Value> = match file.extension().is_some_and(|e| e == "json") {
+        true => {
+            let what = || format!("config '{}'", file.display());
+            let text = smelt::io::read_to_string(&file).with_context(what)?;
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+            let value = serde_json::from_str(text).with_context(what)?;
+            Some(smelt::hf::looped::family_config(&value).with_context(what)?)
+        }
+        false => None,
+    };
     let item = Item {
         name: "model".to_owned(),
         looped: &spec,
@@ -65,14 +72,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         format: ExportFormat::Hf,
         family: args.hf_family,
         vocab: args.vocab,
+        overwrite: super::export::overwrite(args.overwrite),
     };
-    let written = export::write_one(
-        &item,
-        &options,
-        &args.output,
-        std::slice::from_ref(&args.model),
-    )
-    .with_context(|| format!("exporting '{}'", args.model.display()))?;
+    let written = export::write_one(&item, &options, &args.output, &[file])
+        .with_context(|| format!("exporting '{}'", args.model.display()))?;
     let what = match written.looped {
         true => "a looped model directory (built with trust_remote_code=True)",
         false => "config.json",
@@ -91,6 +94,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
              config.json the model was read from to carry them",
             defaulted_keys(family)
         ));
+        if args.hf_family.is_none() {
+            // A model file does not say which family it was read from: Qwen3.5's MoE text
+            // decoder and Qwen3-Next build the same Gated DeltaNet hybrid.
+            let also = match family {
+                smelt::hf::Family::Qwen3Next => " (qwen3_5_moe_text for a Qwen3.5 model)",
+                _ => "",
+            };
+            super::note(&format!(
+                "smelt: note: written as {family}, the family whose conventions the model \
+                 follows; --hf-family names another that can hold it{also}"
+            ));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

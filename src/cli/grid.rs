@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use smelt::bench::Backend;
 use smelt::budget::GridSpec;
 use smelt::progress::Terminal;
 use smelt::report::Format;
@@ -22,7 +23,7 @@ use super::{
 /// the signed mean, and how many cells give the looped model more of each budget.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The grid file (TOML; see the README, "Grid files").
+    /// The grid file (TOML; docs/guide.md, "Grid files").
     grid: PathBuf,
     /// Output format.
     #[arg(long, default_value = "table", value_parser = all_formats())]
@@ -33,7 +34,7 @@ pub struct Args {
     /// --predict, a fourth panel: each cell's predicted time ratio less 1, on its own scale).
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
-    /// Search lattices larger than the documented limit (README, "Budget files").
+    /// Search lattices larger than the documented limit (docs/guide.md, "Budget files").
     #[arg(long)]
     force: bool,
     #[command(flatten)]
@@ -85,6 +86,7 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         .flat_map(|c| budget_inputs(&args.grid, &c.budget))
         .collect();
     inputs.extend(args.workload.inputs());
+    inputs.extend(args.predict.inputs());
     if let Some(path) = &args.plot {
         let svg = smelt::report::plot::residual_heatmap(&r)?;
         write_file(path, &svg, "the residual heatmap", &inputs)?;
@@ -92,5 +94,90 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     let items = smelt::export::items_of_grid(&r, Some(&grid));
     args.export.write(&items, &inputs)?;
     emit(&text)?;
+    if let Some(backend) = args.bench.backend() {
+        untimed_cells(&r, backend)?;
+    }
     Ok(tolerance_exit(&r))
+}
+
+/// After `--bench`: an error when no cell this run was to time was timed (a job whose
+/// benchmark cannot run, on a node without its GPU libraries say, must not succeed with no
+/// timings; the report above still says why per cell), and a warning naming the cells not
+/// timed when only some were (their time ratios are left out of the summary).
+fn untimed_cells(r: &smelt::study::GridReport, backend: Backend) -> anyhow::Result<()> {
+    let cells: Vec<(String, bool, Option<&str>)> = (r.cells.iter())
+        .map(|c| {
+            let name = format!("{} {}", c.scale, c.sparsity_label);
+            (name, c.time.is_some(), c.time_failed.as_deref())
+        })
+        .collect();
+    if let Some(warning) = untimed(&cells, backend)? {
+        super::note(&warning);
+    }
+    Ok(())
+}
+
+/// [`untimed_cells`] on `(cell, timed, why not)` per cell: the error, or the warning.
+fn untimed(
+    cells: &[(String, bool, Option<&str>)],
+    backend: Backend,
+) -> anyhow::Result<Option<String>> {
+    let tried: Vec<_> = cells.iter().filter(|c| c.1 || c.2.is_some()).collect();
+    let failed: Vec<_> = tried.iter().filter(|c| !c.1).collect();
+    let Some((first, _, why)) = failed.first() else {
+        return Ok(None);
+    };
+    if failed.len() == tried.len() {
+        anyhow::bail!(
+            "--bench {}: no cell was timed ({} of {}); cell {first}: {}",
+            backend.as_str(),
+            failed.len(),
+            tried.len(),
+            why.unwrap_or("not timed")
+        );
+    }
+    let names: Vec<&str> = failed.iter().map(|c| c.0.as_str()).collect();
+    Ok(Some(format!(
+        "smelt: warning: --bench {}: {} of {} cells not timed ({}): the time summary covers \
+         the {} timed; each cell's time_failed says why",
+        backend.as_str(),
+        failed.len(),
+        tried.len(),
+        names.join(", "),
+        tried.len() - failed.len()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No cell timed is an error naming the first reason; some not timed, a warning naming
+    /// them; cells another shard times (neither timed nor failed here) are not counted.
+    #[test]
+    fn untimed_cells_fail_the_run_or_are_named() {
+        let cell =
+            |name: &str, timed: bool, why: Option<&'static str>| (name.to_owned(), timed, why);
+        let none = [
+            cell("a", false, Some("no CUDA")),
+            cell("b", false, Some("no CUDA")),
+        ];
+        let e = untimed(&none, Backend::Cuda).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--bench cuda: no cell was timed (2 of 2); cell a: no CUDA"
+        );
+        let some = [
+            cell("a", true, None),
+            cell("b", false, Some("ran out")),
+            cell("c", false, None),
+        ];
+        let w = untimed(&some, Backend::Cpu).unwrap().unwrap();
+        assert!(
+            w.contains("1 of 2 cells not timed (b)") && w.contains("covers the 1 timed"),
+            "{w}"
+        );
+        let all = [cell("a", true, None), cell("b", false, None)];
+        assert_eq!(untimed(&all, Backend::Cpu).unwrap(), None);
+    }
 }

@@ -26,7 +26,7 @@ use super::{
 enum MatchFormat {
     /// Tables: budgets, residuals, shapes, runners-up.
     Table,
-    /// The JSON report (the contract in the README).
+    /// The JSON report (the contract in docs/guide.md, "JSON output").
     Json,
     /// The tables as Markdown.
     Markdown,
@@ -83,7 +83,7 @@ impl TypedValueParser for MatchFormatParser {
 /// (`--format toml`, which printed it before, is refused with a pointer here).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The budget file (TOML; see the README, "Budget files").
+    /// The budget file (TOML; docs/guide.md, "Budget files").
     budget: PathBuf,
     /// Output format: tables, the JSON report, Markdown, the matched model file (model), or
     /// the matched model for Hugging Face Transformers (hf): a looped match is a model
@@ -94,24 +94,32 @@ pub struct Args {
     /// it meant the model file here and a report elsewhere; the model file is `model`.
     #[arg(long, default_value = "table", value_parser = MatchFormatParser)]
     format: MatchFormat,
-    /// Write the matched model here instead of standard output: the model file (--format
-    /// model), or for --format hf the model directory of a looped match (created if
-    /// missing) or the config.json of an unlooped one (a file, or into an existing folder).
+    /// Write the result here instead of standard output, in any format: the report (table,
+    /// json, markdown, csv), the model file (model), or for --format hf the model directory
+    /// of a looped match (created if missing) or the config.json of an unlooped one (a
+    /// file, or into an existing folder).
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
     /// The Hugging Face family for --format hf (default: the Baseline's, when it is a
     /// config.json smelt reads; else the one whose conventions the model follows: MLA,
-    /// windows, sinks, q/k norm, attention biases, shared experts, dense layers).
+    /// windows, sinks, q/k norm, attention biases, shared experts, dense layers). Refused
+    /// without --format hf.
     #[arg(long, value_name = "MODEL_TYPE", value_parser = super::import::families())]
     hf_family: Option<Family>,
     /// The vocabulary to write in the config.json (--format hf) when the Baseline has none.
+    /// Refused without --format hf.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     vocab: Option<u64>,
+    /// With --format hf -o DIR: replace files in DIR that smelt did not write (or that
+    /// changed since it did), such as a model directory's own config.json; never an input.
+    /// Refused without --format hf.
+    #[arg(long, requires = "output")]
+    overwrite: bool,
     /// List the N best distinct configurations.
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..=search::MAX_TOP as u64))]
     top: u64,
-    /// Search a lattice larger than the documented limit (README, "Budget files").
+    /// Search a lattice larger than the documented limit (docs/guide.md, "Budget files").
     #[arg(long)]
     force: bool,
     /// Say which budget binds and why, and re-solve single-knob refinements of the lattice
@@ -130,6 +138,7 @@ pub struct Args {
 
 /// Runs `smelt match`.
 pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
+    refuse_hf_flags(&args);
     let budget = args.workload.budget(load_budget(&args.budget)?)?;
     let (top, force, advise) = (args.top as usize, args.force, args.advise);
     let start = Instant::now();
@@ -154,14 +163,7 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
             "--format csv (a match is CSV only with --conventions; it also writes --format \
                  model and --format hf)",
         )?),
-        MatchFormat::Model => match &args.output {
-            None => Some(report::model_file(&m)?),
-            Some(path) => {
-                let what = "the matched model file";
-                write_file(path, &report::model_file(&m)?, what, &inputs)?;
-                None
-            }
-        },
+        MatchFormat::Model => Some(report::model_file(&m)?),
         MatchFormat::Hf => {
             let config = hf::export_match(
                 budget.baseline_config(),
@@ -169,11 +171,14 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
                 args.hf_family,
                 args.vocab,
             )?;
-            write_hf(&config, args.output.as_deref(), &inputs)?
+            let overwrite = super::export::overwrite(args.overwrite);
+            write_hf(&config, args.output.as_deref(), &inputs, overwrite)?
         }
     };
-    if let Some(text) = text {
-        emit(&text)?;
+    match (text, &args.output) {
+        (Some(text), Some(path)) => write_file(path, &text, what(args.format), &inputs)?,
+        (Some(text), None) => emit(&text)?,
+        (None, _) => {}
     }
     let rate = m.lattice.evaluated as f64 / seconds.max(1e-9);
     let ms = seconds * 1e3;
@@ -181,6 +186,42 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         "solved in {ms:.1} ms ({rate:.0} candidates costed per second)"
     ));
     Ok(tolerance_exit(&m))
+}
+
+/// What `-o` writes in `format` (other than `hf`, which says for itself), for the note on
+/// standard error.
+fn what(format: MatchFormat) -> &'static str {
+    match format {
+        MatchFormat::Model => "the matched model file",
+        MatchFormat::Json => "the JSON report",
+        MatchFormat::Csv => "the launcher table (CSV)",
+        MatchFormat::Markdown => "the report (Markdown)",
+        MatchFormat::Table | MatchFormat::Hf => "the report",
+    }
+}
+
+/// Refuses `--hf-family`, `--vocab` and `--overwrite` without `--format hf` (a usage error,
+/// as `grid` and `sweep` refuse them without `--export`): they would be ignored.
+fn refuse_hf_flags(args: &Args) {
+    if args.format == MatchFormat::Hf {
+        return;
+    }
+    let given = [
+        (args.hf_family.is_some(), "--hf-family <MODEL_TYPE>"),
+        (args.vocab.is_some(), "--vocab <N>"),
+        (args.overwrite, "--overwrite"),
+    ];
+    if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {
+        super::usage_error(
+            "match",
+            ErrorKind::MissingRequiredArgument,
+            format!(
+                "the following required arguments were not provided:\n  --format hf\n\n\
+                 {flag} only applies to the Hugging Face export (--format hf); without it the \
+                 flag would be ignored"
+            ),
+        );
+    }
 }
 
 /// The Hugging Face export: a looped match as a model directory written to `-o DIR`, never
@@ -191,6 +232,7 @@ fn write_hf(
     config: &serde_json::Value,
     output: Option<&Path>,
     inputs: &[PathBuf],
+    overwrite: smelt::io::Overwrite,
 ) -> anyhow::Result<Option<String>> {
     let files = ModelDir::of(config)?;
     let looped_needs_dir = "a looped match is written for Transformers as a model directory \
@@ -210,7 +252,7 @@ fn write_hf(
                 );
             }
             files
-                .write(path, inputs)
+                .write(path, inputs, overwrite)
                 .with_context(|| format!("writing the looped model to '{}'", path.display()))?;
             let names: Vec<&str> = files.files.iter().map(|(n, _)| *n).collect();
             note(&format!(
@@ -223,7 +265,7 @@ fn write_hf(
         }
         Some(path) if path.is_dir() => {
             files
-                .write(path, inputs)
+                .write(path, inputs, overwrite)
                 .with_context(|| format!("writing the config.json into '{}'", path.display()))?;
             note(&format!(
                 "smelt: wrote the matched model's config.json into '{}'",

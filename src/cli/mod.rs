@@ -10,7 +10,7 @@ use std::str::FromStr;
 use anyhow::Context;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{CommandFactory, Parser, Subcommand};
-use smelt::budget::{BaselineSource, Budget};
+use smelt::budget::Budget;
 use smelt::names::Named;
 use smelt::progress::Terminal;
 use smelt::report::{Format, Layout, Report};
@@ -43,7 +43,9 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  error: a file could not be read, parsed or validated (the message names the field
-     and the rule), a count overflowed, or no lattice point is feasible
+     and the rule), a count overflowed, no lattice point is feasible, or `grid --bench`
+     timed no cell (the grid is still printed; a grid with only some cells timed exits 0
+     with a warning naming the others)
   2  usage error: bad command-line arguments or flag values
   3  a match is outside the budget's [tolerance] (the best configuration is still printed;
      standard error says which budget broke which tolerance)";
@@ -160,14 +162,12 @@ pub fn budget_notes(what: &str, budget: &Budget) {
     }
 }
 
-/// The files a budget was read from: the budget file and its Baseline's.
+/// The files a budget was read from: the budget file and [`Budget::inputs`] (its
+/// Baseline's, its time budget's calibration).
 pub fn budget_inputs(path: &Path, budget: &Budget) -> Vec<PathBuf> {
-    match budget.source() {
-        BaselineSource::File(p) | BaselineSource::HfConfig { path: p, .. } => {
-            vec![path.to_path_buf(), p.clone()]
-        }
-        BaselineSource::Inline => vec![path.to_path_buf()],
-    }
+    std::iter::once(path.to_path_buf())
+        .chain(budget.inputs())
+        .collect()
 }
 
 /// Writes `text` to `path` (never over one of the run's `inputs`) and says so on standard
@@ -177,6 +177,18 @@ pub fn write_file(path: &Path, text: &str, what: &str, inputs: &[PathBuf]) -> an
         .with_context(|| format!("writing {what}"))?;
     note(&format!("smelt: wrote {what} to '{}'", path.display()));
     Ok(())
+}
+
+/// Exits with a usage error of `smelt SUBCOMMAND` (exit code 2, clap's own wording and
+/// usage line): for a rule between flags clap cannot state, checked once the flags are
+/// parsed.
+pub fn usage_error(subcommand: &str, kind: clap::error::ErrorKind, message: String) -> ! {
+    let mut cli = Cli::command();
+    cli.build();
+    match cli.find_subcommand_mut(subcommand) {
+        Some(sub) => sub.error(kind, message).exit(),
+        None => cli.error(kind, message).exit(),
+    }
 }
 
 /// Writes a line to standard error, ignoring a failure: a full or closed standard error

@@ -191,6 +191,11 @@ pub struct PredictFlag {
 }
 
 impl PredictFlag {
+    /// The file the flags read (the calibration), which no output may be written over.
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        self.calibration.iter().cloned().collect()
+    }
+
     /// The roofline and options, when a prediction is asked for.
     pub fn roofline(&self) -> anyhow::Result<Option<(Roofline, PredictOptions)>> {
         let Some(card) = self.predict else {

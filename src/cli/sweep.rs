@@ -41,7 +41,7 @@ pub struct Args {
     /// Executions of the looped block.
     #[arg(long, value_name = "VALUES", value_parser = values())]
     repeats: Option<Values>,
-    /// Search lattices larger than the documented limit (README, "Budget files").
+    /// Search lattices larger than the documented limit (docs/guide.md, "Budget files").
     #[arg(long)]
     force: bool,
     /// Output format (one row per value; no summary rows).

@@ -11,8 +11,10 @@
 //!
 //! A grid or a sweep is a folder with one entry per cell or value, named from its labels
 //! ([`entry_name`]: `200M-S95`, `span-8`): a sub-folder per model for `hf`, a
-//! `NAME.toml` per model for `model`. Nothing is written over a file the run read, and two
-//! entries that would share a name are refused before anything is written.
+//! `NAME.toml` per model for `model`. A folder is written all or nothing, never over a file
+//! the run read, and over a file smelt did not write only when [`ExportOptions::overwrite`]
+//! says so ([`crate::io::write_tree`]); two entries that would share a name are refused
+//! before anything is written.
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +24,7 @@ use crate::budget::{Budget, GridSpec};
 use crate::error::{Error, Result};
 use crate::hf::looped::ModelDir;
 use crate::hf::{self, Family};
+use crate::io::Overwrite;
 use crate::model::ModelSpec;
 use crate::search::MatchReport;
 use crate::study::{GridReport, SweepReport};
@@ -36,7 +39,7 @@ crate::names::named_enum! {
     }
 }
 
-/// How to export: the format and, for `hf`, the family and vocabulary.
+/// How to export: the format, for `hf` the family and vocabulary, and what it may replace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExportOptions {
     /// The format written.
@@ -46,6 +49,8 @@ pub struct ExportOptions {
     pub family: Option<Family>,
     /// The vocabulary written when the Baseline has none (`hf`).
     pub vocab: Option<u64>,
+    /// What a folder export may replace besides smelt's own files: never an input.
+    pub overwrite: Overwrite,
 }
 
 impl ExportOptions {
@@ -55,6 +60,7 @@ impl ExportOptions {
             format,
             family: None,
             vocab: None,
+            overwrite: Overwrite::Own,
         }
     }
 }
@@ -194,8 +200,9 @@ pub fn files_of(item: &Item<'_>, options: &ExportOptions) -> Result<ModelDir> {
 }
 
 /// Writes one item at `path`: for `hf` a model directory (a looped model) or a folder
-/// holding its `config.json`; for `model` the model file `path`. Never over one of
-/// `inputs`.
+/// holding its `config.json`, all or nothing ([`ModelDir::write`]); for `model` the model
+/// file `path` ([`crate::io::write_output`]: the file named is replaced, as the shell's `>`
+/// would). Never over one of `inputs`.
 pub fn write_one(
     item: &Item<'_>,
     options: &ExportOptions,
@@ -205,7 +212,7 @@ pub fn write_one(
     let files = files_of(item, options)?;
     let looped = item.looped.model.executions() > item.looped.model.layers;
     let written = match options.format {
-        ExportFormat::Hf => files.write(path, inputs)?,
+        ExportFormat::Hf => files.write(path, inputs, options.overwrite)?,
         ExportFormat::Model => {
             let (_, text) = &files.files[0];
             crate::io::write_output(path, text.as_bytes(), inputs)?;
@@ -221,9 +228,10 @@ pub fn write_one(
 }
 
 /// Writes every item into the folder `dir` (created if missing), one entry each
-/// ([`write_one`] at `dir/NAME` for `hf`, `dir/NAME.toml` for `model`). Every item is
-/// exported in memory first, so that a refusal (two entries with one name, a family that
-/// cannot hold a model) writes nothing.
+/// (`dir/NAME/` for `hf`, `dir/NAME.toml` for `model`), all or nothing
+/// ([`crate::io::write_tree`]): every item is exported in memory first, so that a refusal
+/// (two entries with one name, a family that cannot hold a model, a file in the way) writes
+/// nothing, and a write that fails part way leaves `dir` as it was.
 pub fn write_all(
     items: &[Item<'_>],
     options: &ExportOptions,
@@ -231,6 +239,8 @@ pub fn write_all(
     inputs: &[PathBuf],
 ) -> Result<Vec<Exported>> {
     let mut seen = std::collections::BTreeSet::new();
+    let mut entries: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut exported = Vec::with_capacity(items.len());
     for item in items {
         if !seen.insert(item.name.as_str()) {
             return Err(Error::invalid(
@@ -242,28 +252,28 @@ pub fn write_all(
                 ),
             ));
         }
-        files_of(item, options).map_err(|e| at(item, e))?;
-    }
-    if dir.exists() && !dir.is_dir() {
-        return Err(Error::Io {
-            path: dir.display().to_string(),
-            error: std::io::Error::other("is not a directory: exports of many models go in one"),
+        let files = files_of(item, options).map_err(|e| at(item, e))?;
+        let (rel, listed) = match options.format {
+            ExportFormat::Hf => {
+                let rel = PathBuf::from(&item.name);
+                (rel.clone(), files.entries(&rel))
+            }
+            ExportFormat::Model => {
+                let rel = PathBuf::from(format!("{}.toml", item.name));
+                let text = files.files.into_iter().next().map(|(_, t)| t.into_bytes());
+                (rel.clone(), vec![(rel, text.unwrap_or_default())])
+            }
+        };
+        exported.push(Exported {
+            name: item.name.clone(),
+            path: dir.join(&rel),
+            files: listed.iter().map(|(p, _)| dir.join(p)).collect(),
+            looped: item.looped.model.executions() > item.looped.model.layers,
         });
+        entries.extend(listed);
     }
-    std::fs::create_dir_all(dir).map_err(|error| Error::Io {
-        path: dir.display().to_string(),
-        error,
-    })?;
-    items
-        .iter()
-        .map(|item| {
-            let path = match options.format {
-                ExportFormat::Hf => dir.join(&item.name),
-                ExportFormat::Model => dir.join(format!("{}.toml", item.name)),
-            };
-            write_one(item, options, &path, inputs).map_err(|e| at(item, e))
-        })
-        .collect()
+    crate::io::write_tree(dir, &entries, inputs, options.overwrite)?;
+    Ok(exported)
 }
 
 /// `e`, said of `item`.

@@ -31,6 +31,90 @@ pub(crate) fn kind_of(v: &Value, object: &'static str) -> &'static str {
     }
 }
 
+/// The kinds of file smelt reads, each told by top-level keys no other kind has, so that a
+/// file given where another kind is read is named as what it is (a budget given to `smelt
+/// cost`, a model file to `smelt match`) rather than refused key by key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileKind {
+    /// A model file: `[model]` and `[workload]`.
+    Model,
+    /// A budget file: one `baseline`.
+    Budget,
+    /// A grid file: `template` + `scales` + `sparsities`, or `[[cells]]`.
+    Grid,
+}
+
+impl FileKind {
+    const ALL: [FileKind; 3] = [FileKind::Model, FileKind::Budget, FileKind::Grid];
+
+    /// The top-level keys only this kind of file has.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            FileKind::Model => &["model"],
+            FileKind::Budget => &["baseline"],
+            FileKind::Grid => &["template", "scales", "sparsities", "cells"],
+        }
+    }
+
+    /// The kind in words, with the commands that read it.
+    fn name(self) -> &'static str {
+        match self {
+            FileKind::Model => "a model file (smelt cost, export, bench, predict)",
+            FileKind::Budget => "a budget file (smelt match, sweep)",
+            FileKind::Grid => "a grid file (smelt grid)",
+        }
+    }
+
+    /// What a file of this kind holds.
+    fn holds(self) -> &'static str {
+        match self {
+            FileKind::Model => "a model file describes one model in [model] and [workload]",
+            FileKind::Budget => {
+                "a budget file names one Baseline: baseline = \"FILE\" (a model file or a \
+                 config.json, relative to the budget file) or an inline [baseline] table"
+            }
+            FileKind::Grid => {
+                "a grid file names its Baselines with template + scales + sparsities, or \
+                 [[cells]]"
+            }
+        }
+    }
+
+    /// The error for `key`, a key of this kind of file, in a file read as `expected`.
+    pub(crate) fn misplaced(self, key: &str, expected: FileKind) -> Error {
+        Error::invalid(
+            key,
+            format!("belongs in {}; {}", self.name(), expected.holds()),
+        )
+    }
+
+    /// The error naming the first of `keys` that belongs to another kind of file than this
+    /// one, if any.
+    pub(crate) fn foreign<'a>(self, keys: impl IntoIterator<Item = &'a str>) -> Option<Error> {
+        keys.into_iter().find_map(|key| {
+            let owner =
+                (Self::ALL.into_iter()).find(|kind| *kind != self && kind.keys().contains(&key))?;
+            Some(owner.misplaced(key, self))
+        })
+    }
+
+    /// [`Self::foreign`] of the top-level keys of `text` (JSON when `json`, else TOML), when
+    /// it parses as a table.
+    pub(crate) fn foreign_in(self, text: &str, json: bool) -> Option<Error> {
+        let keys: Vec<String> = match json {
+            true => (serde_json::from_str::<serde_json::Map<String, Value>>(text).ok()?)
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect(),
+            false => (toml::from_str::<toml::Table>(text).ok()?)
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect(),
+        };
+        self.foreign(keys.iter().map(String::as_str))
+    }
+}
+
 /// Reads a `T` through [`Strict`]: an array where `T` has a table is an [`Error::InvalidSpec`]
 /// naming its key (`file` for the whole file); any other error is `other`'s rendering of the
 /// parser's.
@@ -276,5 +360,42 @@ impl<'de, A: de::VariantAccess<'de>> de::VariantAccess<'de> for Nested<A> {
             table: true,
         };
         self.0.struct_variant(fields, visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of one kind read as another is named as what it is, by the key that shows it.
+    #[test]
+    fn a_file_of_another_kind_is_named() {
+        let budget = "name = \"b\"\nbaseline = \"base.toml\"\n[recipe]\nrepeats = 2\n";
+        let e = FileKind::Model
+            .foreign_in(budget, false)
+            .unwrap()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "baseline: belongs in a budget file (smelt match, sweep); a model file describes"
+            ),
+            "{e}"
+        );
+        let model = "[model]\nlayers = 2\n[workload]\ncontext = 8\n";
+        for expected in [FileKind::Budget, FileKind::Grid] {
+            let e = expected.foreign_in(model, false).unwrap().to_string();
+            assert!(
+                e.starts_with("model: belongs in a model file (smelt cost"),
+                "{e}"
+            );
+        }
+        let grid = r#"{"template": "b-{scale}-{sparsity}.toml", "scales": ["1"]}"#;
+        let e = FileKind::Model.foreign_in(grid, true).unwrap().to_string();
+        assert!(
+            e.starts_with("scales: belongs in a grid file (smelt grid)"),
+            "{e}"
+        );
+        assert!(FileKind::Model.foreign_in(model, false).is_none());
+        assert!(FileKind::Model.foreign_in("not [toml", false).is_none());
     }
 }

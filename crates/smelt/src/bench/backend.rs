@@ -3,7 +3,7 @@
 //! that runs the rounds with them.
 //!
 //! A run times the ceiling once, estimates the whole run from that rate and refuses it if
-//! the estimate passes the deadline; then each of `repeats` rounds times the ceiling and
+//! the estimate passes the deadline; then each of `rounds` rounds times the ceiling and
 //! every kernel shape of every plan, in plan order (so that a drift in the machine's speed
 //! hits them alike), checking the deadline before each shape and reporting each timing to
 //! the progress. Per shape the median round counts ([`Measurement::of`]).
@@ -28,9 +28,9 @@ pub trait TimingBackend {
     /// run in this run.
     fn time(&mut self, plan: usize, index: usize, warm: bool) -> Result<f64>;
 
-    /// The seconds `repeats` rounds of every shape should take, from the ceiling's first
+    /// The seconds `rounds` rounds of every shape should take, from the ceiling's first
     /// time `first` (seconds per launch).
-    fn estimate(&self, first: f64, repeats: usize) -> f64;
+    fn estimate(&self, first: f64, rounds: usize) -> f64;
 
     /// Waits for the device after the last round (nothing on a synchronous backend).
     fn finish(&mut self) -> Result<()> {
@@ -76,7 +76,7 @@ pub struct Job<'a> {
     /// The plans, timed interleaved with the ceiling kernel.
     pub plans: &'a [&'a Plan],
     /// Timed rounds per kernel shape (at least 1 is run).
-    pub repeats: usize,
+    pub rounds: usize,
     /// The time the run may take.
     pub deadline: Deadline,
     /// Who hears of the rounds.
@@ -103,14 +103,14 @@ impl Timings {
     pub(crate) fn of(
         plans: &[&Plan],
         times: Vec<Vec<Vec<f64>>>,
-        repeats: usize,
+        rounds: usize,
         ceiling_rounds: Vec<f64>,
         (device, launch_floor): (String, Option<f64>),
     ) -> Self {
         let measurements = plans.iter().zip(times);
         Self {
             measurements: measurements
-                .map(|(p, t)| Measurement::of(p, t, repeats, (&device, launch_floor)))
+                .map(|(p, t)| Measurement::of(p, t, rounds, (&device, launch_floor)))
                 .collect(),
             ceiling_rounds,
             device,
@@ -124,27 +124,27 @@ impl Timings {
 pub fn measure(backend: &mut dyn TimingBackend, job: &Job) -> Result<Timings> {
     let (plans, deadline, progress) = (job.plans, &job.deadline, job.progress);
     let ceiling = backend.ceiling();
-    let repeats = job.repeats.max(1);
+    let rounds = job.rounds.max(1);
     let shapes: usize = plans.iter().map(|p| p.kernels.len()).sum();
     // The first ceiling round gives the rate that estimates the whole run.
     let first = backend.time_ceiling(false)?;
     deadline.refuse_over(
-        backend.estimate(first, repeats),
+        backend.estimate(first, rounds),
         &format!("{shapes} kernel shapes"),
     )?;
     progress.begin(
         &format!(
             "timing {shapes} kernel shapes and the ceiling, {}",
-            super::rounds(repeats)
+            super::rounds(rounds)
         ),
-        (repeats * (shapes + 1)) as u64,
+        (rounds * (shapes + 1)) as u64,
     );
-    let mut ceiling_rates = Vec::with_capacity(repeats);
+    let mut ceiling_rates = Vec::with_capacity(rounds);
     let mut times: Vec<Vec<Vec<f64>>> = plans
         .iter()
-        .map(|p| vec![Vec::with_capacity(repeats); p.kernels.len()])
+        .map(|p| vec![Vec::with_capacity(rounds); p.kernels.len()])
         .collect();
-    for round in 0..repeats {
+    for round in 0..rounds {
         let t = if round == 0 {
             first
         } else {
@@ -169,7 +169,7 @@ pub fn measure(backend: &mut dyn TimingBackend, job: &Job) -> Result<Timings> {
         ..Timings::of(
             plans,
             times,
-            repeats,
+            rounds,
             ceiling_rates,
             (backend.device(), floor),
         )
@@ -215,7 +215,7 @@ impl Deadline {
                 backend: self.backend,
                 message: format!(
                     "stopped after {}, past the run's limit of {} (--max-seconds), \
-                     while {doing}; use fewer --tokens or --repeats, or a larger limit",
+                     while {doing}; use fewer --tokens or --rounds, or a larger limit",
                     seconds(self.elapsed()),
                     seconds(self.limit)
                 )
@@ -232,7 +232,7 @@ impl Deadline {
                 backend: self.backend,
                 message: format!(
                     "timing {what} would take about {}, over the limit of {} \
-                     (--max-seconds); use fewer --tokens or --repeats, or a larger limit",
+                     (--max-seconds); use fewer --tokens or --rounds, or a larger limit",
                     seconds(estimate),
                     seconds(self.limit)
                 )

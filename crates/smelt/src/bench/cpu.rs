@@ -4,7 +4,7 @@
 //! Inputs come from one pool of random values (never zero), filled once per run and at
 //! least [`POOL_MIN_FLOATS`] long (larger than the caches), from which each launch takes its
 //! operands at rotating offsets; outputs go to one scratch buffer. Each distinct kernel
-//! shape is run once to warm up and once timed in each of `repeats` rounds, the rounds
+//! shape is run once to warm up and once timed in each of `rounds` rounds, the rounds
 //! interleaving the ceiling (a 1024³ GEMM) and every model, so that a drift in the
 //! machine's speed hits them alike ([`super::measure`]); a shape's median is multiplied by
 //! its launch count.
@@ -204,7 +204,7 @@ impl TimingBackend for Cpu {
 
     /// Each launch (warm-up and timed) at a quarter of the ceiling's first rate plus 5 µs,
     /// and two ceiling launches per round.
-    fn estimate(&self, first: f64, repeats: usize) -> f64 {
+    fn estimate(&self, first: f64, rounds: usize) -> f64 {
         let rate = ceiling_kernel().flops() as f64 / first;
         let per_round: f64 = self
             .kernels
@@ -212,7 +212,7 @@ impl TimingBackend for Cpu {
             .flatten()
             .map(|k| 2.0 * (k.flops() as f64 / k.count as f64 / (0.25 * rate) + 5e-6))
             .sum();
-        repeats as f64 * (per_round + 2.0 * first)
+        rounds as f64 * (per_round + 2.0 * first)
     }
 
     /// The median of 9 timed `1 x 1 x 1` GEMM calls.

@@ -84,7 +84,7 @@ impl TimingBackend for Mock {
         Ok(per_launch(&k, self.factor()))
     }
 
-    fn estimate(&self, _first: f64, _repeats: usize) -> f64 {
+    fn estimate(&self, _first: f64, _rounds: usize) -> f64 {
         self.estimate
     }
 
@@ -138,10 +138,10 @@ fn model(looped: bool) -> ModelSpec {
     ModelSpec::from_toml_str(&text).unwrap()
 }
 
-fn options(repeats: usize) -> BenchOptions {
+fn options(rounds: usize) -> BenchOptions {
     BenchOptions {
         tokens: 128,
-        repeats,
+        rounds,
         ..BenchOptions::new(Backend::Cpu)
     }
 }
@@ -150,7 +150,7 @@ fn options(repeats: usize) -> BenchOptions {
 /// mock's `estimate`: the report, the calls made and what the progress heard.
 fn run(
     models: &[&ModelSpec],
-    repeats: usize,
+    rounds: usize,
     limit: f64,
     estimate: f64,
 ) -> (Result<BenchReport>, Vec<Call>, Heard) {
@@ -160,7 +160,7 @@ fn run(
     let (c, l) = (clock.clone(), log.clone());
     let report = bench_on(
         models,
-        &options(repeats),
+        &options(rounds),
         &heard,
         || Deadline::with_clock(limit, "cpu", move || c.get()),
         |plans: &[&Plan]| {

@@ -45,7 +45,7 @@ use crate::time::{Card, TimeRatio, check_peak};
 use crate::units::Flops;
 
 /// The most timed runs per kernel shape.
-pub const MAX_REPEATS: usize = 100;
+pub const MAX_ROUNDS: usize = 100;
 
 /// "1 round", "3 rounds".
 pub(crate) fn rounds(n: usize) -> String {
@@ -237,7 +237,7 @@ fn bench_on(
     let plans: Vec<&Plan> = prepared.iter().map(|p| &p.plan).collect();
     let job = Job {
         plans: &plans,
-        repeats: opts.repeats,
+        rounds: opts.rounds,
         deadline: deadline(),
         progress,
     };
@@ -253,10 +253,10 @@ fn check_options(opts: &BenchOptions) -> Result<()> {
             format!("must be between 1 and {MAX_TOKENS} (got {})", opts.tokens),
         ));
     }
-    if !(1..=MAX_REPEATS).contains(&opts.repeats) {
+    if !(1..=MAX_ROUNDS).contains(&opts.rounds) {
         return Err(Error::invalid(
-            "repeats",
-            format!("must be between 1 and {MAX_REPEATS} (got {})", opts.repeats),
+            "rounds",
+            format!("must be between 1 and {MAX_ROUNDS} (got {})", opts.rounds),
         ));
     }
     if !(opts.max_seconds.is_finite() && opts.max_seconds > 0.0) {

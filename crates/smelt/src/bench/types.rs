@@ -16,7 +16,7 @@ pub struct BenchOptions {
     /// Expert assignment.
     pub routing: Routing,
     /// Timed runs per kernel shape (the median is kept).
-    pub repeats: usize,
+    pub rounds: usize,
     /// The longest a run may take, in seconds: a plan estimated to need more is refused
     /// before it starts, and a run that passes it stops with an error.
     pub max_seconds: f64,
@@ -33,7 +33,7 @@ impl BenchOptions {
             backend,
             tokens: backend.default_tokens(),
             routing: Routing::Balanced,
-            repeats: 3,
+            rounds: 3,
             max_seconds: 600.0,
             peak: None,
         }
@@ -69,15 +69,15 @@ pub struct Measurement {
 
 impl Measurement {
     /// The measurement of `plan` on `device` from each kernel shape's seconds per launch in
-    /// each of `repeats` rounds (`times[kernel][round]`): per shape the median round times
+    /// each of `rounds` rounds (`times[kernel][round]`): per shape the median round times
     /// its launches, and per round the whole plan's time.
     pub(crate) fn of(
         plan: &Plan,
         times: Vec<Vec<f64>>,
-        repeats: usize,
+        rounds: usize,
         (device, floor): (&str, Option<f64>),
     ) -> Self {
-        let rounds = (0..repeats)
+        let rounds = (0..rounds)
             .map(|r| {
                 plan.kernels
                     .iter()

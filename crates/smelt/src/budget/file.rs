@@ -15,6 +15,7 @@ use crate::cost::{BudgetKind, PerBudget};
 use crate::error::{Error, Result};
 use crate::model::validate::check_name;
 use crate::model::{ActivationPolicy, Counting, KvCount, ModelSpec, Training, Workload};
+use crate::strict_toml::FileKind;
 
 /// The text format of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,13 +32,20 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str, syntax: Syntax) 
     }
 }
 
+/// A [`PlanFile`] read from `text` as the file of `kind`: a file of another kind (a model
+/// file given as a budget) is named as what it is.
+pub(crate) fn parse_plan(text: &str, syntax: Syntax, kind: FileKind) -> Result<PlanFile> {
+    parse(text, syntax).map_err(|e| kind.foreign_in(text, syntax == Syntax::Json).unwrap_or(e))
+}
+
 /// `from_toml_str`, `from_json_str` and `load` of a type read from a [`PlanFile`] by its
 /// `from_file(PlanFile, dir)`.
 macro_rules! plan_loaders {
-    ($what:literal) => {
+    ($what:literal, $kind:expr) => {
         #[doc = concat!("Parses ", $what, "'s text; relative paths are taken from `dir`.")]
         pub fn from_toml_str(text: &str, dir: &std::path::Path) -> $crate::Result<Self> {
-            Self::from_file($crate::budget::file::parse(text, $crate::budget::file::Syntax::Toml)?, dir)
+            use $crate::budget::file::{Syntax, parse_plan};
+            Self::from_file(parse_plan(text, Syntax::Toml, $kind)?, dir)
         }
 
         #[doc = concat!(
@@ -45,7 +53,8 @@ macro_rules! plan_loaders {
             "from a Python dict); relative paths are taken from `dir`."
         )]
         pub fn from_json_str(text: &str, dir: &std::path::Path) -> $crate::Result<Self> {
-            Self::from_file($crate::budget::file::parse(text, $crate::budget::file::Syntax::Json)?, dir)
+            use $crate::budget::file::{Syntax, parse_plan};
+            Self::from_file(parse_plan(text, Syntax::Json, $kind)?, dir)
         }
 
         #[doc = concat!("Reads and parses ", $what, ".")]
@@ -393,7 +402,19 @@ pub(crate) fn baseline_from(
             let wrap = |e: Error| match e {
                 Error::Io { error, .. } => Error::invalid(
                     field,
-                    format!("cannot read model file '{}': {error}", path.display()),
+                    format!(
+                        "cannot read model file '{}'{}: {error}",
+                        std::path::absolute(&path)
+                            .unwrap_or_else(|_| path.clone())
+                            .display(),
+                        match Path::new(p).is_relative() {
+                            true => format!(
+                                " (\"{p}\" is taken relative to the folder of the file that \
+                                 names it)"
+                            ),
+                            false => String::new(),
+                        }
+                    ),
                 ),
                 other => Error::invalid(field, format!("model file '{}': {other}", path.display())),
             };

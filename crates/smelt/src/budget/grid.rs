@@ -41,15 +41,12 @@ pub struct GridSpec {
 }
 
 impl GridSpec {
-    super::file::plan_loaders!("a grid file");
+    super::file::plan_loaders!("a grid file", crate::strict_toml::FileKind::Grid);
 
     fn from_file(mut f: PlanFile, dir: &Path) -> Result<Self> {
+        use crate::strict_toml::FileKind;
         if f.baseline.is_some() {
-            return Err(Error::invalid(
-                "baseline",
-                "belongs in a budget file; a grid file names its Baselines with template + \
-                 scales + sparsities, or [[cells]]",
-            ));
+            return Err(FileKind::Budget.misplaced("baseline", FileKind::Grid));
         }
         let mut raw: Vec<(String, String, toml::Value)> = Vec::new();
         match (

@@ -263,6 +263,20 @@ impl Budget {
         &self.source
     }
 
+    /// The files the budget was read from besides the budget file itself: its Baseline's
+    /// (a model file or a `config.json`) and its `[objective.time]` calibration, each an
+    /// input of the run that no output may be written over.
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        let baseline = match &self.source {
+            BaselineSource::File(p) | BaselineSource::HfConfig { path: p, .. } => Some(p),
+            BaselineSource::Inline => None,
+        };
+        let calibration = self.time.as_ref().and_then(TimeBudget::calibration_file);
+        (baseline.cloned().into_iter())
+            .chain(calibration.map(Path::to_path_buf))
+            .collect()
+    }
+
     /// The Baseline's `config.json`, when it was read from one.
     pub fn baseline_config(&self) -> Option<&serde_json::Value> {
         match &self.source {
@@ -323,9 +337,10 @@ impl Budget {
         self.looping.as_ref()
     }
 
-    file::plan_loaders!("a budget file");
+    file::plan_loaders!("a budget file", crate::strict_toml::FileKind::Budget);
 
     fn from_file(f: PlanFile, dir: &Path) -> Result<Self> {
+        use crate::strict_toml::FileKind;
         for (key, set) in [
             ("template", f.template.is_some()),
             ("scales", f.scales.is_some()),
@@ -333,10 +348,7 @@ impl Budget {
             ("cells", f.cells.is_some()),
         ] {
             if set {
-                return Err(Error::invalid(
-                    key,
-                    "belongs in a grid file (smelt grid); a budget file names one baseline",
-                ));
+                return Err(FileKind::Grid.misplaced(key, FileKind::Budget));
             }
         }
         let value = f.baseline.as_ref().ok_or_else(|| {

@@ -106,6 +106,18 @@ impl Tolerance {
             .map(|(k, _)| k)
             .collect()
     }
+
+    /// Whether any limit is set: without one, a result is checked against none, so it is
+    /// neither within nor outside tolerance.
+    pub fn is_set(&self) -> bool {
+        self.0.iter().any(|(_, v)| v.is_some())
+    }
+
+    /// Whether `r` is within every limit: `None` when no limit is set (nothing was checked,
+    /// so nothing passed).
+    pub fn verdict(&self, r: &Residuals) -> Option<bool> {
+        self.is_set().then(|| self.broken(r).is_empty())
+    }
 }
 
 impl Deref for Tolerance {

@@ -25,7 +25,7 @@
 //! stays exact); it has no tolerance, and it is predicted, not measured: an uncalibrated
 //! roofline gives every kernel the card's datasheet peak and bandwidth.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -44,6 +44,7 @@ pub struct TimeBudget {
     roofline: Roofline,
     options: PredictOptions,
     warning: Option<String>,
+    calibration_file: Option<PathBuf>,
 }
 
 impl TimeBudget {
@@ -74,6 +75,7 @@ impl TimeBudget {
             roofline,
             options,
             warning: None,
+            calibration_file: None,
         })
     }
 
@@ -101,6 +103,12 @@ impl TimeBudget {
     /// The batch and routing of the prediction.
     pub fn options(&self) -> &PredictOptions {
         &self.options
+    }
+
+    /// The calibration file it was read with (`calibration = "..."`), if any: an input of
+    /// the run, never written over.
+    pub fn calibration_file(&self) -> Option<&Path> {
+        self.calibration_file.as_deref()
     }
 
     /// A warning about the device (a CPU calibration applied to a card), if any.
@@ -183,9 +191,10 @@ impl TimeFile {
             }
             other => other.map(|us| us * 1e-6),
         };
-        let calibration = match &self.calibration {
+        let calibration_file = self.calibration.as_ref().map(|p| dir.join(p));
+        let calibration = match &calibration_file {
             None => None,
-            Some(p) => Some(load_calibration(&dir.join(p))?),
+            Some(p) => Some(load_calibration(p)?),
         };
         let (roofline, warning) = DeviceRequest {
             card,
@@ -206,9 +215,12 @@ impl TimeFile {
             tokens: self.tokens.unwrap_or(PredictOptions::default().tokens),
             routing,
         };
-        Ok(TimeBudget::new(weight, roofline, options)
-            .map_err(under_time)?
-            .with_warning(warning))
+        Ok(TimeBudget {
+            calibration_file,
+            ..TimeBudget::new(weight, roofline, options)
+                .map_err(under_time)?
+                .with_warning(warning)
+        })
     }
 }
 

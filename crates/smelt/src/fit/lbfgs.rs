@@ -199,7 +199,7 @@ fn line_search<F>(
     f: &mut F,
     x: &[f64],
     f0: f64,
-    _g0: &[f64],
+    g0: &[f64],
     d: &[f64],
     dg0: f64,
 ) -> Option<(f64, f64, Vec<f64>)>
@@ -209,11 +209,21 @@ where
     const C1: f64 = 1e-4;
     const C2: f64 = 0.9;
     let n = x.len();
+    // Every point evaluated, with its value and gradient. Once the step is so short that
+    // `x + t·d` rounds to a point already evaluated (`x` itself, at the end of a run that has
+    // converged to rounding level), the objective there is known: it is taken from here, the
+    // same bits `f` would return, without a pass over the endpoints.
+    let mut seen: Vec<(Vec<f64>, f64, Vec<f64>)> = vec![(x.to_vec(), f0, g0.to_vec())];
     let mut eval = |t: f64| {
         let xt: Vec<f64> = x.iter().zip(d).map(|(xi, di)| xi + t * di).collect();
+        let same = |p: &Vec<f64>| p.iter().zip(&xt).all(|(a, b)| a.to_bits() == b.to_bits());
+        if let Some((_, v, g)) = seen.iter().find(|(p, _, _)| same(p)) {
+            return (*v, dot(g, d), g.clone());
+        }
         let mut g = vec![0.0; n];
         let v = f(&xt, &mut g);
         let dg = dot(&g, d);
+        seen.push((xt, v, g.clone()));
         (v, dg, g)
     };
     let (mut t_prev, mut f_prev, mut dg_prev) = (0.0, f0, dg0);

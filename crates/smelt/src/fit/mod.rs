@@ -222,10 +222,15 @@ pub struct Convergence {
     pub starts: usize,
     /// How the grid was searched.
     pub search: Search,
-    /// Starts run through L-BFGS (all of them for an exhaustive search).
+    /// L-BFGS runs on every endpoint: from the starts (all of them for an exhaustive
+    /// search), or, for a large input, from the subsample's best ends ([`search`]).
     pub polished: usize,
     /// Of those, the runs that ended within `1e-9` (relative) of the best objective.
     pub polished_at_best: usize,
+    /// For more than [`search::SUBSAMPLE`] endpoints (screened): the search of the
+    /// subsample that chose where the runs on every endpoint start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subsample: Option<search::Subsample>,
 }
 
 /// A fitted surface: the JSON contract of `smelt fit` (one per group).
@@ -399,6 +404,7 @@ pub(crate) fn finish(
             search: opts.search,
             polished: found.polished,
             polished_at_best: found.at_best,
+            subsample: found.subsample,
         },
         warnings: identify::check_fit(&s, points),
     }

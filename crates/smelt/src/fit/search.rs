@@ -21,6 +21,19 @@
 //! of a few such ends is not the lowest of all; `--search exhaustive` runs the full
 //! protocol.
 //!
+//! **Large inputs** (more than [`SUBSAMPLE`] endpoints, screened): scoring and the rounds
+//! above run on an evenly strided subsample of [`SUBSAMPLE`] endpoints (every `n / SUBSAMPLE`-th
+//! row, so every cell of a file sorted by cell is in it); L-BFGS then runs on *every*
+//! endpoint from the [`CONFIRM`] best distinct ends found there (ends more than `1e-9` apart
+//! in objective), and the lowest of those runs is the fit. The cost of a start's L-BFGS run
+//! grows with the endpoints; its number of iterations does not, so a million endpoints are
+//! fitted in the time of a few runs on them rather than of every start's (timings in
+//! docs/benchmarks.md). The fit is the full data's optimum in the basin of one of those ends,
+//! to rounding; a basin that the full data alone would rank first, and that none of the
+//! subsample's best ends lies in, is not searched: `--search exhaustive` runs the full
+//! protocol on every endpoint. Inputs of at most [`SUBSAMPLE`] endpoints are searched as
+//! above, on all of them.
+//!
 //! Ties: of two equal minima the one from the earlier start in grid order is kept, in both
 //! searches, so neither depends on the number of threads.
 
@@ -43,6 +56,12 @@ named_enum! {
 /// Starts run through L-BFGS per round of a screened search.
 pub const ROUND: usize = 64;
 
+/// Endpoints above which a screened search screens on a subsample of this many (module docs).
+pub const SUBSAMPLE: usize = 1 << 14;
+
+/// The distinct ends of a subsample's search that are run again on every endpoint.
+pub const CONFIRM: usize = 4;
+
 /// Two objectives this close (relative) are the same minimum.
 const SAME: f64 = 1e-9;
 
@@ -51,10 +70,23 @@ const SAME: f64 = 1e-9;
 pub(crate) struct Outcome {
     /// The lowest minimum.
     pub best: Minimum,
-    /// Starts run through L-BFGS.
+    /// L-BFGS runs on every endpoint.
     pub polished: usize,
     /// Of them, those that ended within `1e-9` (relative) of the best.
     pub at_best: usize,
+    /// The screening of a large input, when it ran on a subsample.
+    pub subsample: Option<Subsample>,
+}
+
+/// The screened search of a large input on its subsample (module docs).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Subsample {
+    /// Endpoints in the subsample.
+    pub points: usize,
+    /// Starts run through L-BFGS on it.
+    pub polished: usize,
+    /// Of them, those that ended within `1e-9` (relative) of its best.
+    pub polished_at_best: usize,
 }
 
 /// Runs L-BFGS from `starts[i]` for each `i` of `which`, in parallel, reporting each run.
@@ -106,6 +138,7 @@ fn outcome(runs: &[(usize, Minimum)]) -> Outcome {
         polished: runs.len(),
         at_best: runs.iter().filter(|(_, m)| same(m.f, best.f)).count(),
         best,
+        subsample: None,
     }
 }
 
@@ -126,6 +159,21 @@ pub(crate) fn minimise(
         progress.end();
         return outcome(&runs);
     }
+    if points.len() > SUBSAMPLE && n > 1 {
+        return subsampled(points, starts, opts, form, (progress, task));
+    }
+    outcome(&screen(points, starts, opts, form, (progress, task)))
+}
+
+/// The L-BFGS runs of a screened search of `points` (module docs).
+fn screen(
+    points: &[Logs],
+    starts: &[[f64; 6]],
+    opts: &FitOptions,
+    form: Form,
+    (progress, task): (&dyn Progress, &str),
+) -> Vec<(usize, Minimum)> {
+    let n = starts.len();
     progress.begin(&format!("{task}: scoring {n} starts"), n as u64);
     let scores = crate::par::with_threads(opts.threads, || {
         crate::par::map(starts, |x| {
@@ -155,5 +203,62 @@ pub(crate) fn minimise(
             break;
         }
     }
-    outcome(&runs)
+    runs
+}
+
+/// A screened search of more than [`SUBSAMPLE`] endpoints: screened on a strided subsample,
+/// its [`CONFIRM`] best distinct ends run again on every endpoint (module docs).
+fn subsampled(
+    points: &[Logs],
+    starts: &[[f64; 6]],
+    opts: &FitOptions,
+    form: Form,
+    (progress, task): (&dyn Progress, &str),
+) -> Outcome {
+    let (n, m) = (points.len(), SUBSAMPLE);
+    // Row i * n / m for i < m: evenly strided, in file order (n * m fits in u128).
+    let sub: Vec<Logs> = (0..m)
+        .map(|i| points[(i as u128 * n as u128 / m as u128) as usize])
+        .collect();
+    let on_sub = format!("{task} (a subsample of {m} of the {n} endpoints)");
+    let runs = screen(&sub, starts, opts, form, (progress, &on_sub));
+    let screened = outcome(&runs);
+    let mut ranked: Vec<&(usize, Minimum)> = runs.iter().filter(|(_, r)| r.f.is_finite()).collect();
+    ranked.sort_by(|(i, x), (j, y)| x.f.total_cmp(&y.f).then(i.cmp(j)));
+    let mut ends: Vec<[f64; 6]> = Vec::new();
+    let mut kept: Vec<f64> = Vec::new();
+    for (_, r) in ranked {
+        if ends.len() == CONFIRM {
+            break;
+        }
+        if kept.iter().all(|&f| !same(r.f, f))
+            && let Ok(x) = <[f64; 6]>::try_from(r.x.as_slice())
+        {
+            ends.push(x);
+            kept.push(r.f);
+        }
+    }
+    if ends.is_empty() {
+        // No finite end: the lowest start by its own run, so that the fit says where it
+        // stopped.
+        ends.push(starts[lowest(&runs).0]);
+    }
+    progress.begin(
+        &format!(
+            "{task}: L-BFGS on all {n} endpoints from the subsample's {} best ends",
+            ends.len()
+        ),
+        ends.len() as u64,
+    );
+    let all: Vec<usize> = (0..ends.len()).collect();
+    let confirmed = polish(points, &ends, &all, opts, form, progress);
+    progress.end();
+    Outcome {
+        subsample: Some(Subsample {
+            points: m,
+            polished: screened.polished,
+            polished_at_best: screened.at_best,
+        }),
+        ..outcome(&confirmed)
+    }
 }

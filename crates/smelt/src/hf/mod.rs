@@ -99,15 +99,84 @@ fn field_names<T: DeserializeOwned>() -> Vec<&'static str> {
     fields.to_vec()
 }
 
-/// Reads a typed config out of a parsed `config.json`; an error names the key.
+/// Reads a typed config out of a parsed `config.json`; an error names the key (a loop key
+/// as a looped model directory's `config.json` spells it, [`looped::file_key`]).
 fn read<T: DeserializeOwned>(value: &Value) -> Result<T> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let field = match e.path().to_string() {
             p if p == "." || p.is_empty() => "config.json".to_owned(),
-            p => format!("config.json: {p}"),
+            p => format!("config.json: {}", looped::file_key(&p)),
         };
         Error::invalid(field, e.into_inner().to_string())
     })
+}
+
+/// A reading error `e` of a `family` config with the family named when a key is missing
+/// (serde's "missing field `kv_lora_rank`" says neither which file kind needs it nor why):
+/// the one place every family's reader passes through.
+fn in_family(e: Error, family: Family) -> Error {
+    match e {
+        Error::InvalidSpec { field, rule } if rule.starts_with("missing field `") => {
+            let key = rule["missing field ".len()..].trim_matches('`');
+            let field = match field.as_str() {
+                "config.json" => format!("config.json: {key}"),
+                _ => format!("{field}.{key}"),
+            };
+            Error::invalid(
+                field,
+                format!(
+                    "missing: a {family} config gives it, and smelt reads it to cost the model"
+                ),
+            )
+        }
+        other => other,
+    }
+}
+
+/// The routed experts' count under another name in Transformers' config class of `family`
+/// (5.24's `attribute_map`, and GLM-5's `num_experts`, listed in the order the class sets
+/// them, each after the field itself): the class builds the last one given. Two names with
+/// different counts are refused, naming both and the count Transformers would build; else
+/// the names given are removed from `map` and their count put under the family's own key.
+fn expert_count_alias(map: &mut Map<String, Value>, family: Family) -> Result<()> {
+    let aliases: &[&str] = match family {
+        Family::DeepseekV2 | Family::Mixtral | Family::GptOss | Family::MinimaxM2 => {
+            &["num_experts"]
+        }
+        Family::DeepseekV3
+        | Family::DeepseekV32
+        | Family::Glm4Moe
+        | Family::NemotronH
+        | Family::Olmoe
+        | Family::Qwen3Moe => &["num_local_experts"],
+        Family::GlmMoeDsa => &["num_experts", "num_local_experts"],
+        _ => &[],
+    };
+    let key = family.config().words().experts;
+    let value = |k: &str| map.get(k).filter(|v| !v.is_null());
+    let given: Vec<(&str, &Value)> = std::iter::once(key)
+        .chain(aliases.iter().copied())
+        .filter_map(|k| value(k).map(|v| (k, v)))
+        .collect();
+    let (Some(&(first, a)), Some(&(_, built))) = (given.first(), given.last()) else {
+        return Ok(());
+    };
+    if let Some(&(second, b)) = given.iter().find(|(_, v)| *v != a) {
+        return Err(Error::invalid(
+            format!("config.json: {first}"),
+            format!(
+                "is {a}, but {second} is {b}: both give the routed experts' count, and \
+                 Transformers' {family} config class builds {built} experts (the name it sets \
+                 last); give one"
+            ),
+        ));
+    }
+    let count = built.clone();
+    for alias in aliases {
+        map.remove(*alias);
+    }
+    map.insert(key.to_owned(), count);
+    Ok(())
 }
 
 fn yes() -> bool {
@@ -230,8 +299,8 @@ impl Common {
                 residual_scale: self.smelt_loop_residual_scale,
             })),
             _ => Err(Error::invalid(
-                "config.json: smelt_loop_*",
-                "give smelt_loop_first_layer, smelt_loop_span and smelt_loop_repeats together",
+                "config.json: loop_*",
+                "give loop_first_layer, loop_span and loop_repeats together",
             )),
         }
     }
@@ -372,7 +441,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
     family.config().refuse(map)?;
     let filled = filled(map, family)?;
     let value = &Value::Object(filled);
-    let common: Common = read(value)?;
+    let common: Common = read(value).map_err(|e| in_family(e, family))?;
     // Bound the loop counts before any config value is iterated over.
     crate::model::validate::positive(
         "model.layers",
@@ -380,7 +449,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         crate::model::MAX_COUNT,
     )
     .map_err(|e| in_config_words(e, family))?;
-    let parts = family.config().parts(value, &common)?;
+    let parts = (family.config().parts(value, &common)).map_err(|e| in_family(e, family))?;
     let spec = ModelSpec {
         name: Some(
             common
@@ -411,6 +480,7 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
 /// the common key when the family names them otherwise (Gemma 4's `top_k_experts`).
 fn filled(map: &Map<String, Value>, family: Family) -> Result<Map<String, Value>> {
     let mut filled = map.clone();
+    expert_count_alias(&mut filled, family)?;
     for (key, value) in family.config().derived(map) {
         filled.entry(key).or_insert(value);
     }

@@ -323,11 +323,11 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         ("model.layers", "num_hidden_layers"),
         ("model.vocab", "vocab_size"),
         ("model.dense.ffn", w.dense_ffn),
-        ("model.loop.first", "smelt_loop_first_layer"),
-        ("model.loop.span", "smelt_loop_span"),
-        ("model.loop.repeats", "smelt_loop_repeats"),
-        ("model.loop.residual_scale", "smelt_loop_residual_scale"),
-        ("model.loop", "smelt_loop_*"),
+        ("model.loop.first", "loop_first_layer"),
+        ("model.loop.span", "loop_span"),
+        ("model.loop.repeats", "loop_repeats"),
+        ("model.loop.residual_scale", "loop_residual_scale"),
+        ("model.loop", "loop_*"),
     ];
     let translate = |s: &str| {
         words.iter().fold(s.to_owned(), |acc, (ours, theirs)| {

@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::names::named_enum;
+use crate::strict_toml::FileKind;
 
 /// Largest accepted width (`hidden`, `head_dim`, `expert_ffn`, `shared_ffn`).
 pub const MAX_WIDTH: u64 = 1 << 20;
@@ -745,14 +746,16 @@ impl Model {
 impl ModelSpec {
     /// Parses and validates a model file's text.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let spec: ModelSpec = crate::strict_toml::from_toml(text)?;
+        let spec: ModelSpec = crate::strict_toml::from_toml(text)
+            .map_err(|e| FileKind::Model.foreign_in(text, false).unwrap_or(e))?;
         spec.validate()?;
         Ok(spec)
     }
 
     /// Parses and validates a model spec given as JSON (the model file's structure).
     pub fn from_json_str(text: &str) -> Result<Self> {
-        let spec: ModelSpec = crate::strict_toml::from_json(text)?;
+        let spec: ModelSpec = crate::strict_toml::from_json(text)
+            .map_err(|e| FileKind::Model.foreign_in(text, true).unwrap_or(e))?;
         spec.validate()?;
         Ok(spec)
     }

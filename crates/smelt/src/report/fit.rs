@@ -25,10 +25,24 @@ fn search(f: &crate::fit::Fit) -> String {
     let c = &f.convergence;
     match c.search {
         Search::Exhaustive => format!("{}/{} starts at best", c.polished_at_best, c.starts),
-        Search::Screened => format!(
-            "{} starts scored, L-BFGS from the best {}, {} of them at best",
-            c.starts, c.polished, c.polished_at_best
-        ),
+        Search::Screened => match &c.subsample {
+            None => format!(
+                "{} starts scored, L-BFGS from the best {}, {} of them at best",
+                c.starts, c.polished, c.polished_at_best
+            ),
+            Some(sub) => format!(
+                "{} starts scored and L-BFGS from the best {} on a subsample of {} of the {} \
+                 endpoints ({} of them at its best), then on all of them from its {} best \
+                 distinct ends, {} of them at best",
+                c.starts,
+                sub.polished,
+                sub.points,
+                f.points,
+                sub.polished_at_best,
+                c.polished,
+                c.polished_at_best
+            ),
+        },
     }
 }
 

@@ -1,7 +1,8 @@
 //! The layout of a match (`smelt match`), and the matched model file.
 
 use super::{
-    Document, Field, Format, Report, SHAPE_COLUMNS, Table, exact, group_digits, label, percent,
+    Document, Field, Format, NOT_CHECKED, Report, SHAPE_COLUMNS, Table, exact, group_digits, label,
+    percent,
 };
 use crate::cost::{BudgetKind, Residuals};
 use crate::error::Result;
@@ -164,7 +165,7 @@ impl MatchReport {
             doc.line(format!(
                 "tolerance (|residual| <= {}): {}",
                 limits.join(", "),
-                if self.within_tolerance {
+                if self.within_tolerance != Some(false) {
                     "met".to_owned()
                 } else {
                     format!(
@@ -242,8 +243,9 @@ impl MatchReport {
             }
             row.push(Field::text(match (&r.not_tried, r.within_tolerance) {
                 (Some(why), _) => format!("not tried: {why}"),
-                (None, true) => "yes".to_owned(),
-                (None, false) => "no".to_owned(),
+                (None, Some(true)) => "yes".to_owned(),
+                (None, Some(false)) => "no".to_owned(),
+                (None, None) => NOT_CHECKED.to_owned(),
             }));
             a.rows.push(row);
         }

@@ -44,6 +44,10 @@ use crate::names::named_enum;
 
 pub(crate) use label::{cost_row, exact, label};
 
+/// A verdict column's entry for a row whose budget sets no `[tolerance]`: nothing was
+/// checked, so nothing reads as passed.
+pub(crate) const NOT_CHECKED: &str = "not checked";
+
 named_enum! {
     /// An output format.
     pub enum Format: "format" {
@@ -65,7 +69,7 @@ impl Format {
     pub fn help(self) -> &'static str {
         match self {
             Format::Table => "human tables",
-            Format::Json => "JSON, the stable contract (README, \"JSON output\")",
+            Format::Json => "JSON, the stable contract (docs/guide.md, \"JSON output\")",
             Format::Csv => "the data table as CSV, full precision, no summary rows",
             Format::Markdown => "Markdown tables, for notes",
             Format::Toml => "the JSON contract's structure as TOML",

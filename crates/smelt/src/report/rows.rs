@@ -9,7 +9,7 @@
 //! that the label column stays narrow.
 
 use super::short;
-use super::{Document, Field, Report, SHAPE_COLUMNS, Table, label};
+use super::{Document, Field, NOT_CHECKED, Report, SHAPE_COLUMNS, Table, label};
 use crate::cost::{BudgetKind, PeakPair, PerBudget, Ratios};
 use crate::model::Model;
 use crate::study::{GridCell, GridReport, SweepReport};
@@ -117,14 +117,27 @@ fn letters_line() -> String {
 }
 
 /// A grid cell's verdict: `yes`, or `no:` and the budgets outside their tolerance, each
-/// named by `name`.
+/// named by `name`; [`NOT_CHECKED`] when its budget sets no tolerance.
 fn verdict(c: &GridCell, name: fn(BudgetKind) -> &'static str) -> Field {
-    Field::text(if c.within_tolerance {
-        "yes".to_owned()
-    } else {
-        let broken: Vec<&str> = c.broken.iter().map(|&k| name(k)).collect();
-        format!("no: {}", broken.join(", "))
+    Field::text(match c.within_tolerance {
+        Some(true) => "yes".to_owned(),
+        Some(false) => {
+            let broken: Vec<&str> = c.broken.iter().map(|&k| name(k)).collect();
+            format!("no: {}", broken.join(", "))
+        }
+        None => NOT_CHECKED.to_owned(),
     })
+}
+
+/// The line under a table whose rows set no tolerance (`what`: the grid file or the
+/// budget), so that the verdict column's [`NOT_CHECKED`] is not read as a pass.
+fn unchecked_line(doc: &mut Document, verdicts: &[Option<bool>], what: &str) {
+    if verdicts.iter().any(Option::is_none) {
+        doc.line(format!(
+            "in tolerance: {NOT_CHECKED} ({what} sets no [tolerance], so the residuals are \
+             reported, not checked)"
+        ));
+    }
 }
 
 /// A row's per-GPU peak ratio (looped / Baseline), `n/a` when the layout does not split
@@ -262,6 +275,12 @@ fn grid_summary(r: &GridReport) -> [(&'static str, PerBudget<Field>); 3] {
 }
 
 impl GridReport {
+    /// The line saying the verdict column checked nothing, when cells set no tolerance.
+    fn unchecked_line(&self, doc: &mut Document) {
+        let verdicts: Vec<_> = self.cells.iter().map(|c| c.within_tolerance).collect();
+        unchecked_line(doc, &verdicts, "the grid file");
+    }
+
     /// The title and the workload (and time) lines of both layouts.
     fn head(&self) -> Document {
         let mut doc = Document::titled(format!(
@@ -401,6 +420,7 @@ impl Report for GridReport {
             }
         }
         doc.table(t);
+        self.unchecked_line(&mut doc);
         if let Some(tr) = &self.summary.time_ratio {
             doc.line(time_summary_line(tr));
         }
@@ -445,6 +465,7 @@ impl Report for GridReport {
             t.rows.push(r);
         }
         doc.table(t);
+        self.unchecked_line(&mut doc);
         let header =
             std::iter::once("summary".to_owned()).chain(budget_columns(|l| l.letter.to_owned()));
         let mut s = Table::new(header).right_from(1);
@@ -488,8 +509,12 @@ impl SweepReport {
     }
 }
 
-fn yes_no(within: bool) -> Field {
-    Field::text(if within { "yes" } else { "no" })
+fn yes_no(within: Option<bool>) -> Field {
+    Field::text(match within {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => NOT_CHECKED,
+    })
 }
 
 impl Report for SweepReport {
@@ -520,6 +545,8 @@ impl Report for SweepReport {
             t.rows.push(out);
         }
         doc.table(t);
+        let verdicts: Vec<_> = self.rows.iter().map(|r| r.within_tolerance).collect();
+        unchecked_line(&mut doc, &verdicts, "the budget");
         doc
     }
 
@@ -549,6 +576,8 @@ impl Report for SweepReport {
             t.rows.push(out);
         }
         doc.table(t);
+        let verdicts: Vec<_> = self.rows.iter().map(|r| r.within_tolerance).collect();
+        unchecked_line(&mut doc, &verdicts, "the budget");
         doc
     }
 }

@@ -72,8 +72,8 @@ pub struct Refinement {
     /// Its weighted residuals, largest first (absent when not tried).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<Score>,
-    /// Whether it meets every tolerance.
-    pub within_tolerance: bool,
+    /// Whether it meets every tolerance (`null` when none is set, or it was not tried).
+    pub within_tolerance: Option<bool>,
     /// Why it was not tried, if it was not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_tried: Option<String>,
@@ -504,7 +504,7 @@ pub fn advise(budget: &Budget, best: &Candidate) -> Result<(Floor, Vec<Refinemen
                     residuals: Some(b.residuals),
                     time_residual: b.time.map(|t| t.residual),
                     score: Some(b.score),
-                    within_tolerance: tolerance.broken(&b.residuals).is_empty(),
+                    within_tolerance: tolerance.verdict(&b.residuals),
                     not_tried: None,
                 }
             }
@@ -514,7 +514,7 @@ pub fn advise(budget: &Budget, best: &Candidate) -> Result<(Floor, Vec<Refinemen
                 residuals: None,
                 time_residual: None,
                 score: None,
-                within_tolerance: false,
+                within_tolerance: None,
                 not_tried: Some(why),
             },
         });

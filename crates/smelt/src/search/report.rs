@@ -89,8 +89,9 @@ pub struct MatchReport {
     pub sparsity: SparsityPair,
     /// The tolerances asked for (only those set).
     pub tolerance: Tolerance,
-    /// Whether every residual is within its tolerance.
-    pub within_tolerance: bool,
+    /// Whether every residual is within its tolerance: `null` when the budget sets no
+    /// `[tolerance]` (nothing was checked).
+    pub within_tolerance: Option<bool>,
     /// The budgets whose residual is outside its tolerance.
     pub broken: Vec<BudgetKind>,
     /// Search size.
@@ -143,7 +144,7 @@ fn report(
             looped: s_looped,
         },
         tolerance: *budget.tolerance(),
-        within_tolerance: broken.is_empty(),
+        within_tolerance: budget.tolerance().verdict(&best.residuals),
         broken,
         lattice: stats,
         ranked: if ranked.len() > 1 {
@@ -190,7 +191,7 @@ pub fn match_budget(budget: &Budget, top: usize) -> Result<MatchReport> {
 pub fn match_budget_with(budget: &Budget, options: &SearchOptions) -> Result<MatchReport> {
     let sol = solve_with(budget, options)?;
     let mut r = report(budget, sol.best(), &sol.ranked, sol.stats, sol.baseline)?;
-    if options.advise || !r.within_tolerance {
+    if options.advise || r.within_tolerance == Some(false) {
         let (floor, advice) = advise(budget, sol.best())?;
         (r.floor, r.advice) = (Some(floor), advice);
     }

@@ -34,8 +34,9 @@ pub struct GridCell {
     pub score: crate::budget::Score,
     /// Sparsity of both models.
     pub sparsity: SparsityPair,
-    /// Whether the residuals are within the tolerances.
-    pub within_tolerance: bool,
+    /// Whether the residuals are within the tolerances: `null` when the cell's budget sets
+    /// no `[tolerance]`.
+    pub within_tolerance: Option<bool>,
     /// Budgets outside their tolerance.
     pub broken: Vec<BudgetKind>,
     /// Search size.
@@ -96,8 +97,8 @@ pub struct GridSummary {
     pub mean_residual: PerBudget<f64>,
     /// Cells (all of them) in which the looped model gets more of the budget.
     pub looped_gets_more: PerBudget<usize>,
-    /// Cells within tolerance.
-    pub within_tolerance: usize,
+    /// Cells within tolerance: `null` when no cell's budget sets a `[tolerance]`.
+    pub within_tolerance: Option<usize>,
     /// The measured time ratios (`--bench`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_ratio: Option<TimeSummary>,
@@ -146,7 +147,12 @@ impl GridSummary {
             max_abs_residual,
             mean_residual,
             looped_gets_more,
-            within_tolerance: cells.iter().filter(|c| c.within_tolerance).count(),
+            within_tolerance: (cells.iter().any(|c| c.within_tolerance.is_some())).then(|| {
+                cells
+                    .iter()
+                    .filter(|c| c.within_tolerance == Some(true))
+                    .count()
+            }),
             time_ratio: None,
             predicted: None,
         }
@@ -245,7 +251,7 @@ pub fn match_grid_with(
 impl Verdict for GridReport {
     /// Per cell outside its tolerances, the budgets it breaks: `cell 200m s95 (kv)`.
     fn broken_tolerances(&self) -> Vec<String> {
-        let cells = self.cells.iter().filter(|c| !c.within_tolerance);
+        let cells = (self.cells.iter()).filter(|c| c.within_tolerance == Some(false));
         cells
             .map(|c| {
                 let kinds: Vec<&str> = c.broken.iter().map(|k| k.as_str()).collect();

@@ -73,6 +73,13 @@ pub fn parse_values(field: &str, text: &str) -> Result<Vec<u64>> {
                 b.checked_sub(1)
                     .ok_or_else(|| bad(format!("the range '{part}' is empty")))?,
             )
+        } else if let Some((a, b)) = part.split_once('-')
+            && let (Ok(a), Ok(b)) = (a.trim().parse::<u64>(), b.trim().parse::<u64>())
+        {
+            return Err(bad(format!(
+                "'{part}' is not a value or a range: write the range from {a} to {b} as \
+                 {a}..={b} ({a}..{b} leaves {b} out)"
+            )));
         } else {
             let v = num(part)?;
             (v, v)
@@ -105,8 +112,9 @@ pub struct SweepRow {
     pub residuals: Residuals,
     /// Sparsity of both models.
     pub sparsity: SparsityPair,
-    /// Whether the residuals are within the tolerances.
-    pub within_tolerance: bool,
+    /// Whether the residuals are within the tolerances: `null` when the budget sets no
+    /// `[tolerance]`.
+    pub within_tolerance: Option<bool>,
     /// Budgets outside their tolerance.
     pub broken: Vec<BudgetKind>,
     /// The per-GPU training memory peaks under the Baseline's `[training]` (only with
@@ -192,7 +200,7 @@ pub fn sweep_with(
 impl Verdict for SweepReport {
     /// Per value outside the tolerances, the budgets it breaks: `span = 4 (flops, kv)`.
     fn broken_tolerances(&self) -> Vec<String> {
-        let rows = self.rows.iter().filter(|r| !r.within_tolerance);
+        let rows = (self.rows.iter()).filter(|r| r.within_tolerance == Some(false));
         rows.map(|r| {
             let kinds: Vec<&str> = r.broken.iter().map(|k| k.as_str()).collect();
             let knob = self.knob.as_str();

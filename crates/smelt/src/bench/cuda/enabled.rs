@@ -450,7 +450,7 @@ impl TimingBackend for Cuda {
 
     /// Each shape: warm-up, a probe and a run of at least 2 ms (`MIN_RUN_SECONDS`) per round,
     /// each call at a quarter of the ceiling's first rate plus 10 µs.
-    fn estimate(&self, first: f64, repeats: usize) -> f64 {
+    fn estimate(&self, first: f64, rounds: usize) -> f64 {
         let rate = ceiling_kernel().flops() as f64 / first;
         self.slots
             .iter()
@@ -459,7 +459,7 @@ impl TimingBackend for Cuda {
                 let call = s.kernel.flops() as f64 / s.kernel.count as f64 * s.group as f64
                     / (0.25 * rate)
                     + 10e-6;
-                (WARMUP + 1) as f64 * call + repeats as f64 * (call + MIN_RUN_SECONDS.max(call))
+                (WARMUP + 1) as f64 * call + rounds as f64 * (call + MIN_RUN_SECONDS.max(call))
             })
             .sum()
     }

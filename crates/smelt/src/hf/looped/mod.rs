@@ -46,6 +46,16 @@ const LOOP_KEYS: [(&str, &str); 4] = [
     ("smelt_loop_residual_scale", "loop_residual_scale"),
 ];
 
+/// `key` (or a path beginning with it) with a family export's loop key (`smelt_loop_span`)
+/// spelt as a looped model directory's `config.json` spells it (`loop_span`): the only file
+/// smelt writes a loop into, so the one its messages name.
+pub(crate) fn file_key(key: &str) -> String {
+    LOOP_KEYS
+        .iter()
+        .find_map(|(inner, outer)| key.strip_prefix(inner).map(|rest| format!("{outer}{rest}")))
+        .unwrap_or_else(|| key.to_owned())
+}
+
 /// The files of a model directory, by name, in the order they are written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelDir {
@@ -127,26 +137,36 @@ impl ModelDir {
         self.files.len() > 1
     }
 
+    /// The files as `(path under `under`, contents)`, for [`crate::io::write_tree`].
+    pub fn entries(&self, under: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        (self.files.iter())
+            .map(|(name, text)| (under.join(name), text.clone().into_bytes()))
+            .collect()
+    }
+
     /// Writes the files into `dir` (created if missing; an existing directory keeps its other
-    /// files), each atomically and never over one of `inputs`; returns the paths written.
-    pub fn write(&self, dir: &Path, inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
-        let io = |error| Error::Io {
-            path: dir.display().to_string(),
-            error,
-        };
-        if dir.exists() && !dir.is_dir() {
-            return Err(io(std::io::Error::other(
-                "is not a directory: a Hugging Face export is a model directory",
-            )));
+    /// files) all or nothing, never over one of `inputs`, and over a file smelt did not
+    /// write only as `overwrite` allows ([`crate::io::write_tree`]); returns the paths
+    /// written.
+    pub fn write(
+        &self,
+        dir: &Path,
+        inputs: &[PathBuf],
+        overwrite: crate::io::Overwrite,
+    ) -> Result<Vec<PathBuf>> {
+        crate::io::write_tree(dir, &self.entries(Path::new("")), inputs, overwrite)
+    }
+}
+
+/// The family config a `config.json` holds: a looped model directory's `text_config` with
+/// its loop (as [`super::import_value`] reads it), any other as it is; so that an export of
+/// a looped directory is written in the family it holds.
+pub fn family_config(config: &Value) -> Result<Value> {
+    match config.as_object() {
+        Some(map) if map.get("model_type").and_then(Value::as_str) == Some(MODEL_TYPE) => {
+            as_family_config(map)
         }
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let mut written = Vec::new();
-        for (name, contents) in &self.files {
-            let path = dir.join(name);
-            crate::io::write_output(&path, contents.as_bytes(), inputs)?;
-            written.push(path);
-        }
-        Ok(written)
+        _ => Ok(config.clone()),
     }
 }
 
@@ -223,7 +243,10 @@ mod tests {
     fn a_directory_is_written_and_an_unlooped_export_is_one_file() {
         let root = std::env::temp_dir().join(format!("smelt-looped-{}", std::process::id()));
         let dir = root.join("looped");
-        let written = ModelDir::of(&export()).unwrap().write(&dir, &[]).unwrap();
+        let written = ModelDir::of(&export())
+            .unwrap()
+            .write(&dir, &[], Default::default())
+            .unwrap();
         assert_eq!(written.len(), 3);
         let back = crate::io::read_to_string(dir.join("modeling_smelt_looped.py")).unwrap();
         assert_eq!(back, MODELING_PY);
@@ -236,7 +259,10 @@ mod tests {
         assert!(!one.is_looped());
         let file = root.join("file");
         std::fs::write(&file, "x").unwrap();
-        let e = one.write(&file, &[]).unwrap_err().to_string();
+        let e = one
+            .write(&file, &[], Default::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is not a directory"), "{e}");
         std::fs::remove_dir_all(&root).unwrap();
     }

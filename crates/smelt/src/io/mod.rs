@@ -12,11 +12,18 @@
 //! - a directory or block device is refused;
 //! - a path that is the same file as one of the run's inputs, compared by identity (device
 //!   and inode, after following links), is refused, however it is spelled.
+//!
+//! A folder of files (an export) is written by [`write_tree`]: all or nothing, never over an
+//! input, and never over a file smelt did not write unless told to ([`tree`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+
+pub mod tree;
+
+pub use tree::{MANIFEST, Overwrite, write_tree};
 
 /// The most symbolic links followed from an output path (Linux's own limit, `MAXSYMLINKS`).
 const MAX_LINKS: usize = 40;
