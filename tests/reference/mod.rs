@@ -18,6 +18,7 @@ mod forward;
 mod layer;
 mod mamba;
 mod parts;
+mod stack;
 
 use proptest::prelude::*;
 use smelt::{

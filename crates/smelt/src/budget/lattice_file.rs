@@ -2,11 +2,10 @@
 
 use serde::Deserialize;
 
+use super::mixers::{RecurrentFile, recurrent_mixers};
 use super::{FfnRule, HeadsRule, Lattice, Steps};
 use crate::error::{Error, Result};
-use crate::model::{
-    GatedDeltaNet, MAX_COUNT, MAX_EXPERTS, MAX_WIDTH, Mamba2, Mixer, ModelSpec, Recurrent,
-};
+use crate::model::{MAX_COUNT, MAX_EXPERTS, MAX_WIDTH, ModelSpec, Stack};
 
 /// A `{ step, min, max }` knob as written; every part optional.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -113,206 +112,6 @@ pub(super) struct LatticeFile {
     /// The recurrent mixer's shapes (a hybrid Baseline).
     #[serde(default)]
     recurrent: Option<RecurrentFile>,
-}
-
-/// `[lattice.recurrent]` as written: a list of values per knob of the Baseline's recurrent
-/// mixer kind (Gated DeltaNet: `key_heads`, `value_heads`, `key_head_dim`, `value_head_dim`;
-/// Mamba-2: `heads`, `head_dim`, `state`), each the Baseline's alone when absent.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RecurrentFile {
-    key_heads: Option<Vec<u64>>,
-    value_heads: Option<Vec<u64>>,
-    key_head_dim: Option<Vec<u64>>,
-    value_head_dim: Option<Vec<u64>>,
-    heads: Option<Vec<u64>>,
-    head_dim: Option<Vec<u64>>,
-    state: Option<Vec<u64>>,
-}
-
-/// The most recurrent mixer shapes a lattice takes (each is searched like a lattice of its
-/// own).
-const MAX_MIXERS: usize = 4096;
-
-impl RecurrentFile {
-    /// Every knob by name, whether the file sets it, and the mixer kind it belongs to.
-    fn set_knobs(&self) -> [(&'static str, bool, &'static str); 7] {
-        const GDN: &str = "gated_deltanet";
-        const MAMBA: &str = "mamba2";
-        [
-            ("key_heads", self.key_heads.is_some(), GDN),
-            ("value_heads", self.value_heads.is_some(), GDN),
-            ("key_head_dim", self.key_head_dim.is_some(), GDN),
-            ("value_head_dim", self.value_head_dim.is_some(), GDN),
-            ("heads", self.heads.is_some(), MAMBA),
-            ("head_dim", self.head_dim.is_some(), MAMBA),
-            ("state", self.state.is_some(), MAMBA),
-        ]
-    }
-
-    /// Every valid mixer of the Baseline's kind whose knobs are on the lists (a knob the
-    /// file leaves out keeps the Baseline's value).
-    fn resolve(&self, base: &Recurrent) -> Result<Vec<Mixer>> {
-        let kind = base.mixer.as_str();
-        if let Some((knob, _, _)) = self
-            .set_knobs()
-            .into_iter()
-            .find(|&(_, set, of)| set && of != kind)
-        {
-            return Err(Error::invalid(
-                format!("lattice.recurrent.{knob}"),
-                format!(
-                    "is not a knob of the Baseline's {kind} layers; their knobs are {}",
-                    self.set_knobs()
-                        .iter()
-                        .filter(|(_, _, of)| *of == kind)
-                        .map(|(k, _, _)| *k)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
-        }
-        let mixers = match base.mixer {
-            Mixer::GatedDeltanet(g) => self.gated_deltanets(g)?,
-            Mixer::Mamba2(m) => self.mamba2s(m)?,
-        };
-        if mixers.len() > MAX_MIXERS {
-            return Err(Error::invalid(
-                "lattice.recurrent",
-                format!(
-                    "gives {} mixer shapes, over the limit of {MAX_MIXERS}: shorten its lists",
-                    mixers.len()
-                ),
-            ));
-        }
-        Ok(mixers)
-    }
-
-    /// Every valid Gated DeltaNet shape on the lists, around the Baseline's `g`.
-    fn gated_deltanets(&self, g: GatedDeltaNet) -> Result<Vec<Mixer>> {
-        let nk = knob_list("key_heads", &self.key_heads, g.key_heads, MAX_COUNT)?;
-        let nv = knob_list("value_heads", &self.value_heads, g.value_heads, MAX_COUNT)?;
-        let dk = knob_list(
-            "key_head_dim",
-            &self.key_head_dim,
-            g.key_head_dim,
-            MAX_WIDTH,
-        )?;
-        let dv = knob_list(
-            "value_head_dim",
-            &self.value_head_dim,
-            g.value_head_dim,
-            MAX_WIDTH,
-        )?;
-        // Every listed value must serve in some shape (none is dropped unsaid).
-        if let Some(k) = nk
-            .iter()
-            .find(|&&k| !nv.iter().any(|v| v.is_multiple_of(k)))
-        {
-            return Err(Error::invalid(
-                "lattice.recurrent.key_heads",
-                format!(
-                    "{k} divides none of the value_heads {nv:?}{}: each query/key head serves \
-                     value_heads / key_heads value heads",
-                    baseline_note(self.value_heads.is_none())
-                ),
-            ));
-        }
-        if let Some(v) = nv
-            .iter()
-            .find(|&&v| !nk.iter().any(|&k| v.is_multiple_of(k)))
-        {
-            return Err(Error::invalid(
-                "lattice.recurrent.value_heads",
-                format!(
-                    "{v} is a multiple of none of the key_heads {nk:?}{}: each query/key head \
-                     serves value_heads / key_heads value heads",
-                    baseline_note(self.key_heads.is_none())
-                ),
-            ));
-        }
-        let mut out = Vec::new();
-        for &key_heads in &nk {
-            for &value_heads in nv.iter().filter(|v| v.is_multiple_of(key_heads)) {
-                for &key_head_dim in &dk {
-                    for &value_head_dim in &dv {
-                        out.push(Mixer::GatedDeltanet(GatedDeltaNet {
-                            key_heads,
-                            value_heads,
-                            key_head_dim,
-                            value_head_dim,
-                            ..g
-                        }));
-                    }
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Every valid Mamba-2 shape on the lists, around the Baseline's `m`.
-    fn mamba2s(&self, m: Mamba2) -> Result<Vec<Mixer>> {
-        let heads = knob_list("heads", &self.heads, m.heads, MAX_COUNT)?;
-        let head_dim = knob_list("head_dim", &self.head_dim, m.head_dim, MAX_WIDTH)?;
-        let state = knob_list("state", &self.state, m.state, MAX_WIDTH)?;
-        if let Some(h) = heads.iter().find(|h| !h.is_multiple_of(m.groups)) {
-            return Err(Error::invalid(
-                "lattice.recurrent.heads",
-                format!(
-                    "{h} is not a multiple of the Baseline's groups ({}): each group's B and C \
-                     serve heads / groups heads",
-                    m.groups
-                ),
-            ));
-        }
-        let mut out = Vec::new();
-        for &h in &heads {
-            for &d in &head_dim {
-                for &n in &state {
-                    out.push(Mixer::Mamba2(Mamba2 {
-                        heads: h,
-                        head_dim: d,
-                        state: n,
-                        ..m
-                    }));
-                }
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// `" (the Baseline's: the list is not given)"` when `baseline`, for an error about a list.
-fn baseline_note(baseline: bool) -> &'static str {
-    if baseline {
-        " (the Baseline's: the list is not given)"
-    } else {
-        ""
-    }
-}
-
-/// The list of `lattice.recurrent.<knob>` (the Baseline's value alone when absent).
-fn knob_list(knob: &str, values: &Option<Vec<u64>>, baseline: u64, max: u64) -> Result<Vec<u64>> {
-    values_list(
-        &format!("lattice.recurrent.{knob}"),
-        values.as_deref(),
-        baseline,
-        max,
-    )
-}
-
-/// The recurrent mixer shapes of the lattice: `[lattice.recurrent]` resolved against the
-/// Baseline's mixer (none without recurrent layers, where the table is refused).
-fn recurrent_mixers(file: Option<&RecurrentFile>, base: &ModelSpec) -> Result<Vec<Mixer>> {
-    match (&base.model.recurrent, file) {
-        (None, None) => Ok(Vec::new()),
-        (None, Some(_)) => Err(Error::invalid(
-            "lattice.recurrent",
-            "sets the knobs of recurrent layers; this Baseline has no [model.recurrent]",
-        )),
-        (Some(r), None) => Ok(vec![r.mixer]),
-        (Some(r), Some(f)) => f.resolve(r),
-    }
 }
 
 /// Parses `"a/b"`, `"baseline"` or a number into a ratio `num/den`.
@@ -481,8 +280,9 @@ impl LatticeFile {
         }
         let expert_ffn = self.expert_ffn.resolve(base)?;
         widths_fit(&expert_ffn, base, hidden.last())?;
-        let mixers = recurrent_mixers(self.recurrent.as_ref(), base)?;
-        if let Some(mla) = &m.mla {
+        let stack = Stack::of(m)?;
+        let mixers = recurrent_mixers(self.recurrent.as_ref(), &stack)?;
+        if let Some(mla) = super::mla_of(&stack) {
             return Ok(Lattice {
                 mixers,
                 ..self.resolve_mla(mla, hidden, experts, expert_ffn)?
@@ -539,7 +339,7 @@ impl LatticeFile {
             kv_lora_rank: None,
             mla_widths: Vec::new(),
             mixers,
-            heads_multiple: m.full_attention.as_ref().map_or(1, |f| f.kv_heads),
+            heads_multiple: stack.heads_multiple(),
         })
     }
 
@@ -616,7 +416,12 @@ impl LatticeFile {
 
 /// A list of knob values (`vec![baseline]` when absent), sorted and deduplicated, each in
 /// `1..=max`.
-fn values_list(field: &str, list: Option<&[u64]>, baseline: u64, max: u64) -> Result<Vec<u64>> {
+pub(super) fn values_list(
+    field: &str,
+    list: Option<&[u64]>,
+    baseline: u64,
+    max: u64,
+) -> Result<Vec<u64>> {
     let Some(list) = list else {
         return Ok(vec![baseline]);
     };
@@ -689,11 +494,9 @@ fn widths_fit(rule: &FfnRule, base: &ModelSpec, hidden_max: u64) -> Result<()> {
     if shared > MAX_WIDTH {
         return Err(too_wide("a shared-expert width of", shared));
     }
-    if let Some(d) = &m.dense {
-        let dense = rule.shared_width(d.ffn, m.hidden, hidden_max);
-        if dense > MAX_WIDTH {
-            return Err(too_wide("a dense FFN width of", dense));
-        }
+    let dense = rule.shared_width(m.knobs().dense_ffn, m.hidden, hidden_max);
+    if dense > MAX_WIDTH {
+        return Err(too_wide("a dense FFN width of", dense));
     }
     Ok(())
 }

@@ -45,6 +45,7 @@ pub(crate) mod file;
 mod grid;
 mod lattice;
 mod lattice_file;
+mod mixers;
 mod objective;
 mod recipe;
 pub mod time;
@@ -53,12 +54,15 @@ use std::path::{Path, PathBuf};
 
 pub use grid::{Cell, GridSpec};
 pub use lattice::{FfnRule, HeadsRule, Lattice, MAX_COMBINATIONS, Steps};
+pub(crate) use mixers::mixers_around;
 pub use objective::{Mode, Score, Tolerance, Weights};
 pub use recipe::{Placement, Recipe, Span};
 pub use time::TimeBudget;
 
 use crate::error::{Error, Result};
-use crate::model::{Loop, MAX_WIDTH, ModelSpec, Workload};
+use crate::model::{
+    AttentionShape, Ffn, Layer, Loop, MAX_WIDTH, Mla, ModelSpec, Stack, TokenMixer, Workload,
+};
 use file::PlanFile;
 
 /// Where a budget's Baseline came from.
@@ -91,6 +95,8 @@ pub struct Budget {
     looping: Option<Loop>,
     time: Option<TimeBudget>,
     notes: Vec<String>,
+    /// The Baseline resolved ([`Stack`]), once.
+    stack: Stack,
 }
 
 impl Budget {
@@ -108,15 +114,12 @@ impl Budget {
         let layers = recipe.layers(baseline.model.layers);
         let looping = recipe.resolve(layers)?;
         // The looped model keeps the Baseline's layer pattern at its positions.
-        let m = &baseline.model;
-        for (kind, list) in [
-            ("dense", m.dense.as_ref().map(|d| &d.layers)),
-            ("windowed", m.window.as_ref().map(|w| &w.layers)),
-            ("recurrent", m.recurrent.as_ref().map(|r| &r.layers)),
-            ("mixer-only", m.blocks.as_ref().map(|b| &b.mixer_only)),
-            ("FFN-only", m.blocks.as_ref().map(|b| &b.ffn_only)),
-        ] {
-            if let Some(&last) = list.and_then(|l| l.last())
+        let stack = Stack::of(&baseline.model)?;
+        for kind in ["dense", "windowed", "recurrent", "mixer-only", "FFN-only"] {
+            let last = (stack.layers())
+                .rposition(|l| is_kind(l, kind))
+                .map(|i| i as u64 + 1);
+            if let Some(last) = last
                 && last > layers
             {
                 return Err(Error::invalid(
@@ -129,24 +132,27 @@ impl Budget {
                 ));
             }
         }
-        if let Some(fa) = &m.full_attention
-            && !lattice.heads_multiple.is_multiple_of(fa.kv_heads)
-        {
+        // Attention layers of their own shape keep their key/value heads, which must divide
+        // every lattice point's heads.
+        let multiple = stack.heads_multiple();
+        if !lattice.heads_multiple.is_multiple_of(multiple) {
             return Err(Error::invalid(
                 "lattice.heads_multiple",
                 format!(
-                    "must be a multiple of the Baseline's model.full_attention.kv_heads ({}), \
-                     which must divide every lattice point's heads (got {})",
-                    fa.kv_heads, lattice.heads_multiple
+                    "must be a multiple of the Baseline's model.full_attention.kv_heads \
+                     ({multiple}), which must divide every lattice point's heads (got {})",
+                    lattice.heads_multiple
                 ),
             ));
         }
-        check_mla_lattice(&baseline, &lattice)?;
-        check_recurrent_lattice(&baseline, &lattice)?;
+        check_mla_lattice(&stack, &lattice)?;
+        check_recurrent_lattice(&stack, &lattice)?;
         if weights[crate::cost::BudgetKind::Activations] > 0.0 {
-            crate::cost::memory::refuse_unmodelled(m).map_err(|e| {
-                Error::invalid("objective.weights.activations", format!("must be 0: {e}"))
-            })?;
+            crate::model::Consumer::Activations
+                .check(&stack)
+                .map_err(|e| {
+                    Error::invalid("objective.weights.activations", format!("must be 0: {e}"))
+                })?;
         }
         Ok(Self {
             name: None,
@@ -160,6 +166,7 @@ impl Budget {
             looping,
             time: None,
             notes: Vec::new(),
+            stack,
         })
     }
 
@@ -256,6 +263,11 @@ impl Budget {
     /// The Baseline.
     pub fn baseline(&self) -> &ModelSpec {
         &self.baseline
+    }
+
+    /// The Baseline as it executes ([`Stack`]), resolved once.
+    pub fn baseline_stack(&self) -> &Stack {
+        &self.stack
     }
 
     /// Where the Baseline came from.
@@ -366,8 +378,8 @@ impl Budget {
 /// A lattice's recurrent mixer shapes: none without recurrent layers; with them, distinct
 /// valid mixers that differ from the Baseline's only in the searched knobs (an empty list
 /// searches the Baseline's alone).
-fn check_recurrent_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()> {
-    let Some(r) = &baseline.model.recurrent else {
+fn check_recurrent_lattice(stack: &Stack, lattice: &Lattice) -> Result<()> {
+    let Some(mixer) = stack.recurrent() else {
         if lattice.mixers.is_empty() {
             return Ok(());
         }
@@ -378,7 +390,7 @@ fn check_recurrent_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()
     };
     for (i, m) in lattice.mixers.iter().enumerate() {
         m.validate()?;
-        if !m.same_but_knobs(&r.mixer) {
+        if !m.same_but_knobs(&mixer) {
             return Err(Error::invalid(
                 "lattice.recurrent",
                 format!(
@@ -388,7 +400,7 @@ fn check_recurrent_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()
                     i + 1,
                     m.as_str(),
                     m.shape_text(),
-                    r.mixer.as_str()
+                    mixer.as_str()
                 ),
             ));
         }
@@ -404,8 +416,8 @@ fn check_recurrent_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()
 
 /// An MLA Baseline is searched on an MLA lattice (latent ranks, per-head widths with its
 /// RoPE width, free heads) and a GQA Baseline on a GQA one.
-fn check_mla_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()> {
-    match (&baseline.model.mla, lattice.kv_lora_rank) {
+fn check_mla_lattice(stack: &Stack, lattice: &Lattice) -> Result<()> {
+    match (mla_of(stack), lattice.kv_lora_rank) {
         (None, None) if lattice.mla_widths.is_empty() => Ok(()),
         (None, None) => Err(Error::invalid(
             "lattice.qk_nope_head_dim",
@@ -443,5 +455,28 @@ fn check_mla_lattice(baseline: &ModelSpec, lattice: &Lattice) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// Whether `layer` is of the kind a budget names in words: `dense` (a dense FFN),
+/// `windowed` (windowed attention), `recurrent` (a recurrent mixer), `mixer-only` (no
+/// FFN), `FFN-only` (no mixer).
+fn is_kind(layer: &Layer, kind: &str) -> bool {
+    match kind {
+        "dense" => matches!(layer.ffn, Some(Ffn::Dense { .. })),
+        "windowed" => {
+            matches!(&layer.mixer, Some(TokenMixer::Attention(a)) if a.window.is_some())
+        }
+        "recurrent" => matches!(layer.mixer, Some(TokenMixer::Recurrent(_))),
+        "mixer-only" => layer.ffn.is_none(),
+        _ => layer.mixer.is_none(),
+    }
+}
+
+/// The MLA of a stack's attention, if it has one.
+pub(crate) fn mla_of(stack: &Stack) -> Option<&Mla> {
+    match &stack.model_attention()?.shape {
+        AttentionShape::Mla { mla, .. } => Some(mla),
+        AttentionShape::Gqa { .. } => None,
     }
 }

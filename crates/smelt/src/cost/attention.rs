@@ -28,7 +28,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::model::{Attention, Model, WindowKind, Workload};
+use crate::model::{Attention, AttentionWindow, Model, Stack, WindowKind, Workload};
 use crate::units::Flops;
 
 /// The mean number of keys a query attends, as an exact fraction.
@@ -272,11 +272,15 @@ pub struct Keys {
 impl Keys {
     /// The keys of `model`'s layers on `workload`.
     pub fn of(workload: &Workload, model: &Model) -> Result<Self> {
+        Self::of_stack(workload, &Stack::of(model)?)
+    }
+
+    /// The keys of `stack`'s layers on `workload`.
+    pub fn of_stack(workload: &Workload, stack: &Stack) -> Result<Self> {
         Ok(Self {
             full: MeanKeys::of(workload)?,
-            windowed: model
-                .window
-                .as_ref()
+            windowed: stack
+                .window()
                 .map(|w| {
                     Ok((
                         w.kind,
@@ -285,9 +289,8 @@ impl Keys {
                     ))
                 })
                 .transpose()?,
-            selected: model
-                .indexer
-                .as_ref()
+            selected: stack
+                .indexer()
                 .map(|ix| {
                     Ok((
                         ix.topk,
@@ -296,8 +299,18 @@ impl Keys {
                 })
                 .transpose()?,
             rows: MeanKeys::rows(workload)?,
-            sequence: model.recurrent.as_ref().map(|_| workload.context),
+            sequence: stack.recurrent().map(|_| workload.context),
         })
+    }
+
+    /// The keys a layer with `window` and an indexer (when `indexed`) attends: the
+    /// windowed, selected or full ones.
+    pub(crate) fn attended(&self, window: Option<AttentionWindow>, indexed: bool) -> MeanKeys {
+        match (window, self.windowed, self.selected) {
+            (Some(_), Some((_, _, w)), _) => w,
+            (None, _, Some((_, s))) if indexed => s,
+            _ => self.full,
+        }
     }
 
     /// A common denominator of every FLOP count made with these keys (the queries).
@@ -309,12 +322,13 @@ impl Keys {
         self.selected.map_or(q, |(_, s)| lcm(q, s.queries))
     }
 
-    /// An error unless these keys were made for `model`'s window.
-    pub(crate) fn check(&self, model: &Model) -> Result<()> {
+    /// An error unless these keys were made for `stack`'s window, indexer and recurrent
+    /// layers.
+    pub(crate) fn check(&self, stack: &Stack) -> Result<()> {
         let theirs = (
-            model.window.as_ref().map(|w| (w.kind, w.size)),
-            model.indexer.as_ref().map(|ix| ix.topk),
-            model.recurrent.is_some(),
+            stack.window().map(|w| (w.kind, w.size)),
+            stack.indexer().map(|ix| ix.topk),
+            stack.recurrent().is_some(),
         );
         let ours = (
             self.windowed.map(|(k, s, _)| (k, s)),

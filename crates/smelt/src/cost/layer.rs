@@ -1,85 +1,157 @@
-//! One layer's pieces, shared by the parameter, FLOP and KV counts: the attention block (GQA
-//! or MLA), the sparse attention indexer and the MoE FFN, and how often each kind of layer
-//! runs. [`LayerCost::of`] computes them once per model; every count of the cost model reads
+//! The cost of the stack's layers, shared by the parameter, FLOP and KV counts: for each
+//! kind of layer of the [`Stack`] (module docs of [`crate::model::Stack`]), its attention
+//! block (GQA or MLA, with its window and indexer), its recurrent mixer, its FFN (the MoE
+//! or a dense FFN) and its norms, with how many physical layers it has and how often they
+//! run. [`StackCost::of`] computes them once per model; every count of the cost model reads
 //! them from that one value.
 
 use crate::error::Result;
-use crate::model::{AttentionBias, DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Model, QkNorm};
+use crate::model::{
+    AttentionBias, AttentionLayer, AttentionShape, AttentionWindow, DELTA_RULE_CHUNK, Ffn,
+    GatedDeltaNet, Layer, LayerKind, Mamba2, Mixer, Moe, QkNorm, Stack, TokenMixer,
+};
 use crate::units::{add, product};
 
 /// Everything the counts need about one model's layers, computed once.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct LayerCost {
-    /// The attention block of every windowed layer, and of every full-attention layer
-    /// unless the model gives those their own shape.
-    pub attention: AttentionBlock,
-    /// The attention block of the full-attention layers (`attention` unless
-    /// `[model.full_attention]` gives their shape).
-    pub full_attention: AttentionBlock,
-    /// The indexer of every layer, if the model has one.
-    pub indexer: Option<IndexerBlock>,
-    /// The MoE FFN of the MoE layers.
-    pub moe: MoeBlock,
-    /// The recurrent token mixer of the recurrent layers, if the model has any.
+#[derive(Debug, Clone)]
+pub(super) struct StackCost {
+    /// One entry per kind of layer ([`Stack::kinds`]).
+    pub kinds: Vec<KindCost>,
+    /// The block of each MTP module (run `modules` times), if the model has any.
+    pub mtp: Option<KindCost>,
+    /// Parameters of one hidden-width norm: `H`, `2·H` with a bias.
+    pub norm: u64,
+}
+
+impl StackCost {
+    /// The cost of `stack`'s layers.
+    pub fn of(stack: &Stack) -> Result<Self> {
+        let h = stack.hidden();
+        Ok(Self {
+            kinds: (stack.kinds().iter())
+                .map(|k| KindCost::of(h, k))
+                .collect::<Result<_>>()?,
+            mtp: stack
+                .mtp()
+                .map(|m| {
+                    KindCost::of(
+                        h,
+                        &LayerKind {
+                            layer: m.layer.clone(),
+                            physical: m.modules,
+                            executions: m.modules,
+                        },
+                    )
+                })
+                .transpose()?,
+            norm: stack.norm_params(),
+        })
+    }
+
+    /// The recurrent mixer's block (one kind per model), if any.
+    pub fn recurrent(&self) -> Option<RecurrentBlock> {
+        self.kinds.iter().find_map(|k| k.recurrent)
+    }
+
+    /// Executions of the recurrent layers.
+    pub fn recurrent_executions(&self) -> u64 {
+        (self.kinds.iter())
+            .filter(|k| k.recurrent.is_some())
+            .fold(0u64, |n, k| n.saturating_add(k.executions))
+    }
+}
+
+/// The cost of one kind of layer.
+#[derive(Debug, Clone)]
+pub(super) struct KindCost {
+    /// Its physical layers.
+    pub physical: u64,
+    /// Their executions per forward pass.
+    pub executions: u64,
+    /// Its attention block, if its mixer is attention.
+    pub attention: Option<AttentionCost>,
+    /// Its recurrent mixer, if it has one.
     pub recurrent: Option<RecurrentBlock>,
-    /// How often each kind of layer runs per forward pass.
-    pub runs: Executions,
+    /// Its FFN, if it has one.
+    pub ffn: Option<FfnCost>,
+    /// The norm weights of one layer: its hidden-width norms, the MoE's branch norms and
+    /// the attention block's own (q/k norms, MLA's latent norms).
+    pub norms: u64,
 }
 
-impl LayerCost {
-    /// The layers of `m`.
-    pub fn of(m: &Model) -> Result<Self> {
-        let (attention, full_attention) = attention_blocks(m)?;
+impl KindCost {
+    /// The cost of the layers of `kind`, on a residual stream of width `h`.
+    pub fn of(h: u64, kind: &LayerKind) -> Result<Self> {
+        let Layer { mixer, ffn, norms } = &kind.layer;
+        let norm = if norms.bias {
+            product(&[2, h], "params.norms")?
+        } else {
+            h
+        };
+        let attention = match mixer {
+            Some(TokenMixer::Attention(a)) => Some(AttentionCost {
+                block: attention(h, a)?,
+                indexer: indexer(h, a)?,
+                window: a.window,
+            }),
+            _ => None,
+        };
+        let recurrent = match mixer {
+            Some(TokenMixer::Recurrent(Mixer::GatedDeltanet(g))) => Some(gated_deltanet(h, g)?),
+            Some(TokenMixer::Recurrent(Mixer::Mamba2(x))) => Some(mamba2(h, x)?),
+            _ => None,
+        };
+        let (ffn, branch) = match ffn {
+            Some(Ffn::Moe(m)) => (Some(FfnCost::Moe(moe(h, m)?)), m.branch_norms),
+            Some(Ffn::Dense { width, activation }) => (
+                Some(FfnCost::Dense {
+                    weights: product(&[activation.matrices(), h, *width], "params.dense")?,
+                }),
+                false,
+            ),
+            None => (None, false),
+        };
+        let branch_norms = if branch { 3 } else { 0 };
+        let norms = [
+            product(&[branch_norms, norm], "params.norms")?,
+            attention.as_ref().map_or(0, |a| a.block.norms),
+        ]
+        .into_iter()
+        .try_fold(product(&[norms.count, norm], "params.norms")?, |s, x| {
+            add(s, x, "params.norms")
+        })?;
         Ok(Self {
+            physical: kind.physical,
+            executions: kind.executions,
             attention,
-            full_attention,
-            indexer: indexer(m)?,
-            moe: moe(m)?,
-            recurrent: recurrent(m)?,
-            runs: Executions::of(m)?,
-        })
-    }
-}
-
-/// Layer executions per forward pass, by kind: `total = moe + dense + mixer-only =
-/// attention + recurrent + FFN-only`, `attention = full + windowed` (the windowed layers
-/// have the model's attention shape, the full ones `[model.full_attention]`'s when it gives
-/// one).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Executions {
-    /// All of them ([`Model::checked_executions`]).
-    pub total: u64,
-    /// Those of MoE layers.
-    pub moe: u64,
-    /// Those of dense-FFN layers (a looped one counts once per visit).
-    pub dense: u64,
-    /// Those of layers with a recurrent token mixer.
-    pub recurrent: u64,
-    /// Those of layers with full attention.
-    pub full: u64,
-    /// Those of windowed layers.
-    pub windowed: u64,
-}
-
-impl Executions {
-    /// The executions of `m`'s layers.
-    fn of(m: &Model) -> Result<Self> {
-        let total = m.checked_executions()?;
-        let dense = m.dense_executions();
-        let windowed = m.window.as_ref().map_or(0, |w| m.executions_of(&w.layers));
-        let recurrent = m.recurrent_executions();
-        // Validated: recurrent, FFN-only and windowed layers are disjoint, and so are dense
-        // and mixer-only ones.
-        let attention = total - recurrent - m.executions_of(m.ffn_only());
-        Ok(Self {
-            total,
-            moe: total - dense - m.executions_of(m.mixer_only()),
-            dense,
             recurrent,
-            full: attention - windowed,
-            windowed,
+            ffn,
+            norms,
         })
     }
+}
+
+/// A layer's attention: its block, its indexer and its window.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AttentionCost {
+    /// The block.
+    pub block: AttentionBlock,
+    /// Its sparse attention indexer, if any.
+    pub indexer: Option<IndexerBlock>,
+    /// Its window, if any.
+    pub window: Option<AttentionWindow>,
+}
+
+/// A layer's FFN.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum FfnCost {
+    /// The MoE.
+    Moe(MoeBlock),
+    /// A dense FFN: its weights, which are also its multiply-adds per token.
+    Dense {
+        /// `matrices·H·width`.
+        weights: u64,
+    },
 }
 
 /// The attention block of one layer.
@@ -99,37 +171,29 @@ pub(super) struct AttentionBlock {
 
 const WHAT: &str = "params.attention";
 
-/// The attention blocks of `m`'s layers: `(windowed, full)`, one block when the
-/// full-attention layers have no shape of their own (`[model.full_attention]`).
-fn attention_blocks(m: &Model) -> Result<(AttentionBlock, AttentionBlock)> {
-    let block = attention(m, m.kv_heads, m.head_dim, false)?;
-    let full = match &m.full_attention {
-        Some(fa) => attention(m, fa.kv_heads, fa.head_dim, fa.k_eq_v)?,
-        None => block,
-    };
-    Ok((block, full))
-}
-
-/// A GQA block of `kv_heads` key/value heads of width `head_dim` (queries: `m.heads` of
-/// that width), without a value projection when `k_eq_v`: `m`'s layers, or its
-/// full-attention layers' shape.
-fn gqa(m: &Model, kv_heads: u64, head_dim: u64, k_eq_v: bool) -> Result<AttentionBlock> {
-    let h = m.hidden;
-    let q = product(&[m.heads, head_dim], WHAT)?;
+/// A GQA block of `heads` query heads and `kv_heads` key/value heads of width `head_dim`,
+/// without a value projection when `k_eq_v`, as `a` has it (gate, biases, q/k norms).
+fn gqa(
+    h: u64,
+    a: &AttentionLayer,
+    [heads, kv_heads, head_dim]: [u64; 3],
+    k_eq_v: bool,
+) -> Result<AttentionBlock> {
+    let q = product(&[heads, head_dim], WHAT)?;
     let kv = product(&[kv_heads, head_dim], WHAT)?;
     // Without a value projection (k_eq_v), the values are the keys' projection.
     let v = if k_eq_v { 0 } else { kv };
     let qkv = add(add(q, kv, WHAT)?, v, WHAT)?;
     // The output gate doubles the query projection's columns.
-    let gate = if m.attention_gate { q } else { 0 };
+    let gate = if a.gate { q } else { 0 };
     let q_proj = add(qkv, gate, WHAT)?;
     let weights = add(product(&[h, q_proj], WHAT)?, product(&[q, h], WHAT)?, WHAT)?;
-    let biases = match m.attention_bias {
+    let biases = match a.bias {
         AttentionBias::None => 0,
         AttentionBias::Qkv => qkv,
         AttentionBias::All => add(qkv, h, WHAT)?,
     };
-    let norms = match m.qk_norm {
+    let norms = match a.qk_norm {
         QkNorm::None => 0,
         QkNorm::PerHead => product(&[2, head_dim], "params.norms")?,
         QkNorm::Full => add(q, kv, "params.norms")?,
@@ -144,17 +208,22 @@ fn gqa(m: &Model, kv_heads: u64, head_dim: u64, k_eq_v: bool) -> Result<Attentio
     })
 }
 
-/// The attention block of `m`'s layers, GQA of `kv_heads` heads of width `head_dim` (with
+/// The attention block `a` on a residual stream of width `h`: GQA of its shape (with
 /// `k_eq_v`, no value projection) or MLA.
-fn attention(m: &Model, kv_heads: u64, head_dim: u64, k_eq_v: bool) -> Result<AttentionBlock> {
-    let h = m.hidden;
-    let sinks = if m.attention_sinks { m.heads } else { 0 };
-    let block = match &m.mla {
-        None => gqa(m, kv_heads, head_dim, k_eq_v)?,
-        Some(a) => {
+fn attention(h: u64, a: &AttentionLayer) -> Result<AttentionBlock> {
+    let sinks = if a.sinks { a.shape.heads() } else { 0 };
+    let block = match &a.shape {
+        AttentionShape::Gqa {
+            heads,
+            kv_heads,
+            head_dim,
+            k_eq_v,
+        } => gqa(h, a, [*heads, *kv_heads, *head_dim], *k_eq_v)?,
+        AttentionShape::Mla { heads, mla: a } => {
+            let heads = *heads;
             let qk = add(a.qk_nope_head_dim, a.qk_rope_head_dim, WHAT)?;
-            let q_out = product(&[m.heads, qk], WHAT)?;
-            let v_out = product(&[m.heads, a.v_head_dim], WHAT)?;
+            let q_out = product(&[heads, qk], WHAT)?;
+            let v_out = product(&[heads, a.v_head_dim], WHAT)?;
             let q = if a.q_lora_rank > 0 {
                 add(
                     product(&[h, a.q_lora_rank], WHAT)?,
@@ -169,7 +238,7 @@ fn attention(m: &Model, kv_heads: u64, head_dim: u64, k_eq_v: bool) -> Result<At
             let kv_b = product(
                 &[
                     a.kv_lora_rank,
-                    m.heads,
+                    heads,
                     add(a.qk_nope_head_dim, a.v_head_dim, WHAT)?,
                 ],
                 WHAT,
@@ -188,7 +257,7 @@ fn attention(m: &Model, kv_heads: u64, head_dim: u64, k_eq_v: bool) -> Result<At
         }
     };
     // The indexer's key is cached beside the latent.
-    let indexed = m.indexer.as_ref().map_or(0, |ix| ix.head_dim);
+    let indexed = a.indexer.as_ref().map_or(0, |ix| ix.head_dim);
     Ok(AttentionBlock {
         params: add(block.params, sinks, WHAT)?,
         kv: add(block.kv, indexed, "kv_cache.elements")?,
@@ -207,15 +276,16 @@ pub(super) struct IndexerBlock {
     pub score_width: u64,
 }
 
-/// The indexer of `m`'s layers, if it has one (validated: with a query latent).
-fn indexer(m: &Model) -> Result<Option<IndexerBlock>> {
+/// The indexer of the attention `a` on a residual stream of width `h`, if it has one
+/// (validated: with a query latent).
+fn indexer(h: u64, a: &AttentionLayer) -> Result<Option<IndexerBlock>> {
     const WHAT: &str = "params.indexer";
-    let (Some(ix), Some(a)) = (&m.indexer, &m.mla) else {
+    let (Some(ix), AttentionShape::Mla { mla: a, .. }) = (&a.indexer, &a.shape) else {
         return Ok(None);
     };
     let q = product(&[a.q_lora_rank, ix.heads, ix.head_dim], WHAT)?;
-    let k = product(&[m.hidden, ix.head_dim], WHAT)?;
-    let w = product(&[m.hidden, ix.heads], WHAT)?;
+    let k = product(&[h, ix.head_dim], WHAT)?;
+    let w = product(&[h, ix.heads], WHAT)?;
     let macs = add(add(q, k, WHAT)?, w, WHAT)?;
     Ok(Some(IndexerBlock {
         params: add(macs, product(&[2, ix.head_dim], WHAT)?, WHAT)?,
@@ -240,9 +310,8 @@ pub(super) struct MoeBlock {
     pub shared_macs: u64,
 }
 
-/// The MoE FFN of `m`'s MoE layers.
-fn moe(m: &Model) -> Result<MoeBlock> {
-    let (h, e) = (m.hidden, &m.moe);
+/// The MoE FFN `e` on a residual stream of width `h`.
+fn moe(h: u64, e: &Moe) -> Result<MoeBlock> {
     let matrices = e.activation.matrices();
     let weights = product(&[matrices, h, e.expert_ffn], "params.experts")?;
     let bias = if e.expert_bias {
@@ -355,17 +424,6 @@ impl RecurrentBlock {
         .try_fold(product(&[outputs, self.conv_macs], WHAT)?, |s, x| {
             add(s, x, WHAT)
         })
-    }
-}
-
-/// The recurrent mixer of `m`'s recurrent layers, if it has any.
-fn recurrent(m: &Model) -> Result<Option<RecurrentBlock>> {
-    let Some(r) = &m.recurrent else {
-        return Ok(None);
-    };
-    match &r.mixer {
-        Mixer::GatedDeltanet(g) => gated_deltanet(m.hidden, g).map(Some),
-        Mixer::Mamba2(x) => mamba2(m.hidden, x).map(Some),
     }
 }
 

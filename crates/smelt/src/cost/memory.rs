@@ -74,9 +74,11 @@
 use serde::Serialize;
 
 use super::Keys;
-use super::layer::{Executions, LayerCost};
 use crate::error::Result;
-use crate::model::{ActivationPolicy, Counting, ExpertActivation, Model, QkNorm};
+use crate::model::{
+    ActivationPolicy, AttentionLayer, AttentionShape, Consumer, Counting, ExpertActivation, Ffn,
+    LayerKind, Model, Moe, QkNorm, Stack, TokenMixer,
+};
 use crate::units::{ActivationBytes, product};
 
 /// Bytes of an fp32 log-sum-exp and of an int32 key index.
@@ -189,22 +191,36 @@ impl PerExecution {
         ActivationBytes::ratio(rows, keys.rows.queries)?
             .checked_add(ActivationBytes::from_int(product(&[fixed, times], WHAT)?))
     }
+
+    /// `self` over `times` executions, plus `acc`.
+    fn add_times(self, times: u64, acc: Self) -> Result<Self> {
+        const WHAT: &str = "activations";
+        let f = |x: u64, y: u64| crate::units::add(product(&[x, times], WHAT)?, y, WHAT);
+        Ok(Self {
+            act: f(self.act, acc.act)?,
+            rows: f(self.rows, acc.rows)?,
+            wide: f(self.wide, acc.wide)?,
+        })
+    }
 }
 
-/// What one execution of an attention block saves under `policy` (not `full`):
-/// `(norm inputs, attention, scores, indexer)`.
+/// What one execution of the attention block `a` saves under `policy` (not `full`), on a
+/// residual stream of width `h`: `(norm inputs, attention, scores, indexer)`.
 fn attention_saves(
-    m: &Model,
+    h: u64,
+    a: &AttentionLayer,
     policy: ActivationPolicy,
-) -> Result<(PerExecution, PerExecution, PerExecution, PerExecution)> {
+) -> Result<[PerExecution; 4]> {
     const WHAT: &str = "activations.attention";
-    let h = m.hidden;
     let eager = policy == ActivationPolicy::Eager;
-    let (norms, attention) = match &m.mla {
-        None => {
-            let q = product(&[m.heads, m.head_dim], WHAT)?;
-            let kv = product(&[m.kv_heads, m.head_dim], WHAT)?;
-            let qk_norms = match m.qk_norm {
+    let heads = a.shape.heads();
+    let (norms, attention) = match &a.shape {
+        AttentionShape::Gqa {
+            kv_heads, head_dim, ..
+        } => {
+            let q = product(&[heads, *head_dim], WHAT)?;
+            let kv = product(&[*kv_heads, *head_dim], WHAT)?;
+            let qk_norms = match a.qk_norm {
                 QkNorm::None => 0,
                 QkNorm::PerHead | QkNorm::Full => q + kv,
             };
@@ -212,50 +228,50 @@ fn attention_saves(
             let kv_core = if eager { q } else { kv };
             (qk_norms, h + q + 2 * kv_core + q)
         }
-        Some(a) => {
-            let qk = product(&[m.heads, a.qk_nope_head_dim + a.qk_rope_head_dim], WHAT)?;
-            let v = product(&[m.heads, a.v_head_dim], WHAT)?;
-            let latents = a.q_lora_rank + a.kv_lora_rank;
+        AttentionShape::Mla { mla, .. } => {
+            let qk = product(&[heads, mla.qk_nope_head_dim + mla.qk_rope_head_dim], WHAT)?;
+            let v = product(&[heads, mla.v_head_dim], WHAT)?;
+            let latents = mla.q_lora_rank + mla.kv_lora_rank;
             (latents, h + latents + 2 * qk + 2 * v)
         }
     };
     let scores = match policy {
         ActivationPolicy::Eager => PerExecution {
-            act: if m.attention_sinks { m.heads } else { 0 },
-            rows: m.heads,
+            act: if a.sinks { heads } else { 0 },
+            rows: heads,
             wide: 0,
         },
         ActivationPolicy::Flash => PerExecution {
-            wide: m.heads,
+            wide: heads,
             ..PerExecution::default()
         },
         ActivationPolicy::Selective | ActivationPolicy::Full => PerExecution::default(),
     };
-    let indexer = match (&m.indexer, policy) {
+    let indexer = match (&a.indexer, policy) {
         (Some(ix), ActivationPolicy::Flash | ActivationPolicy::Selective) => PerExecution {
             wide: ix.topk,
             ..PerExecution::default()
         },
         _ => PerExecution::default(),
     };
-    Ok((
+    Ok([
         PerExecution::act(2 * h + norms),
         PerExecution::act(attention),
         scores,
         indexer,
-    ))
+    ])
 }
 
-/// What one execution of a MoE FFN saves: `(router, routed experts, shared experts)`.
-fn moe_saves(m: &Model) -> Result<(u64, u64, u64)> {
+/// What one execution of the MoE FFN `e` saves on a residual stream of width `h`:
+/// `(router, routed experts, shared experts)`.
+fn moe_saves(h: u64, e: &Moe) -> Result<[PerExecution; 3]> {
     const WHAT: &str = "activations.experts";
-    let (h, e) = (m.hidden, &m.moe);
     // The gated activation's saved tensors per routed copy, in units of `expert_ffn`.
     let gated = match e.activation {
         ExpertActivation::Swiglu => 4,
         ExpertActivation::ClampedSwiglu => 7,
-        // Refused before any count (`refuse_unmodelled`): what their backward saves is not
-        // modelled.
+        // Refused before any count (the capability table): what their backward saves is
+        // not modelled.
         ExpertActivation::GeluTanh => 4,
         ExpertActivation::Relu2 => 0,
     };
@@ -267,7 +283,7 @@ fn moe_saves(m: &Model) -> Result<(u64, u64, u64)> {
     if e.shared_gate {
         shared += 1 + product(&[e.shared_experts, h], WHAT)?;
     }
-    Ok((e.experts + e.top_k, routed, shared))
+    Ok([e.experts + e.top_k, routed, shared].map(PerExecution::act))
 }
 
 /// The activation memory of `model` under `policy`, per token: each component's saves per
@@ -278,125 +294,97 @@ pub fn activations(
     counting: &Counting,
     policy: ActivationPolicy,
 ) -> Result<ActivationBreakdown> {
-    keys.check(model)?;
-    activations_over(model, keys, counting, policy, LayerCost::of(model)?.runs)
+    let stack = Stack::of(model)?;
+    keys.check(&stack)?;
+    activations_of(&stack, keys, counting, policy)
 }
 
-/// [`activations`] over the layer executions `runs` (all of the model's, or one pipeline
-/// stage's), with keys checked against the model.
-pub(super) fn activations_over(
-    model: &Model,
+/// [`activations`] of `stack`, with keys checked against it.
+pub(super) fn activations_of(
+    stack: &Stack,
     keys: &Keys,
     counting: &Counting,
     policy: ActivationPolicy,
-    runs: Executions,
 ) -> Result<ActivationBreakdown> {
-    refuse_unmodelled(model)?;
+    Consumer::Activations.check(stack)?;
+    activations_over(stack.hidden(), stack.kinds(), keys, counting, policy)
+}
+
+/// [`activations`] of the layers of `kinds` (all of a model's, or one pipeline stage's) on
+/// a residual stream of width `h`, each kind over its executions, with keys checked against
+/// the model and its features checked ([`Consumer::Activations`]).
+pub(super) fn activations_over(
+    h: u64,
+    kinds: &[LayerKind],
+    keys: &Keys,
+    counting: &Counting,
+    policy: ActivationPolicy,
+) -> Result<ActivationBreakdown> {
     let b = counting.activation_bytes;
+    let zero = PerExecution::default();
+    // Per component: the saves of every kind times its executions.
+    let (mut norms, mut attention, mut scores, mut indexer) = (zero, zero, zero, zero);
+    let (mut router, mut experts, mut shared, mut dense) = (zero, zero, zero, zero);
+    let mut total = 0u64;
+    for k in kinds {
+        let x = k.executions;
+        total = crate::units::add(total, x, "activations")?;
+        if policy == ActivationPolicy::Full {
+            continue;
+        }
+        if let Some(TokenMixer::Attention(a)) = &k.layer.mixer {
+            let [n, at, sc, ix] = attention_saves(h, a, policy)?;
+            norms = n.add_times(x, norms)?;
+            attention = at.add_times(x, attention)?;
+            scores = sc.add_times(x, scores)?;
+            indexer = ix.add_times(x, indexer)?;
+        }
+        match &k.layer.ffn {
+            Some(Ffn::Moe(e)) => {
+                let [r, ex, sh] = moe_saves(h, e)?;
+                router = r.add_times(x, router)?;
+                experts = ex.add_times(x, experts)?;
+                shared = sh.add_times(x, shared)?;
+            }
+            Some(Ffn::Dense { width, .. }) => {
+                let saves = PerExecution::act(product(&[4, *width], "activations.dense")?);
+                dense = saves.add_times(x, dense)?;
+            }
+            None => {}
+        }
+    }
     let at = |saves: PerExecution, times: u64| saves.bytes(keys, b, times);
     if policy == ActivationPolicy::Full {
         return Ok(ActivationBreakdown {
-            layer_inputs: at(PerExecution::act(model.hidden), runs.total)?,
+            layer_inputs: at(PerExecution::act(h), total)?,
             ..ActivationBreakdown::default()
         });
     }
-    let (norms, attention, scores, indexer) = attention_saves(model, policy)?;
-    let (router, experts, shared) = moe_saves(model)?;
-    let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
     Ok(ActivationBreakdown {
         layer_inputs: ActivationBytes::ZERO,
-        norms: at(norms, runs.total)?,
-        attention: at(attention, runs.total)?,
-        scores: at(scores, runs.total)?,
-        indexer: at(indexer, runs.total)?,
-        ffn_input: at(PerExecution::act(model.hidden), runs.total)?,
-        router: at(PerExecution::act(router), runs.moe)?,
-        experts: at(PerExecution::act(experts), runs.moe)?,
-        shared: at(PerExecution::act(shared), runs.moe)?,
-        dense: at(
-            PerExecution::act(product(&[4, dense_ffn], "activations.dense")?),
-            runs.dense,
-        )?,
+        norms: at(norms, 1)?,
+        attention: at(attention, 1)?,
+        scores: at(scores, 1)?,
+        indexer: at(indexer, 1)?,
+        ffn_input: at(PerExecution::act(h), total)?,
+        router: at(router, 1)?,
+        experts: at(experts, 1)?,
+        shared: at(shared, 1)?,
+        dense: at(dense, 1)?,
     })
 }
 
-/// The activation memory does not count recurrent token mixers, the attention output gate,
-/// Gemma 4's pieces ([`gemma_pieces`]), one-block layers nor the relu2 MLP: an error naming
-/// the field for a model with any.
-pub(crate) fn refuse_unmodelled(model: &Model) -> Result<()> {
-    if let Some(r) = &model.recurrent {
-        return Err(crate::Error::invalid(
-            "model.recurrent",
-            format!(
-                "the activation memory does not count {} layers (what their chunked \
-                 recurrence saves for the backward pass is not modelled): activations are not \
-                 reported for this model and cannot be matched",
-                r.mixer.as_str()
-            ),
-        ));
-    }
-    if model.attention_gate {
-        return Err(crate::Error::invalid(
-            "model.attention_gate",
-            "the activation memory does not count the attention output gate (what its \
-             sigmoid and product save is not modelled): activations are not reported for this \
-             model and cannot be matched",
-        ));
-    }
-    if let Some(field) = gemma_pieces(model) {
-        return Err(crate::Error::invalid(
-            field,
-            "the activation memory does not count Gemma 4's pieces (per-layer attention \
-             shapes, the value norm, the post norms, the MoE block's branch norms, the \
-             router's scales, the GeGLU activation: what they save for the backward pass is \
-             not modelled): activations are not reported for this model and cannot be matched",
-        ));
-    }
-    if model.blocks.is_some() {
-        return Err(crate::Error::invalid(
-            "model.blocks",
-            "the activation memory does not count layers with one block (a mixer or an FFN \
-             alone, with one norm): activations are not reported for this model and cannot \
-             be matched",
-        ));
-    }
-    if model.moe.activation == crate::model::ExpertActivation::Relu2 {
-        return Err(crate::Error::invalid(
-            "model.moe.activation",
-            "the activation memory does not count the ungated relu2 MLP (what it saves is \
-             not modelled): activations are not reported for this model and cannot be matched",
-        ));
-    }
-    Ok(())
-}
-
-/// The first of Gemma 4's pieces `model` has, as its field, which the activation memory,
-/// the training memory and the kernel plan do not describe; `None` without any.
-pub(crate) fn gemma_pieces(model: &Model) -> Option<&'static str> {
-    [
-        (model.full_attention.is_some(), "model.full_attention"),
-        (model.v_norm, "model.v_norm"),
-        (model.post_norms, "model.post_norms"),
-        (model.moe.branch_norms, "model.moe.branch_norms"),
-        (model.moe.router_scale, "model.moe.router_scale"),
-        (
-            model.moe.activation == ExpertActivation::GeluTanh,
-            "model.moe.activation",
-        ),
-    ]
-    .into_iter()
-    .find_map(|(on, field)| on.then_some(field))
-}
-
 /// The activation report of `model` on a workload of `context` tokens: every policy; for
-/// a model with recurrent layers, no policy and the reason ([`ActivationReport::refused`]).
+/// a model holding a feature the activation memory does not model, no policy and the
+/// reason ([`ActivationReport::refused`]).
 pub fn activation_report(
     model: &Model,
     keys: &Keys,
     context: u64,
     counting: &Counting,
 ) -> Result<ActivationReport> {
-    if let Err(e) = refuse_unmodelled(model) {
+    let stack = Stack::of(model)?;
+    if let Err(e) = Consumer::Activations.check(&stack) {
         return Ok(ActivationReport {
             activation_bytes: counting.activation_bytes,
             budget: counting.activations,
@@ -404,10 +392,11 @@ pub fn activation_report(
             refused: Some(e.to_string()),
         });
     }
+    keys.check(&stack)?;
     let policies = ActivationPolicy::ALL
         .iter()
         .map(|&policy| {
-            let breakdown = activations(model, keys, counting, policy)?;
+            let breakdown = activations_of(&stack, keys, counting, policy)?;
             let per_token = breakdown.total()?;
             Ok(PolicyActivations {
                 policy,

@@ -75,8 +75,8 @@
 //!   sequence, `c·w` convolution inputs (as Transformers' cache keeps them) and the
 //!   `n_v·d_k·d_v` delta-rule matrix per execution, reported beside the KV cache and included
 //!   in the cache held at the context. The activation memory, the training memory and the
-//!   kernel plan do not describe recurrent layers and refuse them by name (nor one-block
-//!   layers and the relu2 MLP below).
+//!   kernel plan do not describe recurrent layers (nor one-block layers and the relu2 MLP
+//!   below): they refuse them by name (the capability table below).
 //! * **Full-attention layers of their own shape** (`[model.full_attention]`, Gemma 4's
 //!   `global_head_dim` and `num_global_key_value_heads`): the layers neither windowed nor
 //!   recurrent have `kv_heads'` key/value heads of width `d'` (queries: `heads` of `d'`),
@@ -88,8 +88,9 @@
 //!   (they differ after their norms). The value norm (`v_norm`) has no scale: no parameters.
 //!   Gemma 4's dense MLP beside its experts is one ungated shared expert (it runs on every
 //!   token beside the routed ones). The activation memory, the training memory, the kernel
-//!   plan and the launcher conventions refuse these pieces by name; the search matches a
-//!   Gemma 4 Baseline, keeping the full-attention layers' shape.
+//!   plan and the launcher conventions refuse these pieces by name (the capability table
+//!   below); the search matches a Gemma 4 Baseline, keeping the full-attention layers'
+//!   shape.
 //! * **Mamba-2 layers** (`[model.recurrent]` mixer `mamba2`, Nemotron-H's, with `n_h`
 //!   heads of width `d`, inner width `I = n_h·d`, state `N`, `g` groups sharing `B` and `C`, a
 //!   `w`-tap depthwise convolution over `c = I + 2·g·N` channels and the config's chunk
@@ -194,6 +195,45 @@
 //! full). Norms, biases, softmax, activations, the gate's sigmoid, routing top-k and residual
 //! adds are not counted as FLOPs.
 //!
+//! # The model as the counts read it
+//!
+//! Every count reads the model resolved once ([`crate::model::Stack`]): one description per
+//! physical layer (its token mixer, attention shape, window and indexer, FFN, norms and
+//! executions), layers with equal descriptions grouped into kinds. Each kind is priced once
+//! ([`layer_cost`] gives one layer's parameters and forward FLOPs per execution); the
+//! parameters sum its cost over its physical layers, the FLOPs, KV cache and activations
+//! over its executions. What a consumer of the stack does not describe is refused by name,
+//! in one wording (`<field>: <consumer> does not model <feature>: ...`), as this table says
+//! ([`crate::model::capability`]; the HF export builds each feature in the families whose
+//! code has it):
+//!
+//! <!-- capabilities:begin -->
+//! | feature (model field) | FLOPs, params, KV | activations | training memory | kernel plan | launcher FLOP formulas | HF export |
+//! |---|---|---|---|---|---|---|
+//! | multi-head latent attention (`[model.mla]`) | yes | yes | yes | yes | yes | yes |
+//! | sliding-window layers (`[model.window]`) | yes | yes | yes | yes | yes | yes |
+//! | chunked-attention layers (`[model.window]`) | yes | yes | yes | yes | yes | yes |
+//! | attention sinks (`model.attention_sinks`) | yes | yes | yes | yes | yes | yes |
+//! | a router bias (`model.moe.router_bias`) | yes | yes | yes | yes | yes | yes |
+//! | biases in the experts (`model.moe.expert_bias`) | yes | yes | yes | yes | yes | yes |
+//! | gpt-oss's clamped SwiGLU (`model.moe.activation`) | yes | yes | yes | yes | yes | yes |
+//! | MTP modules (`model.mtp_layers`) | yes | yes | no | yes | yes | yes |
+//! | LayerNorms with a bias (`model.norm_bias`) | yes | yes | yes | yes | yes | yes |
+//! | a bias on the LM head (`model.lm_head_bias`) | yes | yes | yes | yes | yes | yes |
+//! | a sparse attention indexer (`[model.indexer]`) | yes | yes | yes | yes | yes | yes |
+//! | gated_deltanet layers (`[model.recurrent]`) | yes | no | no | no | yes | yes |
+//! | mamba2 layers (`[model.recurrent]`) | yes | no | no | no | yes | yes |
+//! | an attention output gate (`model.attention_gate`) | yes | no | no | no | yes | yes |
+//! | layers with one block (`[model.blocks]`) | yes | no | no | no | yes | yes |
+//! | the ungated relu2 MLP (`model.moe.activation`) | yes | no | no | no | yes | yes |
+//! | full-attention layers of their own shape (`[model.full_attention]`) | yes | no | no | no | no | yes |
+//! | a norm on the values (`model.v_norm`) | yes | no | no | no | yes | yes |
+//! | post-attention and post-FFN norms (`model.post_norms`) | yes | no | no | no | yes | yes |
+//! | norms around the MoE branches (`model.moe.branch_norms`) | yes | no | no | no | yes | yes |
+//! | the router's learned scales (`model.moe.router_scale`) | yes | no | no | no | yes | yes |
+//! | Gemma's GeGLU (`model.moe.activation`) | yes | no | no | no | yes | yes |
+//! <!-- capabilities:end -->
+//!
 //! In the code: c̄ is [`MeanKeys`] (the windowed layers' [`MeanKeys::windowed`], an indexer's
 //! [`Keys::selected`]), the cache one sequence holds is [`KvAtContext`], the fully-activated
 //! control is [`ModelSpec::control`], and a model is measured against its Baseline's control
@@ -204,6 +244,7 @@
 
 mod attention;
 mod compare;
+mod count;
 mod layer;
 pub mod memory;
 mod per_budget;
@@ -212,6 +253,7 @@ mod types;
 
 pub use attention::{Keys, MeanKeys, Shortcut};
 pub use compare::{Comparison, compare};
+pub use count::layer_cost;
 pub use memory::{
     ActivationBreakdown, ActivationReport, PolicyActivations, activation_report, activations,
 };
@@ -224,144 +266,18 @@ pub use types::{
 };
 
 use crate::error::{Error, Result};
-use crate::model::{Counting, KvCount, Model, ModelSpec, Workload};
-use crate::units::{Bytes, Flops, KvElements, Params, product};
-use layer::LayerCost;
+use crate::model::{Consumer, Counting, KvCount, Model, ModelSpec, Stack, Workload};
+use crate::units::{Bytes, Flops, KvElements, product};
+use layer::StackCost;
 
 /// FLOPs per multiply-add.
 pub const FLOPS_PER_MULTIPLY_ADD: u64 = 2;
 /// Training FLOPs over forward FLOPs (forward + a backward of twice the forward).
 pub const TRAINING_OVER_FORWARD: u64 = 3;
 
-/// `(MoE, dense)` physical layers.
-fn layer_split(model: &Model) -> (u64, u64) {
-    (model.moe_layers(), model.dense_layers())
-}
-
-/// The embedding and LM-head matrices counted: `(embeddings, lm_head)`.
-fn vocab_matrices(model: &Model, counting: &Counting) -> Result<(Params, Params)> {
-    let matrix = Params(product(&[model.vocab, model.hidden], "params.embeddings")?);
-    let embeddings = if counting.embeddings {
-        matrix
-    } else {
-        Params::ZERO
-    };
-    let lm_head = if counting.lm_head && !(model.tie_embeddings && counting.embeddings) {
-        matrix
-    } else {
-        Params::ZERO
-    };
-    let bias = Params(if counting.lm_head && model.lm_head_bias {
-        model.vocab
-    } else {
-        0
-    });
-    Ok((embeddings, lm_head.checked_add(bias)?))
-}
-
-/// Parameters of the multi-token-prediction modules when counted: `(total, active)`.
-fn mtp_params(model: &Model, layer: &LayerCost, counting: &Counting) -> Result<(Params, Params)> {
-    if !counting.mtp || model.mtp_layers == 0 {
-        return Ok((Params::ZERO, Params::ZERO));
-    }
-    let h = model.hidden;
-    // An MTP module's block has full attention.
-    let (a, f) = (&layer.full_attention, &layer.moe);
-    let (embeddings, lm_head) = vocab_matrices(model, counting)?;
-    // The block (attention with its indexer, MoE, two norms), the projection of [norm(h); norm(embedding)]
-    // (2H x H), three norms (enorm, hnorm, the head's norm) and the module's own embedding
-    // and head, as the checkpoint stores them.
-    let indexer = layer.indexer.map_or(0, |ix| ix.params);
-    let common = Params::sum(&[
-        Params(a.params),
-        Params(a.norms),
-        Params(indexer),
-        Params(product(&[5, model.norm_params()], "params.mtp")?),
-        Params(product(&[2, h, h], "params.mtp")?),
-        Params(f.router),
-        Params(f.shared),
-        embeddings,
-        lm_head,
-    ])?;
-    let total = common.checked_add(Params(f.experts))?;
-    let active = common.checked_add(Params(f.active_experts))?;
-    Ok((
-        total.checked_mul(model.mtp_layers)?,
-        active.checked_mul(model.mtp_layers)?,
-    ))
-}
-
 /// Parameters of `model`: `(total, active)` breakdowns.
 pub fn params(model: &Model, counting: &Counting) -> Result<(ParamBreakdown, ParamBreakdown)> {
-    params_of(model, &LayerCost::of(model)?, counting)
-}
-
-/// [`params`] of `model`, whose layers are `layer`.
-fn params_of(
-    model: &Model,
-    layer: &LayerCost,
-    counting: &Counting,
-) -> Result<(ParamBreakdown, ParamBreakdown)> {
-    let (h, l) = (model.hidden, model.layers);
-    let (moe_layers, dense_layers) = layer_split(model);
-    let (a, fa, f) = (&layer.attention, &layer.full_attention, &layer.moe);
-    let per_moe_layer = |x: u64| Params(x).checked_mul(moe_layers);
-    let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
-    let norm = model.norm_params();
-    // Recurrent and FFN-only layers have no attention block (nor its q/k norms); a
-    // recurrent mixer's own weights, its gated norm included, are `recurrent`. The windowed
-    // layers have the model's attention shape, the full-attention layers theirs.
-    let attention_layers = model.attention_layers();
-    let windowed_layers = model.windowed_layers();
-    let full_layers = attention_layers - windowed_layers;
-    // Two norms per layer (four with post norms), one in a one-block layer (validated:
-    // never with post norms), three more per MoE layer with branch norms, and the attention
-    // blocks' own.
-    let one_block = (model.mixer_only().len() + model.ffn_only().len()) as u64;
-    let per_layer_norms = if model.post_norms { 4 } else { 2 };
-    let branch_norms = if model.moe.branch_norms { 3 } else { 0 };
-    let layer_norms = [
-        product(&[branch_norms, norm, moe_layers], "params.norms")?,
-        product(&[a.norms, windowed_layers], "params.norms")?,
-        product(&[fa.norms, full_layers], "params.norms")?,
-    ]
-    .into_iter()
-    .try_fold(
-        product(
-            &[norm, per_layer_norms * (l - one_block) + one_block],
-            "params.norms",
-        )?,
-        |s, x| crate::units::add(s, x, "params.norms"),
-    )?;
-    let recurrent =
-        Params(layer.recurrent.map_or(0, |r| r.params)).checked_mul(model.recurrent_layers())?;
-    let ffn_matrices = model.moe.activation.matrices();
-    let (embeddings, lm_head) = vocab_matrices(model, counting)?;
-    let (mtp, active_mtp) = mtp_params(model, layer, counting)?;
-    let total = ParamBreakdown {
-        attention: Params(a.params)
-            .checked_mul(windowed_layers)?
-            .checked_add(Params(fa.params).checked_mul(full_layers)?)?,
-        experts: per_moe_layer(f.experts)?,
-        router: per_moe_layer(f.router)?,
-        shared: per_moe_layer(f.shared)?,
-        dense: Params(product(
-            &[ffn_matrices, h, dense_ffn, dense_layers],
-            "params.dense",
-        )?),
-        norms: Params(layer_norms).checked_add(Params(norm))?,
-        indexer: Params(layer.indexer.map_or(0, |ix| ix.params)).checked_mul(l)?,
-        embeddings,
-        lm_head,
-        mtp,
-        recurrent,
-    };
-    let active = ParamBreakdown {
-        experts: per_moe_layer(f.active_experts)?,
-        mtp: active_mtp,
-        ..total
-    };
-    Ok((total, active))
+    count::params_of(model, &StackCost::of(&Stack::of(model)?)?, counting)
 }
 
 /// Forward FLOPs per token of `model` on `workload`, by component.
@@ -379,158 +295,21 @@ pub fn forward_flops_with(
     keys: &Keys,
     counting: &Counting,
 ) -> Result<FlopBreakdown> {
-    keys.check(model)?;
-    forward_of(model, &LayerCost::of(model)?, keys, counting)
-}
-
-/// [`forward_flops_with`] of `model`, whose layers are `layer`, with keys checked against it.
-fn forward_of(
-    model: &Model,
-    layer: &LayerCost,
-    keys: &Keys,
-    counting: &Counting,
-) -> Result<FlopBreakdown> {
-    let h = model.hidden;
-    // The windowed layers have the model's attention shape, the full ones theirs.
-    let (a, fa, f, x) = (
-        &layer.attention,
-        &layer.full_attention,
-        &layer.moe,
-        &layer.runs,
-    );
-    let flops = |macs: u64, times: u64, what| {
-        Ok::<_, crate::Error>(Flops::from_int(product(&[2, macs, times], what)?))
-    };
-    // With an indexer, every layer's core attends the selected keys and the indexer scores
-    // the full ones: per execution, its projections and `score_width` per scored key.
-    let (core, indexer_per) = match (layer.indexer, keys.selected) {
-        (Some(ix), Some((_, selected))) => (
-            selected.attention_flops(fa.core_width)?,
-            flops(ix.macs, 1, "flops.indexer")?
-                .checked_add(keys.full.attention_flops(ix.score_width)?)?,
-        ),
-        _ => (keys.full.attention_flops(fa.core_width)?, Flops::ZERO),
-    };
-    let mut attention_core = core.checked_mul(x.full)?;
-    // A recurrent layer's mixer: its projections per token, and its convolution and delta
-    // rule over the `context`-token sequence, per token of it.
-    let (recurrent_projections, recurrent_core) = match (layer.recurrent, keys.sequence) {
-        (Some(r), Some(t)) => (
-            flops(r.macs, x.recurrent, "flops.recurrent")?,
-            Flops::ratio(
-                u128::from(product(
-                    &[2, r.sequence_macs(t)?, x.recurrent],
-                    "flops.recurrent",
-                )?),
-                u128::from(t),
-            )?,
-        ),
-        _ => (Flops::ZERO, Flops::ZERO),
-    };
-    if let Some((_, _, w)) = keys.windowed {
-        attention_core = attention_core
-            .checked_add(w.attention_flops(a.core_width)?.checked_mul(x.windowed)?)?;
-    }
-    let dense_ffn = model.dense.as_ref().map_or(0, |d| d.ffn);
-    let lm_head_macs = product(&[h, model.vocab], "flops.lm_head")?;
-    let lm_head = if counting.lm_head {
-        flops(lm_head_macs, 1, "flops.lm_head")?
-    } else {
-        Flops::ZERO
-    };
-    let mtp = if counting.mtp && model.mtp_layers > 0 {
-        // Per module: the projection of [norm(h); norm(embedding)], one MoE layer with full
-        // attention (and its indexer), and the head when it is counted.
-        let macs = [fa.macs, f.router_macs, f.expert_macs, f.shared_macs]
-            .into_iter()
-            .try_fold(product(&[2, h, h], "flops.mtp")?, |s, m| {
-                crate::units::add(s, m, "flops.mtp")
-            })?;
-        let head = if counting.lm_head { lm_head_macs } else { 0 };
-        flops(
-            crate::units::add(macs, head, "flops.mtp")?,
-            model.mtp_layers,
-            "flops.mtp",
-        )?
-        .checked_add(core.checked_mul(model.mtp_layers)?)?
-        .checked_add(indexer_per.checked_mul(model.mtp_layers)?)?
-    } else {
-        Flops::ZERO
-    };
-    Ok(FlopBreakdown {
-        projections: flops(a.macs, x.windowed, "flops.projections")?.checked_add(flops(
-            fa.macs,
-            x.full,
-            "flops.projections",
-        )?)?,
-        attention_core,
-        router: flops(f.router_macs, x.moe, "flops.router")?,
-        experts: flops(f.expert_macs, x.moe, "flops.experts")?,
-        shared: flops(f.shared_macs, x.moe, "flops.shared")?,
-        dense: flops(
-            product(
-                &[model.moe.activation.matrices(), h, dense_ffn],
-                "flops.dense",
-            )?,
-            x.dense,
-            "flops.dense",
-        )?,
-        lm_head,
-        mtp,
-        indexer: indexer_per.checked_mul(x.total)?,
-        recurrent_projections,
-        recurrent_core,
-    })
-}
-
-/// KV-cache elements per token: the attention block's per execution, over the attention
-/// layers' executions.
-fn kv_elements(layer: &LayerCost) -> Result<KvElements> {
-    const WHAT: &str = "kv_cache.elements";
-    Ok(KvElements(crate::units::add(
-        product(&[layer.attention.kv, layer.runs.windowed], WHAT)?,
-        product(&[layer.full_attention.kv, layer.runs.full], WHAT)?,
-        WHAT,
-    )?))
-}
-
-/// The recurrent layers' state one sequence holds: `(conv, delta)` elements over all their
-/// executions (zero without recurrent layers).
-fn recurrent_state(layer: &LayerCost) -> Result<(u64, u64)> {
-    let n = layer.runs.recurrent;
-    layer.recurrent.map_or(Ok((0, 0)), |r| {
-        Ok((
-            product(&[r.conv_state, n], "kv_cache.state")?,
-            product(&[r.delta_state, n], "kv_cache.state")?,
-        ))
-    })
-}
-
-/// KV-cache elements one sequence of `context` tokens holds at its end: `context` entries
-/// per full layer execution, `held` (at most the window) per windowed one, and the
-/// recurrent layers' state.
-fn kv_held(layer: &LayerCost, context: u64, held: u64) -> Result<KvElements> {
-    const WHAT: &str = "kv_cache.at_context";
-    let full = product(&[layer.full_attention.kv, layer.runs.full, context], WHAT)?;
-    let windowed = product(&[layer.attention.kv, layer.runs.windowed, held], WHAT)?;
-    let (conv, delta) = recurrent_state(layer)?;
-    let state = crate::units::add(conv, delta, WHAT)?;
-    Ok(KvElements(crate::units::add(
-        crate::units::add(full, windowed, WHAT)?,
-        state,
-        WHAT,
-    )?))
+    let stack = Stack::of(model)?;
+    keys.check(&stack)?;
+    count::forward_of(model, &StackCost::of(&stack)?, keys, counting)
 }
 
 /// KV cache of `model` on `workload`: per token, and held by one sequence at the context.
 pub fn kv_cache(model: &Model, workload: &Workload, counting: &Counting) -> Result<KvReport> {
-    kv_report(model, &LayerCost::of(model)?, workload, counting)
+    let stack = Stack::of(model)?;
+    kv_report(&stack, &StackCost::of(&stack)?, workload, counting)
 }
 
-/// [`kv_cache`] of `model`, whose layers are `layer`.
+/// [`kv_cache`] of `stack`, whose layers cost `cost`.
 fn kv_report(
-    model: &Model,
-    layer: &LayerCost,
+    stack: &Stack,
+    cost: &StackCost,
     workload: &Workload,
     counting: &Counting,
 ) -> Result<KvReport> {
@@ -540,19 +319,16 @@ fn kv_report(
             "kv_cache.bytes",
         )?))
     };
-    let elements = kv_elements(layer)?;
+    let (elements, (conv, delta)) = count::kv_elements(cost, None)?;
     let context = workload.context;
-    let held = model.window.as_ref().map(|w| w.size.min(context));
-    let at_context = kv_at_context(model, layer, context)?;
+    let window = stack.window();
+    let held = window.map(|w| w.size.min(context));
+    let at_context = kv_at_context(stack, cost, context)?;
     // Transformers' sliding-window cache: W - 1 keys after a prefill of at least W tokens.
     // Its chunked layers use the same cache with the window set to the chunk: C - 1.
-    let cache_held = model
-        .window
-        .as_ref()
-        .filter(|w| w.size <= context)
-        .map(|w| w.size - 1);
+    let cache_held = window.filter(|w| w.size <= context).map(|w| w.size - 1);
     let elements_cache = match cache_held {
-        Some(h) => Some(kv_held(layer, context, h)?),
+        Some(h) => Some(count::kv_held(cost, context, h)?),
         None => None,
     };
     Ok(KvReport {
@@ -566,9 +342,8 @@ fn kv_report(
             elements_cache,
         },
         budget: counting.kv,
-        recurrent_state: match layer.recurrent {
-            Some(r) => {
-                let (conv, delta) = recurrent_state(layer)?;
+        recurrent_state: match (cost.recurrent(), stack.recurrent()) {
+            (Some(r), Some(mixer)) => {
                 let elements = KvElements(crate::units::add(conv, delta, "kv_cache.state")?);
                 let fp32 = crate::units::add(
                     product(&[conv, workload.kv_dtype_bytes], "kv_cache.state")?,
@@ -576,37 +351,38 @@ fn kv_report(
                     "kv_cache.state",
                 )?;
                 Some(RecurrentState {
-                    kind: model.recurrent.as_ref().map_or("", |m| m.mixer.as_str()),
+                    kind: mixer.as_str(),
                     conv_per_execution: r.conv_state,
                     delta_per_execution: r.delta_state,
-                    executions: layer.runs.recurrent,
+                    executions: cost.recurrent_executions(),
                     elements,
                     bytes: bytes(elements)?,
                     bytes_fp32_delta: Bytes(fp32),
                 })
             }
-            None => None,
+            _ => None,
         },
     })
 }
 
 /// The KV budget `counting` asks for.
 fn kv_budget(
-    model: &Model,
-    layer: &LayerCost,
+    stack: &Stack,
+    cost: &StackCost,
     context: u64,
     counting: &Counting,
 ) -> Result<KvElements> {
     match counting.kv {
-        KvCount::PerToken => kv_elements(layer),
-        KvCount::AtContext => kv_at_context(model, layer, context),
+        KvCount::PerToken => Ok(count::kv_elements(cost, None)?.0),
+        KvCount::AtContext => kv_at_context(stack, cost, context),
     }
 }
 
-/// [`kv_held`] under smelt's convention: `min(window, context)` keys per windowed layer.
-fn kv_at_context(model: &Model, layer: &LayerCost, context: u64) -> Result<KvElements> {
-    let held = model.window.as_ref().map_or(0, |w| w.size.min(context));
-    kv_held(layer, context, held)
+/// [`count::kv_held`] under smelt's convention: `min(window, context)` keys per windowed
+/// layer.
+fn kv_at_context(stack: &Stack, cost: &StackCost, context: u64) -> Result<KvElements> {
+    let held = stack.window().map_or(0, |w| w.size.min(context));
+    count::kv_held(cost, context, held)
 }
 
 /// The budgets of a validated spec, without the report around them.
@@ -627,18 +403,22 @@ pub fn budgets_with(
     context: u64,
     counting: &Counting,
 ) -> Result<Budgets> {
-    keys.check(model)?;
-    let layer = LayerCost::of(model)?;
-    let (total, _) = params_of(model, &layer, counting)?;
-    let forward = forward_of(model, &layer, keys, counting)?.total()?;
+    let stack = Stack::of(model)?;
+    keys.check(&stack)?;
+    let cost = StackCost::of(&stack)?;
+    let (total, _) = count::params_of(model, &cost, counting)?;
+    let forward = count::forward_of(model, &cost, keys, counting)?.total()?;
     Ok(Budgets {
         flops: forward.checked_mul(TRAINING_OVER_FORWARD)?,
         params: total.total()?,
-        kv: kv_budget(model, &layer, context, counting)?,
-        // Not counted for recurrent layers: 0, which the objective refuses to weigh.
-        activations: match memory::refuse_unmodelled(model) {
-            Err(_) => crate::units::ActivationBytes::ZERO,
-            Ok(()) => activations(model, keys, counting, counting.activations)?.total()?,
+        kv: kv_budget(&stack, &cost, context, counting)?,
+        // Not counted for what the activation memory does not model: 0, which the
+        // objective refuses to weigh.
+        activations: match Consumer::Activations.unhandled_in(&stack) {
+            Some(_) => crate::units::ActivationBytes::ZERO,
+            None => {
+                memory::activations_of(&stack, keys, counting, counting.activations)?.total()?
+            }
         },
     })
 }
@@ -650,13 +430,13 @@ pub fn budgets_with(
 /// not fit in 128 bits (its denominators are products of the document and token counts).
 fn shortcut(
     spec: &ModelSpec,
-    layer: &LayerCost,
+    layer: &StackCost,
     keys: &Keys,
     exact: Flops,
 ) -> Result<Option<Shortcut>> {
     let at_mean = keys.at_mean_length(&spec.workload).and_then(|at| {
         at.map(|(mean, short)| {
-            let forward = forward_of(&spec.model, layer, &short, &spec.counting)?.total()?;
+            let forward = count::forward_of(&spec.model, layer, &short, &spec.counting)?.total()?;
             Ok((mean, short, forward.checked_mul(TRAINING_OVER_FORWARD)?))
         })
         .transpose()
@@ -685,10 +465,11 @@ pub fn cost(spec: &ModelSpec) -> Result<Cost> {
 pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
     spec.validate()?;
     baseline.validate()?;
-    let layer = LayerCost::of(&spec.model)?;
-    let keys = Keys::of(&spec.workload, &spec.model)?;
-    let (breakdown, active_breakdown) = params_of(&spec.model, &layer, &spec.counting)?;
-    let forward_breakdown = forward_of(&spec.model, &layer, &keys, &spec.counting)?;
+    let stack = Stack::of(&spec.model)?;
+    let layer = StackCost::of(&stack)?;
+    let keys = Keys::of_stack(&spec.workload, &stack)?;
+    let (breakdown, active_breakdown) = count::params_of(&spec.model, &layer, &spec.counting)?;
+    let forward_breakdown = count::forward_of(&spec.model, &layer, &keys, &spec.counting)?;
     let forward = forward_breakdown.total()?;
     let training = forward.checked_mul(TRAINING_OVER_FORWARD)?;
     let total = breakdown.total()?;
@@ -718,7 +499,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             workload: spec.workload.clone(),
         },
         physical_layers: spec.model.layers,
-        layer_executions: layer.runs.total,
+        layer_executions: stack.executions(),
         params: ParamReport {
             total,
             active: active_breakdown.total()?,
@@ -730,7 +511,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             forward,
             forward_breakdown,
         },
-        kv_cache_per_token: kv_report(&spec.model, &layer, &spec.workload, &spec.counting)?,
+        kv_cache_per_token: kv_report(&stack, &layer, &spec.workload, &spec.counting)?,
         activations: activation_report(&spec.model, &keys, spec.workload.context, &spec.counting)?,
         training: spec
             .training

@@ -60,10 +60,12 @@
 use serde::Serialize;
 
 use super::Keys;
-use super::layer::Executions;
 use super::memory::activations_over;
 use crate::error::{Error, Result};
-use crate::model::{ActivationPolicy, AttentionBias, Counting, Model, ModelSpec, QkNorm, Training};
+use crate::model::{
+    ActivationPolicy, AttentionBias, AttentionLayer, AttentionShape, Consumer, Counting, Ffn,
+    Layer, LayerKind, ModelSpec, QkNorm, Stack, TokenMixer, Training,
+};
 use crate::units::{ActivationBytes, Bytes, Params, product};
 
 const WHAT: &str = "training memory";
@@ -129,74 +131,85 @@ pub struct TrainingMemory {
     pub pipeline_note: Option<String>,
 }
 
-/// [`TrainingMemory::pipeline_note`] for a loop over layers `first..=last` on stages of
-/// `per_stage` layers.
-fn pipeline_note(m: &Model, pp: u64, per_stage: u64) -> Option<String> {
-    let l = m.looping.as_ref().filter(|l| l.repeats > 1 && l.span > 0)?;
-    let last = l.first + l.span - 1;
-    let (from, to) = ((l.first - 1) / per_stage + 1, (last - 1) / per_stage + 1);
+/// [`TrainingMemory::pipeline_note`] for `stack`'s loop on stages of `per_stage` layers.
+fn pipeline_note(stack: &Stack, pp: u64, per_stage: u64) -> Option<String> {
+    let l = stack.looping().filter(|l| l.repeats > 1 && l.span > 0)?;
+    let (first, span) = (l.first as u64 + 1, l.span as u64);
+    let last = first + span - 1;
+    let (from, to) = ((first - 1) / per_stage + 1, (last - 1) / per_stage + 1);
     (pp > 1 && from != to).then(|| {
         format!(
-            "the loop (layers {}-{last}, x{}) crosses pipeline stages {from}-{to}: each \
+            "the loop (layers {first}-{last}, x{}) crosses pipeline stages {from}-{to}: each \
              micro-batch passes them {} times, which the 1F1B count of micro-batches in \
              flight (pp - s + 1 on stage s) does not describe; the activations per GPU of \
              those stages are not exact",
-            l.first, l.repeats, l.repeats
+            l.repeats, l.repeats
         )
     })
 }
 
-/// Parameters of one physical layer on one GPU: `(non-expert, expert)`.
-fn layer_shard(m: &Model, t: u64, ep: u64, dense: bool) -> Result<(u64, u64)> {
-    let h = m.hidden;
-    let add = |xs: &[u64]| {
-        xs.iter()
-            .try_fold(0u64, |s, &x| s.checked_add(x))
-            .ok_or(Error::Overflow { what: WHAT })
-    };
-    let sinks = if m.attention_sinks { m.heads / t } else { 0 };
-    let attention = match &m.mla {
-        None => {
-            let (q, kv) = (product(&[m.heads, m.head_dim], WHAT)?, m.kv_width());
-            let qkv = add(&[q, kv, kv])?;
-            let bias = match m.attention_bias {
+/// The checked sum of `xs`.
+fn sum(xs: &[u64]) -> Result<u64> {
+    xs.iter()
+        .try_fold(0u64, |s, &x| s.checked_add(x))
+        .ok_or(Error::Overflow { what: WHAT })
+}
+
+/// Parameters of the attention block `a` (with its sinks and indexer) on one GPU of `t`
+/// tensor-parallel ranks, on a residual stream of width `h`.
+fn attention_shard(h: u64, a: &AttentionLayer, t: u64) -> Result<u64> {
+    let heads = a.shape.heads();
+    let sinks = if a.sinks { heads / t } else { 0 };
+    let attention = match &a.shape {
+        AttentionShape::Gqa {
+            kv_heads, head_dim, ..
+        } => {
+            let (q, kv) = (
+                product(&[heads, *head_dim], WHAT)?,
+                kv_heads.saturating_mul(*head_dim),
+            );
+            let qkv = sum(&[q, kv, kv])?;
+            let bias = match a.bias {
                 AttentionBias::None => 0,
                 AttentionBias::Qkv => qkv / t,
                 AttentionBias::All => qkv / t + h,
             };
-            let norms = match m.qk_norm {
+            let norms = match a.qk_norm {
                 QkNorm::None => 0,
-                QkNorm::PerHead => 2 * m.head_dim,
+                QkNorm::PerHead => 2 * head_dim,
                 QkNorm::Full => (q + kv) / t,
             };
-            add(&[product(&[h, add(&[qkv, q])?], WHAT)? / t, bias, norms])?
+            sum(&[product(&[h, sum(&[qkv, q])?], WHAT)? / t, bias, norms])?
         }
-        Some(a) => {
+        AttentionShape::Mla { mla: a, .. } => {
             let qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
             let q = if a.q_lora_rank > 0 {
-                add(&[
+                sum(&[
                     product(&[h, a.q_lora_rank], WHAT)?,
-                    product(&[a.q_lora_rank, m.heads, qk], WHAT)? / t,
+                    product(&[a.q_lora_rank, heads, qk], WHAT)? / t,
                 ])?
             } else {
-                product(&[h, m.heads, qk], WHAT)? / t
+                product(&[h, heads, qk], WHAT)? / t
             };
-            add(&[
+            sum(&[
                 q,
                 product(&[h, a.kv_lora_rank + a.qk_rope_head_dim], WHAT)?,
                 product(
-                    &[a.kv_lora_rank, m.heads, a.qk_nope_head_dim + a.v_head_dim],
+                    &[a.kv_lora_rank, heads, a.qk_nope_head_dim + a.v_head_dim],
                     WHAT,
                 )? / t,
-                product(&[m.heads, a.v_head_dim, h], WHAT)? / t,
+                product(&[heads, a.v_head_dim, h], WHAT)? / t,
                 a.q_lora_rank + a.kv_lora_rank,
             ])?
         }
     };
-    let indexer = match &m.indexer {
+    let indexer = match &a.indexer {
         Some(ix) => {
-            let r_q = m.mla.as_ref().map_or(0, |a| a.q_lora_rank);
-            add(&[
+            let r_q = match &a.shape {
+                AttentionShape::Mla { mla, .. } => mla.q_lora_rank,
+                AttentionShape::Gqa { .. } => 0,
+            };
+            sum(&[
                 product(&[r_q, ix.heads, ix.head_dim], WHAT)?,
                 product(&[h, ix.head_dim], WHAT)?,
                 product(&[h, ix.heads], WHAT)?,
@@ -205,22 +218,36 @@ fn layer_shard(m: &Model, t: u64, ep: u64, dense: bool) -> Result<(u64, u64)> {
         }
         None => 0,
     };
-    let common = add(&[attention, sinks, indexer, 2 * m.norm_params()])?;
-    if dense {
-        let ffn = m.dense.as_ref().map_or(0, |d| d.ffn);
-        return Ok((add(&[common, product(&[3, h, ffn], WHAT)? / t])?, 0));
-    }
-    let e = &m.moe;
-    let router = add(&[
+    sum(&[attention, sinks, indexer])
+}
+
+/// Parameters of one physical layer `layer` on one GPU, on a residual stream of width `h`
+/// with norms of `norm` parameters: `(non-expert, expert)`.
+fn layer_shard(h: u64, layer: &Layer, norm: u64, t: u64, ep: u64) -> Result<(u64, u64)> {
+    let attention = match &layer.mixer {
+        Some(TokenMixer::Attention(a)) => attention_shard(h, a, t)?,
+        _ => 0,
+    };
+    let common = sum(&[attention, product(&[layer.norms.count, norm], WHAT)?])?;
+    let e = match &layer.ffn {
+        Some(Ffn::Moe(e)) => e,
+        Some(Ffn::Dense { width, activation }) => {
+            let ffn = product(&[activation.matrices(), h, *width], WHAT)? / t;
+            return Ok((sum(&[common, ffn])?, 0));
+        }
+        None => return Ok((common, 0)),
+    };
+    let matrices = e.activation.matrices();
+    let router = sum(&[
         product(&[h, e.experts], WHAT)?,
         if e.router_bias { e.experts } else { 0 },
     ])?;
-    let shared = add(&[
-        product(&[3, h, e.shared_ffn, e.shared_experts], WHAT)? / t,
+    let shared = sum(&[
+        product(&[matrices, h, e.shared_ffn, e.shared_experts], WHAT)? / t,
         if e.shared_gate { h } else { 0 },
     ])?;
-    let one = add(&[
-        product(&[3, h, e.expert_ffn], WHAT)? / t,
+    let one = sum(&[
+        product(&[matrices, h, e.expert_ffn], WHAT)? / t,
         if e.expert_bias {
             2 * e.expert_ffn / t + h
         } else {
@@ -228,41 +255,9 @@ fn layer_shard(m: &Model, t: u64, ep: u64, dense: bool) -> Result<(u64, u64)> {
         },
     ])?;
     Ok((
-        add(&[common, router, shared])?,
+        sum(&[common, router, shared])?,
         product(&[one, e.experts / ep], WHAT)?,
     ))
-}
-
-/// The executions of the 1-based physical layers `first..=last` of `m`.
-fn stage_runs(m: &Model, first: u64, last: u64) -> Executions {
-    let layers: Vec<u64> = (first..=last).collect();
-    let within = |ls: &[u64]| -> Vec<u64> {
-        ls.iter()
-            .copied()
-            .filter(|l| (first..=last).contains(l))
-            .collect()
-    };
-    let total = m.executions_of(&layers);
-    let dense = m
-        .dense
-        .as_ref()
-        .map_or(0, |d| m.executions_of(&within(&d.layers)));
-    let windowed = m
-        .window
-        .as_ref()
-        .map_or(0, |w| m.executions_of(&within(&w.layers)));
-    let recurrent = m
-        .recurrent
-        .as_ref()
-        .map_or(0, |r| m.executions_of(&within(&r.layers)));
-    Executions {
-        total,
-        moe: total - dense,
-        dense,
-        recurrent,
-        full: total - recurrent - windowed,
-        windowed,
-    }
 }
 
 /// `ceil(n / group)` when `sharded`, else `n`.
@@ -283,39 +278,8 @@ fn divide(a: ActivationBytes, n: u64) -> Result<ActivationBytes> {
 pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<TrainingMemory> {
     let m = &spec.model;
     training.validate_for(m)?;
-    if m.blocks.is_some() || m.moe.activation == crate::model::ExpertActivation::Relu2 {
-        return Err(Error::invalid(
-            "training",
-            "the training memory does not count one-block layers ([model.blocks]) nor the \
-             relu2 MLP (model.moe.activation): their activations are not modelled; remove \
-             [training]",
-        ));
-    }
-    if m.recurrent.is_some() || m.attention_gate {
-        return Err(Error::invalid(
-            "training",
-            "the training memory does not count recurrent layers ([model.recurrent]) nor the \
-             attention output gate (model.attention_gate): their activations and \
-             tensor-parallel shards are not modelled; remove [training]",
-        ));
-    }
-    if let Some(field) = super::memory::gemma_pieces(m) {
-        return Err(Error::invalid(
-            "training",
-            format!(
-                "the training memory does not count Gemma 4's pieces ({field} here: per-layer \
-                 attention shapes, value and post norms, branch norms, router scales, GeGLU): \
-                 their activations and tensor-parallel shards are not modelled; remove \
-                 [training]"
-            ),
-        ));
-    }
-    if spec.counting.mtp && m.mtp_layers > 0 {
-        return Err(Error::invalid(
-            "training",
-            "the training memory does not count MTP modules: set [counting] mtp = false",
-        ));
-    }
+    let stack = Stack::of(m)?;
+    Consumer::TrainingMemory.check_features(&stack.features_under(&spec.counting))?;
     let all = Counting {
         embeddings: true,
         lm_head: true,
@@ -328,14 +292,18 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
     let t = *training;
     let (tp, pp) = (t.tp, t.pp);
     let per_stage = m.layers / pp;
-    let dense_layers = m.dense.as_ref().map_or(&[][..], |d| &d.layers[..]);
+    let norm = stack.norm_params();
     let vocab_shard = product(&[m.vocab, m.hidden], WHAT)? / tp;
     let mut stages = Vec::new();
     for s in 1..=pp {
         let (first, last) = ((s - 1) * per_stage + 1, s * per_stage);
         let (mut own, mut expert) = (0u64, 0u64);
-        for l in first..=last {
-            let (d, e) = layer_shard(m, tp, t.ep, dense_layers.contains(&l))?;
+        for layer in stack
+            .layers()
+            .skip(first as usize - 1)
+            .take(per_stage as usize)
+        {
+            let (d, e) = layer_shard(m.hidden, layer, norm, tp, t.ep)?;
             own = own.checked_add(d).ok_or(Error::Overflow { what: WHAT })?;
             expert = expert
                 .checked_add(e)
@@ -345,7 +313,7 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
             own += vocab_shard;
         }
         if s == pp {
-            own += m.norm_params();
+            own += norm;
             // A tied head is a copy on the last stage when it is not the first; its bias
             // is its own.
             if !m.tie_embeddings || pp > 1 {
@@ -355,7 +323,16 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
                 own += m.vocab / tp;
             }
         }
-        stages.push(stage(spec, &keys, &t, s, [first, last], own, expert)?);
+        let kinds = stack.kinds_within(first, last);
+        stages.push(stage(
+            spec,
+            &keys,
+            &t,
+            s,
+            [first, last],
+            &kinds,
+            [own, expert],
+        )?);
     }
     let (peak_stage, peak) = stages
         .iter()
@@ -377,19 +354,20 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
         stages,
         peak_stage,
         peak,
-        pipeline_note: pipeline_note(m, pp, per_stage),
+        pipeline_note: pipeline_note(&stack, pp, per_stage),
     })
 }
 
-/// One stage's memory per GPU, from its parameters per GPU before ZeRO.
+/// One stage's memory per GPU, from the kinds of its layers and its parameters per GPU
+/// before ZeRO (non-expert, expert).
 fn stage(
     spec: &ModelSpec,
     keys: &Keys,
     t: &Training,
     s: u64,
     layers: [u64; 2],
-    own: u64,
-    expert: u64,
+    kinds: &[LayerKind],
+    [own, expert]: [u64; 2],
 ) -> Result<StageMemory> {
     let (dp, edp) = (t.dp, t.dp / t.ep);
     let held = |zero: u64, bytes: u64| {
@@ -400,13 +378,12 @@ fn stage(
     let grads = held(2, t.grad_bytes)?;
     let optimizer = held(1, t.master_bytes + t.optimizer_bytes)?;
     let static_bytes = Bytes::sum(&[weights, grads, optimizer])?;
-    let runs = stage_runs(&spec.model, layers[0], layers[1]);
     let per_token = activations_over(
-        &spec.model,
+        spec.model.hidden,
+        kinds,
         keys,
         &spec.counting,
         spec.counting.activations,
-        runs,
     )?
     .total()?;
     let tokens = product(&[spec.workload.context, t.micro_batch], WHAT)?;
@@ -416,7 +393,7 @@ fn stage(
     Ok(StageMemory {
         stage: s,
         layers,
-        executions: runs.total,
+        executions: kinds.iter().map(|k| k.executions).sum(),
         params: Params(own),
         expert_params: Params(expert),
         weights,

@@ -232,11 +232,7 @@ impl RecurrentState {
     /// What the recurrence's own state is called for this kind: `delta` (Gated DeltaNet)
     /// or `ssm` (Mamba-2).
     pub fn state_word(&self) -> &'static str {
-        if self.kind == "mamba2" {
-            "ssm"
-        } else {
-            "delta"
-        }
+        crate::model::Mixer::state_word_of(self.kind)
     }
 }
 

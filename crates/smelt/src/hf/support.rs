@@ -5,7 +5,11 @@ use serde_json::{Map, Value};
 
 use super::Family;
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, ExpertActivation, Mixer, Model, QkNorm, Window, WindowKind};
+use crate::model::capability::refusal;
+use crate::model::{
+    AttentionBias, AttentionWindow, Consumer, Ffn, Model, QkNorm, Stack, TokenMixer, Window,
+    WindowKind,
+};
 
 /// A refusal: the config uses what the cost model does not describe.
 pub(super) fn refuse(key: &str, why: impl Into<String>) -> Error {
@@ -28,144 +32,9 @@ pub(super) enum Shared {
     OneUngated,
 }
 
-/// An architectural feature beyond GQA attention and routed SwiGLU experts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Feature {
-    /// Multi-head latent attention.
-    Mla,
-    /// Sliding-window layers.
-    Sliding,
-    /// Chunked-attention layers.
-    Chunked,
-    /// Attention sinks.
-    Sinks,
-    /// A router bias.
-    RouterBias,
-    /// Biases in the routed experts.
-    ExpertBias,
-    /// gpt-oss's clamped SwiGLU in the routed experts.
-    ClampedSwiglu,
-    /// Multi-token-prediction modules.
-    Mtp,
-    /// LayerNorms with a bias.
-    NormBias,
-    /// A bias on the LM head.
-    LmHeadBias,
-    /// A sparse attention indexer.
-    Indexer,
-    /// An output gate on the attention.
-    AttentionGate,
-    /// Gated DeltaNet layers.
-    GatedDeltanet,
-    /// Full-attention layers with their own attention shape.
-    FullAttention,
-    /// A norm on the values.
-    VNorm,
-    /// Norms on the attention's and the FFN's outputs.
-    PostNorms,
-    /// Norms around the MoE block's two branches.
-    BranchNorms,
-    /// The router's learned scales.
-    RouterScale,
-    /// Gemma's GeGLU (tanh approximation).
-    GeluTanh,
-    /// Mamba-2 layers.
-    Mamba2,
-    /// Layers with one block (a mixer or an FFN alone).
-    Blocks,
-    /// The ungated relu2 MLP.
-    Relu2,
-}
-
-impl Feature {
-    fn words(self) -> &'static str {
-        match self {
-            Feature::Mla => "multi-head latent attention ([model.mla])",
-            Feature::Sliding => "sliding-window layers ([model.window] kind = \"sliding\")",
-            Feature::Chunked => "chunked-attention layers ([model.window] kind = \"chunked\")",
-            Feature::Sinks => "attention sinks (model.attention_sinks)",
-            Feature::RouterBias => "a router bias (model.moe.router_bias)",
-            Feature::ExpertBias => "biases in the experts (model.moe.expert_bias)",
-            Feature::ClampedSwiglu => {
-                "gpt-oss's clamped SwiGLU (model.moe.activation = \"clamped_swiglu\")"
-            }
-            Feature::Mtp => "MTP modules (model.mtp_layers)",
-            Feature::NormBias => "LayerNorms with a bias (model.norm_bias)",
-            Feature::LmHeadBias => "a bias on the LM head (model.lm_head_bias)",
-            Feature::Indexer => "a sparse attention indexer ([model.indexer])",
-            Feature::AttentionGate => "an attention output gate (model.attention_gate)",
-            Feature::GatedDeltanet => {
-                "Gated DeltaNet layers ([model.recurrent] mixer gated_deltanet)"
-            }
-            Feature::FullAttention => {
-                "full-attention layers of their own shape ([model.full_attention])"
-            }
-            Feature::VNorm => "a norm on the values (model.v_norm)",
-            Feature::PostNorms => "post-attention and post-FFN norms (model.post_norms)",
-            Feature::BranchNorms => "norms around the MoE branches (model.moe.branch_norms)",
-            Feature::RouterScale => "the router's learned scales (model.moe.router_scale)",
-            Feature::GeluTanh => "Gemma's GeGLU (model.moe.activation = \"gelu_tanh\")",
-            Feature::Mamba2 => "Mamba-2 layers ([model.recurrent] mixer mamba2)",
-            Feature::Blocks => "layers with one block ([model.blocks])",
-            Feature::Relu2 => "the ungated relu2 MLP (model.moe.activation = \"relu2\")",
-        }
-    }
-
-    /// The features `m` uses.
-    fn of(m: &Model) -> Vec<Feature> {
-        let mut out = Vec::new();
-        if m.mla.is_some() {
-            out.push(Feature::Mla);
-        }
-        match m.window.as_ref().map(|w| w.kind) {
-            Some(WindowKind::Sliding) => out.push(Feature::Sliding),
-            Some(WindowKind::Chunked) => out.push(Feature::Chunked),
-            None => {}
-        }
-        for (on, f) in [
-            (m.attention_sinks, Feature::Sinks),
-            (m.moe.router_bias, Feature::RouterBias),
-            (m.moe.expert_bias, Feature::ExpertBias),
-            (
-                m.moe.activation == ExpertActivation::ClampedSwiglu,
-                Feature::ClampedSwiglu,
-            ),
-            (m.mtp_layers > 0, Feature::Mtp),
-            (m.norm_bias, Feature::NormBias),
-            (m.lm_head_bias, Feature::LmHeadBias),
-            (m.indexer.is_some(), Feature::Indexer),
-            (m.attention_gate, Feature::AttentionGate),
-            (
-                m.recurrent
-                    .as_ref()
-                    .is_some_and(|r| matches!(r.mixer, Mixer::GatedDeltanet(_))),
-                Feature::GatedDeltanet,
-            ),
-            (
-                m.recurrent
-                    .as_ref()
-                    .is_some_and(|r| matches!(r.mixer, Mixer::Mamba2(_))),
-                Feature::Mamba2,
-            ),
-            (m.blocks.is_some(), Feature::Blocks),
-            (m.moe.activation == ExpertActivation::Relu2, Feature::Relu2),
-            (m.full_attention.is_some(), Feature::FullAttention),
-            (m.v_norm, Feature::VNorm),
-            (m.post_norms, Feature::PostNorms),
-            (m.moe.branch_norms, Feature::BranchNorms),
-            (m.moe.router_scale, Feature::RouterScale),
-            (
-                m.moe.activation == ExpertActivation::GeluTanh,
-                Feature::GeluTanh,
-            ),
-        ] {
-            if on {
-                out.push(f);
-            }
-        }
-        out
-    }
-}
+/// An architectural feature beyond GQA attention and routed SwiGLU experts (the model's
+/// capability table's, [`crate::model::capability`]).
+pub(super) use crate::model::Feature;
 
 /// What a family's modeling code builds.
 pub(super) struct Support {
@@ -206,17 +75,21 @@ impl Support {
                 .collect();
             v.join(" or ")
         }
-        if !self.qk_norm.contains(&m.qk_norm) {
+        let stack = Stack::of(m)?;
+        let attention = stack.model_attention();
+        let qk_norm = attention.map_or(QkNorm::None, |a| a.qk_norm);
+        if !self.qk_norm.contains(&qk_norm) {
             return unfit(format!(
                 "cannot express model.qk_norm = {} (its code builds {})",
-                shown(&[m.qk_norm]),
+                shown(&[qk_norm]),
                 shown(self.qk_norm)
             ));
         }
-        if !self.biases.contains(&m.attention_bias) {
+        let bias = attention.map_or(AttentionBias::None, |a| a.bias);
+        if !self.biases.contains(&bias) {
             return unfit(format!(
                 "cannot express model.attention_bias = {} (its code builds {})",
-                shown(&[m.attention_bias]),
+                shown(&[bias]),
                 shown(self.biases)
             ));
         }
@@ -242,10 +115,13 @@ impl Support {
             }
             _ => {}
         }
-        if !self.dense && m.dense.is_some() {
+        let dense = stack
+            .layers()
+            .any(|l| matches!(l.ffn, Some(Ffn::Dense { .. })));
+        if !self.dense && dense {
             return unfit("has no dense layers".to_owned());
         }
-        let used = Feature::of(m);
+        let used = stack.features();
         if let Some(f) = used.iter().find(|f| !self.features.contains(f)) {
             return unfit(format!("cannot express {}", f.words()));
         }
@@ -353,20 +229,32 @@ pub(super) fn every_layer(size: Option<u64>, layers: u64) -> Option<Window> {
 /// The `sliding_window` of a model for a family that windows every layer or none: refuses
 /// a window on only some layers.
 pub(super) fn window_on_every_layer(m: &Model, family: Family) -> Result<Option<u64>> {
-    match &m.window {
-        None => Ok(None),
-        Some(w) if w.kind == WindowKind::Sliding && w.layers.len() as u64 == m.layers => {
-            Ok(Some(w.size))
-        }
-        Some(w) => Err(Error::invalid(
-            "family",
-            format!(
-                "{family}: its sliding_window applies to every layer; the model windows \
-                 layers {:?} ({})",
-                w.layers, w.kind
-            ),
-        )),
+    let stack = Stack::of(m)?;
+    let windows: Vec<Option<AttentionWindow>> = stack
+        .layers()
+        .map(|l| match &l.mixer {
+            Some(TokenMixer::Attention(a)) => a.window,
+            _ => None,
+        })
+        .collect();
+    let Some(w) = windows.iter().find_map(|w| *w) else {
+        return Ok(None);
+    };
+    if w.kind == WindowKind::Sliding && windows.iter().all(Option::is_some) {
+        return Ok(Some(w.size));
     }
+    let layers: Vec<u64> = (windows.iter().enumerate())
+        .filter(|(_, w)| w.is_some())
+        .map(|(i, _)| i as u64 + 1)
+        .collect();
+    Err(Error::invalid(
+        "family",
+        format!(
+            "{family}: its sliding_window applies to every layer; the model windows \
+             layers {layers:?} ({})",
+            w.kind
+        ),
+    ))
 }
 
 /// Refuses the sliding windows Qwen's Transformers code applies (with `use_sliding_window
@@ -391,42 +279,51 @@ pub(super) fn refuse_qwen_windows(family: Family, map: &Map<String, Value>) -> R
 }
 
 /// Architectures the cost model does not describe, refused with the reason before the
-/// family is looked up: attention layers without a KV cache (linear attention, state-space
-/// layers), sparse attention indexers, and families not yet read.
+/// family is looked up ([`crate::model::capability::refusal`]): attention layers without
+/// a KV cache (linear attention, state-space layers), sparse attention indexers, and
+/// families not yet read.
 pub(super) fn refuse_unmodelled(map: &Map<String, Value>) -> Result<()> {
     let name = map.get("model_type").and_then(Value::as_str).unwrap_or("");
+    let refused = |key: &str, what: String| {
+        Err(refusal(
+            Consumer::Counts,
+            None,
+            &format!("config.json: {key}"),
+            &what,
+        ))
+    };
     if let Some(key) = ["index_topk", "index_n_heads", "index_head_dim"]
         .into_iter()
         .find(|k| map.contains_key(*k))
         .filter(|_| name != Family::DeepseekV32.as_str() && name != Family::GlmMoeDsa.as_str())
     {
-        return Err(refuse(
+        return refused(
             key,
             format!(
-                "a sparse attention indexer is read only from deepseek_v32 and glm_moe_dsa \
-                 configs, whose code is checked against DeepSeek-V3.2 and GLM-5; '{name}' may \
-                 place or size it otherwise"
+                "a sparse attention indexer in a '{name}' config (one is read only from \
+                 deepseek_v32 and glm_moe_dsa configs, whose code is checked against \
+                 DeepSeek-V3.2 and GLM-5; '{name}' may place or size it otherwise)"
             ),
-        ));
+        );
     }
-    let why = match name {
+    let what = match name {
         "qwen3_5" | "qwen3_5_text" => {
-            "Qwen3.5's dense models have a dense MLP on every layer and no experts; smelt \
-             describes MoE models (qwen3_5_moe and qwen3_next, the MoE hybrids, are read)"
+            "Qwen3.5's dense models, which have a dense MLP on every layer and no experts \
+             (smelt describes MoE models: qwen3_5_moe and qwen3_next, the MoE hybrids, are read)"
         }
         "jamba" | "granitemoehybrid" => {
-            "Mamba (state-space) layers are read only from nemotron_h configs, whose code \
-             (Mamba-2 beside attention and MoE layers, one block per layer) is checked \
-             against Nemotron 3 Nano; this family's Mamba layers and their placement differ"
+            "this family's Mamba (state-space) layers and their placement (Mamba layers are \
+             read only from nemotron_h configs, whose code, Mamba-2 beside attention and MoE \
+             layers, one block per layer, is checked against Nemotron 3 Nano)"
         }
         "minimax" | "minimax_m1" => {
-            "MiniMax-Text-01 and MiniMax-M1 interleave lightning (linear) attention layers, \
-             which keep a fixed-size state instead of a KV cache; the cost model does not \
-             describe them (MiniMax-M2, model_type minimax_m2, is read)"
+            "the lightning (linear) attention layers MiniMax-Text-01 and MiniMax-M1 \
+             interleave, which keep a fixed-size state instead of a KV cache (MiniMax-M2, \
+             model_type minimax_m2, is read)"
         }
         _ => return Ok(()),
     };
-    Err(refuse("model_type", format!("'{name}': {why}")))
+    refused("model_type", format!("'{name}': {what}"))
 }
 
 /// An error unless `layer_types` (`types`) names each of the `layers` layers.

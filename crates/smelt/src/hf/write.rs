@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::family::object;
 use super::{Common, Family};
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, ExpertActivation, Mixer, ModelSpec, QkNorm, WindowKind};
+use crate::model::{AttentionBias, Feature, Ffn, Layer, ModelSpec, QkNorm, Stack, TokenMixer};
 
 /// The family whose conventions a spec follows: `gemma4_text` with any of Gemma 4's pieces
 /// (full-attention layers of their own shape, the value norm, post norms, branch norms,
@@ -21,60 +21,64 @@ use crate::model::{AttentionBias, ExpertActivation, Mixer, ModelSpec, QkNorm, Wi
 /// `mixtral` otherwise.
 pub fn family_of(spec: &ModelSpec) -> Family {
     let m = &spec.model;
+    // A model that does not resolve (invalid) is written as Mixtral, whose export refuses it.
+    let Ok(stack) = Stack::of(m) else {
+        return Family::Mixtral;
+    };
+    let f = stack.features();
+    let any = |of: &[Feature]| of.iter().any(|x| f.contains(x));
     let ungated = m.moe.shared_experts > 0 && !m.moe.shared_gate;
-    if crate::cost::memory::gemma_pieces(m).is_some() {
+    use Feature::*;
+    if any(&[
+        FullAttention,
+        VNorm,
+        PostNorms,
+        BranchNorms,
+        RouterScale,
+        GeluTanh,
+    ]) {
         return Family::Gemma4Text;
     }
-    let mamba = m
-        .recurrent
-        .as_ref()
-        .is_some_and(|r| matches!(r.mixer, Mixer::Mamba2(_)));
-    if mamba || m.blocks.is_some() || m.moe.activation == ExpertActivation::Relu2 {
+    if any(&[Mamba2, Blocks, Relu2]) {
         return Family::NemotronH;
     }
-    if m.recurrent.is_some() || m.attention_gate {
+    if any(&[GatedDeltanet, AttentionGate]) {
         return Family::Qwen3Next;
     }
-    if m.indexer.is_some() {
+    if any(&[Indexer]) {
         return Family::DeepseekV32;
     }
-    if m.mla.is_some() {
+    if any(&[Mla]) {
         return Family::DeepseekV3;
     }
-    if m.window
-        .as_ref()
-        .is_some_and(|w| w.kind == WindowKind::Chunked)
-    {
+    if any(&[Chunked]) {
         return Family::Llama4Text;
     }
-    if m.norm_bias || m.lm_head_bias {
+    if any(&[NormBias, LmHeadBias]) {
         return Family::Phimoe;
     }
-    let everywhere = m
-        .window
-        .as_ref()
-        .is_some_and(|w| w.layers.len() as u64 == m.layers);
-    if m.attention_sinks
-        || m.moe.expert_bias
-        || m.moe.activation == ExpertActivation::ClampedSwiglu
-        || (m.window.is_some() && !everywhere)
-    {
+    let windowed =
+        |l: &Layer| matches!(&l.mixer, Some(TokenMixer::Attention(a)) if a.window.is_some());
+    let everywhere = stack.layers().all(windowed);
+    let some = stack.layers().any(windowed);
+    if any(&[Sinks, ExpertBias, ClampedSwiglu]) || (some && !everywhere) {
         return Family::GptOss;
     }
     if everywhere {
         return Family::Mixtral;
     }
-    if ungated || m.moe.router_bias || m.mtp_layers > 0 {
+    if ungated || any(&[RouterBias, Mtp]) {
         return Family::Glm4Moe;
     }
-    match m.qk_norm {
+    let attention = stack.model_attention();
+    let dense = stack
+        .layers()
+        .any(|l| matches!(l.ffn, Some(Ffn::Dense { .. })));
+    let qkv = attention.is_some_and(|a| a.bias == AttentionBias::Qkv);
+    match attention.map_or(QkNorm::None, |a| a.qk_norm) {
         QkNorm::PerHead => Family::Qwen3Moe,
         QkNorm::Full => Family::Olmoe,
-        QkNorm::None
-            if m.moe.shared_gate || m.attention_bias == AttentionBias::Qkv || m.dense.is_some() =>
-        {
-            Family::Qwen2Moe
-        }
+        QkNorm::None if m.moe.shared_gate || qkv || dense => Family::Qwen2Moe,
         QkNorm::None => Family::Mixtral,
     }
 }
@@ -226,14 +230,7 @@ pub fn export_match(
     // A block run once with its residual updates unscaled is no loop: every layer once, as
     // the family's own config builds it (so a sweep's `repeats = 1` needs no model
     // directory).
-    if looped
-        .model
-        .looping
-        .as_ref()
-        .is_some_and(|l| l.repeats == 1 && l.residual_scale() == 1.0)
-    {
-        looped.model.looping = None;
-    }
+    looped.model = looped.model.without_unit_loop();
     match (looped.model.vocab, vocab) {
         (0, Some(v)) => looped.model.vocab = v,
         (have, Some(v)) if have != v => {

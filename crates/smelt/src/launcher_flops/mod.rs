@@ -108,7 +108,11 @@ use serde::Serialize;
 
 use crate::cost::{budgets, params};
 use crate::error::Result;
-use crate::model::{Attention, Counting, Mixer, Model, ModelSpec};
+use crate::model::capability::refusal;
+use crate::model::{
+    Attention, AttentionLayer, AttentionShape, Consumer, Counting, Feature as Architecture, Ffn,
+    Layer, Mixer, Model, ModelSpec, Stack, TokenMixer,
+};
 use crate::names::named_enum;
 use crate::units::{Flops, add, product};
 
@@ -188,25 +192,30 @@ impl Feature {
 
     /// Whether `spec` has this feature (so that ignoring it changes its count).
     pub fn present_in(self, spec: &ModelSpec) -> bool {
+        Stack::of(&spec.model).is_ok_and(|stack| self.present_in_stack(spec, &stack))
+    }
+
+    /// [`Feature::present_in`] of `spec`, whose model's stack is `stack`.
+    fn present_in_stack(self, spec: &ModelSpec, stack: &Stack) -> bool {
         let (m, w) = (&spec.model, &spec.workload);
         match self {
-            Feature::Loops => m.looping.as_ref().is_some_and(|lp| lp.repeats > 1),
+            Feature::Loops => stack.looping().is_some_and(|lp| lp.repeats > 1),
             Feature::Router => true,
-            Feature::Windows => m.window.is_some(),
+            Feature::Windows => stack.window().is_some(),
             Feature::DocumentMask => {
                 w.doc_lengths.is_some() || w.mean_doc_len.is_some_and(|t| t < w.context)
             }
             Feature::CausalMask | Feature::CausalDiagonal => w.attention == Attention::Causal,
             Feature::AttentionCore => true,
-            Feature::IndexerScores => m.indexer.is_some(),
+            Feature::IndexerScores => stack.indexer().is_some(),
             Feature::SharedGate => m.moe.shared_gate && m.moe.shared_experts > 0,
             Feature::Mtp => spec.counting.mtp && m.mtp_layers > 0,
             Feature::LmHead => spec.counting.lm_head && m.vocab > 0,
             Feature::RecurrentLayers
             | Feature::RecurrentAsAttention
-            | Feature::RecurrentClosedForm => m.recurrent.is_some(),
-            Feature::AttentionGate => m.attention_gate,
-            Feature::OneBlockLayers => !m.ffn_only().is_empty(),
+            | Feature::RecurrentClosedForm => stack.recurrent().is_some(),
+            Feature::AttentionGate => stack.has(Architecture::AttentionGate),
+            Feature::OneBlockLayers => stack.layers().any(|l| l.mixer.is_none()),
         }
     }
 }
@@ -281,7 +290,8 @@ impl Convention {
     /// [`Convention::ignores`] for `spec`'s path through the formula: Megatron's GPT model
     /// counts the attention gate.
     fn ignores_for(self, spec: &ModelSpec) -> Vec<Feature> {
-        let gpt = self == Convention::Megatron && !megatron_is_hybrid(&spec.model);
+        let hybrid = Stack::of(&spec.model).is_ok_and(|s| megatron_is_hybrid(&s));
+        let gpt = self == Convention::Megatron && !hybrid;
         (self.ignores().iter().copied())
             .filter(|&f| !(gpt && f == Feature::AttentionGate))
             .collect()
@@ -309,15 +319,15 @@ impl Convention {
 pub fn training_flops(convention: Convention, spec: &ModelSpec) -> Result<Flops> {
     spec.validate()?;
     let m = &spec.model;
-    if m.full_attention.is_some() && convention != Convention::Exact {
-        return Err(crate::Error::invalid(
-            "model.full_attention",
-            format!(
-                "the {} formula has one attention shape per model (heads, kv_heads, head_dim), \
-                 and this model's full-attention layers have their own: smelt does not guess \
-                 which a launcher would use",
-                convention.as_str()
-            ),
+    let stack = Stack::of(m)?;
+    if convention != Convention::Exact
+        && let Some(f) = Consumer::LauncherFlops.unhandled(&stack.features())
+    {
+        return Err(refusal(
+            Consumer::LauncherFlops,
+            Some(convention.as_str()),
+            f.field(),
+            f.words(),
         ));
     }
     let s = spec.workload.context;
@@ -326,19 +336,20 @@ pub fn training_flops(convention: Convention, spec: &ModelSpec) -> Result<Flops>
         |x: u64| Ok::<_, crate::Error>(Flops::from_int(product(&[6, x], "flops.convention")?));
     match convention {
         Convention::Exact => Ok(budgets(spec)?.flops),
-        Convention::Megatron => megatron(m, &spec.counting, s),
+        Convention::Megatron => megatron(m, &stack, &spec.counting, s),
         Convention::Torchtitan => {
             // `num_full_attn`: the layers whose config has an attention block.
             let head = lm_head_params(m, &spec.counting)?;
+            let attention = stack.layers().filter(|l| attention_of(l).is_some()).count();
             six(add(n, head, "flops.torchtitan")?)?.checked_add(full_square(
-                m,
-                m.attention_layers(),
+                &stack,
+                attention as u64,
                 s,
             )?)
         }
         Convention::SixN => six(n),
         // PaLM's `L`: every layer.
-        Convention::SixNAttn => six(n)?.checked_add(full_square(m, m.layers, s)?),
+        Convention::SixNAttn => six(n)?.checked_add(full_square(&stack, stack.physical(), s)?),
     }
 }
 
@@ -367,42 +378,51 @@ fn lm_head_params(m: &Model, counting: &Counting) -> Result<u64> {
     )
 }
 
-/// Query/key plus value width of one head: `2·d`, or MLA's `d_n + d_r + d_v`.
-fn qk_plus_v(m: &Model) -> Result<u64> {
-    match &m.mla {
-        None => product(&[2, m.head_dim], "flops.convention"),
-        Some(a) => add(
-            a.qk_nope_head_dim + a.qk_rope_head_dim,
-            a.v_head_dim,
-            "flops.convention",
-        ),
+/// The attention of `layer`, if its mixer is attention.
+fn attention_of(layer: &Layer) -> Option<&AttentionLayer> {
+    match &layer.mixer {
+        Some(TokenMixer::Attention(a)) => Some(a),
+        _ => None,
     }
 }
 
-/// The non-causal attention core of `layers` layers: `6·layers·h·(qk + v)·s`.
-fn full_square(m: &Model, layers: u64, s: u64) -> Result<Flops> {
+/// The model's attention (one shape per model, [`Consumer::LauncherFlops`]).
+fn model_attention(stack: &Stack) -> Result<&AttentionLayer> {
+    stack.model_attention().ok_or(crate::Error::Internal {
+        message: "a validated model with no attention layer".to_owned(),
+    })
+}
+
+/// The non-causal attention core of `layers` layers: `6·layers·h·(qk + v)·s`, with `qk + v`
+/// one head's query/key plus value width (`2·d`, or MLA's `d_n + d_r + d_v`).
+fn full_square(stack: &Stack, layers: u64, s: u64) -> Result<Flops> {
+    let a = model_attention(stack)?;
+    let (qk, v) = a.shape.head_widths();
     Ok(Flops::from_int(product(
-        &[6, layers, m.heads, qk_plus_v(m)?, s],
+        &[
+            6,
+            layers,
+            a.shape.heads(),
+            add(qk, v, "flops.convention")?,
+            s,
+        ],
         "flops.convention",
     )?))
 }
 
-/// Whether Megatron-LM builds `m` as its hybrid model (`is_hybrid_model`: a
+/// Whether Megatron-LM builds `stack` as its hybrid model (`is_hybrid_model`: a
 /// `hybrid_layer_pattern`), whose FLOPs are `hybrid_flops`: one-block layers and Mamba-2
 /// mixers exist only there. Otherwise it is its GPT model (`transformer_flops`), Gated
 /// DeltaNet layers its linear-attention variant.
-fn megatron_is_hybrid(m: &Model) -> bool {
-    m.blocks.is_some()
-        || m.recurrent
-            .as_ref()
-            .is_some_and(|r| matches!(r.mixer, Mixer::Mamba2(_)))
+fn megatron_is_hybrid(stack: &Stack) -> bool {
+    stack.has(Architecture::Blocks) || stack.has(Architecture::Mamba2)
 }
 
 /// Megatron-LM's per-token count (module docs): `hybrid_flops` for its hybrid model,
 /// `transformer_flops` otherwise, BSHD batches of `s` tokens.
-fn megatron(m: &Model, counting: &Counting, s: u64) -> Result<Flops> {
+fn megatron(m: &Model, stack: &Stack, counting: &Counting, s: u64) -> Result<Flops> {
     let mtp = if counting.mtp { m.mtp_layers } else { 0 };
-    if mtp > 0 && m.recurrent.is_some() {
+    if mtp > 0 && stack.recurrent().is_some() {
         return Err(crate::Error::invalid(
             "counting.mtp",
             "the megatron formula counts MTP modules as layers of its layer pattern (a \
@@ -411,24 +431,41 @@ fn megatron(m: &Model, counting: &Counting, s: u64) -> Result<Flops> {
              smelt does not guess (count without mtp)",
         ));
     }
-    match megatron_is_hybrid(m) {
-        true => megatron_hybrid(m, counting, s),
-        false => megatron_gpt(m, counting, mtp, s),
+    match megatron_is_hybrid(stack) {
+        true => megatron_hybrid(m, stack, counting, s),
+        false => megatron_gpt(m, stack, counting, mtp, s),
     }
 }
 
+/// Matrices of `hidden x ffn` per FFN of `stack` (3 with a gate, 2 without).
+fn ffn_matrices(stack: &Stack) -> u64 {
+    stack.activation().map_or(3, |a| a.matrices())
+}
+
+/// The width of `stack`'s dense FFNs (0 without any).
+fn dense_width(stack: &Stack) -> u64 {
+    stack
+        .layers()
+        .find_map(|l| match l.ffn {
+            Some(Ffn::Dense { width, .. }) => Some(width),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
 /// Megatron-LM's `transformer_flops` per token (module docs).
-fn megatron_gpt(m: &Model, counting: &Counting, mtp: u64, s: u64) -> Result<Flops> {
+fn megatron_gpt(m: &Model, stack: &Stack, counting: &Counting, mtp: u64, s: u64) -> Result<Flops> {
     const WHAT: &str = "flops.megatron";
     let (h, l) = (m.hidden, m.layers);
-    let last_is_moe = !m.dense.as_ref().is_some_and(|d| d.layers.contains(&l));
-    let dense = m.dense_layers();
+    let is_dense = |layer: &Layer| matches!(layer.ffn, Some(Ffn::Dense { .. }));
+    let last_is_moe = !stack.layers().last().is_some_and(is_dense);
+    let dense = stack.layers().filter(|l| is_dense(l)).count() as u64;
     let (moe_layers, dense_layers) = match last_is_moe {
         true => (add(l - dense, mtp, WHAT)?, dense),
         false => (l - dense, add(dense, mtp, WHAT)?),
     };
     let moe = &m.moe;
-    let dense_ffn = m.dense.as_ref().map_or(0, |d| d.ffn);
+    let dense_ffn = dense_width(stack);
     let per_moe_layer = add(
         product(&[moe.top_k, moe.expert_ffn], WHAT)?,
         product(&[moe.shared_experts, moe.shared_ffn], WHAT)?,
@@ -437,7 +474,7 @@ fn megatron_gpt(m: &Model, counting: &Counting, mtp: u64, s: u64) -> Result<Flop
     // 6 × (3 matrices with SwiGLU, 2 without: Megatron's `ffn_expansion_factor`).
     let mlp = product(
         &[
-            6 * moe.activation.matrices(),
+            6 * ffn_matrices(stack),
             h,
             add(
                 product(&[dense_ffn, dense_layers], WHAT)?,
@@ -449,12 +486,17 @@ fn megatron_gpt(m: &Model, counting: &Counting, mtp: u64, s: u64) -> Result<Flop
     )?;
     // Gated DeltaNet layers are its linear-attention variant: `linear_self_attn_term`
     // instead of the attention's projections and core.
-    let linear_layers = m.recurrent_layers();
+    let linear_layers = (stack.layers())
+        .filter(|l| matches!(l.mixer, Some(TokenMixer::Recurrent(_))))
+        .count() as u64;
     let standard = add(l - linear_layers, mtp, WHAT)?;
-    let (linear, core) = megatron_attention(m, s)?;
+    let (linear, core) = megatron_attention(h, model_attention(stack)?, s)?;
     let attention = add(
         product(&[add(linear, core, WHAT)?, standard], WHAT)?,
-        product(&[6, megatron_gated_deltanet(m)?, linear_layers], WHAT)?,
+        product(
+            &[6, megatron_gated_deltanet(h, stack)?, linear_layers],
+            WHAT,
+        )?,
         WHAT,
     )?;
     let mtp_extra = product(
@@ -477,21 +519,24 @@ fn padded_vocab(m: &Model) -> Result<u64> {
     product(&[m.vocab.div_ceil(128), 128], "flops.megatron")
 }
 
-/// Megatron-LM's attention per layer and token: `(projections, core at s keys)`.
-fn megatron_attention(m: &Model, s: u64) -> Result<(u64, u64)> {
+/// Megatron-LM's attention `a` per layer and token, on a residual stream of width `h`:
+/// `(projections, core at s keys)`.
+fn megatron_attention(h: u64, a: &AttentionLayer, s: u64) -> Result<(u64, u64)> {
     const WHAT: &str = "flops.megatron";
-    let (h, heads) = (m.hidden, m.heads);
-    match &m.mla {
-        None => {
-            let q = product(&[heads, m.head_dim], WHAT)?;
-            let kv = product(&[m.kv_heads, m.head_dim], WHAT)?;
+    let heads = a.shape.heads();
+    match &a.shape {
+        AttentionShape::Gqa {
+            kv_heads, head_dim, ..
+        } => {
+            let q = product(&[heads, *head_dim], WHAT)?;
+            let kv = product(&[*kv_heads, *head_dim], WHAT)?;
             // `gate_projection_size`: the output gate widens the query projection.
-            let gate = if m.attention_gate { q } else { 0 };
+            let gate = if a.gate { q } else { 0 };
             let qkv = add(add(q, product(&[2, kv], WHAT)?, WHAT)?, gate, WHAT)?;
             let linear = product(&[6, h, add(qkv, q, WHAT)?], WHAT)?;
             Ok((linear, product(&[6, q, s], WHAT)?))
         }
-        Some(a) => {
+        AttentionShape::Mla { mla: a, .. } => {
             let qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
             let q_term = match a.q_lora_rank {
                 0 => product(&[h, heads, qk], WHAT)?,
@@ -509,21 +554,19 @@ fn megatron_attention(m: &Model, s: u64) -> Result<(u64, u64)> {
 }
 
 /// Megatron-LM's forward multiply-adds per token of a Gated DeltaNet layer (`gdn_layer_flops`
-/// over 2, the GPT path's `linear_self_attn_term` over 6): `H·(2·qk + 2·v + 2·n_v)` in,
-/// `c·(2·qk + v)` convolution, `4·n_v·d_v²` delta rule, `H·v` out; 0 without one.
-fn megatron_gated_deltanet(m: &Model) -> Result<u64> {
+/// over 2, the GPT path's `linear_self_attn_term` over 6) of `stack` on a residual stream
+/// of width `h`: `H·(2·qk + 2·v + 2·n_v)` in, `c·(2·qk + v)` convolution, `4·n_v·d_v²` delta
+/// rule, `H·v` out; 0 without one.
+fn megatron_gated_deltanet(h: u64, stack: &Stack) -> Result<u64> {
     const WHAT: &str = "flops.megatron";
-    let Some(Mixer::GatedDeltanet(g)) = m.recurrent.as_ref().map(|r| &r.mixer) else {
+    let Some(Mixer::GatedDeltanet(g)) = stack.recurrent() else {
         return Ok(0);
     };
     let (qk, v, nv) = (g.key_width(), g.value_width(), g.value_heads);
-    let in_proj = product(
-        &[m.hidden, add(2 * qk, add(2 * v, 2 * nv, WHAT)?, WHAT)?],
-        WHAT,
-    )?;
+    let in_proj = product(&[h, add(2 * qk, add(2 * v, 2 * nv, WHAT)?, WHAT)?], WHAT)?;
     let conv = product(&[g.conv_kernel, add(2 * qk, v, WHAT)?], WHAT)?;
     let rule = product(&[4, nv, g.value_head_dim, g.value_head_dim], WHAT)?;
-    let out = product(&[m.hidden, v], WHAT)?;
+    let out = product(&[h, v], WHAT)?;
     [conv, rule, out]
         .into_iter()
         .try_fold(in_proj, |acc, x| add(acc, x, WHAT))
@@ -533,28 +576,25 @@ fn megatron_gated_deltanet(m: &Model) -> Result<u64> {
 /// blocks in a `hybrid_layer_pattern` (`M` Mamba-2, `G` Gated DeltaNet, `*` attention, `-`
 /// dense MLP, `E` MoE; a layer holding both blocks is its mixer's symbol then its FFN's),
 /// each symbol charged its `*_layer_flops`, times 3 (module docs).
-fn megatron_hybrid(m: &Model, counting: &Counting, s: u64) -> Result<Flops> {
+fn megatron_hybrid(m: &Model, stack: &Stack, counting: &Counting, s: u64) -> Result<Flops> {
     const WHAT: &str = "flops.megatron";
     let h = m.hidden;
     let (mut attn, mut mamba, mut gdn, mut mlp, mut moe) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    let recurrent = m.recurrent.as_ref().map_or(&[][..], |r| &r.layers[..]);
-    let dense = m.dense.as_ref().map_or(&[][..], |d| &d.layers[..]);
-    for layer in 1..=m.layers {
-        if !m.ffn_only().contains(&layer) {
-            match m.recurrent.as_ref().map(|r| &r.mixer) {
-                Some(Mixer::Mamba2(_)) if recurrent.contains(&layer) => mamba += 1,
-                Some(Mixer::GatedDeltanet(_)) if recurrent.contains(&layer) => gdn += 1,
-                _ => attn += 1,
-            }
+    for layer in stack.layers() {
+        match &layer.mixer {
+            Some(TokenMixer::Recurrent(Mixer::Mamba2(_))) => mamba += 1,
+            Some(TokenMixer::Recurrent(Mixer::GatedDeltanet(_))) => gdn += 1,
+            Some(TokenMixer::Attention(_)) => attn += 1,
+            None => {}
         }
-        if !m.mixer_only().contains(&layer) {
-            match dense.contains(&layer) {
-                true => mlp += 1,
-                false => moe += 1,
-            }
+        match &layer.ffn {
+            Some(Ffn::Dense { .. }) => mlp += 1,
+            Some(Ffn::Moe(_)) => moe += 1,
+            None => {}
         }
     }
-    if m.mla.is_some() {
+    let a = model_attention(stack)?;
+    if matches!(a.shape, AttentionShape::Mla { .. }) {
         // Refused by validation with one-block or recurrent layers; `hybrid_flops` has no
         // term for an MLA (`+`) layer.
         return Err(crate::Error::invalid(
@@ -563,16 +603,22 @@ fn megatron_hybrid(m: &Model, counting: &Counting, s: u64) -> Result<Flops> {
         ));
     }
     // `attn_layer_flops`: 4·t·H·p·(H + H·g/n) + 2·Σs²·H·p with H·p = q, H·p·g/n = kv.
-    let (q, kv) = (m.q_width(), m.kv_width());
+    let (qk, _) = a.shape.head_widths();
+    let q = a.shape.heads().saturating_mul(qk);
+    let kv = match a.shape {
+        AttentionShape::Gqa {
+            kv_heads, head_dim, ..
+        } => kv_heads.saturating_mul(head_dim),
+        AttentionShape::Mla { .. } => q,
+    };
     let attn_layer = add(
         product(&[4, h, add(q, kv, WHAT)?], WHAT)?,
         product(&[2, s, q], WHAT)?,
         WHAT,
     )?;
     // `mlp_layer_flops` and `moe_layer_flops`: 4·(3/2 with SwiGLU)·H·ffn = 2·matrices·H·ffn.
-    let matrices = m.moe.activation.matrices();
-    let dense_ffn = m.dense.as_ref().map_or(0, |d| d.ffn);
-    let mlp_layer = product(&[2, matrices, h, dense_ffn], WHAT)?;
+    let matrices = ffn_matrices(stack);
+    let mlp_layer = product(&[2, matrices, h, dense_width(stack)], WHAT)?;
     let moe_layer = product(
         &[
             2,
@@ -588,7 +634,7 @@ fn megatron_hybrid(m: &Model, counting: &Counting, s: u64) -> Result<Flops> {
     )?;
     // `mamba_layer_flops`: d_in = 2·H whatever the mixer's own width, in_proj
     // 2·H·(2·d_in + 2·groups·state + heads), scan 7·d_in·state, out_proj 2·d_in·H.
-    let mamba_layer = match m.recurrent.as_ref().map(|r| &r.mixer) {
+    let mamba_layer = match stack.recurrent() {
         Some(Mixer::Mamba2(x)) => {
             let d_in = product(&[2, h], WHAT)?;
             let in_width = [product(&[2, x.groups, x.state], WHAT)?, x.heads]
@@ -605,7 +651,7 @@ fn megatron_hybrid(m: &Model, counting: &Counting, s: u64) -> Result<Flops> {
         }
         _ => 0,
     };
-    let gdn_layer = product(&[2, megatron_gated_deltanet(m)?], WHAT)?;
+    let gdn_layer = product(&[2, megatron_gated_deltanet(h, stack)?], WHAT)?;
     let logits = match counting.lm_head {
         true => product(&[2, h, padded_vocab(m)?], WHAT)?,
         false => 0,
@@ -675,16 +721,12 @@ pub fn launcher_flops(spec: &ModelSpec) -> Result<LauncherFlops> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let extra = spec
-        .model
-        .looping
-        .as_ref()
-        .map_or(Ok(0), |lp| lp.extra_executions())?;
+    let stack = Stack::of(&spec.model)?;
     Ok(LauncherFlops {
         name: spec.name.clone(),
         sequence_length: spec.workload.context,
-        physical_layers: spec.model.layers,
-        layer_executions: add(spec.model.layers, extra, "layer executions")?,
+        physical_layers: stack.physical(),
+        layer_executions: stack.executions(),
         counts,
     })
 }

@@ -32,13 +32,30 @@
 //! [`ModelSpec::from_toml_str`] parses and validates; [`ModelSpec::validate`] checks a spec
 //! built in code. Validation names the field and the rule it breaks, and bounds every size
 //! (see the `MAX_*` constants) so that no count can silently wrap.
+//!
+//! A validated [`Model`] is resolved once into the model as it executes ([`Stack`]: one
+//! description per layer, in execution order), which every consumer reads instead of the
+//! fields above; which consumer handles which architecture feature, and the one refusal of
+//! what it does not, is [`capability`]. The widths a lattice searches in the model's own
+//! parts are its [`Knobs`].
 
+pub mod capability;
 mod changes;
+mod knobs;
+mod mixer;
+mod stack;
 mod training;
 pub(crate) mod validate;
 mod workload;
 
+pub use capability::{Consumer, Feature};
 pub use changes::WorkloadChanges;
+pub use knobs::Knobs;
+pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
+pub use stack::{
+    AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,
+    Stack, TokenMixer,
+};
 pub use training::Training;
 pub use workload::{ActivationPolicy, Attention, Counting, KvCount, Workload};
 
@@ -139,7 +156,7 @@ pub struct Model {
     pub full_attention: Option<FullAttention>,
     /// An RMSNorm without a scale on the values (Gemma 4): no parameters and no counted
     /// FLOPs (norms are not counted); the activation memory, the training memory and the
-    /// kernel plan do not describe it and refuse it by name.
+    /// kernel plan do not describe it and refuse it by name ([`capability`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub v_norm: bool,
     /// RMSNorms on the attention's and the FFN's outputs before their residual adds
@@ -264,146 +281,6 @@ pub struct FullAttention {
     /// Whether the values reuse the key projection (no `v_proj`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub k_eq_v: bool,
-}
-
-/// Layers whose token mixer is recurrent: the listed layers run `mixer` in place of the
-/// attention block (their FFN, norms and loop visits are the model's as for any layer).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Recurrent {
-    /// 1-based indices of the recurrent layers, strictly increasing; the others are
-    /// attention layers (at least one must remain).
-    pub layers: Vec<u64>,
-    /// The recurrent token mixer of those layers, one kind per model.
-    pub mixer: Mixer,
-}
-
-/// A recurrent token mixer kind, each with its own shapes (a table named by the kind, as
-/// `[model.recurrent.mixer.gated_deltanet]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Mixer {
-    /// Gated DeltaNet (Yang et al., arXiv:2412.06464) as Qwen3-Next and Qwen3.5 run it.
-    GatedDeltanet(GatedDeltaNet),
-    /// Mamba-2 (Dao and Gu, arXiv:2405.21060) as Nemotron-H runs it.
-    Mamba2(Mamba2),
-}
-
-impl Mixer {
-    /// The kind's name, as the model file spells it.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Mixer::GatedDeltanet(_) => "gated_deltanet",
-            Mixer::Mamba2(_) => "mamba2",
-        }
-    }
-
-    /// The shape a lattice searches, in words: Gated DeltaNet's `keys 16x128, values
-    /// 32x128` (heads x head width), Mamba-2's `heads 64x64, state 128` (heads x head
-    /// width, state per head and channel).
-    pub fn shape_text(&self) -> String {
-        match self {
-            Mixer::GatedDeltanet(g) => format!(
-                "keys {}x{}, values {}x{}",
-                g.key_heads, g.key_head_dim, g.value_heads, g.value_head_dim
-            ),
-            Mixer::Mamba2(m) => format!("heads {}x{}, state {}", m.heads, m.head_dim, m.state),
-        }
-    }
-
-    /// [`Mixer::shape_text`] for a narrow column: `k16x128 v32x128`, `64x64 s128`.
-    pub fn shape_compact(&self) -> String {
-        match self {
-            Mixer::GatedDeltanet(g) => format!(
-                "k{}x{} v{}x{}",
-                g.key_heads, g.key_head_dim, g.value_heads, g.value_head_dim
-            ),
-            Mixer::Mamba2(m) => format!("{}x{} s{}", m.heads, m.head_dim, m.state),
-        }
-    }
-}
-
-/// Chunk length of the chunked gated delta rule: the default of Transformers'
-/// `torch_chunk_gated_delta_rule` (`chunk_size = 64`, a function argument, not a config
-/// key); the sequence is padded to a multiple of it.
-pub const DELTA_RULE_CHUNK: u64 = 64;
-
-/// A Gated DeltaNet token mixer (Transformers' `Qwen3NextGatedDeltaNet`): projections of
-/// the layer's normed input to queries and keys (`key_heads` of width `key_head_dim`),
-/// values and an output gate `z` (`value_heads` of width `value_head_dim`), and per value
-/// head a write strength `b` and a decay input `a`; a depthwise causal convolution of
-/// `conv_kernel` taps over `q, k, v`; the chunked gated delta rule; an RMSNorm of width
-/// `value_head_dim` gated by `silu(z)`; and the output projection. `A_log` and `dt_bias`
-/// hold one value per value head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GatedDeltaNet {
-    /// Query/key heads (`linear_num_key_heads`).
-    pub key_heads: u64,
-    /// Value heads (`linear_num_value_heads`), a multiple of `key_heads`.
-    pub value_heads: u64,
-    /// Width of a query/key head (`linear_key_head_dim`).
-    pub key_head_dim: u64,
-    /// Width of a value head (`linear_value_head_dim`).
-    pub value_head_dim: u64,
-    /// Taps of the causal convolution (`linear_conv_kernel_dim`).
-    pub conv_kernel: u64,
-}
-
-impl GatedDeltaNet {
-    /// Query (= key) width `key_heads·key_head_dim`.
-    pub fn key_width(&self) -> u64 {
-        self.key_heads.saturating_mul(self.key_head_dim)
-    }
-
-    /// Value (= gate) width `value_heads·value_head_dim`.
-    pub fn value_width(&self) -> u64 {
-        self.value_heads.saturating_mul(self.value_head_dim)
-    }
-}
-
-/// A Mamba-2 token mixer (Transformers' `NemotronHMamba2Mixer`): `in_proj` of the layer's
-/// normed input to the gate `z` (`I = heads·head_dim`), the convolution's input `x, B, C`
-/// (`I + 2·groups·state` channels) and one `dt` per head; a depthwise causal convolution of
-/// `conv_kernel` taps over `x, B, C`; the chunked SSD scan (chunks of `chunk` tokens, `B` and
-/// `C` shared by the `heads / groups` heads of a group); an RMSNorm of width `I` gated by
-/// `silu(z)` (normalised per group); and `out_proj`. `A_log`, `D` and `dt_bias` hold one
-/// value per head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Mamba2 {
-    /// SSM heads (`mamba_num_heads`).
-    pub heads: u64,
-    /// Width of a head (`mamba_head_dim`).
-    pub head_dim: u64,
-    /// State size per head and channel (`ssm_state_size`).
-    pub state: u64,
-    /// Groups sharing `B` and `C` (`n_groups`); divides `heads`.
-    pub groups: u64,
-    /// Taps of the causal convolution (`conv_kernel`).
-    pub conv_kernel: u64,
-    /// Chunk length of the SSD scan (`chunk_size`); the sequence is padded to a multiple of
-    /// it.
-    pub chunk: u64,
-    /// A bias on the convolution (`use_conv_bias`): one per channel, no counted FLOPs.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub conv_bias: bool,
-    /// Biases on `in_proj` and `out_proj` (`use_bias`), no counted FLOPs.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub proj_bias: bool,
-}
-
-impl Mamba2 {
-    /// Inner width `I = heads·head_dim` (of `x`, `z` and the output).
-    pub fn inner(&self) -> u64 {
-        self.heads.saturating_mul(self.head_dim)
-    }
-
-    /// Convolution channels `I + 2·groups·state` (`x`, `B`, `C`).
-    pub fn conv_channels(&self) -> u64 {
-        self.inner()
-            .saturating_add(self.groups.saturating_mul(self.state).saturating_mul(2))
-    }
 }
 
 /// Layers that hold one block instead of a token mixer and an FFN (Nemotron-H, whose every
@@ -613,6 +490,15 @@ fn is_false(v: &bool) -> bool {
 }
 
 impl Model {
+    /// The model without its loop when the loop runs its block once with its residual
+    /// updates unscaled (no loop at all: every layer once); otherwise the model.
+    pub fn without_unit_loop(mut self) -> Self {
+        if (self.looping.as_ref()).is_some_and(|l| l.repeats == 1 && l.residual_scale() == 1.0) {
+            self.looping = None;
+        }
+        self
+    }
+
     /// Layer executions per forward pass: `layers + (repeats - 1) * span`, checked (the
     /// count the cost model multiplies by).
     pub fn checked_executions(&self) -> Result<u64> {

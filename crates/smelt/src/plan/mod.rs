@@ -68,7 +68,10 @@ pub use routing::{Routing, assign};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::model::{Attention, Model, WindowKind};
+use crate::model::{
+    Attention, AttentionLayer, AttentionShape, Consumer, Ffn, Model, Moe, Stack, TokenMixer,
+    WindowKind,
+};
 
 /// The largest batch a plan is made for, in tokens.
 pub const MAX_TOKENS: u64 = 1 << 20;
@@ -332,29 +335,31 @@ impl Builder {
 }
 
 impl Builder {
-    /// The attention part of a layer.
+    /// The attention part of a layer, `a` on a residual stream of width `h`.
     fn attention(
         &mut self,
-        model: &Model,
+        h: u64,
+        a: &AttentionLayer,
         documents: &[u64],
         attention: Attention,
-        window: Option<(WindowKind, u64)>,
         t: u64,
     ) {
-        let h = model.hidden;
         let p = Component::Projections;
-        let (dk, dv) = match &model.mla {
-            None => {
-                let d = model.head_dim;
-                let (q, kv) = (model.heads * d, model.kv_heads * d);
+        let heads = a.shape.heads();
+        let window = a.window.map(|w| (w.kind, w.size));
+        let (dk, dv) = match &a.shape {
+            AttentionShape::Gqa {
+                kv_heads, head_dim, ..
+            } => {
+                let d = *head_dim;
+                let (q, kv) = (heads * d, kv_heads * d);
                 self.gemm(p, t, q, h, 1, 1);
                 self.gemm(p, t, kv, h, 1, 2);
                 self.gemm(p, t, h, q, 1, 1);
                 (d, d)
             }
-            Some(a) => {
+            AttentionShape::Mla { mla: a, .. } => {
                 let qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
-                let heads = model.heads;
                 if a.q_lora_rank > 0 {
                     self.gemm(p, t, a.q_lora_rank, h, 1, 1);
                     self.gemm(p, t, heads * qk, a.q_lora_rank, 1, 1);
@@ -372,8 +377,8 @@ impl Builder {
         // scores of every key a query may attend; the core then runs on the `topk` it
         // keeps, planned as a sliding window of `topk` (the same pairs per query; which
         // keys differs, and the gather of them is not planned).
-        let window = match (&model.indexer, &model.mla) {
-            (Some(ix), Some(a)) => {
+        let window = match (&a.indexer, &a.shape) {
+            (Some(ix), AttentionShape::Mla { mla: a, .. }) => {
                 let c = Component::Indexer;
                 self.gemm(c, t, ix.heads * ix.head_dim, a.q_lora_rank, 1, 1);
                 self.gemm(c, t, ix.head_dim, h, 1, 1);
@@ -389,19 +394,14 @@ impl Builder {
             }
             _ => window,
         };
-        self.core = Core::Attention {
-            dk,
-            dv,
-            heads: model.heads,
-        };
+        self.core = Core::Attention { dk, dv, heads };
         for doc in lengths(documents) {
             self.document(doc, attention, window);
         }
     }
 
-    /// The MoE part of a layer.
-    fn moe(&mut self, model: &Model, t: u64, routing: Routing) -> Result<()> {
-        let (h, moe) = (model.hidden, &model.moe);
+    /// The MoE part of a layer, `moe` on a residual stream of width `h`.
+    fn moe(&mut self, h: u64, moe: &Moe, t: u64, routing: Routing) -> Result<()> {
         self.gemm(Component::Router, t, moe.experts, h, 1, 1);
         let mut by_size = std::collections::BTreeMap::new();
         for te in assign(t, moe.experts, moe.top_k, routing)? {
@@ -466,49 +466,6 @@ fn lengths(documents: &[u64]) -> std::collections::BTreeMap<u64, u64> {
     out
 }
 
-/// What the kernel plan does not plan, refused by name: recurrent mixers, the attention
-/// output gate, one-block layers and the relu2 MLP.
-fn refuse_unplanned(model: &Model) -> Result<()> {
-    if let Some(r) = &model.recurrent {
-        return Err(Error::invalid(
-            "model.recurrent",
-            format!(
-                "the kernel plan does not plan {} layers (their projections, depthwise \
-                 convolution and chunked recurrence are not GEMM or attention shapes of this \
-                 plan): bench and the time prediction refuse hybrids",
-                r.mixer.as_str()
-            ),
-        ));
-    }
-    if model.attention_gate {
-        return Err(Error::invalid(
-            "model.attention_gate",
-            "the kernel plan does not plan the attention output gate's projection: bench and \
-             the time prediction refuse it",
-        ));
-    }
-    if let Some(field) = crate::cost::memory::gemma_pieces(model) {
-        return Err(Error::invalid(
-            field,
-            "the kernel plan has one attention shape per model and does not plan Gemma 4's \
-             pieces (per-layer attention shapes, value and post norms, branch norms, router \
-             scales, GeGLU): bench and the time prediction refuse it",
-        ));
-    }
-    if model.blocks.is_some() || model.moe.activation == crate::model::ExpertActivation::Relu2 {
-        return Err(Error::invalid(
-            if model.blocks.is_some() {
-                "model.blocks"
-            } else {
-                "model.moe.activation"
-            },
-            "the kernel plan plans a mixer and a gated FFN in every layer: bench and the time \
-             prediction refuse one-block layers and the relu2 MLP",
-        ));
-    }
-    Ok(())
-}
-
 /// The plan of the layer stack of `model` on `documents`, with `routing`: each kind of
 /// layer planned once, its launches counted once per execution.
 pub fn plan(
@@ -518,7 +475,8 @@ pub fn plan(
     routing: Routing,
 ) -> Result<Plan> {
     model.validate()?;
-    refuse_unplanned(model)?;
+    let stack = Stack::of(model)?;
+    Consumer::KernelPlan.check(&stack)?;
     if documents.is_empty() || documents.contains(&0) {
         return Err(Error::invalid(
             "documents",
@@ -526,28 +484,12 @@ pub fn plan(
         ));
     }
     let t: u64 = documents.iter().sum();
-    let executions = model.checked_executions()?;
-    // Executions of each kind of layer: (dense FFN, windowed attention).
-    // Counted per physical layer (times its visits), not per execution: a long loop over
-    // many layers costs no more than the layer count.
-    let set = |layers: Option<&Vec<u64>>| -> std::collections::BTreeSet<u64> {
-        layers.into_iter().flatten().copied().collect()
-    };
-    let dense_layers = set(model.dense.as_ref().map(|d| &d.layers));
-    let windowed_layers = set(model.window.as_ref().map(|w| &w.layers));
-    let mut kinds = std::collections::BTreeMap::new();
-    for one_based in 1..=model.layers {
-        let kind = (
-            dense_layers.contains(&one_based),
-            windowed_layers.contains(&one_based),
-        );
-        let n = kinds.entry(kind).or_insert(0u64);
-        *n = n.saturating_add(model.visits(one_based));
-    }
-    let window = model.window.as_ref().map(|w| (w.kind, w.size));
+    let executions = stack.executions();
+    // Each kind of layer planned once, its launches times its executions.
     let mut all = std::collections::BTreeMap::new();
     let mut pair_flops = std::collections::BTreeMap::new();
-    for ((dense, windowed), times) in kinds {
+    for kind in stack.kinds() {
+        let times = kind.executions;
         let mut b = Builder {
             kernels: Default::default(),
             pairs: Default::default(),
@@ -557,13 +499,17 @@ pub fn plan(
                 heads: 0,
             },
         };
-        b.attention(model, documents, attention, window.filter(|_| windowed), t);
-        match model.dense.as_ref().filter(|_| dense) {
-            Some(d) => {
-                b.gemm(Component::Dense, t, d.ffn, model.hidden, 1, 2);
-                b.gemm(Component::Dense, t, model.hidden, d.ffn, 1, 1);
+        let h = stack.hidden();
+        if let Some(TokenMixer::Attention(a)) = &kind.layer.mixer {
+            b.attention(h, a, documents, attention, t);
+        }
+        match &kind.layer.ffn {
+            Some(Ffn::Dense { width, .. }) => {
+                b.gemm(Component::Dense, t, *width, h, 1, 2);
+                b.gemm(Component::Dense, t, h, *width, 1, 1);
             }
-            None => b.moe(model, t, routing)?,
+            Some(Ffn::Moe(moe)) => b.moe(h, moe, t, routing)?,
+            None => {}
         }
         let (kernels, pairs) = b.times(times);
         for k in kernels {

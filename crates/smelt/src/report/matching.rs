@@ -6,18 +6,20 @@ use super::{
 };
 use crate::cost::{BudgetKind, Residuals};
 use crate::error::Result;
-use crate::model::{Model, ModelSpec};
+use crate::model::{
+    AttentionLayer, AttentionShape, Ffn, Layer, Model, ModelSpec, Stack, TokenMixer,
+};
 use crate::search::MatchReport;
 
-fn loop_text(model: &Model) -> String {
-    match &model.looping {
+fn loop_text(stack: &Stack) -> String {
+    match stack.looping() {
         None => "none".to_owned(),
         Some(lp) => format!(
             "layers {}-{} x{} (residual x{})",
-            lp.first,
-            lp.first + lp.span - 1,
+            lp.first + 1,
+            lp.first + lp.span,
             lp.repeats,
-            lp.residual_scale()
+            lp.residual_scale
         ),
     }
 }
@@ -37,7 +39,7 @@ impl MatchReport {
             .right_from(1)
             .data();
         let (b, l) = (&self.budgets.baseline, &self.budgets.looped);
-        let hybrid = self.baseline.model.recurrent.is_some();
+        let hybrid = self.baseline.model.knobs().mixer.is_some();
         let uncounted = activations_uncounted(&self.baseline.model);
         let at_context = self.baseline.counting.kv == crate::model::KvCount::AtContext;
         for (kind, r) in self.residuals.iter() {
@@ -124,28 +126,29 @@ impl MatchReport {
         ] {
             s.push_texts([label.to_owned(), a.to_string(), b.to_string()]);
         }
-        if bm.mla.is_some() || lm.mla.is_some() {
-            let rank = |m: &Model| {
-                m.mla
-                    .as_ref()
-                    .map_or("-".to_owned(), |a| a.kv_lora_rank.to_string())
-            };
-            s.push_texts(["kv_lora_rank".to_owned(), rank(bm), rank(lm)]);
+        // Both are valid (matched) models: their stacks resolve.
+        let (Ok(bs), Ok(ls)) = (Stack::of(bm), Stack::of(lm)) else {
+            return s;
+        };
+        let rank = |s: &Stack| crate::budget::mla_of(s).map(|a| a.kv_lora_rank.to_string());
+        if rank(&bs).is_some() || rank(&ls).is_some() {
+            let shown = |s: &Stack| rank(s).unwrap_or_else(|| "-".to_owned());
+            s.push_texts(["kv_lora_rank".to_owned(), shown(&bs), shown(&ls)]);
         }
         for (label, text) in [
-            ("dense layers", dense_text as fn(&Model) -> Option<String>),
+            ("dense layers", dense_text as fn(&Stack) -> Option<String>),
             ("windowed layers", window_text),
             ("full-attention layers", full_attention_text),
             ("recurrent layers", recurrent_text),
-            ("recurrent mixer", |m: &Model| {
-                m.recurrent.as_ref().map(|r| r.mixer.shape_text())
+            ("recurrent mixer", |s: &Stack| {
+                s.recurrent().map(|m| m.shape_text())
             }),
         ] {
-            if let (Some(a), Some(b)) = (text(bm), text(lm)) {
+            if let (Some(a), Some(b)) = (text(&bs), text(&ls)) {
                 s.push_texts([label.to_owned(), a, b]);
             }
         }
-        s.push_texts(["loop".to_owned(), loop_text(bm), loop_text(lm)]);
+        s.push_texts(["loop".to_owned(), loop_text(&bs), loop_text(&ls)]);
         s
     }
 
@@ -256,7 +259,7 @@ impl MatchReport {
     /// the activations where they are not counted).
     fn ranked_table(&self) -> Table {
         let timed = self.predicted_time.is_some();
-        let hybrid = self.baseline.model.recurrent.is_some();
+        let hybrid = self.baseline.model.knobs().mixer.is_some();
         let shown = self.shown_budgets();
         let header = std::iter::once("rank".to_owned())
             .chain(SHAPE_COLUMNS.map(str::to_owned))
@@ -281,9 +284,7 @@ impl MatchReport {
             );
             if hybrid {
                 row.push(Field::text(
-                    x.recurrent
-                        .as_ref()
-                        .map_or(String::new(), |r| r.mixer.shape_compact()),
+                    x.knobs().mixer.map_or(String::new(), |m| m.shape_compact()),
                 ));
             }
             row.extend(shown.iter().map(|&k| Field::percent(*a.residuals.get(k))));
@@ -382,46 +383,73 @@ pub fn match_comment(baseline: Option<&str>, how: &str, residuals: &Residuals) -
     )
 }
 
+/// The 1-based layers of `stack` that `is`.
+fn layers_where(stack: &Stack, is: impl Fn(&Layer) -> bool) -> Vec<u64> {
+    (stack.layers().enumerate())
+        .filter(|(_, l)| is(l))
+        .map(|(i, _)| i as u64 + 1)
+        .collect()
+}
+
+/// The attention of `layer`, if its mixer is attention.
+fn attention_of(layer: &Layer) -> Option<&AttentionLayer> {
+    match &layer.mixer {
+        Some(TokenMixer::Attention(a)) => Some(a),
+        _ => None,
+    }
+}
+
 /// The dense layers in words, when a model has any.
-fn dense_text(m: &Model) -> Option<String> {
-    m.dense
-        .as_ref()
-        .map(|d| format!("{} (ffn {})", layer_list(&d.layers), d.ffn))
+fn dense_text(m: &Stack) -> Option<String> {
+    let width = m.layers().find_map(|l| match l.ffn {
+        Some(Ffn::Dense { width, .. }) => Some(width),
+        _ => None,
+    })?;
+    let layers = layers_where(m, |l| matches!(l.ffn, Some(Ffn::Dense { .. })));
+    Some(format!("{} (ffn {width})", layer_list(&layers)))
 }
 
 /// Whether the activations are not counted for `m` (both budgets 0, their ratio
 /// meaningless): recurrent layers, one-block layers, Gemma 4's pieces.
 fn activations_uncounted(m: &Model) -> bool {
-    crate::cost::memory::refuse_unmodelled(m).is_err()
+    crate::model::Consumer::Activations.check_model(m).is_err()
 }
 
 /// The full-attention layers' own shape in words, when a model gives one (the rows above
 /// describe the windowed layers): their queries `heads x head_dim`, keys and values
 /// `kv_heads x head_dim`, and `k = v` without a value projection.
-fn full_attention_text(m: &Model) -> Option<String> {
-    m.full_attention.as_ref().map(|f| {
-        let kv = if f.k_eq_v { ", k = v" } else { "" };
-        format!(
-            "queries {}x{d}, kv {}x{d}{kv}",
-            m.heads,
-            f.kv_heads,
-            d = f.head_dim
-        )
+fn full_attention_text(m: &Stack) -> Option<String> {
+    m.own_shapes().find_map(|a| match a.shape {
+        AttentionShape::Gqa {
+            heads,
+            kv_heads,
+            head_dim: d,
+            k_eq_v,
+        } => {
+            let kv = if k_eq_v { ", k = v" } else { "" };
+            Some(format!("queries {heads}x{d}, kv {kv_heads}x{d}{kv}"))
+        }
+        _ => None,
     })
 }
 
 /// The recurrent layers in words, when a model has any: how many, of what kind.
-fn recurrent_text(m: &Model) -> Option<String> {
-    m.recurrent
-        .as_ref()
-        .map(|r| format!("{} ({})", r.layers.len(), r.mixer.as_str()))
+fn recurrent_text(m: &Stack) -> Option<String> {
+    let mixer = m.recurrent()?;
+    let n = layers_where(m, |l| matches!(l.mixer, Some(TokenMixer::Recurrent(_)))).len();
+    Some(format!("{n} ({})", mixer.as_str()))
 }
 
 /// The windowed layers in words, when a model has any.
-fn window_text(m: &Model) -> Option<String> {
-    m.window
-        .as_ref()
-        .map(|w| format!("{} ({} {})", layer_list(&w.layers), w.kind.as_str(), w.size))
+fn window_text(m: &Stack) -> Option<String> {
+    let w = m.window()?;
+    let layers = layers_where(m, |l| attention_of(l).is_some_and(|a| a.window.is_some()));
+    Some(format!(
+        "{} ({} {})",
+        layer_list(&layers),
+        w.kind.as_str(),
+        w.size
+    ))
 }
 
 /// 1-based layers, runs of consecutive ones (or every other one) shortened.

@@ -40,7 +40,7 @@ fn shape(base: &Model, looped: &Model) -> impl Iterator<Item = Field> {
 
 /// The recurrent mixer's shape, Baseline→looped (blank without recurrent layers).
 fn mixer_field(base: &Model, looped: &Model) -> Field {
-    let text = |m: &Model| m.recurrent.as_ref().map(|r| r.mixer.shape_compact());
+    let text = |m: &Model| m.knobs().mixer.map(|x| x.shape_compact());
     match (text(base), text(looped)) {
         // Like the other knobs: Baseline→looped to read, the looped shape as data.
         (Some(a), Some(b)) if a != b => Field::shown(format!("{a}→{b}"), b),
@@ -54,9 +54,8 @@ fn mixer_field(base: &Model, looped: &Model) -> Field {
 /// their mixer's shape.
 fn mixer_shown<'a>(mut pairs: impl Iterator<Item = (&'a Model, &'a Model)>, compact: bool) -> bool {
     pairs.any(|(b, l)| {
-        b.recurrent.is_some()
-            && (!compact
-                || b.recurrent.as_ref().map(|r| r.mixer) != l.recurrent.as_ref().map(|r| r.mixer))
+        let (b, l) = (b.knobs().mixer, l.knobs().mixer);
+        b.is_some() && (!compact || b != l)
     })
 }
 
@@ -103,7 +102,9 @@ fn budget_columns(name: fn(label::Label) -> String) -> impl Iterator<Item = Stri
 /// The ratio per budget of a row whose Baseline is `base`: `n/a` for the activations of a
 /// model whose activations are not counted (both budgets 0, their ratio meaningless).
 fn ratios<'a>(r: &'a Ratios, base: &Model) -> impl Iterator<Item = Field> + 'a {
-    let uncounted = crate::cost::memory::refuse_unmodelled(base).is_err();
+    let uncounted = crate::model::Consumer::Activations
+        .check_model(base)
+        .is_err();
     r.iter().map(move |(k, x)| match k {
         BudgetKind::Activations if uncounted => Field::text("n/a"),
         _ => Field::ratio(*x),

@@ -5,7 +5,7 @@
 //! A refinement halves one knob's step, frees the expert width from its tie to the hidden
 //! size, widens the q-width window or the GQA and key-head ranges, or (a hybrid whose
 //! lattice keeps the Baseline's recurrent mixer) lets the mixer's heads and head widths
-//! move around the Baseline's (`mixer_refinement`); one whose search
+//! move around the Baseline's (`crate::budget::mixers_around`); one whose search
 //! would exceed [`crate::budget::MAX_COMBINATIONS`] is listed as not tried. They are listed
 //! those meeting the tolerance first, then by score.
 
@@ -15,7 +15,7 @@ use super::{Candidate, SearchOptions, solve_with};
 use crate::budget::{Budget, FfnRule, Lattice, Score, Steps, Tolerance};
 use crate::cost::{BudgetKind, Keys, Residuals, budgets_with};
 use crate::error::Result;
-use crate::model::{GatedDeltaNet, MAX_COUNT, MAX_WIDTH, Mamba2, Mixer, Model};
+use crate::model::{AttentionShape, Model, Stack};
 
 /// What binds a match: one of the budgets, or the predicted time
 /// ([`crate::budget::time`]). Serialised as the budget's key, or `"time"`.
@@ -133,7 +133,7 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
         }
     }
     if let [only] = lattice.mixers.as_slice() {
-        let (change, mixers) = mixer_refinement(*only);
+        let (change, mixers) = crate::budget::mixers_around(*only);
         refine("lattice.recurrent", change, &|l| l.mixers = mixers.clone());
     }
     if let Some(r) = lattice.kv_lora_rank {
@@ -183,84 +183,6 @@ fn refinements(lattice: &Lattice, base: &Model) -> Vec<(String, String, Lattice)
     out
 }
 
-/// Head counts tried around a Baseline's, as fractions of it.
-const HEAD_FRACTIONS: [(u64, u64); 5] = [(1, 2), (3, 4), (1, 1), (5, 4), (3, 2)];
-
-/// Head widths (and Mamba-2 states) tried around a Baseline's, as fractions of it.
-const WIDTH_FRACTIONS: [(u64, u64); 3] = [(1, 2), (3, 4), (1, 1)];
-
-/// `value` times each fraction, rounded half up to a multiple of `multiple` (at least one
-/// multiple, at most `max`); the value itself exactly at 1/1. Sorted, deduplicated.
-fn around(value: u64, fractions: &[(u64, u64)], multiple: u64, max: u64) -> Vec<u64> {
-    let mut out: Vec<u64> = fractions
-        .iter()
-        .map(|&(n, d)| {
-            if n == d {
-                return value;
-            }
-            let x = u128::from(value) * u128::from(n);
-            let m = u128::from(d) * u128::from(multiple);
-            let rounded = (2 * x + m) / (2 * m) * u128::from(multiple);
-            u64::try_from(rounded)
-                .unwrap_or(u64::MAX)
-                .clamp(multiple.min(max), max)
-        })
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
-/// The recurrent mixer shapes around `m` (the one a lattice holds): each head count (Gated
-/// DeltaNet's value heads, Mamba-2's heads, kept multiples of the key heads or groups) at
-/// 1/2 to 3/2 of it, each head width (and Mamba-2's state) at 1/2 to 1 (multiples of 8), the
-/// query/key heads, convolution, groups and chunk kept; and the change in words.
-fn mixer_refinement(m: Mixer) -> (String, Vec<Mixer>) {
-    let widths = |w: u64| around(w, &WIDTH_FRACTIONS, 8, MAX_WIDTH);
-    let mut out = Vec::new();
-    match m {
-        Mixer::GatedDeltanet(g) => {
-            for value_heads in around(g.value_heads, &HEAD_FRACTIONS, g.key_heads, MAX_COUNT) {
-                for key_head_dim in widths(g.key_head_dim) {
-                    for value_head_dim in widths(g.value_head_dim) {
-                        out.push(Mixer::GatedDeltanet(GatedDeltaNet {
-                            value_heads,
-                            key_head_dim,
-                            value_head_dim,
-                            ..g
-                        }));
-                    }
-                }
-            }
-        }
-        Mixer::Mamba2(s) => {
-            for heads in around(s.heads, &HEAD_FRACTIONS, s.groups, MAX_COUNT) {
-                for head_dim in widths(s.head_dim) {
-                    for state in around(s.state, &[(1, 2), (1, 1)], 8, MAX_WIDTH) {
-                        out.push(Mixer::Mamba2(Mamba2 {
-                            heads,
-                            head_dim,
-                            state,
-                            ..s
-                        }));
-                    }
-                }
-            }
-        }
-    }
-    let what = match m {
-        Mixer::GatedDeltanet(_) => {
-            "value heads x1/2, x3/4, x1, x5/4, x3/2 (multiples of key heads), key and value \
-             head widths x1/2, x3/4, x1"
-        }
-        Mixer::Mamba2(_) => {
-            "heads x1/2, x3/4, x1, x5/4, x3/2 (multiples of groups), head width x1/2, x3/4, x1, \
-             state x1/2, x1"
-        }
-    };
-    (format!("{} {what}: {} shapes", m.as_str(), out.len()), out)
-}
-
 /// Where the optimum's largest residual comes from.
 fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
     let w = budget.weights();
@@ -301,7 +223,11 @@ fn floor(budget: &Budget, best: &Candidate) -> Result<Floor> {
         });
     }
     let (knob, step_moves, why) = match binding {
-        BudgetKind::Kv => kv_floor(lattice, m, r.kv, &kv_fixed_parts(budget, m)),
+        BudgetKind::Kv => {
+            let stack = Stack::of(m)?;
+            let fixed = kv_fixed_parts(budget, &stack);
+            kv_floor(lattice, m, &stack, r.kv, &fixed)
+        }
         BudgetKind::Params => {
             let moves = step_moves(budget, m, binding, Knob::Experts)?;
             (
@@ -399,13 +325,14 @@ fn step_moves(budget: &Budget, m: &Model, binding: BudgetKind, knob: Knob) -> Re
     Ok((b[binding] - a[binding]) / base[binding])
 }
 
-/// What else the KV budget of the optimum `m` holds besides the knob [`kv_floor`] names:
-/// a hybrid's recurrent state at the context (which `lattice.recurrent` moves) and a Gemma 4
-/// Baseline's full-attention layers' cache (fixed); empty when nothing.
-fn kv_fixed_parts(budget: &Budget, m: &Model) -> String {
+/// What else the KV budget of the optimum, whose stack is `m`, holds besides the knob
+/// [`kv_floor`] names: a hybrid's recurrent state at the context (which `lattice.recurrent`
+/// moves) and the cache of attention layers of their own shape (a Gemma 4 Baseline's
+/// full-attention layers: fixed); empty when nothing.
+fn kv_fixed_parts(budget: &Budget, m: &Stack) -> String {
     let at_context = budget.baseline().counting.kv == crate::model::KvCount::AtContext;
     let mut out = String::new();
-    if let (Some(r), true) = (&m.recurrent, at_context) {
+    if let (Some(mixer), true) = (m.recurrent(), at_context) {
         let moved = match budget.lattice().mixers.len() {
             0 | 1 => "held at the Baseline's shape here; lattice.recurrent moves it",
             _ => "its shape one of lattice.recurrent's",
@@ -413,15 +340,20 @@ fn kv_fixed_parts(budget: &Budget, m: &Model) -> String {
         out.push_str(&format!(
             "; the cache at the context also holds the {} layers' state per sequence ({}: \
              {moved})",
-            r.mixer.as_str(),
-            r.mixer.shape_text()
+            mixer.as_str(),
+            mixer.shape_text()
         ));
     }
-    if let Some(f) = &m.full_attention {
+    let own = m.own_shapes().find_map(|a| match a.shape {
+        AttentionShape::Gqa {
+            kv_heads, head_dim, ..
+        } => Some((kv_heads, head_dim)),
+        AttentionShape::Mla { .. } => None,
+    });
+    if let Some((kv_heads, head_dim)) = own {
         out.push_str(&format!(
-            "; the full-attention layers' keys and values keep the Baseline's shape ({} x {}), \
-             a fixed part of it",
-            f.kv_heads, f.head_dim
+            "; the full-attention layers' keys and values keep the Baseline's shape ({kv_heads} \
+             x {head_dim}), a fixed part of it"
         ));
     }
     out
@@ -430,8 +362,14 @@ fn kv_fixed_parts(budget: &Budget, m: &Model) -> String {
 /// The floor of the KV cache at the optimum `m` (its residual `r_kv`): the key width
 /// (GQA) or the latent rank (MLA), the one knob it depends on, and the `fixed` parts of the
 /// budget beside it ([`kv_fixed_parts`]).
-fn kv_floor(lattice: &Lattice, m: &Model, r_kv: f64, fixed: &str) -> (String, f64, String) {
-    if let Some(a) = &m.mla {
+fn kv_floor(
+    lattice: &Lattice,
+    m: &Model,
+    stack: &Stack,
+    r_kv: f64,
+    fixed: &str,
+) -> (String, f64, String) {
+    if let Some(a) = crate::budget::mla_of(stack) {
         let rank = a.kv_lora_rank;
         let step = lattice.kv_lora_rank.map_or(1, |r| r.step);
         return (

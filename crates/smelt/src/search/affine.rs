@@ -278,7 +278,7 @@ impl Eval<'_> {
             width,
             experts,
         } = shape;
-        match &self.budget.baseline().model.mla {
+        match crate::budget::mla_of(self.budget.baseline_stack()) {
             None => Point {
                 hidden,
                 expert_ffn,
@@ -319,15 +319,15 @@ impl AtHidden {
             b.counting.activations,
             ActivationPolicy::Eager | ActivationPolicy::Flash
         );
-        b.model.mla.is_none()
-            && (b.model.attention_sinks || per_head || b.model.full_attention.is_some())
+        let stack = budget.baseline_stack();
+        crate::budget::mla_of(stack).is_none() && (stack.counts_per_head() || per_head)
     }
 
     /// Reads the coefficients off the cost model at `hidden` (eight evaluations, nine with
     /// attention sinks).
     pub fn new(eval: &Eval, hidden: u64) -> Result<Self> {
         let (f0, e0) = (1u64, eval.budget.baseline().model.moe.top_k);
-        let mla = eval.budget.baseline().model.mla.is_some();
+        let mla = crate::budget::mla_of(eval.budget.baseline_stack()).is_some();
         let v = |shape| eval.at(eval.point(hidden, shape));
         // One knob changed at a time from `s0`.
         let s0 = Shape {

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::budget::{Budget, Score};
 use crate::cost::{Budgets, Residuals};
-use crate::model::{Dense, Loop, Mixer, Mla, Model, Moe, Recurrent};
+use crate::model::{Knobs, Loop, Mixer, Model, Moe};
 
 /// The knobs of one lattice point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,57 +41,28 @@ pub struct Point {
 pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Model {
     let base = &budget.baseline().model;
     let rule = budget.lattice().expert_ffn;
+    let knobs = base.knobs();
     Model {
         layers: budget.layers(),
         hidden: point.hidden,
         heads: point.heads,
         kv_heads: point.kv_heads,
         head_dim: point.head_dim,
-        vocab: base.vocab,
-        tie_embeddings: base.tie_embeddings,
-        qk_norm: base.qk_norm,
-        attention_bias: base.attention_bias,
-        attention_sinks: base.attention_sinks,
-        mla: base.mla.as_ref().map(|m| Mla {
-            kv_lora_rank: point.kv_lora_rank,
-            qk_nope_head_dim: point.mla_widths.0,
-            v_head_dim: point.mla_widths.1,
-            ..m.clone()
-        }),
-        window: base.window.clone(),
-        indexer: base.indexer.clone(),
-        attention_gate: base.attention_gate,
-        recurrent: base.recurrent.as_ref().map(|r| Recurrent {
-            layers: r.layers.clone(),
-            mixer: point.mixer.unwrap_or(r.mixer),
-        }),
-        // Gemma 4's full-attention shape, norms and router scales: the Baseline's.
-        full_attention: base.full_attention.clone(),
-        v_norm: base.v_norm,
-        post_norms: base.post_norms,
-        blocks: base.blocks.clone(),
-        mtp_layers: base.mtp_layers,
-        norm_bias: base.norm_bias,
-        lm_head_bias: base.lm_head_bias,
-        dense: base.dense.as_ref().map(|d| Dense {
-            layers: d.layers.clone(),
-            ffn: rule.shared_width(d.ffn, base.hidden, point.hidden),
-        }),
         moe: Moe {
             experts: point.experts,
-            top_k: base.moe.top_k,
             expert_ffn: point.expert_ffn,
-            shared_experts: base.moe.shared_experts,
             shared_ffn: rule.shared_width(base.moe.shared_ffn, base.hidden, point.hidden),
-            shared_gate: base.moe.shared_gate,
-            router_bias: base.moe.router_bias,
-            expert_bias: base.moe.expert_bias,
-            activation: base.moe.activation,
-            router_scale: base.moe.router_scale,
-            branch_norms: base.moe.branch_norms,
+            ..base.moe.clone()
         },
         looping: looping.cloned(),
+        ..base.clone()
     }
+    .with_knobs(Knobs {
+        kv_lora_rank: point.kv_lora_rank,
+        mla_widths: point.mla_widths,
+        mixer: point.mixer,
+        dense_ffn: rule.shared_width(knobs.dense_ffn, base.hidden, point.hidden),
+    })
 }
 
 /// A lattice point with its budgets, residuals and score.
@@ -140,7 +111,7 @@ impl Candidate {
 /// width's distance last, then the smaller width).
 pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
     use std::cmp::Reverse;
-    let rank = |m: &Model| m.mla.as_ref().map_or(0, |a| a.kv_lora_rank);
+    let rank = |m: &Model| m.knobs().kv_lora_rank;
     (
         (
             rank(m).abs_diff(rank(b)),
@@ -173,18 +144,12 @@ pub fn rank_key(m: &Model, b: &Model) -> impl Ord + use<> {
 /// An MLA model's value head width (0 otherwise): with `qk_nope_head_dim` (in `head_dim`)
 /// the per-head widths a lattice pairs.
 fn v_head_dim(m: &Model) -> u64 {
-    m.mla.as_ref().map_or(0, |a| a.v_head_dim)
+    m.knobs().mla_widths.1
 }
 
-/// The knobs of `m`'s recurrent mixer in tie-break order: Gated DeltaNet's `key_heads`,
-/// `value_heads`, `key_head_dim`, `value_head_dim`; Mamba-2's `heads`, `head_dim`, `state`
-/// (then 0); zeros without recurrent layers.
+/// The knobs of `m`'s recurrent mixer in tie-break order ([`Mixer::knobs`]): Gated
+/// DeltaNet's `key_heads`, `value_heads`, `key_head_dim`, `value_head_dim`; Mamba-2's
+/// `heads`, `head_dim`, `state` (then 0); zeros without recurrent layers.
 pub fn mixer_knobs(m: &Model) -> [u64; 4] {
-    match m.recurrent.as_ref().map(|r| r.mixer) {
-        None => [0; 4],
-        Some(Mixer::GatedDeltanet(g)) => {
-            [g.key_heads, g.value_heads, g.key_head_dim, g.value_head_dim]
-        }
-        Some(Mixer::Mamba2(s)) => [s.heads, s.head_dim, s.state, 0],
-    }
+    m.knobs().mixer.map_or([0; 4], |x| x.knobs())
 }

@@ -88,9 +88,11 @@ fn routable(budget: &Budget) -> Result<(u64, u64)> {
 fn shapes_at(budget: &Budget, hidden: u64) -> Vec<AttentionShape> {
     let l = budget.lattice();
     let mut out = Vec::new();
-    if let (Some(ranks), HeadsRule::Free { min, max }, Some(mla)) =
-        (l.kv_lora_rank, l.heads, &budget.baseline().model.mla)
-    {
+    if let (Some(ranks), HeadsRule::Free { min, max }, Some(mla)) = (
+        l.kv_lora_rank,
+        l.heads,
+        crate::budget::mla_of(budget.baseline_stack()),
+    ) {
         let rope = mla.qk_rope_head_dim;
         for &(nope, v) in &l.mla_widths {
             for heads in min..=max {

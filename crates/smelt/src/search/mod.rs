@@ -408,8 +408,7 @@ impl Search<'_> {
             return Ok(part);
         };
         let mla = lattice.kv_lora_rank.is_some();
-        let m = &budget.baseline().model;
-        let offset = mla || m.recurrent.is_some() || m.full_attention.is_some();
+        let offset = mla || budget.baseline_stack().kv_beyond_key_width();
         let form = first_at.budgets[STREAMED].kv_form(offset)?;
         let (base, weight) = (self.base[STREAMED] as u64, budget.weights()[STREAMED]);
         let ranks: Vec<u64>;

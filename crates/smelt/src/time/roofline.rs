@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::calibration::{Calibration, Traffic};
 use super::device::Device;
 use super::efficiency::{ShapeClass, interpolate, rate, work};
-use crate::model::Model;
+use crate::model::{AttentionLayer, AttentionShape, Ffn, Model, Stack};
 use crate::names::named_enum;
 use crate::plan::{Component, Kernel, Op, Plan};
 
@@ -225,14 +225,10 @@ impl Roofline {
 
 /// Executions of MoE layers per forward pass (a looped layer once per visit).
 fn moe_executions(model: &Model) -> u64 {
-    let dense: Vec<u64> = model
-        .dense
-        .as_ref()
-        .map(|d| d.layers.clone())
-        .unwrap_or_default();
-    (1..=model.layers)
-        .filter(|l| !dense.contains(l))
-        .map(|l| model.visits(l))
+    let stack = Stack::of(model);
+    (stack.iter().flat_map(|s| s.kinds()))
+        .filter(|k| matches!(k.layer.ffn, Some(Ffn::Moe(_))))
+        .map(|k| k.executions)
         .sum()
 }
 
@@ -240,15 +236,19 @@ fn moe_executions(model: &Model) -> u64 {
 /// executions of `tokens` tokens (module docs): per token, forward `Q, K, V` in and `O` out,
 /// backward `Q, K, V, O, dO` in and `dQ, dK, dV` out.
 pub fn fused_io_bytes(model: &Model, tokens: u64, executions: u64, element_bytes: u64) -> f64 {
-    let (q_heads, kv_heads, dk, dv) = match &model.mla {
+    let stack = Stack::of(model).ok();
+    let (q_heads, kv_heads, dk, dv) = match stack.as_ref().and_then(Stack::model_attention) {
         // MLA's keys and values are per query head once up-projected.
-        Some(a) => (
-            model.heads,
-            model.heads,
-            a.qk_nope_head_dim + a.qk_rope_head_dim,
-            a.v_head_dim,
+        Some(AttentionLayer {
+            shape: AttentionShape::Mla { heads, mla },
+            ..
+        }) => (
+            *heads,
+            *heads,
+            mla.qk_nope_head_dim + mla.qk_rope_head_dim,
+            mla.v_head_dim,
         ),
-        None => (model.heads, model.kv_heads, model.head_dim, model.head_dim),
+        _ => (model.heads, model.kv_heads, model.head_dim, model.head_dim),
     };
     let (q, kv, o) = (q_heads * dk, kv_heads * (dk + dv), q_heads * dv);
     let forward = q + kv + o;
