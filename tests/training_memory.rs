@@ -207,6 +207,8 @@ fn arb_training() -> impl Strategy<Value = Training> {
                 ep,
                 pp,
                 dp: ep * k,
+                cp: 1,
+                vp: 1,
                 zero,
                 micro_batch,
                 weight_bytes: w,

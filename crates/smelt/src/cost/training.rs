@@ -106,7 +106,7 @@ pub struct StageMemory {
 pub struct TrainingMemory {
     /// The recipe and layout.
     pub training: Training,
-    /// GPUs of the layout, `tp · pp · dp`.
+    /// GPUs of the layout, `tp · cp · pp · dp`.
     pub gpus: u64,
     /// Bytes of state per parameter.
     pub bytes_per_param: u64,
@@ -290,6 +290,24 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
     let params = breakdown.total()?;
     let keys = Keys::of(&spec.workload, m)?;
     let t = *training;
+    if t.vp > 1 {
+        return Err(Error::invalid(
+            "training.vp",
+            format!(
+                "the training memory does not model the interleaved schedule's micro-batches in flight yet; got vp = {} (use vp = 1)",
+                t.vp
+            ),
+        ));
+    }
+    if !spec.workload.context.is_multiple_of(t.cp) {
+        return Err(Error::invalid(
+            "training.cp",
+            format!(
+                "must divide workload.context ({}); got {}",
+                spec.workload.context, t.cp
+            ),
+        ));
+    }
     let (tp, pp) = (t.tp, t.pp);
     let per_stage = m.layers / pp;
     let norm = stack.norm_params();
@@ -369,7 +387,7 @@ fn stage(
     kinds: &[LayerKind],
     [own, expert]: [u64; 2],
 ) -> Result<StageMemory> {
-    let (dp, edp) = (t.dp, t.dp / t.ep);
+    let (dp, edp) = (t.dp_cp(), t.dp_cp() / t.ep);
     let held = |zero: u64, bytes: u64| {
         let n = share(own, dp, t.zero >= zero) + share(expert, edp, t.zero >= zero);
         product(&[n, bytes], WHAT).map(Bytes)
@@ -387,7 +405,10 @@ fn stage(
     )?
     .total()?;
     let tokens = product(&[spec.workload.context, t.micro_batch], WHAT)?;
-    let per_micro_batch = divide(per_token.checked_mul(tokens)?, t.tp)?;
+    let per_micro_batch = divide(
+        per_token.checked_mul(tokens)?,
+        product(&[t.tp, t.cp], WHAT)?,
+    )?;
     let in_flight = t.pp - s + 1;
     let activations = per_micro_batch.checked_mul(in_flight)?;
     Ok(StageMemory {
@@ -510,6 +531,36 @@ mean_doc_len = 16
         let act = super::super::cost(&spec).unwrap().budgets().activations;
         assert_eq!(st.activations, act.checked_mul(64).unwrap());
         assert_eq!(mem.peak, st.peak);
+    }
+
+    /// Context parallelism splits every micro-batch's activations across `cp` GPUs and
+    /// widens the optimizer's data-parallel group to `dp · cp`; an interleaved schedule is
+    /// refused until its micro-batches in flight are modelled.
+    #[test]
+    fn context_parallelism_splits_activations_and_shards_over_dp_cp() {
+        let spec = ModelSpec::from_toml_str(SPEC).unwrap();
+        let zero1 = |dp, cp| Training {
+            dp,
+            cp,
+            zero: 1,
+            ..Training::default()
+        };
+        let one = training_memory(&spec, &zero1(2, 1)).unwrap();
+        let two = training_memory(&spec, &zero1(1, 2)).unwrap();
+        assert_eq!(two.gpus, 2);
+        let (a, b) = (&one.stages[0], &two.stages[0]);
+        assert_eq!(a.optimizer, b.optimizer);
+        assert_eq!(
+            a.activations_per_micro_batch,
+            b.activations_per_micro_batch.checked_mul(2).unwrap()
+        );
+        let vp = Training {
+            pp: 2,
+            vp: 2,
+            ..Training::default()
+        };
+        let err = training_memory(&spec, &vp).unwrap_err().to_string();
+        assert!(err.contains("training.vp"), "{err}");
     }
 
     /// Layouts that do not divide are refused, naming the field.

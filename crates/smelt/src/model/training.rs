@@ -7,6 +7,8 @@
 //! ep = 1                # expert parallelism (routed experts only; divides dp)
 //! pp = 1                # pipeline stages (layers split evenly; 1F1B schedule)
 //! dp = 1                # data parallelism
+//! cp = 1                # context parallelism (the sequence split across cp GPUs)
+//! vp = 1                # virtual pipeline stages per GPU (interleaved 1F1B when > 1)
 //! zero = 0              # ZeRO stage 0-3 over data parallelism
 //! micro_batch = 1       # sequences of workload.context tokens per micro-batch
 //! weight_bytes = 2      # bf16 weights
@@ -42,6 +44,15 @@ pub struct Training {
     /// Data-parallel degree.
     #[serde(default = "one")]
     pub dp: u64,
+    /// Context-parallel degree: every sequence is split across `cp` GPUs (Megatron-Core's
+    /// context parallelism); the distributed optimizer and the expert-parallel group span
+    /// `dp · cp` GPUs, as in Megatron-Core. Written only when not 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub cp: u64,
+    /// Virtual pipeline stages (model chunks) per GPU: the interleaved 1F1B schedule of
+    /// Narayanan et al. (arXiv:2104.04473, §2.2) when above 1. Written only when not 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub vp: u64,
     /// ZeRO stage: 0 replicates, 1 shards the optimizer states (master weights and
     /// moments), 2 also the gradients, 3 also the weights, across data parallelism.
     #[serde(default)]
@@ -66,6 +77,9 @@ pub struct Training {
 fn one() -> u64 {
     1
 }
+fn is_one(v: &u64) -> bool {
+    *v == 1
+}
 fn two() -> u64 {
     2
 }
@@ -83,6 +97,8 @@ impl Default for Training {
             ep: 1,
             pp: 1,
             dp: 1,
+            cp: 1,
+            vp: 1,
             zero: 0,
             micro_batch: 1,
             weight_bytes: 2,
@@ -127,9 +143,18 @@ impl Training {
         self.weight_bytes + self.grad_bytes + self.master_bytes + self.optimizer_bytes
     }
 
-    /// GPUs of the layout: `tp · pp · dp` (expert parallelism is carved out of `dp`).
+    /// GPUs of the layout: `tp · cp · pp · dp` (expert parallelism is carved out of
+    /// `dp · cp`).
     pub fn gpus(&self) -> u64 {
-        self.tp.saturating_mul(self.pp).saturating_mul(self.dp)
+        self.tp
+            .saturating_mul(self.cp)
+            .saturating_mul(self.pp)
+            .saturating_mul(self.dp)
+    }
+
+    /// The data-parallel group of the distributed optimizer, `dp · cp` GPUs.
+    pub fn dp_cp(&self) -> u64 {
+        self.dp.saturating_mul(self.cp)
     }
 
     /// Checks every field on its own.
@@ -138,6 +163,17 @@ impl Training {
         positive("training.ep", self.ep, MAX_COUNT)?;
         positive("training.pp", self.pp, MAX_COUNT)?;
         positive("training.dp", self.dp, MAX_COUNT)?;
+        positive("training.cp", self.cp, MAX_COUNT)?;
+        positive("training.vp", self.vp, MAX_COUNT)?;
+        if self.vp > 1 && self.pp == 1 {
+            return Err(Error::invalid(
+                "training.vp",
+                format!(
+                    "virtual pipeline stages need pipeline parallelism (pp > 1); got vp = {} with pp = 1",
+                    self.vp
+                ),
+            ));
+        }
         positive("training.micro_batch", self.micro_batch, MAX_COUNT)?;
         if self.zero > 3 {
             return Err(Error::invalid(
@@ -145,7 +181,16 @@ impl Training {
                 format!("must be a ZeRO stage, 0 to 3; got {}", self.zero),
             ));
         }
-        divides("training.ep", self.ep, "training.dp", self.dp)?;
+        if !self.dp_cp().is_multiple_of(self.ep) {
+            return Err(Error::invalid(
+                "training.ep",
+                format!(
+                    "must divide training.dp · training.cp ({}); got {}",
+                    self.dp_cp(),
+                    self.ep
+                ),
+            ));
+        }
         bytes_in(
             "training.weight_bytes",
             self.weight_bytes,
@@ -196,7 +241,13 @@ impl Training {
             "model.moe.experts",
             model.moe.experts,
         )?;
-        divides("training.pp", self.pp, "model.layers", model.layers)
+        divides("training.pp", self.pp, "model.layers", model.layers)?;
+        divides(
+            "training.vp",
+            self.vp,
+            "the layers per pipeline stage",
+            model.layers / self.pp,
+        )
     }
 }
 
