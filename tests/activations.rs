@@ -1,10 +1,10 @@
-//! Activation memory end to end: the README's figures for the 200M / S≈95% cell of the
+//! Activation memory end to end: the guide's figures for the 200M / S≈95% cell of the
 //! paper-like grid, recomputed from the grid's match under every policy; and the optional
 //! `activations` budget weighed in a budget file.
 
 use smelt::{ActivationPolicy, GridSpec, ModelSpec, cost};
 
-/// Digits in groups of three, as the README's table writes them.
+/// Digits in groups of three, as the guide's table writes them.
 fn grouped(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
@@ -24,7 +24,7 @@ fn under(spec: &ModelSpec, policy: ActivationPolicy) -> ModelSpec {
     s
 }
 
-/// The README's table of the 200M / S95 cell under each policy is what smelt computes.
+/// The guide's table ("Training memory") of the 200M / S95 cell under each policy is what smelt computes.
 #[test]
 fn readme_shows_the_200m_cell_under_every_policy() {
     let grid = GridSpec::load("budgets/smelt-grid.toml").unwrap();
@@ -34,7 +34,7 @@ fn readme_shows_the_200m_cell_under_every_policy() {
         .iter()
         .find(|c| c.scale == "200m" && c.sparsity_label == "s95")
         .expect("the grid has a 200m s95 cell");
-    let readme = std::fs::read_to_string("README.md").unwrap();
+    let guide = std::fs::read_to_string("docs/guide.md").unwrap();
     let context = cell.baseline.workload.context;
     for &policy in ActivationPolicy::ALL {
         let bytes = |spec: &ModelSpec| {
@@ -56,7 +56,7 @@ fn readme_shows_the_200m_cell_under_every_policy() {
             gib(b),
             gib(l)
         );
-        assert!(readme.contains(&row), "the README lacks the row\n{row}");
+        assert!(guide.contains(&row), "the guide lacks the row\n{row}");
         if policy == ActivationPolicy::Flash {
             // The grid's ratio is the default policy's.
             assert_eq!(cell.ratios.activations, l as f64 / b as f64);
@@ -66,7 +66,7 @@ fn readme_shows_the_200m_cell_under_every_policy() {
 
 /// With `activations` weighed, the match trades the other budgets for it: its activation
 /// residual shrinks, and yet no point of the paper-like lattice holds all four budgets
-/// within 3% (what the README says).
+/// within 3% (what the guide says).
 #[test]
 fn weighing_activations_moves_the_match() {
     let text = std::fs::read_to_string("budgets/match-200m-s95.toml").unwrap();

@@ -144,16 +144,45 @@ fn grid_predict_names_the_card_it_read() {
     assert_eq!(basis["device"]["name"], "NVIDIA H100 SXM");
 }
 
-/// The README's list of cards is the table's ids, in the table's order.
+/// The guide's table of cards ("Predicted step time") is the library's, generated from the
+/// table in code (`smelt::time::cards_markdown`), as the families table is; after adding a
+/// card, `SMELT_BLESS=1 cargo test --release --test tests cards` rewrites it.
 #[test]
-fn the_readme_lists_the_cards_of_the_table() {
-    let readme = std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR")))
-        .unwrap()
-        .replace('\n', " ");
-    let start = readme.find("Cards: `").expect("the README's list of cards");
-    let list = &readme[start..];
-    let list = &list[..list.find(" (or ").expect("the end of the list")];
-    let ids: Vec<&str> = list.split('`').skip(1).step_by(2).collect();
+fn the_guide_shows_the_cards_of_the_table() {
+    const BEGIN: &str = "<!-- cards:begin -->\n";
+    const END: &str = "<!-- cards:end -->";
+    let path = format!("{}/docs/guide.md", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.find(BEGIN).expect("the guide's cards:begin marker") + BEGIN.len();
+    let end = start
+        + text[start..]
+            .find(END)
+            .expect("the guide's cards:end marker");
+    let want = smelt::time::cards_markdown();
+    if std::env::var_os("SMELT_BLESS").is_some() && text[start..end] != want {
+        let mut text = text.clone();
+        text.replace_range(start..end, &want);
+        std::fs::write(&path, text).unwrap();
+    }
+    assert!(
+        text[start..end] == want,
+        "the guide's table of cards is not the library's (SMELT_BLESS=1 rewrites it); it \
+         should read:\n{want}"
+    );
+    // A row per card, in the table's order, each with its figures.
+    let ids: Vec<&str> = want
+        .lines()
+        .skip(2)
+        .filter_map(|row| row.split('`').nth(1))
+        .collect();
     let table: Vec<&str> = Card::ALL.iter().map(|c| c.as_str()).collect();
     assert_eq!(ids, table);
+    let h200 = want
+        .lines()
+        .find(|r| r.starts_with("| `h200-sxm`"))
+        .unwrap();
+    assert_eq!(
+        h200,
+        "| `h200-sxm` | NVIDIA H200 SXM | `h200` | 989.4 | 4.8 |"
+    );
 }

@@ -1,9 +1,9 @@
 //! The documentation against the code: the README's and the guide's Rust examples run and
 //! are shown exactly as they are here (between the `README` markers, indentation removed),
-//! the README's budget matches, and `docs/conventions.md` is the cost model's own
+//! the guide's budget in brief matches, and `docs/conventions.md` is the cost model's own
 //! documentation.
 
-/// README, "Library": matching a budget, as a launcher would.
+/// The guide, "Library": matching a budget, as a launcher would.
 fn match_a_budget() -> smelt::Result<()> {
     // README begin
     use smelt::budget::Budget;
@@ -20,7 +20,7 @@ fn match_a_budget() -> smelt::Result<()> {
     Ok(())
 }
 
-/// README, "Library": two models side by side.
+/// The guide, "Library": two models side by side.
 fn compare_two_models() -> smelt::Result<()> {
     // README begin
     use smelt::report::{Format, render};
@@ -35,7 +35,7 @@ fn compare_two_models() -> smelt::Result<()> {
     Ok(())
 }
 
-/// README, "Library": checking the tolerances and writing the config a launcher builds.
+/// The guide, "Library": checking the tolerances and writing the config a launcher builds.
 fn export_a_match() -> smelt::Result<()> {
     // README begin
     use smelt::budget::Budget;
@@ -99,13 +99,13 @@ fn docs_show_these_examples() {
     }
 }
 
-/// The README's budget in brief is a budget smelt reads and matches (its Baseline path is
+/// The guide's budget in brief is a budget smelt reads and matches (its Baseline path is
 /// relative to `budgets/`, where such a file would live).
 #[test]
 fn readme_budget_example_matches() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
-    let section = &readme[readme.find("## A budget, in brief").unwrap()..];
+    let guide = std::fs::read_to_string(format!("{root}/docs/guide.md")).unwrap();
+    let section = &guide[guide.find("## A budget, in brief").unwrap()..];
     let toml = section.split("```toml\n").nth(1).unwrap();
     let toml = &toml[..toml.find("```").unwrap()];
     let budget =
@@ -199,5 +199,86 @@ fn readme_shows_the_grid_as_printed() {
     assert!(
         readme.contains(&format!("```text\n{printed}```")),
         "the README's grid differs from tests/snapshots/grid.txt"
+    );
+}
+
+/// The README stays a front page (what smelt is, how to install it, the two commands, one
+/// screen of output, links): at most 250 lines; every feature's section is in the guide.
+#[test]
+fn the_readme_is_a_front_page() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 250, "README.md has {lines} lines (at most 250)");
+    // It links to the guide rather than repeating it.
+    assert!(
+        readme.contains("](docs/guide.md#"),
+        "the README links to no guide section"
+    );
+}
+
+/// The `##` headings of a Markdown text, outside fenced code blocks.
+fn sections(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if let Some(h) = line.strip_prefix("## ").filter(|_| !fenced) {
+            out.push(h);
+        }
+    }
+    out
+}
+
+/// The anchor GitHub gives a heading: lowercase, backticks and punctuation dropped (but `-`
+/// and `_`), spaces as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || " -_".contains(*c))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The guide's table of contents lists every section, in order, each with its anchor; and
+/// every link from the README or the guide to a section of the guide names an anchor the
+/// guide has.
+#[test]
+fn the_guides_contents_and_links_are_complete() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let guide = std::fs::read_to_string(format!("{root}/docs/guide.md")).unwrap();
+    let heads = sections(&guide);
+    assert!(heads.len() >= 15, "{heads:?}");
+    let want: String = heads
+        .iter()
+        .map(|h| format!("- [{h}](#{})\n", anchor(h)))
+        .collect();
+    assert!(
+        guide.contains(&want),
+        "the guide's table of contents should read:\n{want}"
+    );
+    let anchors: Vec<String> = heads.iter().map(|h| anchor(h)).collect();
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let links = [
+        ("README.md", &readme, "](docs/guide.md#"),
+        ("docs/guide.md", &guide, "](#"),
+    ];
+    let mut seen = 0;
+    for (file, text, prefix) in links {
+        for link in text.split(prefix).skip(1) {
+            let target = &link[..link.find(')').unwrap_or(link.len())];
+            assert!(
+                anchors.iter().any(|a| a == target),
+                "{file} links to #{target}, which no section of the guide has"
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen > heads.len(), "{seen} links checked");
+    assert_eq!(
+        anchor("Predicted step time: `smelt predict`, `grid --predict`"),
+        "predicted-step-time-smelt-predict-grid---predict"
     );
 }

@@ -591,17 +591,17 @@ fn mfu_refuses_bad_inputs() {
     }
 }
 
-/// The README's launcher table is the end of `smelt match ... --conventions` as printed
+/// The guide's launcher table ("Your launcher's numbers") is the end of `smelt match ... --conventions` as printed
 /// (its snapshot, which tests/snapshots.rs keeps current).
 #[test]
 fn readme_shows_the_launcher_table_as_printed() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let guide = std::fs::read_to_string(format!("{root}/docs/guide.md")).unwrap();
     let snapshot =
         std::fs::read_to_string(format!("{root}/tests/snapshots/match-conventions.txt")).unwrap();
     let start = snapshot.find("Launcher FLOPs:").unwrap();
     assert!(
-        readme.contains(&format!("```text\n{}```", &snapshot[start..])),
-        "the README's launcher table differs from tests/snapshots/match-conventions.txt"
+        guide.contains(&format!("```text\n{}```", &snapshot[start..])),
+        "the guide's launcher table differs from tests/snapshots/match-conventions.txt"
     );
 }

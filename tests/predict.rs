@@ -232,12 +232,12 @@ fn a_calibration_comes_from_a_bench_and_says_so() {
 #[test]
 fn the_readme_table_is_what_the_grid_predicts() {
     let readme =
-        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        std::fs::read_to_string(format!("{}/docs/guide.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let marker = "<!-- predict-h200: smelt grid budgets/smelt-grid.toml --predict h200";
     let table = readme
         .split(marker)
         .nth(1)
-        .expect("the README's predict table");
+        .expect("the guide's predict table");
     let rows: Vec<&str> = (table.lines().skip(3))
         .take_while(|l| l.starts_with('|'))
         .collect();

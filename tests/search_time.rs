@@ -416,7 +416,7 @@ fn a_match_with_the_time_weighed_reports_its_residual() {
     let r0 = z["predicted_time"]["residual"].as_f64().unwrap().abs();
     let worst0 = z["score"][0].as_f64().unwrap().max(r0);
     assert!(score[0] <= worst0, "{score:?} against {worst0}");
-    // The README's figures ("Matching the time too").
+    // The guide's figures ("Matching the time too").
     let pct = |v: &serde_json::Value| format!("{:+.2}%", v.as_f64().unwrap() * 100.0);
     let figures = [
         pct(&p["residual"]),

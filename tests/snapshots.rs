@@ -472,15 +472,17 @@ fn is_shown_figure(token: &str) -> bool {
         && exponent_ok
 }
 
-/// The outputs the README shows beside its commands: every decimal figure in the comment of
-/// a `smelt ...` line of a shell block (`# E 1.8172, A 4.7783e2, ...`) is in what that
-/// command prints, so a shown figure cannot drift from the program.
+/// The outputs the README and the guide show beside their commands: every decimal figure in
+/// the comment of a `smelt ...` line of a shell block (`# E 1.8172, A 4.7783e2, ...`) is in
+/// what that command prints, so a shown figure cannot drift from the program.
 #[test]
 fn readme_comments_show_what_the_commands_print() {
-    let readme =
-        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let docs = ["README.md", "docs/guide.md"]
+        .map(|f| std::fs::read_to_string(format!("{root}/{f}")).unwrap())
+        .join("\n");
     let mut checked = 0;
-    for block in readme.split("```sh\n").skip(1) {
+    for block in docs.split("```sh\n").skip(1) {
         let block = block.split("```").next().unwrap_or("");
         for line in block.lines() {
             let Some((command, comment)) = line.split_once(" # ") else {
@@ -502,14 +504,14 @@ fn readme_comments_show_what_the_commands_print() {
             for figure in figures {
                 assert!(
                     out.contains(figure),
-                    "README: `{}` shows {figure}, which it does not print:\n{out}",
+                    "docs: `{}` shows {figure}, which it does not print:\n{out}",
                     command.trim()
                 );
             }
             checked += 1;
         }
     }
-    assert!(checked >= 1, "no README command shows a figure");
+    assert!(checked >= 3, "{checked} commands show a figure");
     assert!(is_shown_figure("4.7783e2") && is_shown_figure("0.3473"));
     assert!(!is_shown_figure("1..=4") && !is_shown_figure("5") && !is_shown_figure("8,10"));
 }

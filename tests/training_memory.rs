@@ -307,7 +307,7 @@ fn grouped(n: u64) -> String {
     out
 }
 
-/// The README's per-GPU peaks of the 200M / S95 pair are what `smelt cost --against`
+/// The guide's per-GPU peaks of the 200M / S95 pair are what `smelt cost --against`
 /// computes.
 #[test]
 fn readme_shows_the_200m_peaks() {
@@ -330,14 +330,14 @@ fn readme_shows_the_200m_peaks() {
     let json = crate::common::run_json(&args);
     let peak = |side: &str| json[side]["training"]["peak"].as_u64().unwrap();
     let (base, looped) = (peak("baseline"), peak("model"));
-    let readme = std::fs::read_to_string("README.md").unwrap();
+    let guide = std::fs::read_to_string("docs/guide.md").unwrap();
     let shown = format!(
         "Baseline's peak per GPU is {} bytes and the\nlooped model's {} ({:+.2}%)",
         grouped(base),
         grouped(looped),
         (looped as f64 / base as f64 - 1.0) * 100.0
     );
-    assert!(readme.contains(&shown), "README should say: {shown}");
+    assert!(guide.contains(&shown), "the guide should say: {shown}");
 }
 
 /// Bad layouts and tables: refused with the field named, never a panic.

@@ -88,14 +88,17 @@ pub mod error;
 pub mod export;
 pub mod fit;
 pub mod hf;
+#[doc(hidden)] // not public API: the CLI's and the Python module's file handling
 pub mod io;
 pub mod launcher_flops;
 pub mod model;
+#[doc(hidden)] // not public API: the named enums' machinery
 pub mod names;
 mod par;
 pub mod plan;
 pub mod progress;
 pub mod report;
+#[doc(hidden)] // not public API: the seeded streams of the fit and the tests
 pub mod rng;
 pub mod search;
 mod strict_toml;

@@ -1,6 +1,6 @@
 //! Kernel microbenchmark: turns a model into the GEMMs one training step of its layer stack
 //! issues ([`crate::plan`]), checks that their arithmetic equals the cost model's count exactly,
-//! runs them on a backend ([`cpu`] everywhere, [`cuda`] behind the `cuda` feature) and
+//! runs them on a backend (`cpu` everywhere, `cuda` behind the `cuda` feature) and
 //! reports what each component costs in time, which arithmetic FLOPs hide: more experts
 //! mean smaller GEMMs, and the loop re-executes layers serially. A backend gives the
 //! [`TimingBackend`] primitives (time the ceiling, time one kernel shape, estimate a run);
@@ -22,11 +22,15 @@
 //! one that overruns the budget anyway stops with an error rather than hang.
 
 mod backend;
-pub mod cpu;
+pub(crate) mod cpu;
+#[doc(hidden)] // not public API: the tests probe for a device
 pub mod cuda;
-pub mod gemm;
+// The GEMMs' layouts, used by the CUDA backend alone.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) mod gemm;
 #[cfg(test)]
 mod mock;
+#[doc(hidden)] // not public API: the kernel benches time the pool
 pub mod pool;
 pub mod stats;
 mod types;

@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, Words, object};
+use super::family::{ConfigKeys, FamilyConfig, Words, object};
 use super::support::{Feature, Shared, Support, layer_count, refuse};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
@@ -139,6 +139,12 @@ impl FamilyConfig for DeepSeek {
     fn support(&self) -> &Support {
         &self.support
     }
+    fn words(&self) -> Words {
+        Words::ROUTED
+    }
+}
+
+impl ConfigKeys for DeepSeek {
     fn keys(&self) -> Vec<&'static str> {
         let mut keys = field_names::<Moe>();
         keys.extend(field_names::<Latent>());
@@ -148,9 +154,7 @@ impl FamilyConfig for DeepSeek {
         }
         keys
     }
-    fn words(&self) -> Words {
-        Words::ROUTED
-    }
+
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         let indexer = match self.indexer {
             true => Some(read::<Index>(config)?.indexer()),
@@ -162,6 +166,7 @@ impl FamilyConfig for DeepSeek {
         }
         Ok(Parts { indexer, ..parts })
     }
+
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Latent::of(m, self.family)?)?;
         out.extend(object(Moe::of(m, self.family, self.routing)?)?);
@@ -200,17 +205,22 @@ impl FamilyConfig for Glm4Moe {
     fn support(&self) -> &Support {
         &Glm::SUPPORT
     }
+    fn words(&self) -> Words {
+        Words::ROUTED
+    }
+}
+
+impl ConfigKeys for Glm4Moe {
     fn keys(&self) -> Vec<&'static str> {
         let mut keys = field_names::<Moe>();
         keys.extend(field_names::<Glm>());
         keys
     }
-    fn words(&self) -> Words {
-        Words::ROUTED
-    }
+
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         read::<Glm>(config)?.parts(common, &read(config)?)
     }
+
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Glm::of(m))?;
         out.extend(object(Moe::of(m, Family::Glm4Moe, Routing::Biased)?)?);

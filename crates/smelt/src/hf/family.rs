@@ -1,29 +1,29 @@
-//! What a family module provides ([`FamilyConfig`]) and the one list of the families
-//! ([`FAMILIES`]). The import, the export and the key lists look a family up here; the
-//! command line's help, the Python docstring and the README's table of families are made
-//! from (or checked against) this list, so a family is described once.
+//! What a family module provides: the family's names ([`Family`]), its description and what
+//! its modeling code builds ([`FamilyConfig`], every method but the four names a default),
+//! and how its own keys read into a model and write back ([`ConfigKeys`]; for a family whose
+//! own keys are one config struct, [`OneStruct`] names the struct and the rest follows). The
+//! one list of the families is in `registry.rs`, which imports the family modules; this
+//! file imports none of them.
 //!
-//! Adding a family: a [`Family`] variant and its line in [`FAMILIES`] (here, in the same
-//! order), and a module implementing [`FamilyConfig`]; `SMELT_BLESS=1 cargo test --release
-//! --test tests hf_registry` then rewrites the README's table, and the tests name every
-//! other list that lacks it (the Python docstring) and every family without a published
-//! config in tests/data/hf/.
+//! Adding a family: a [`Family`] variant here, a module implementing [`FamilyConfig`] and
+//! [`OneStruct`] (or [`ConfigKeys`]), and its line in `registry.rs`'s list (in the same
+//! order); `SMELT_BLESS=1 cargo test --release --test tests hf_registry` then rewrites the
+//! guide's table, and the tests name every other list that lacks it (the Python docstring)
+//! and every family without a published config in tests/data/hf/.
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::support::Support;
-use super::{
-    Common, Parts, deepseek, gemma4, glm_dsa, gpt_oss, granite, llama4, minimax, mixtral,
-    nemotron_h, olmoe, phimoe, qwen, qwen_next,
-};
+use super::{Common, Parts, field_names, read};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::names::named_enum;
 
 named_enum! {
     /// A Hugging Face model family (`model_type`) smelt reads and writes; what it reads and
-    /// writes is its entry in the family list ([`families_markdown`] says what).
+    /// writes is its entry in the family list ([`super::families_markdown`] says what).
     pub enum Family: "model_type" {
         /// Mixtral (Mistral AI).
         Mixtral = "mixtral",
@@ -68,8 +68,9 @@ named_enum! {
     }
 }
 
-/// One Hugging Face family (`model_type`): its names, how its config reads into a model and
-/// a model writes back as its config, what its modeling code can build, and its documentation.
+/// One Hugging Face family (`model_type`): its names, its documentation, what its modeling
+/// code can build and how its config is read. A family module gives its four names and what
+/// differs from the defaults.
 pub(super) trait FamilyConfig: Sync {
     /// The family this describes.
     fn family(&self) -> Family;
@@ -80,14 +81,14 @@ pub(super) trait FamilyConfig: Sync {
     /// One line for people: the models it holds (the command line's help).
     fn about(&self) -> &'static str;
 
-    /// What smelt reads beyond the common keys, in Markdown (the README's table).
+    /// What smelt reads beyond the common keys, in Markdown (the guide's table).
     fn reads(&self) -> &'static str;
 
-    /// What its modeling code builds: the export refuses any other model.
-    fn support(&self) -> &Support;
-
-    /// The keys it reads beyond the common ones (each its config structs' fields).
-    fn keys(&self) -> Vec<&'static str>;
+    /// What its modeling code builds: the export refuses any other model. By default
+    /// routed experts of the common shape ([`Support::ROUTED`]).
+    fn support(&self) -> &Support {
+        &Support::ROUTED
+    }
 
     /// Its config keys for the model's fields, so import errors use the file's words.
     fn words(&self) -> Words {
@@ -126,12 +127,50 @@ pub(super) trait FamilyConfig: Sync {
     fn refuse(&self, _config: &Map<String, Value>) -> Result<()> {
         Ok(())
     }
+}
+
+/// How a family's own keys (beyond the common ones) read into model parts and write back.
+/// A family whose keys are one config struct gets it from [`OneStruct`]; the others (several
+/// structs, or keys that depend on the family's variant) implement it.
+pub(super) trait ConfigKeys: FamilyConfig {
+    /// The keys it reads beyond the common ones (each its config structs' fields).
+    fn keys(&self) -> Vec<&'static str>;
 
     /// Its keys of a parsed `config.json` with the common keys `common`, as model parts.
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts>;
 
     /// Its keys of model `m` (already checked against [`FamilyConfig::support`]).
     fn write(&self, m: &Model) -> Result<Map<String, Value>>;
+}
+
+/// A family whose own keys are one config struct ([`OwnKeys`]): its key list is the struct's
+/// fields, its import reads the struct, its export writes it.
+pub(super) trait OneStruct: FamilyConfig {
+    /// The struct of its own keys.
+    type Keys: OwnKeys;
+}
+
+/// A family's config struct: what its keys mean as model parts, and the keys of a model.
+pub(super) trait OwnKeys: Serialize + DeserializeOwned {
+    /// The struct's keys, with the common keys `common`, as model parts.
+    fn parts(&self, common: &Common) -> Result<Parts>;
+
+    /// The struct's keys for model `m` (already checked against the family's support).
+    fn of(m: &Model) -> Result<Self>;
+}
+
+impl<F: OneStruct> ConfigKeys for F {
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<F::Keys>()
+    }
+
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        read::<F::Keys>(config)?.parts(common)
+    }
+
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        object(F::Keys::of(m)?)
+    }
 }
 
 /// A multimodal wrapper whose `text_config` is a family's config.
@@ -183,154 +222,10 @@ impl Words {
     };
 }
 
-/// Every family, in [`Family::ALL`]'s order (a test checks it): the one list the import,
-/// the export and the documentation read.
-pub(super) static FAMILIES: &[&dyn FamilyConfig] = &[
-    &mixtral::Mixtral,
-    &qwen::Qwen2MoeFamily,
-    &qwen::Qwen3MoeFamily,
-    &olmoe::Olmoe,
-    &deepseek::V2,
-    &deepseek::V3,
-    &deepseek::V32,
-    &deepseek::KIMI_K2,
-    &deepseek::Glm4Moe,
-    &glm_dsa::GlmMoeDsa,
-    &gpt_oss::GptOss,
-    &minimax::MinimaxM2,
-    &llama4::Llama4Text,
-    &granite::GraniteMoe,
-    &phimoe::Phimoe,
-    &qwen_next::Qwen3Next,
-    &qwen_next::Qwen3_5MoeText,
-    &gemma4::Gemma4Text,
-    &nemotron_h::NemotronH,
-];
-
-// Every family has its line: `Family::config` indexes this list.
-const _: () = assert!(FAMILIES.len() == Family::ALL.len());
-
-impl Family {
-    /// The family's entry in [`FAMILIES`].
-    pub(super) fn config(self) -> &'static dyn FamilyConfig {
-        FAMILIES[self as usize]
-    }
-
-    /// The Transformers class an exported config names in `architectures`.
-    pub fn architecture(self) -> &'static str {
-        self.config().architecture()
-    }
-
-    /// The `model_type` an exported config names: the family's own, but `deepseek_v3` for
-    /// Kimi-K2, which Transformers knows only as DeepSeek-V3's classes (its checkpoints
-    /// reach them through their own remote code).
-    pub fn exported_model_type(self) -> &'static str {
-        match self {
-            Family::KimiK2 => Family::DeepseekV3.as_str(),
-            f => f.as_str(),
-        }
-    }
-
-    /// One line for people: the models the family holds.
-    pub fn about(self) -> &'static str {
-        self.config().about()
-    }
-
-    /// The `model_type` of a multimodal wrapper smelt reads as this family (its
-    /// `text_config`): `llama4` for `llama4_text`.
-    pub fn wrapper(self) -> Option<&'static str> {
-        self.config().wrapper().map(|w| w.model_type)
-    }
-
-    /// Every key smelt reads for this family (and writes on export, with the
-    /// `smelt_loop_*` keys when the model loops).
-    pub fn keys(self) -> Vec<&'static str> {
-        let top_k = self.config().words().top_k;
-        let mut keys: Vec<&'static str> = super::field_names::<Common>()
-            .into_iter()
-            .map(|k| if k == TOP_K { top_k } else { k })
-            .collect();
-        keys.extend(self.config().keys());
-        keys
-    }
-
-    /// The family that a `config.json`'s `model_type` names, directly or as a wrapper.
-    pub(super) fn of_model_type(model_type: &str) -> Option<(Family, Option<Wrapper>)> {
-        FAMILIES.iter().find_map(|f| match f.wrapper() {
-            Some(w) if w.model_type == model_type => Some((f.family(), Some(w))),
-            _ if f.family().as_str() == model_type => Some((f.family(), None)),
-            _ => None,
-        })
-    }
-}
-
-/// Every family's `model_type`, comma-separated, a wrapper after its family: "mixtral, ...,
-/// llama4_text (and a llama4 wrapper's text decoder), ...". The command line's help says
-/// this, and a test checks that the Python docstring does.
-pub fn families_list() -> String {
-    let names: Vec<String> = FAMILIES
-        .iter()
-        .map(|f| match f.wrapper() {
-            Some(w) => format!(
-                "{} (and a {} wrapper's text decoder)",
-                f.family(),
-                w.model_type
-            ),
-            None => f.family().to_string(),
-        })
-        .collect();
-    names.join(", ")
-}
-
-/// The README's table of families: each `model_type` (with its wrapper) and what smelt reads
-/// beyond the common keys, in Markdown, one row per family in [`Family::ALL`]'s order. A
-/// test checks that the README (or the guide) shows exactly this between its
-/// `<!-- families:begin -->` and `<!-- families:end -->` markers.
-pub fn families_markdown() -> String {
-    let mut out =
-        String::from("| `model_type` | what smelt reads beyond the common keys |\n|---|---|\n");
-    for f in FAMILIES {
-        let name = match f.wrapper() {
-            Some(w) => format!(
-                "`{}`, and a `{}` wrapper's `text_config`",
-                f.family(),
-                w.model_type
-            ),
-            None => format!("`{}`", f.family()),
-        };
-        out.push_str(&format!("| {name} | {} |\n", f.reads()));
-    }
-    out
-}
-
 /// A config struct as a JSON object.
 pub(super) fn object(value: impl Serialize) -> Result<Map<String, Value>> {
     match serde_json::to_value(value).map_err(|e| Error::serialize("config.json", e))? {
         Value::Object(m) => Ok(m),
         _ => Err(Error::serialize("config.json", "a config is not an object")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_registry_follows_the_enum() {
-        for (i, f) in Family::ALL.iter().enumerate() {
-            assert_eq!(FAMILIES[i].family(), *f, "FAMILIES[{i}]");
-            assert_eq!(f.config().family(), *f);
-        }
-    }
-
-    #[test]
-    fn every_family_is_documented() {
-        for f in FAMILIES {
-            let name = f.family();
-            assert!(!f.about().is_empty(), "{name}: about");
-            assert!(!f.reads().is_empty(), "{name}: reads");
-            assert!(!f.reads().contains('|'), "{name}: reads breaks the table");
-            assert!(f.architecture().ends_with("ForCausalLM"), "{name}");
-        }
     }
 }

@@ -34,7 +34,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, Words, Wrapper, object};
+use super::family::{ConfigKeys, FamilyConfig, Words, Wrapper, object};
 use super::support::{FULL, Feature, SLIDING, Shared, Support, refuse, sliding_layers};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
@@ -306,9 +306,6 @@ impl FamilyConfig for Gemma4Text {
     fn support(&self) -> &Support {
         &SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        field_names::<Config>()
-    }
     fn words(&self) -> Words {
         WORDS
     }
@@ -328,6 +325,13 @@ impl FamilyConfig for Gemma4Text {
         }
         Ok(())
     }
+}
+
+impl ConfigKeys for Gemma4Text {
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Config>()
+    }
+
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         let c: Config = read(config)?;
         if config.get("sliding_window").is_some_and(Value::is_null) {
@@ -386,6 +390,7 @@ impl FamilyConfig for Gemma4Text {
         }
         c.parts(common)
     }
+
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         buildable(m)?;
         object(Config::of(m))

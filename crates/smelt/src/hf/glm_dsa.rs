@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::deepseek::{Index, Latent, Moe, Routing};
-use super::family::{FamilyConfig, Words, object};
+use super::family::{ConfigKeys, FamilyConfig, Words, object};
 use super::support::{Support, layer_count, refuse};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
@@ -68,6 +68,12 @@ impl FamilyConfig for GlmMoeDsa {
     fn support(&self) -> &Support {
         &Latent::V32
     }
+    fn words(&self) -> Words {
+        Words::ROUTED
+    }
+}
+
+impl ConfigKeys for GlmMoeDsa {
     fn keys(&self) -> Vec<&'static str> {
         let mut keys = field_names::<Moe>();
         keys.extend(field_names::<Latent>());
@@ -75,9 +81,7 @@ impl FamilyConfig for GlmMoeDsa {
         keys.extend(field_names::<Dsa>());
         keys
     }
-    fn words(&self) -> Words {
-        Words::ROUTED
-    }
+
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         let mut config = config.clone();
         if let Some(map) = config.as_object_mut()
@@ -121,6 +125,7 @@ impl FamilyConfig for GlmMoeDsa {
             ..parts
         })
     }
+
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Latent::of(m, Family::GlmMoeDsa)?)?;
         out.extend(object(Moe::of(m, Family::GlmMoeDsa, Routing::Biased)?)?);

@@ -7,11 +7,10 @@
 //! experts, no dense layers. YaRN RoPE costs nothing counted.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, object};
+use super::family::{FamilyConfig, OneStruct, OwnKeys};
 use super::support::{FULL, Feature, SLIDING, Support, sliding_layers};
-use super::{Common, Family, Parts, field_names, read, yes};
+use super::{Common, Family, Parts, yes};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, ExpertActivation, Model, Window, WindowKind};
 
@@ -42,15 +41,10 @@ impl FamilyConfig for GptOss {
     fn support(&self) -> &Support {
         &SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        field_names::<Config>()
-    }
-    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Config>(config)?.parts(common)
-    }
-    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
-        object(Config::of(m))
-    }
+}
+
+impl OneStruct for GptOss {
+    type Keys = Config;
 }
 
 /// Transformers' default window.
@@ -76,7 +70,7 @@ const SUPPORT: Support = Support {
 
 /// The keys `gpt_oss` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Config {
+pub(super) struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,7 +84,7 @@ struct Config {
     experts_per_token: Option<u64>,
 }
 
-impl Config {
+impl OwnKeys for Config {
     fn parts(&self, c: &Common) -> Result<Parts> {
         if let Some(k) = self.experts_per_token
             && k != c.num_experts_per_tok
@@ -129,9 +123,9 @@ impl Config {
         })
     }
 
-    fn of(m: &Model) -> Self {
+    fn of(m: &Model) -> Result<Self> {
         let windowed = |i: u64| m.window.as_ref().is_some_and(|w| w.layers.contains(&i));
-        Self {
+        Ok(Self {
             num_local_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,
             sliding_window: m.window.as_ref().map(|w| w.size),
@@ -142,6 +136,6 @@ impl Config {
             ),
             attention_bias: m.attention_bias == AttentionBias::All,
             experts_per_token: Some(m.moe.top_k),
-        }
+        })
     }
 }

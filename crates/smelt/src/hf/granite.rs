@@ -7,11 +7,10 @@
 //! elementwise, no counted cost.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, object};
+use super::family::{FamilyConfig, OneStruct, OwnKeys};
 use super::support::Support;
-use super::{Common, Family, Parts, field_names, read};
+use super::{Common, Family, Parts};
 use crate::error::Result;
 use crate::model::{AttentionBias, Model};
 
@@ -35,15 +34,10 @@ impl FamilyConfig for GraniteMoe {
     fn support(&self) -> &Support {
         &SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        field_names::<Config>()
-    }
-    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Config>(config)?.parts(common)
-    }
-    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
-        object(Config::of(m))
-    }
+}
+
+impl OneStruct for GraniteMoe {
+    type Keys = Config;
 }
 
 const SUPPORT: Support = Support {
@@ -53,14 +47,14 @@ const SUPPORT: Support = Support {
 
 /// The keys `granitemoe` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Config {
+pub(super) struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default)]
     attention_bias: bool,
 }
 
-impl Config {
+impl OwnKeys for Config {
     fn parts(&self, _: &Common) -> Result<Parts> {
         Ok(Parts {
             experts: self.num_local_experts,
@@ -70,11 +64,11 @@ impl Config {
         })
     }
 
-    fn of(m: &Model) -> Self {
-        Self {
+    fn of(m: &Model) -> Result<Self> {
+        Ok(Self {
             num_local_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,
             attention_bias: m.attention_bias == AttentionBias::All,
-        }
+        })
     }
 }

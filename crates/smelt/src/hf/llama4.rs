@@ -14,11 +14,10 @@
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, Words, Wrapper, object};
+use super::family::{FamilyConfig, OneStruct, OwnKeys, Words, Wrapper};
 use super::support::{Feature, Shared, Support, refuse};
-use super::{Common, Family, Parts, field_names, read};
+use super::{Common, Family, Parts};
 use crate::error::{Error, Result};
 use crate::model::{AttentionBias, Dense, Model, Window, WindowKind};
 
@@ -51,9 +50,6 @@ impl FamilyConfig for Llama4Text {
     fn support(&self) -> &Support {
         &SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        field_names::<Config>()
-    }
     fn words(&self) -> Words {
         Words {
             shared_ffn: "intermediate_size",
@@ -68,12 +64,10 @@ impl FamilyConfig for Llama4Text {
             architecture: "Llama4ForConditionalGeneration",
         })
     }
-    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Config>(config)?.parts(common)
-    }
-    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
-        object(Config::of(m)?)
-    }
+}
+
+impl OneStruct for Llama4Text {
+    type Keys = Config;
 }
 
 const CHUNKED: &str = "chunked_attention";
@@ -105,7 +99,7 @@ fn mlp() -> u64 {
 
 /// The keys `llama4_text` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Config {
+pub(super) struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default = "mlp")]
@@ -130,6 +124,47 @@ struct Config {
 }
 
 impl Config {
+    /// Each layer's attention: `layer_types`, else chunked on the RoPE layers.
+    fn layer_types(&self, layers: u64) -> Result<Vec<String>> {
+        let types: Vec<String> = match (&self.layer_types, &self.no_rope_layers) {
+            (Some(t), _) => t.clone(),
+            (None, Some(rope)) => rope
+                .iter()
+                .map(|&r| if r != 0 { CHUNKED } else { FULL }.to_owned())
+                .collect(),
+            (None, None) => {
+                if self.no_rope_layer_interval == 0 {
+                    return Err(Error::invalid(
+                        "config.json: no_rope_layer_interval",
+                        "must be at least 1 (every how many layers one is NoPE)",
+                    ));
+                }
+                (0..layers)
+                    .map(|i| {
+                        let rope = (i + 1) % self.no_rope_layer_interval != 0;
+                        if rope { CHUNKED } else { FULL }.to_owned()
+                    })
+                    .collect()
+            }
+        };
+        // Transformers indexes these per layer: a shorter list fails to build, a longer one
+        // is read up to the layer count.
+        if (types.len() as u64) < layers {
+            let key = if self.layer_types.is_some() {
+                "layer_types"
+            } else {
+                "no_rope_layers"
+            };
+            return Err(Error::invalid(
+                format!("config.json: {key}"),
+                format!("must give each of the {layers} layers; got {}", types.len()),
+            ));
+        }
+        Ok(types.into_iter().take(layers as usize).collect())
+    }
+}
+
+impl OwnKeys for Config {
     fn parts(&self, c: &Common) -> Result<Parts> {
         let layers = c.num_hidden_layers;
         // A set: the list is the config's, of any length.
@@ -200,45 +235,6 @@ impl Config {
             window,
             ..Parts::default()
         })
-    }
-
-    /// Each layer's attention: `layer_types`, else chunked on the RoPE layers.
-    fn layer_types(&self, layers: u64) -> Result<Vec<String>> {
-        let types: Vec<String> = match (&self.layer_types, &self.no_rope_layers) {
-            (Some(t), _) => t.clone(),
-            (None, Some(rope)) => rope
-                .iter()
-                .map(|&r| if r != 0 { CHUNKED } else { FULL }.to_owned())
-                .collect(),
-            (None, None) => {
-                if self.no_rope_layer_interval == 0 {
-                    return Err(Error::invalid(
-                        "config.json: no_rope_layer_interval",
-                        "must be at least 1 (every how many layers one is NoPE)",
-                    ));
-                }
-                (0..layers)
-                    .map(|i| {
-                        let rope = (i + 1) % self.no_rope_layer_interval != 0;
-                        if rope { CHUNKED } else { FULL }.to_owned()
-                    })
-                    .collect()
-            }
-        };
-        // Transformers indexes these per layer: a shorter list fails to build, a longer one
-        // is read up to the layer count.
-        if (types.len() as u64) < layers {
-            let key = if self.layer_types.is_some() {
-                "layer_types"
-            } else {
-                "no_rope_layers"
-            };
-            return Err(Error::invalid(
-                format!("config.json: {key}"),
-                format!("must give each of the {layers} layers; got {}", types.len()),
-            ));
-        }
-        Ok(types.into_iter().take(layers as usize).collect())
     }
 
     fn of(m: &Model) -> Result<Self> {

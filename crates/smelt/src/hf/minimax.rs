@@ -11,11 +11,10 @@
 //! build and whose structure is not published with it: not read, not counted.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, object};
+use super::family::{FamilyConfig, OneStruct, OwnKeys};
 use super::support::{Feature, Support, refuse};
-use super::{Common, Family, Parts, field_names, read};
+use super::{Common, Family, Parts};
 use crate::error::{Error, Result};
 use crate::model::{Model, QkNorm};
 
@@ -46,15 +45,10 @@ impl FamilyConfig for MinimaxM2 {
     fn support(&self) -> &Support {
         &SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        field_names::<Config>()
-    }
-    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Config>(config)?.parts(common)
-    }
-    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
-        object(Config::of(m))
-    }
+}
+
+impl OneStruct for MinimaxM2 {
+    type Keys = Config;
 }
 
 const SUPPORT: Support = Support {
@@ -73,7 +67,7 @@ const PER_LAYER: &str = "per_layer";
 /// two; the others are MiniMax's own (its inference code and vLLM's read them), checked
 /// against what Transformers builds and written on export so both readers agree.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Config {
+pub(super) struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,7 +82,7 @@ struct Config {
     attn_type_list: Option<Vec<u64>>,
 }
 
-impl Config {
+impl OwnKeys for Config {
     fn parts(&self, c: &Common) -> Result<Parts> {
         let unlike = |key: &str, what: &str| {
             Err(refuse(
@@ -150,8 +144,8 @@ impl Config {
         })
     }
 
-    fn of(m: &Model) -> Self {
-        Self {
+    fn of(m: &Model) -> Result<Self> {
+        Ok(Self {
             num_local_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,
             use_qk_norm: Some(true),
@@ -159,6 +153,6 @@ impl Config {
             use_routing_bias: Some(true),
             shared_intermediate_size: Some(0),
             attn_type_list: Some(vec![SOFTMAX; m.layers as usize]),
-        }
+        })
     }
 }

@@ -3,11 +3,10 @@
 //! `use_sliding_window` switch: its mask is windowed whenever the key is not null).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, object};
+use super::family::{FamilyConfig, OneStruct, OwnKeys};
 use super::support::{Feature, Support, every_layer, window_on_every_layer};
-use super::{Common, Family, Parts, field_names, read};
+use super::{Common, Family, Parts};
 use crate::error::Result;
 use crate::model::Model;
 
@@ -35,15 +34,10 @@ impl FamilyConfig for Mixtral {
     fn support(&self) -> &Support {
         &SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        field_names::<Config>()
-    }
-    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Config>(config)?.parts(common)
-    }
-    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
-        object(Config::of(m)?)
-    }
+}
+
+impl OneStruct for Mixtral {
+    type Keys = Config;
 }
 
 const SUPPORT: Support = Support {
@@ -53,14 +47,14 @@ const SUPPORT: Support = Support {
 
 /// The keys `mixtral` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Config {
+pub(super) struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default)]
     sliding_window: Option<u64>,
 }
 
-impl Config {
+impl OwnKeys for Config {
     fn parts(&self, c: &Common) -> Result<Parts> {
         Ok(Parts {
             experts: self.num_local_experts,

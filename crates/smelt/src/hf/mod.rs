@@ -3,9 +3,9 @@
 //! Keys keep their Hugging Face names and unknown keys are ignored (these files are other
 //! tools' formats). Each family has its own typed config, read the way its Transformers
 //! modeling code reads it (as candle-transformers keeps one config per model), in its own
-//! module implementing the `FamilyConfig` trait of `family.rs`, whose one list of families
+//! module implementing the traits of `family.rs`; `registry.rs` holds the one list of families
 //! the import, the export and the documentation read; [`families_markdown`] says what each
-//! family reads (the README's table). Every family takes `head_dim` from the config when it
+//! family reads (the guide's table). Every family takes `head_dim` from the config when it
 //! is there, else `hidden_size / num_attention_heads`, as Transformers' attention modules
 //! do; multi-head latent attention's query/key width is `qk_nope_head_dim +
 //! qk_rope_head_dim`.
@@ -51,6 +51,7 @@ mod olmoe;
 mod phimoe;
 mod qwen;
 mod qwen_next;
+mod registry;
 mod support;
 mod write;
 
@@ -64,8 +65,9 @@ use crate::model::{
     Model, ModelSpec, Moe, QkNorm, Recurrent, Window, Workload,
 };
 use crate::names::Named;
+pub use family::Family;
 use family::Wrapper;
-pub use family::{Family, families_list, families_markdown};
+pub use registry::{families_list, families_markdown};
 use support::{in_config_words, refuse_unmodelled};
 pub use write::{export, export_like, export_match, family_of, family_of_config};
 

@@ -31,9 +31,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, Words, object};
+use super::family::{FamilyConfig, OneStruct, OwnKeys, Words};
 use super::support::{Feature, Shared, Support, refuse};
-use super::{Common, Family, Parts, field_names, read};
+use super::{Common, Family, Parts};
 use crate::error::{Error, Result};
 use crate::model::{Blocks, Dense, ExpertActivation, Mamba2, Mixer, Model, Recurrent};
 
@@ -85,7 +85,7 @@ impl Block {
 
 /// The keys `nemotron_h` reads beyond the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Config {
+pub(super) struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     layers_block_type: Option<Vec<String>>,
     #[serde(default, skip_serializing)]
@@ -188,7 +188,9 @@ impl Config {
         }
         Ok(blocks)
     }
+}
 
+impl OwnKeys for Config {
     fn parts(&self, c: &Common) -> Result<Parts> {
         if self.mlp_hidden_act != "relu2" {
             return Err(refuse(
@@ -332,9 +334,6 @@ impl FamilyConfig for NemotronH {
     fn support(&self) -> &Support {
         &SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        field_names::<Config>()
-    }
     fn words(&self) -> Words {
         WORDS
     }
@@ -402,10 +401,8 @@ impl FamilyConfig for NemotronH {
         }
         Ok(())
     }
-    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Config>(config)?.parts(common)
-    }
-    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
-        object(Config::of(m)?)
-    }
+}
+
+impl OneStruct for NemotronH {
+    type Keys = Config;
 }

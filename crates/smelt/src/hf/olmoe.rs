@@ -2,11 +2,10 @@
 //! Q, K, V and O.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, Words, object};
+use super::family::{FamilyConfig, OneStruct, OwnKeys, Words};
 use super::support::Support;
-use super::{Common, Family, Parts, field_names, read};
+use super::{Common, Family, Parts};
 use crate::error::Result;
 use crate::model::{AttentionBias, Model, QkNorm};
 
@@ -30,21 +29,16 @@ impl FamilyConfig for Olmoe {
     fn support(&self) -> &Support {
         &SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        field_names::<Config>()
-    }
     fn words(&self) -> Words {
         Words {
             experts: "num_experts",
             ..Words::LOCAL
         }
     }
-    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Config>(config)?.parts(common)
-    }
-    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
-        object(Config::of(m)?)
-    }
+}
+
+impl OneStruct for Olmoe {
+    type Keys = Config;
 }
 
 const SUPPORT: Support = Support {
@@ -55,14 +49,14 @@ const SUPPORT: Support = Support {
 
 /// The keys `olmoe` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Config {
+pub(super) struct Config {
     num_experts: u64,
     intermediate_size: u64,
     #[serde(default)]
     attention_bias: bool,
 }
 
-impl Config {
+impl OwnKeys for Config {
     fn parts(&self, c: &Common) -> Result<Parts> {
         let q = c.num_attention_heads.saturating_mul(c.head_dim()?);
         if q != c.hidden_size {

@@ -8,11 +8,10 @@
 //! the jitter noise and the LongRoPE scaling cost nothing counted.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, object};
+use super::family::{FamilyConfig, OneStruct, OwnKeys};
 use super::support::{Feature, Support, every_layer, window_on_every_layer};
-use super::{Common, Family, Parts, field_names, read};
+use super::{Common, Family, Parts};
 use crate::error::Result;
 use crate::model::{AttentionBias, Model};
 
@@ -41,15 +40,10 @@ impl FamilyConfig for Phimoe {
     fn support(&self) -> &Support {
         &SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        field_names::<Config>()
-    }
-    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Config>(config)?.parts(common)
-    }
-    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
-        object(Config::of(m)?)
-    }
+}
+
+impl OneStruct for Phimoe {
+    type Keys = Config;
 }
 
 const SUPPORT: Support = Support {
@@ -61,7 +55,7 @@ const SUPPORT: Support = Support {
 
 /// The keys `phimoe` adds to the common ones.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-struct Config {
+pub(super) struct Config {
     num_local_experts: u64,
     intermediate_size: u64,
     #[serde(default)]
@@ -72,7 +66,7 @@ struct Config {
     sliding_window: Option<u64>,
 }
 
-impl Config {
+impl OwnKeys for Config {
     fn parts(&self, c: &Common) -> Result<Parts> {
         Ok(Parts {
             experts: self.num_local_experts,

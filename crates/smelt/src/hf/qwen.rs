@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, Words, object};
+use super::family::{ConfigKeys, FamilyConfig, Words, object};
 use super::support::{Shared, Support, refuse_qwen_windows};
 use super::{Common, Family, Parts, field_names, read, yes};
 use crate::error::{Error, Result};
@@ -52,11 +52,6 @@ impl FamilyConfig for Qwen2MoeFamily {
     fn support(&self) -> &Support {
         &Qwen2Moe::SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        let mut keys = field_names::<Qwen2Moe>();
-        keys.extend(qwen_keys());
-        keys
-    }
     fn words(&self) -> Words {
         Words {
             shared_ffn: "shared_expert_intermediate_size",
@@ -66,9 +61,19 @@ impl FamilyConfig for Qwen2MoeFamily {
     fn refuse(&self, config: &Map<String, Value>) -> Result<()> {
         refuse_qwen_windows(self.family(), config)
     }
+}
+
+impl ConfigKeys for Qwen2MoeFamily {
+    fn keys(&self) -> Vec<&'static str> {
+        let mut keys = field_names::<Qwen2Moe>();
+        keys.extend(qwen_keys());
+        keys
+    }
+
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         read::<Qwen2Moe>(config)?.parts(common, &read(config)?, &read(config)?)
     }
+
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Qwen2Moe::of(m))?;
         out.extend(object(Qwen::of(m))?);
@@ -102,21 +107,26 @@ impl FamilyConfig for Qwen3MoeFamily {
     fn support(&self) -> &Support {
         &Qwen3Moe::SUPPORT
     }
-    fn keys(&self) -> Vec<&'static str> {
-        let mut keys = field_names::<Qwen3Moe>();
-        keys.extend(qwen_keys());
-        keys.extend(Qwen3Moe::ALIASES);
-        keys
-    }
     fn words(&self) -> Words {
         WORDS
     }
     fn refuse(&self, config: &Map<String, Value>) -> Result<()> {
         refuse_qwen_windows(self.family(), config)
     }
+}
+
+impl ConfigKeys for Qwen3MoeFamily {
+    fn keys(&self) -> Vec<&'static str> {
+        let mut keys = field_names::<Qwen3Moe>();
+        keys.extend(qwen_keys());
+        keys.extend(Qwen3Moe::ALIASES);
+        keys
+    }
+
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         read::<Qwen3Moe>(config)?.parts(common, &read(config)?, &read(config)?)
     }
+
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Qwen3Moe::of(m))?;
         out.extend(object(Qwen::of(m))?);

@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::family::{FamilyConfig, Words, Wrapper, object};
+use super::family::{ConfigKeys, FamilyConfig, Words, Wrapper, object};
 use super::qwen::{QwenDense, gated_shared_expert, shared_expert_width};
 use super::support::{Feature, Shared, Support, refuse};
 use super::{Common, Family, Parts, field_names, read};
@@ -214,14 +214,18 @@ impl FamilyConfig for Qwen3Next {
     fn support(&self) -> &Support {
         &SUPPORT
     }
+    fn words(&self) -> Words {
+        WORDS
+    }
+}
+
+impl ConfigKeys for Qwen3Next {
     fn keys(&self) -> Vec<&'static str> {
         let mut keys = field_names::<Hybrid>();
         keys.extend(field_names::<QwenDense>());
         keys
     }
-    fn words(&self) -> Words {
-        WORDS
-    }
+
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         let hybrid: Hybrid = read(config)?;
         let dense: QwenDense = read(config)?;
@@ -230,6 +234,7 @@ impl FamilyConfig for Qwen3Next {
             ..hybrid.parts(self.family(), common)?
         })
     }
+
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Hybrid::of(m))?;
         out.extend(object(QwenDense::of(m))?);
@@ -256,9 +261,6 @@ impl FamilyConfig for Qwen3_5MoeText {
     fn support(&self) -> &Support {
         &SUPPORT_3_5
     }
-    fn keys(&self) -> Vec<&'static str> {
-        field_names::<Hybrid>()
-    }
     fn words(&self) -> Words {
         WORDS
     }
@@ -282,9 +284,17 @@ impl FamilyConfig for Qwen3_5MoeText {
         }
         Ok(())
     }
+}
+
+impl ConfigKeys for Qwen3_5MoeText {
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Hybrid>()
+    }
+
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         read::<Hybrid>(config)?.parts(self.family(), common)
     }
+
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         object(Hybrid::of(m))
     }

@@ -272,6 +272,35 @@ impl Card {
     }
 }
 
+/// The table of cards as the guide shows it (docs/guide.md, "Predicted step time"), in
+/// Markdown: a row per card in [`Card::ALL`]'s order, its id, name, short name (where its
+/// words are not the id's), dense bf16 peak in TFLOP/s and bandwidth in TB/s. A test checks
+/// that the guide shows exactly this between its `cards` markers.
+pub fn cards_markdown() -> String {
+    let figure = |x: f64| {
+        let text = format!("{x:.3}");
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    };
+    let mut out = String::from(
+        "| card | name | short name | dense bf16, TFLOP/s | memory, TB/s |\n|---|---|---|---:|---:|\n",
+    );
+    for &card in Card::ALL {
+        let spec = card.spec();
+        let alias = spec.alias();
+        let short = match words(&alias) == words(card.as_str()) {
+            true => String::new(),
+            false => format!("`{alias}`"),
+        };
+        out.push_str(&format!(
+            "| `{card}` | {} | {short} | {} | {} |\n",
+            spec.name,
+            figure(spec.peak_flops_per_second / 1e12),
+            figure(spec.memory_bytes_per_second / 1e12)
+        ));
+    }
+    out
+}
+
 impl CardSpec {
     /// Its short name: its fragments joined by spaces (`h100` for the H100 SXM, `h200 nvl`
     /// for the H200 NVL), which [`Card::parse`] reads as this card.

@@ -105,7 +105,7 @@ mod request;
 mod roofline;
 
 pub use calibration::{Calibration, Traffic};
-pub use card::{Card, CardSpec};
+pub use card::{Card, CardSpec, cards_markdown};
 pub use device::{
     BANDWIDTH, Backend, CARD_ELEMENT_BYTES, DEFAULT_LAUNCH_SECONDS, Device, PEAK_FLOPS, Peak,
     check_peak,
