@@ -238,6 +238,28 @@ pub fn write_all(
     dir: &Path,
     inputs: &[PathBuf],
 ) -> Result<Vec<Exported>> {
+    write_all_with(items, options, dir, inputs, |_, _| Ok(Vec::new()))
+}
+
+/// The SHA-256 of `bytes`, as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// [`write_all`], with more files written in the same all-or-nothing write: `extra` is
+/// given what each item will be written as and the SHA-256 of its first file (its
+/// `config.json` for `hf`, its model file for `model`) and returns the files to add
+/// (paths relative to `dir`), e.g. a manifest that names the models.
+pub fn write_all_with(
+    items: &[Item<'_>],
+    options: &ExportOptions,
+    dir: &Path,
+    inputs: &[PathBuf],
+    extra: impl FnOnce(&[Exported], &[String]) -> Result<Vec<(PathBuf, Vec<u8>)>>,
+) -> Result<Vec<Exported>> {
+    let mut digests = Vec::with_capacity(items.len());
     let mut seen = std::collections::BTreeSet::new();
     let mut entries: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let mut exported = Vec::with_capacity(items.len());
@@ -253,6 +275,12 @@ pub fn write_all(
             ));
         }
         let files = files_of(item, options).map_err(|e| at(item, e))?;
+        digests.push(
+            files
+                .files
+                .first()
+                .map_or_else(String::new, |(_, text)| sha256_hex(text.as_bytes())),
+        );
         let (rel, listed) = match options.format {
             ExportFormat::Hf => {
                 let rel = PathBuf::from(&item.name);
@@ -271,6 +299,19 @@ pub fn write_all(
             looped: item.looped.model.executions() > item.looped.model.layers,
         });
         entries.extend(listed);
+    }
+    for (path, bytes) in extra(&exported, &digests)? {
+        if entries.iter().any(|(p, _)| *p == path) {
+            return Err(Error::invalid(
+                "export",
+                format!(
+                    "'{}' would be written twice in '{}'",
+                    path.display(),
+                    dir.display()
+                ),
+            ));
+        }
+        entries.push((path, bytes));
     }
     crate::io::write_tree(dir, &entries, inputs, options.overwrite)?;
     Ok(exported)
