@@ -6,17 +6,14 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use smelt::budget::{Budget, GridSpec};
-use smelt::export::{self, ExportFormat, ExportOptions, Item};
+use smelt::export::{self, ExportFormat, ExportOptions};
 use smelt::hf::Family;
 use smelt::progress::Terminal;
 use smelt::report::Format;
 use smelt::search::{MatchReport, SearchOptions};
-use smelt::study::{GridReport, IsoflopPlan, PlanCell, PlanOptions};
+use smelt::study::{GridReport, PlanOptions};
 
 use super::{LayoutArgs, WorkloadArgs, all_formats, budget_inputs, note, write_file};
-
-/// The name of the manifest `--export` writes.
-pub const MANIFEST: &str = "manifest.jsonl";
 
 /// A positive, finite number of FLOPs.
 fn flops(text: &str) -> Result<f64, String> {
@@ -134,47 +131,42 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         computes: args.compute.clone(),
         global_batch: args.global_batch,
     };
-    let (names, inputs): (Vec<String>, Vec<PathBuf>) = match &matched {
+    let (mut plan, configs, mut inputs) = match &matched {
         Matched::Grid(grid, r) => (
-            r.cells
-                .iter()
-                .map(|c| export::entry_name(&[&c.scale, &c.sparsity_label]))
-                .collect(),
+            smelt::study::plan_grid(r, &options)?,
             grid.cells
                 .iter()
-                .flat_map(|c| budget_inputs(&args.input, &c.budget))
+                .map(|c| c.budget.baseline_config())
                 .collect(),
+            (grid.cells.iter())
+                .flat_map(|c| budget_inputs(&args.input, &c.budget))
+                .collect::<Vec<_>>(),
         ),
         Matched::Budget(b, r) => (
-            vec![export::entry_name(&[r.name.as_deref().unwrap_or("match")])],
+            smelt::study::plan_match(r, &options)?,
+            vec![b.baseline_config()],
             budget_inputs(&args.input, b),
         ),
     };
-    let mut inputs = inputs;
     inputs.extend(args.workload.inputs());
-    let cells: Vec<PlanCell<'_>> = match &matched {
-        Matched::Grid(_, r) => (r.cells.iter().zip(&names))
-            .map(|(c, name)| PlanCell {
-                name,
-                baseline: &c.baseline,
-                looped: &c.looped,
-                sparsity: c.sparsity,
-            })
-            .collect(),
-        Matched::Budget(_, r) => vec![PlanCell {
-            name: &names[0],
-            baseline: &r.baseline,
-            looped: &r.looped,
-            sparsity: r.sparsity,
-        }],
-    };
-    let name = match &matched {
-        Matched::Grid(_, r) => r.name.clone(),
-        Matched::Budget(_, r) => r.name.clone(),
-    };
-    let mut plan = smelt::study::plan(name.as_deref(), &cells, &options)?;
     if let Some(dir) = &args.export {
-        export_plan(&args, &matched, &mut plan, dir, &inputs)?;
+        let options = ExportOptions {
+            format: ExportFormat::Hf,
+            family: args.hf_family,
+            vocab: args.vocab,
+            overwrite: super::export::overwrite(args.overwrite),
+        };
+        let written = export::write_plan(&mut plan, &configs, &options, dir, &inputs)
+            .with_context(|| format!("--export '{}'", dir.display()))?;
+        let looped = written.iter().filter(|w| w.looped).count();
+        note(&format!(
+            "smelt: wrote {} models for Transformers ({looped} looped: model directories, \
+             built with trust_remote_code=True) and the manifest of {} runs ({}) into '{}'",
+            written.len(),
+            plan.runs.len(),
+            export::MANIFEST,
+            dir.display()
+        ));
     }
     let text = smelt::report::render_with(&plan, args.format, args.layout.layout())?;
     match &args.output {
@@ -182,57 +174,6 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         None => super::emit(&text)?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes every model of `plan` and the manifest into `dir`, all or nothing, and sets each
-/// run's directory and its model's config digest.
-fn export_plan(
-    args: &Args,
-    matched: &Matched,
-    plan: &mut IsoflopPlan,
-    dir: &Path,
-    inputs: &[PathBuf],
-) -> anyhow::Result<()> {
-    let config_of = |cell: usize| match matched {
-        Matched::Grid(g, _) => g.cells.get(cell).and_then(|c| c.budget.baseline_config()),
-        Matched::Budget(b, _) => b.baseline_config(),
-    };
-    // Models come two per cell, Baseline first, in the cells' order.
-    let items: Vec<Item<'_>> = (plan.models.iter().enumerate())
-        .map(|(i, m)| Item {
-            name: m.name.clone(),
-            looped: &m.spec,
-            baseline_config: config_of(i / 2),
-            comment: format!("{} of cell {}, exported by smelt plan", m.arch, m.cell),
-        })
-        .collect();
-    let options = ExportOptions {
-        format: ExportFormat::Hf,
-        family: args.hf_family,
-        vocab: args.vocab,
-        overwrite: super::export::overwrite(args.overwrite),
-    };
-    let runs = &mut plan.runs;
-    let written = export::write_all_with(&items, &options, dir, inputs, |exported, digests| {
-        for run in runs.iter_mut() {
-            if let Some(i) = exported.iter().position(|e| e.name == run.model) {
-                run.directory = Some(exported[i].name.clone());
-                run.config_sha256 = Some(digests[i].clone());
-            }
-        }
-        let lines = smelt::study::manifest_lines(runs)?;
-        Ok(vec![(PathBuf::from(MANIFEST), lines.into_bytes())])
-    })
-    .with_context(|| format!("--export '{}'", dir.display()))?;
-    let looped = written.iter().filter(|w| w.looped).count();
-    note(&format!(
-        "smelt: wrote {} models for Transformers ({looped} looped: model directories, built with \
-         trust_remote_code=True) and the manifest of {} runs ({MANIFEST}) into '{}'",
-        written.len(),
-        plan.runs.len(),
-        dir.display()
-    ));
-    Ok(())
 }
 
 /// Write the endpoints `smelt fit` reads from a plan's manifest and its runs' results.

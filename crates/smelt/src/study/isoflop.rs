@@ -363,6 +363,38 @@ pub fn plan(
     })
 }
 
+/// The plan of a matched grid: one cell per grid cell, named `SCALE-SPARSITY`
+/// ([`crate::names::entry_name`]).
+pub fn plan_grid(report: &super::GridReport, options: &PlanOptions) -> Result<IsoflopPlan> {
+    let names: Vec<String> = (report.cells.iter())
+        .map(|c| crate::names::entry_name(&[&c.scale, &c.sparsity_label]))
+        .collect();
+    let cells: Vec<PlanCell<'_>> = (report.cells.iter().zip(&names))
+        .map(|(c, name)| PlanCell {
+            name,
+            baseline: &c.baseline,
+            looped: &c.looped,
+            sparsity: c.sparsity,
+        })
+        .collect();
+    plan(report.name.as_deref(), &cells, options)
+}
+
+/// The plan of one match: one cell named after the budget (`match` without a name).
+pub fn plan_match(
+    report: &crate::search::MatchReport,
+    options: &PlanOptions,
+) -> Result<IsoflopPlan> {
+    let name = crate::names::entry_name(&[report.name.as_deref().unwrap_or("match")]);
+    let cell = PlanCell {
+        name: &name,
+        baseline: &report.baseline,
+        looped: &report.looped,
+        sparsity: report.sparsity,
+    };
+    plan(report.name.as_deref(), &[cell], options)
+}
+
 /// The launcher conventions' counts of `spec`, 6N first, each or why it cannot count it.
 fn convention_counts(spec: &ModelSpec) -> Vec<(Convention, std::result::Result<Flops, String>)> {
     [

@@ -50,7 +50,7 @@ pub use grid::{
 };
 pub use isoflop::{
     Arch, ConventionPlan, IsoflopPlan, MAX_COMPUTES, PlanCell, PlanOptions, PlannedModel, Run,
-    compute_label, manifest_lines, parse_flops, plan, reached,
+    compute_label, manifest_lines, parse_flops, plan, plan_grid, plan_match, reached,
 };
 pub use merge::merge;
 pub use shard::{Shard, ShardInfo};
