@@ -93,9 +93,10 @@ enum Matched {
 fn is_budget(path: &Path) -> anyhow::Result<bool> {
     let text =
         smelt::io::read_to_string(path).with_context(|| format!("reading '{}'", path.display()))?;
-    let value: toml::Table = toml::from_str(&text)
-        .with_context(|| format!("'{}' is not a TOML grid or budget file", path.display()))?;
-    Ok(value.contains_key("baseline"))
+    Ok(smelt::budget::is_budget_text(
+        &text,
+        &format!("'{}'", path.display()),
+    )?)
 }
 
 fn matched(args: &Args, progress: &Terminal) -> anyhow::Result<Matched> {
