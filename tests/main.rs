@@ -12,6 +12,7 @@ mod cli_fit;
 mod cli_inputs;
 mod cli_match;
 mod cli_output;
+mod cli_plan;
 mod doc_pointers;
 mod docs;
 mod figures;

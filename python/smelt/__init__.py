@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from . import _smelt
 from .types import (
     BenchResult,
+    CollectResult,
     CostResult,
     ExportResult,
     FitResult,
@@ -37,6 +38,7 @@ from .types import (
     GridResult,
     MatchResult,
     ModelDict,
+    PlanResult,
     Result,
     SweepResult,
 )
@@ -59,6 +61,8 @@ __all__ = [
     "launcher_flops",
     "mfu",
     "predict",
+    "plan",
+    "collect",
     "__version__",
 ]
 
@@ -731,3 +735,67 @@ def export_toml(
     `NAME.toml` files (`smelt grid --export PATH --export-format model`)."""
     w = _workload(context, mean_doc_len, doc_lengths, dense)
     return _export(source, path, "model", None, None, base_dir, force, None, w, overwrite)
+
+
+def plan(
+    source: Source,
+    compute: Sequence[float],
+    global_batch: int,
+    *,
+    export: Optional[Union[str, "os.PathLike[str]"]] = None,
+    family: Optional[str] = None,
+    vocab: Optional[int] = None,
+    overwrite: bool = False,
+    base_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+    force: bool = False,
+    context: Optional[int] = None,
+    mean_doc_len: Optional[int] = None,
+    doc_lengths: Any = None,
+    dense: bool = False,
+    progress: Optional[Progress] = None,
+    quiet: bool = True,
+) -> PlanResult:
+    """The run matrix of an IsoFLOP study: the fields of `smelt plan --format json`.
+
+    `source` is a grid or a budget (a dict or a path; a budget names a `baseline`). Per cell,
+    its Baseline and looped model at each compute level in `compute` (FLOPs): tokens by the
+    exact per-token training FLOPs, in whole optimizer steps of `global_batch` sequences of
+    the workload's context (`context` sets it), the compute reached within half a step.
+    With `export` (a folder), every model is written there for Transformers with the
+    manifest `manifest.jsonl` (`smelt plan --export`): each run's `directory` and
+    `config_sha256` are then set and `manifest` is its path."""
+    if isinstance(compute, (str, bytes)) or not isinstance(compute, Iterable):
+        raise _wrong_type("compute", "a list of numbers of FLOPs", compute)
+    levels = [_float(f"compute[{i}]", c) for i, c in enumerate(compute)]
+    batch = _int("global_batch", global_batch, 1, 1 << 32)
+    out = None if export is None else _path("export", export)
+    fam = None if family is None else _str("family", family)
+    voc = _opt_int("vocab", vocab, 1, 1 << 24)
+    if out is None and (fam is not None or voc is not None or overwrite):
+        raise _error("export", "family, vocab and overwrite apply to an export; give export")
+    w = _workload(context, mean_doc_len, doc_lengths, dense)
+    progress, quiet = _progress(progress, quiet)
+    inputs = [] if isinstance(source, Mapping) else [_path("source", source)]
+    with _InlineBaseline("source", source) as b:
+        text = _smelt.plan(_source("source", b), _base_dir(base_dir), levels, batch,
+                           _bool("force", force), w, out, fam, voc, inputs,
+                           _bool("overwrite", overwrite), progress, quiet)
+    return _loads(text)
+
+
+def collect(
+    manifest: Union[str, "os.PathLike[str]"],
+    results: Union[str, "os.PathLike[str]"],
+    *,
+    output: Optional[Union[str, "os.PathLike[str]"]] = None,
+    partial: bool = False,
+) -> CollectResult:
+    """The endpoints `fit` reads from a plan's manifest and its runs' results (CSV or JSON
+    lines with `id`, `tokens`, `loss`, optionally `config_sha256`): `smelt collect`. Raises
+    `SmeltError` naming the run for a result of a run not planned, a run given twice, tokens
+    or a model that differ from the plan, and (without `partial`) a planned run without a
+    result; `cells_lacking` names the cells that lack runs. `output` also writes the CSV."""
+    out = None if output is None else _path("output", output)
+    text = _smelt.collect(_path("manifest", manifest), _path("results", results),
+                          _bool("partial", partial), out)
+    return _loads(text)

@@ -64,3 +64,9 @@ def predict(
     attention: Optional[str], experts: Optional[str], tokens: Optional[int], routing: str,
     workload: Optional[str],
 ) -> str: ...
+def plan(
+    source: Source, base_dir: Optional[str], compute: List[float], global_batch: int,
+    force: bool, workload: Optional[str], export: Optional[str], family: Optional[str],
+    vocab: Optional[int], inputs: List[str], overwrite: bool, progress: Progress, quiet: bool,
+) -> str: ...
+def collect(manifest: str, results: str, partial: bool, output: Optional[str]) -> str: ...

@@ -207,3 +207,52 @@ class ExportResult(TypedDict):
 
 Result = Union[MatchResult, GridResult, SweepResult]
 """A result `export_hf` and `export_toml` accept."""
+
+
+class PlannedRun(TypedDict, total=False):
+    """One run of an IsoFLOP plan (one line of its manifest): `directory` and
+    `config_sha256` only when the plan was exported."""
+
+    id: str
+    model: str
+    cell: str
+    arch: str
+    sparsity: float
+    compute: float
+    training_flops_per_token: float
+    training_flops_per_token_exact: str
+    tokens: int
+    steps: int
+    global_batch: int
+    sequence_length: int
+    compute_reached: float
+    reached_over_compute: float
+    conventions: List[Dict[str, Any]]
+    directory: str
+    config_sha256: str
+
+
+class PlanResult(TypedDict, total=False):
+    """`smelt plan --format json`: the runs of an IsoFLOP study; `manifest` (the path of
+    manifest.jsonl) only when exported."""
+
+    name: str
+    computes: List[float]
+    global_batch: int
+    sequence_length: int
+    tokens_per_step: int
+    models: List[Dict[str, Any]]
+    runs: List[PlannedRun]
+    manifest: str
+
+
+class CollectResult(TypedDict):
+    """`smelt collect`: the endpoints (`run`, `arch`, `cell`, `F`, `S`, `D`, `C`, `compute`,
+    `loss` each), the runs without a result (with `partial=True`), the cells lacking runs,
+    the endpoints CSV `fit` reads (`csv`) and where it was written (`path`, or None)."""
+
+    endpoints: List[Dict[str, Any]]
+    missing: List[str]
+    cells_lacking: List[str]
+    csv: str
+    path: Optional[str]

@@ -769,6 +769,126 @@ fn export_result(
     })
 }
 
+/// plan(source, base_dir, compute, global_batch, force, workload, export, family, vocab,
+/// inputs, overwrite, progress, quiet) -> JSON: `smelt plan --format json` of a grid or a
+/// budget (a budget names a `baseline`); with `export`, the models and the manifest written
+/// there (`smelt plan --export`), the runs' `directory` and `config_sha256` set and
+/// `manifest` its path.
+#[pyfunction]
+#[pyo3(signature = (source, base_dir, compute, global_batch, force, workload, export, family,
+                    vocab, inputs, overwrite, progress, quiet))]
+#[allow(clippy::too_many_arguments)]
+fn plan(
+    py: Python<'_>,
+    source: Source,
+    base_dir: Option<String>,
+    compute: Vec<f64>,
+    global_batch: u64,
+    force: bool,
+    workload: Option<String>,
+    export: Option<PathBuf>,
+    family: Option<String>,
+    vocab: Option<u64>,
+    inputs: Vec<PathBuf>,
+    overwrite: bool,
+    progress: Option<Bound<'_, PyAny>>,
+    quiet: bool,
+) -> PyResult<String> {
+    long_call(py, progress, quiet, move |p| {
+        let w = changes(workload.as_deref())?;
+        let is_budget = match source.0.as_str() {
+            "path" => smelt_core::budget::is_budget_text(
+                &smelt_core::io::read_to_string(&source.1)?,
+                &source.1,
+            )?,
+            "json" => serde_json::from_str::<serde_json::Value>(&source.1)
+                .map_err(|e| Error::invalid("source", e.to_string()))?
+                .get("baseline")
+                .is_some(),
+            other => return Err(bad_kind(other)),
+        };
+        let options = smelt_core::study::PlanOptions {
+            computes: compute,
+            global_batch,
+        };
+        let search = SearchOptions {
+            force,
+            ..SearchOptions::default()
+        };
+        let (mut plan, budgets) = match is_budget {
+            true => {
+                let b = budget(&source, base_dir.as_deref(), &w)?;
+                let r = smelt_core::search::match_budget_with(&b, &search)?;
+                (smelt_core::study::plan_match(&r, &options)?, vec![b])
+            }
+            false => {
+                let mut g = load_grid(&source, base_dir.as_deref())?;
+                for cell in &mut g.cells {
+                    cell.budget = with_changes(cell.budget.clone(), &w)?;
+                }
+                let r = smelt_core::study::match_grid_with(&g, &search, p)?;
+                let budgets = g.cells.into_iter().map(|c| c.budget).collect();
+                (smelt_core::study::plan_grid(&r, &options)?, budgets)
+            }
+        };
+        let mut manifest = None;
+        if let Some(dir) = export {
+            let options = export_options("hf", family.as_deref(), vocab, overwrite)?;
+            let configs: Vec<_> = budgets.iter().map(Budget::baseline_config).collect();
+            let mut read = inputs;
+            read.extend(budgets.iter().flat_map(Budget::inputs));
+            smelt_core::export::write_plan(&mut plan, &configs, &options, &dir, &read)?;
+            manifest = Some(dir.join(smelt_core::export::MANIFEST));
+        }
+        let mut value = serde_json::to_value(&plan).map_err(|e| Error::Internal {
+            message: format!("serialising the plan: {e}"),
+        })?;
+        if let (Some(m), Some(o)) = (manifest, value.as_object_mut()) {
+            o.insert("manifest".into(), serde_json::json!(m));
+        }
+        to_json(&value)
+    })
+}
+
+/// collect(manifest, results, partial, output) -> JSON: `smelt collect`'s endpoints
+/// (`endpoints`, `missing`, `cells_lacking`) and the endpoints CSV (`csv`), also written at
+/// `output` when given (`path`).
+#[pyfunction]
+#[pyo3(signature = (manifest, results, partial, output))]
+fn collect(
+    py: Python<'_>,
+    manifest: PathBuf,
+    results: PathBuf,
+    partial: bool,
+    output: Option<PathBuf>,
+) -> PyResult<String> {
+    guarded(py, move || {
+        let source = |p: &Path| format!("'{}'", p.display());
+        let runs = smelt_core::study::parse_manifest(
+            &smelt_core::io::read_to_string(&manifest)?,
+            &source(&manifest),
+        )?;
+        let given = smelt_core::study::parse_results(
+            &smelt_core::io::read_to_string(&results)?,
+            &source(&results),
+        )?;
+        let collected = smelt_core::study::collect(&runs, &given, partial)?;
+        let csv = collected.to_csv()?;
+        if let Some(path) = &output {
+            let inputs = [manifest.clone(), results.clone()];
+            smelt_core::io::write_output(path, csv.as_bytes(), &inputs)?;
+        }
+        let mut value = serde_json::to_value(&collected).map_err(|e| Error::Internal {
+            message: format!("serialising the endpoints: {e}"),
+        })?;
+        if let Some(o) = value.as_object_mut() {
+            o.insert("csv".into(), serde_json::json!(csv));
+            o.insert("path".into(), serde_json::json!(output));
+        }
+        to_json(&value)
+    })
+}
+
 /// launcher_flops(spec, against, workload) -> JSON: per-token training FLOPs under each
 /// training stack's convention beside the exact count (`smelt cost --conventions`); with
 /// `against`, the pair's ratios (Baseline `against`, looped `spec`).
@@ -918,6 +1038,8 @@ fn _smelt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(launcher_flops, m)?)?;
     m.add_function(wrap_pyfunction!(mfu, m)?)?;
     m.add_function(wrap_pyfunction!(predict, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(collect, m)?)?;
     m.add("SmeltError", m.py().get_type::<SmeltError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -28,6 +28,7 @@ mod launcher;
 mod matching;
 mod merge;
 mod mfu;
+mod plan;
 mod predict;
 mod sweep;
 mod workload;
@@ -81,6 +82,8 @@ enum Command {
     Export(export_model::Args),
     Mfu(mfu::Args),
     Merge(merge::Args),
+    Plan(plan::Args),
+    Collect(plan::CollectArgs),
     /// Print a shell completion script. For bash, into bash-completion's folder for the user
     /// (made if missing): `mkdir -p ~/.local/share/bash-completion/completions && smelt
     /// completions bash > ~/.local/share/bash-completion/completions/smelt`.
@@ -107,6 +110,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Export(args) => export_model::run(args),
         Command::Mfu(args) => mfu::run(args),
         Command::Merge(args) => merge::run(args),
+        Command::Plan(args) => plan::run(args, &progress),
+        Command::Collect(args) => plan::collect(args),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "smelt", &mut out);

@@ -92,26 +92,7 @@ pub struct Exported {
     pub looped: bool,
 }
 
-/// The name of a folder entry made of `labels` joined by `-`: ASCII letters, digits, `.`,
-/// `_` and `-` kept, anything else `_` (so that a label never makes a path).
-pub fn entry_name(labels: &[&str]) -> String {
-    let clean = |s: &str| -> String {
-        s.chars()
-            .map(
-                |c| match c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                    true => c,
-                    false => '_',
-                },
-            )
-            .collect()
-    };
-    let joined: Vec<String> = labels.iter().map(|l| clean(l)).collect();
-    let name = joined.join("-");
-    match name.trim_matches('.').is_empty() {
-        true => "model".to_owned(),
-        false => name,
-    }
-}
+pub use crate::names::entry_name;
 
 /// The model a match found, to export as one item.
 pub fn item_of_match<'a>(report: &'a MatchReport, budget: Option<&'a Budget>) -> Item<'a> {
@@ -238,6 +219,28 @@ pub fn write_all(
     dir: &Path,
     inputs: &[PathBuf],
 ) -> Result<Vec<Exported>> {
+    write_all_with(items, options, dir, inputs, |_, _| Ok(Vec::new()))
+}
+
+/// The SHA-256 of `bytes`, as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// [`write_all`], with more files written in the same all-or-nothing write: `extra` is
+/// given what each item will be written as and the SHA-256 of its first file (its
+/// `config.json` for `hf`, its model file for `model`) and returns the files to add
+/// (paths relative to `dir`), e.g. a manifest that names the models.
+pub fn write_all_with(
+    items: &[Item<'_>],
+    options: &ExportOptions,
+    dir: &Path,
+    inputs: &[PathBuf],
+    extra: impl FnOnce(&[Exported], &[String]) -> Result<Vec<(PathBuf, Vec<u8>)>>,
+) -> Result<Vec<Exported>> {
+    let mut digests = Vec::with_capacity(items.len());
     let mut seen = std::collections::BTreeSet::new();
     let mut entries: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let mut exported = Vec::with_capacity(items.len());
@@ -253,6 +256,12 @@ pub fn write_all(
             ));
         }
         let files = files_of(item, options).map_err(|e| at(item, e))?;
+        digests.push(
+            files
+                .files
+                .first()
+                .map_or_else(String::new, |(_, text)| sha256_hex(text.as_bytes())),
+        );
         let (rel, listed) = match options.format {
             ExportFormat::Hf => {
                 let rel = PathBuf::from(&item.name);
@@ -272,8 +281,68 @@ pub fn write_all(
         });
         entries.extend(listed);
     }
+    for (path, bytes) in extra(&exported, &digests)? {
+        if entries.iter().any(|(p, _)| *p == path) {
+            return Err(Error::invalid(
+                "export",
+                format!(
+                    "'{}' would be written twice in '{}'",
+                    path.display(),
+                    dir.display()
+                ),
+            ));
+        }
+        entries.push((path, bytes));
+    }
     crate::io::write_tree(dir, &entries, inputs, options.overwrite)?;
     Ok(exported)
+}
+
+/// The name of the manifest [`write_plan`] writes.
+pub const MANIFEST: &str = "manifest.jsonl";
+
+/// Writes every model of an IsoFLOP plan into `dir` as `options` says (one entry per model,
+/// `CELL-ARCH`), with the manifest [`MANIFEST`] (one line of JSON per run: its directory
+/// and its model's first file's SHA-256 set, [`crate::study::manifest_lines`]), all or
+/// nothing; sets each run's `directory` and `config_sha256` in `plan`. `configs[i]` is the
+/// Hugging Face config of cell `i`'s Baseline when it was read from one (its other keys are
+/// carried into both of the cell's models). Never over one of `inputs`.
+pub fn write_plan(
+    plan: &mut crate::study::IsoflopPlan,
+    configs: &[Option<&Value>],
+    options: &ExportOptions,
+    dir: &Path,
+    inputs: &[PathBuf],
+) -> Result<Vec<Exported>> {
+    let mut cells: Vec<&str> = Vec::new();
+    let items: Vec<Item<'_>> = (plan.models.iter())
+        .map(|m| {
+            if !cells.contains(&m.cell.as_str()) {
+                cells.push(&m.cell);
+            }
+            Item {
+                name: m.name.clone(),
+                looped: &m.spec,
+                baseline_config: configs.get(cells.len() - 1).copied().flatten(),
+                comment: format!("the {} of cell {}, exported by smelt plan", m.arch, m.cell),
+            }
+        })
+        .collect();
+    let runs = &mut plan.runs;
+    write_all_with(&items, options, dir, inputs, |exported, digests| {
+        for run in runs.iter_mut() {
+            if let Some(i) = exported.iter().position(|e| e.name == run.model) {
+                let entry = exported[i]
+                    .path
+                    .strip_prefix(dir)
+                    .unwrap_or(&exported[i].path);
+                run.directory = Some(entry.to_string_lossy().into_owned());
+                run.config_sha256 = Some(digests[i].clone());
+            }
+        }
+        let lines = crate::study::manifest_lines(runs)?;
+        Ok(vec![(PathBuf::from(MANIFEST), lines.into_bytes())])
+    })
 }
 
 /// `e`, said of `item`.

@@ -4,6 +4,27 @@
 
 use crate::error::{Error, Result};
 
+/// The name of a folder entry made of `labels` joined by `-`: ASCII letters, digits, `.`,
+/// `_` and `-` kept, anything else `_` (so that a label never makes a path).
+pub fn entry_name(labels: &[&str]) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(
+                |c| match c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    true => c,
+                    false => '_',
+                },
+            )
+            .collect()
+    };
+    let joined: Vec<String> = labels.iter().map(|l| clean(l)).collect();
+    let name = joined.join("-");
+    match name.trim_matches('.').is_empty() {
+        true => "model".to_owned(),
+        false => name,
+    }
+}
+
 /// A unit-only enum whose values have names.
 pub trait Named: Copy + PartialEq + 'static {
     /// Every value, in documentation order.

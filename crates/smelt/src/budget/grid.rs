@@ -40,6 +40,15 @@ pub struct GridSpec {
     pub cells: Vec<Cell>,
 }
 
+/// Whether the TOML `text` of a budget or grid file is a budget file (it names a
+/// `baseline`) rather than a grid file; `source` names it in a parse error.
+pub fn is_budget_text(text: &str, source: &str) -> Result<bool> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let table: toml::Table = toml::from_str(text)
+        .map_err(|e| Error::parse(format!("{source}: not a TOML budget or grid file: {e}")))?;
+    Ok(table.contains_key("baseline"))
+}
+
 impl GridSpec {
     super::file::plan_loaders!("a grid file", crate::strict_toml::FileKind::Grid);
 

@@ -52,7 +52,7 @@ pub mod time;
 
 use std::path::{Path, PathBuf};
 
-pub use grid::{Cell, GridSpec};
+pub use grid::{Cell, GridSpec, is_budget_text};
 pub use lattice::{FfnRule, HeadsRule, Lattice, MAX_COMBINATIONS, Steps};
 pub(crate) use mixers::mixers_around;
 pub use objective::{Mode, Score, Tolerance, Weights};

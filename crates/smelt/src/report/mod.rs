@@ -22,6 +22,7 @@ mod bench;
 mod cost;
 mod csv;
 mod fit;
+mod isoflop;
 mod json;
 mod label;
 mod launcher;

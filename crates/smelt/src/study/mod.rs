@@ -25,16 +25,32 @@
 //! below imports it. Its files import each other one way only (a test keeps it so):
 //! `shard.rs` (which share of the cells a process times) under `grid.rs` (the grid's report
 //! and its cells matched), under `timing.rs` (their time ratios) and `merge.rs` (shards
-//! joined); `sweep.rs` stands alone.
+//! joined); `sweep.rs` stands alone, and so do `isoflop.rs` (an IsoFLOP study's run
+//! matrix over matched cells) and `collect.rs` (its runs' results checked against it and
+//! written as endpoints), which imports it.
+//!
+//! # An IsoFLOP study
+//!
+//! [`plan`] lays out the runs: per cell, its Baseline and looped model at each compute
+//! level, trained for whole optimizer steps by the exact per-token count; [`collect`] turns
+//! the runs' results into the endpoints [`crate::fit`] reads, refusing a result that is not
+//! the run planned.
 
+mod collect;
 mod grid;
+mod isoflop;
 mod merge;
 mod shard;
 mod sweep;
 mod timing;
 
+pub use collect::{Collected, CollectedRun, RunResult, collect, parse_manifest, parse_results};
 pub use grid::{
     GridCell, GridReport, GridSummary, PredictSummary, TimeSummary, match_grid, match_grid_with,
+};
+pub use isoflop::{
+    Arch, ConventionPlan, IsoflopPlan, MAX_COMPUTES, PlanCell, PlanOptions, PlannedModel, Run,
+    compute_label, manifest_lines, parse_flops, plan, plan_grid, plan_match, reached,
 };
 pub use merge::merge;
 pub use shard::{Shard, ShardInfo};
