@@ -4,11 +4,13 @@
 //!
 //! This file is where the set of budgets is defined: a budget added here (a
 //! [`BudgetKind`] variant, its place in [`BudgetKind::ALL`], its key, its field in
-//! [`PerBudget`] and in the few methods below that name every field) is weighed, given a
-//! tolerance, scored, kept and serialised by everything that goes through [`PerBudget`]
-//! (the objective, the search, its reports) with no change there. (The budget file's
-//! `[objective.weights]`, which also weighs the predicted time, lists the keys too; its
-//! `match` on [`BudgetKind`] fails to compile until a new one is added there.)
+//! [`PerBudget`] and in the few methods below that name every field, its value in
+//! [`Budgets::to_f64`] and [`Budgets::fractions`]) is weighed, given a tolerance, scored,
+//! kept and serialised by everything that goes through [`PerBudget`] (the objective, the
+//! search, its reports) with no change there. Three other files name each budget, and
+//! their `match` on [`BudgetKind`] fails to compile until a new one is added: the budget
+//! file's `[objective.weights]` (`budget/file.rs`), the reports' words (`report/label.rs`)
+//! and the binding floor's explanation (`search/advice.rs`).
 //!
 //! The predicted step time ([`crate::budget::time`]) is not one of these budgets: it exists
 //! only on a named card, and it is a float from a roofline, not an exact count of the cost
@@ -244,9 +246,18 @@ impl<T> std::ops::Index<BudgetKind> for PerBudget<T> {
     }
 }
 
-/// The conversions every budget provides, listed here with the budgets themselves (the
-/// floats of [`Budgets::to_f64`] are the others).
+/// The conversions every budget provides, listed here with the budgets themselves.
 impl Budgets {
+    /// The budgets as floats, for ratios.
+    pub fn to_f64(&self) -> PerBudget<f64> {
+        PerBudget::from_fn(|kind| match kind {
+            BudgetKind::Flops => self.flops.as_f64(),
+            BudgetKind::Params => self.params.as_f64(),
+            BudgetKind::Kv => self.kv.as_f64(),
+            BudgetKind::Activations => self.activations.as_f64(),
+        })
+    }
+
     /// Each budget as an exact fraction `(numerator, denominator)`: the training FLOPs as
     /// their rational, the counts over 1.
     pub fn fractions(&self) -> PerBudget<(u128, u128)> {
