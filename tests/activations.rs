@@ -86,3 +86,33 @@ fn weighing_activations_moves_the_match() {
     assert!(b.residuals.activations.abs() < a.residuals.activations.abs());
     assert!(b.residuals.max_abs() > 0.03, "{:?}", b.residuals);
 }
+
+/// Each budget says what the objective does with it for a model: the 200M Baseline counts
+/// its activations (reported at weight 0, matched when weighed); a hybrid does not count
+/// them, whatever the weight, and every report shows them as not counted.
+#[test]
+fn each_budget_carries_its_status() {
+    use smelt::cost::{BudgetKind, Exactness, PerBudget, TermStatus};
+    let base = ModelSpec::load("budgets/base-200m-s95.toml").unwrap().model;
+    let defaults = PerBudget::from_fn(BudgetKind::default_weight);
+    let s = PerBudget::statuses(&base, &defaults);
+    assert_eq!(s.flops, TermStatus::Matched);
+    assert_eq!(s.activations, TermStatus::Reported);
+    let weighed = PerBudget::statuses(&base, &PerBudget::splat(1.0));
+    assert_eq!(weighed.activations, TermStatus::Matched);
+    let hybrid = smelt::budget::Budget::load("budgets/match-qwen3.5-style.toml").unwrap();
+    let model = &hybrid.baseline().model;
+    let s = PerBudget::statuses(model, &PerBudget::splat(1.0));
+    assert_eq!(s.activations, TermStatus::NotCounted);
+    assert_eq!(s.kv, TermStatus::Matched);
+    assert!(
+        BudgetKind::ALL
+            .iter()
+            .all(|k| k.exactness() == Exactness::Exact)
+    );
+    // What the reports show for it.
+    let (code, out, _) =
+        crate::common::run(&["match", "budgets/match-qwen3.5-style.toml", "--top", "2"]);
+    assert!(code == Some(0) || code == Some(3));
+    assert!(out.contains("not counted"), "{out}");
+}

@@ -147,12 +147,13 @@ impl Budget {
         }
         check_mla_lattice(&stack, &lattice)?;
         check_recurrent_lattice(&stack, &lattice)?;
-        if weights[crate::cost::BudgetKind::Activations] > 0.0 {
-            crate::model::Consumer::Activations
-                .check(&stack)
-                .map_err(|e| {
-                    Error::invalid("objective.weights.activations", format!("must be 0: {e}"))
-                })?;
+        for (kind, &weight) in weights.iter() {
+            if let Some(e) = kind.uncounted_in(&stack).filter(|_| weight > 0.0) {
+                return Err(Error::invalid(
+                    format!("objective.weights.{}", kind.as_str()),
+                    format!("must be 0: {e}"),
+                ));
+            }
         }
         Ok(Self {
             name: None,

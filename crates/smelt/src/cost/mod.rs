@@ -257,7 +257,7 @@ pub use count::layer_cost;
 pub use memory::{
     ActivationBreakdown, ActivationReport, PolicyActivations, activation_report, activations,
 };
-pub use per_budget::{BudgetKind, PerBudget, Ratios, Residuals};
+pub use per_budget::{BudgetKind, Exactness, PerBudget, Ratios, Residuals, TermStatus};
 pub use training::{PeakPair, StageMemory, TrainingMemory, peak_pair, training_memory};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
@@ -266,7 +266,7 @@ pub use types::{
 };
 
 use crate::error::{Error, Result};
-use crate::model::{Consumer, Counting, KvCount, Model, ModelSpec, Stack, Workload};
+use crate::model::{Counting, KvCount, Model, ModelSpec, Stack, Workload};
 use crate::units::{Bytes, Flops, KvElements, product};
 use layer::StackCost;
 
@@ -414,7 +414,7 @@ pub fn budgets_with(
         kv: kv_budget(&stack, &cost, context, counting)?,
         // Not counted for what the activation memory does not model: 0, which the
         // objective refuses to weigh.
-        activations: match Consumer::Activations.unhandled_in(&stack) {
+        activations: match BudgetKind::Activations.uncounted_in(&stack) {
             Some(_) => crate::units::ActivationBytes::ZERO,
             None => {
                 memory::activations_of(&stack, keys, counting, counting.activations)?.total()?

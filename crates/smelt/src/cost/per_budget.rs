@@ -4,11 +4,13 @@
 //!
 //! This file is where the set of budgets is defined: a budget added here (a
 //! [`BudgetKind`] variant, its place in [`BudgetKind::ALL`], its key, its field in
-//! [`PerBudget`] and in the few methods below that name every field) is weighed, given a
-//! tolerance, scored, kept and serialised by everything that goes through [`PerBudget`]
-//! (the objective, the search, its reports) with no change there. (The budget file's
-//! `[objective.weights]`, which also weighs the predicted time, lists the keys too; its
-//! `match` on [`BudgetKind`] fails to compile until a new one is added there.)
+//! [`PerBudget`] and in the few methods below that name every field, its value in
+//! [`Budgets::to_f64`] and [`Budgets::fractions`]) is weighed, given a tolerance, scored,
+//! kept and serialised by everything that goes through [`PerBudget`] (the objective, the
+//! search, its reports) with no change there. Three other files name each budget, and
+//! their `match` on [`BudgetKind`] fails to compile until a new one is added: the budget
+//! file's `[objective.weights]` (`budget/file.rs`), the reports' words (`report/label.rs`)
+//! and the binding floor's explanation (`search/advice.rs`).
 //!
 //! The predicted step time ([`crate::budget::time`]) is not one of these budgets: it exists
 //! only on a named card, and it is a float from a roofline, not an exact count of the cost
@@ -18,6 +20,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Budgets, Keys};
+use crate::error::Error;
+use crate::model::{Consumer, Model, Stack};
 
 /// One of the budgets a fair comparison matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -55,6 +59,46 @@ impl BudgetKind {
         }
     }
 
+    /// How its value is known: every budget is an exact count (an integer, or the training
+    /// FLOPs' exact fraction); the predicted time, outside this set, is a float.
+    pub fn exactness(self) -> Exactness {
+        Exactness::Exact
+    }
+
+    /// Who counts it: `None` for a budget every model has, else the consumer whose
+    /// capabilities decide whether a model's stack has it (the activations: recurrent
+    /// layers, one-block layers and Gemma 4's pieces are not modelled).
+    fn counted_by(self) -> Option<Consumer> {
+        match self {
+            BudgetKind::Flops | BudgetKind::Params | BudgetKind::Kv => None,
+            BudgetKind::Activations => Some(Consumer::Activations),
+        }
+    }
+
+    /// Why `stack` does not count this budget (the consumer's refusal), if it does not:
+    /// then both models' values are 0, their ratio meaningless, and weighing it is refused.
+    pub fn uncounted_in(self, stack: &Stack) -> Option<Error> {
+        self.counted_by().and_then(|c| c.check(stack).err())
+    }
+
+    /// Whether `model` counts this budget ([`BudgetKind::uncounted_in`]; a model whose stack
+    /// does not resolve counts nothing beyond the budgets every model has).
+    pub fn counted_for(self, model: &Model) -> bool {
+        match Stack::of(model) {
+            Ok(stack) => self.uncounted_in(&stack).is_none(),
+            Err(_) => self.counted_by().is_none(),
+        }
+    }
+
+    /// What the objective does with this budget for `model` under `weight`.
+    pub fn status(self, model: &Model, weight: f64) -> TermStatus {
+        match (self.counted_for(model), weight > 0.0) {
+            (false, _) => TermStatus::NotCounted,
+            (true, true) => TermStatus::Matched,
+            (true, false) => TermStatus::Reported,
+        }
+    }
+
     /// `"flops"`, `"params"` or `"kv"` (the JSON keys).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -63,6 +107,35 @@ impl BudgetKind {
             BudgetKind::Kv => "kv",
             BudgetKind::Activations => "activations",
         }
+    }
+}
+
+/// How a term of the objective is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exactness {
+    /// An exact count: an integer, or an exact fraction (the training FLOPs per token).
+    Exact,
+    /// A float (the predicted step time, from a roofline).
+    Float,
+}
+
+/// What the objective does with a term for one model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TermStatus {
+    /// Weighed (weight above 0): its residual enters the score.
+    Matched,
+    /// Counted and reported, weight 0.
+    Reported,
+    /// Not counted for this model (both values 0; reports show `n/a` or leave it out).
+    NotCounted,
+}
+
+impl PerBudget<TermStatus> {
+    /// Each budget's status for `model` under `weights`.
+    pub fn statuses(model: &Model, weights: &PerBudget<f64>) -> Self {
+        PerBudget::from_fn(|k| k.status(model, weights[k]))
     }
 }
 
@@ -173,9 +246,18 @@ impl<T> std::ops::Index<BudgetKind> for PerBudget<T> {
     }
 }
 
-/// The conversions every budget provides, listed here with the budgets themselves (the
-/// floats of [`Budgets::to_f64`] are the others).
+/// The conversions every budget provides, listed here with the budgets themselves.
 impl Budgets {
+    /// The budgets as floats, for ratios.
+    pub fn to_f64(&self) -> PerBudget<f64> {
+        PerBudget::from_fn(|kind| match kind {
+            BudgetKind::Flops => self.flops.as_f64(),
+            BudgetKind::Params => self.params.as_f64(),
+            BudgetKind::Kv => self.kv.as_f64(),
+            BudgetKind::Activations => self.activations.as_f64(),
+        })
+    }
+
     /// Each budget as an exact fraction `(numerator, denominator)`: the training FLOPs as
     /// their rational, the counts over 1.
     pub fn fractions(&self) -> PerBudget<(u128, u128)> {

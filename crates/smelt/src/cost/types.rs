@@ -128,16 +128,6 @@ pub struct Budgets {
 }
 
 impl Budgets {
-    /// The three budgets as floats, for ratios.
-    pub fn to_f64(&self) -> PerBudget<f64> {
-        PerBudget {
-            flops: self.flops.as_f64(),
-            params: self.params.as_f64(),
-            kv: self.kv.as_f64(),
-            activations: self.activations.as_f64(),
-        }
-    }
-
     /// `self / baseline - 1`, budget by budget.
     pub fn residuals_against(&self, baseline: &Budgets) -> Residuals {
         Residuals::relative(self.to_f64(), baseline.to_f64())

@@ -157,10 +157,10 @@ impl Hybrid {
     }
 
     fn of(m: &Model) -> Self {
-        // Checked against the family's support first: a Mamba-2 model is refused there.
+        // Checked against the family's support first: another mixer is refused there.
         let g = m.recurrent.as_ref().and_then(|r| match &r.mixer {
             Mixer::GatedDeltanet(g) => Some(*g),
-            Mixer::Mamba2(_) => None,
+            _ => None,
         });
         let linear = m.recurrent.as_ref().map_or(&[][..], |r| &r.layers[..]);
         let g = g.unwrap_or(GatedDeltaNet {

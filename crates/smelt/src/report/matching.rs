@@ -6,9 +6,7 @@ use super::{
 };
 use crate::cost::{BudgetKind, Residuals};
 use crate::error::Result;
-use crate::model::{
-    AttentionLayer, AttentionShape, Ffn, Layer, Model, ModelSpec, Stack, TokenMixer,
-};
+use crate::model::{AttentionLayer, AttentionShape, Ffn, Layer, ModelSpec, Stack, TokenMixer};
 use crate::search::MatchReport;
 
 fn loop_text(stack: &Stack) -> String {
@@ -40,7 +38,6 @@ impl MatchReport {
             .data();
         let (b, l) = (&self.budgets.baseline, &self.budgets.looped);
         let hybrid = self.baseline.model.knobs().mixer.is_some();
-        let uncounted = activations_uncounted(&self.baseline.model);
         let at_context = self.baseline.counting.kv == crate::model::KvCount::AtContext;
         for (kind, r) in self.residuals.iter() {
             // A hybrid's rows say what they hold: the KV budget at the context includes the
@@ -51,7 +48,7 @@ impl MatchReport {
                 BudgetKind::Kv if at_context => "KV elements at context",
                 _ => label(kind).quantity,
             };
-            if uncounted && kind == BudgetKind::Activations {
+            if !kind.counted_for(&self.baseline.model) {
                 t.push_texts([
                     quantity.to_owned(),
                     "not counted".to_owned(),
@@ -215,13 +212,11 @@ impl MatchReport {
         }
     }
 
-    /// The budgets the tables of alternatives show: every one but the activations of a
-    /// model they are not counted for (recurrent layers, Gemma 4's pieces).
+    /// The budgets the tables of alternatives show: every one the model counts (not the
+    /// activations of recurrent layers or Gemma 4's pieces).
     fn shown_budgets(&self) -> Vec<BudgetKind> {
-        let uncounted = activations_uncounted(&self.baseline.model);
-        BudgetKind::ALL
-            .into_iter()
-            .filter(|&k| !(uncounted && k == BudgetKind::Activations))
+        (BudgetKind::ALL.into_iter())
+            .filter(|k| k.counted_for(&self.baseline.model))
             .collect()
     }
 
@@ -407,12 +402,6 @@ fn dense_text(m: &Stack) -> Option<String> {
     })?;
     let layers = layers_where(m, |l| matches!(l.ffn, Some(Ffn::Dense { .. })));
     Some(format!("{} (ffn {width})", layer_list(&layers)))
-}
-
-/// Whether the activations are not counted for `m` (both budgets 0, their ratio
-/// meaningless): recurrent layers, one-block layers, Gemma 4's pieces.
-fn activations_uncounted(m: &Model) -> bool {
-    crate::model::Consumer::Activations.check_model(m).is_err()
 }
 
 /// The full-attention layers' own shape in words, when a model gives one (the rows above

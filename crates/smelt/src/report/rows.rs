@@ -99,15 +99,13 @@ fn budget_columns(name: fn(label::Label) -> String) -> impl Iterator<Item = Stri
     BudgetKind::ALL.into_iter().map(move |k| name(label(k)))
 }
 
-/// The ratio per budget of a row whose Baseline is `base`: `n/a` for the activations of a
-/// model whose activations are not counted (both budgets 0, their ratio meaningless).
+/// The ratio per budget of a row whose Baseline is `base`: `n/a` for a budget the model
+/// does not count (both values 0, their ratio meaningless).
 fn ratios<'a>(r: &'a Ratios, base: &Model) -> impl Iterator<Item = Field> + 'a {
-    let uncounted = crate::model::Consumer::Activations
-        .check_model(base)
-        .is_err();
-    r.iter().map(move |(k, x)| match k {
-        BudgetKind::Activations if uncounted => Field::text("n/a"),
-        _ => Field::ratio(*x),
+    let counted = PerBudget::from_fn(|k| k.counted_for(base));
+    r.iter().map(move |(k, x)| match counted[k] {
+        false => Field::text("n/a"),
+        true => Field::ratio(*x),
     })
 }
 
