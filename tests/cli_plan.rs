@@ -27,8 +27,14 @@ fn costed(grid: &str, context: u64) -> Vec<(String, f64)> {
         let cell = format!("{}-{}", c.scale, c.sparsity_label);
         let b = smelt::cost(&c.baseline).unwrap();
         let l = smelt::compare(&c.baseline, &c.looped).unwrap();
-        out.push((format!("{cell}-baseline"), b.flops_per_token.training.as_f64()));
-        out.push((format!("{cell}-looped"), l.model.flops_per_token.training.as_f64()));
+        out.push((
+            format!("{cell}-baseline"),
+            b.flops_per_token.training.as_f64(),
+        ));
+        out.push((
+            format!("{cell}-looped"),
+            l.model.flops_per_token.training.as_f64(),
+        ));
     }
     out
 }
@@ -40,8 +46,16 @@ fn costed(grid: &str, context: u64) -> Vec<(String, f64)> {
 fn the_papers_grid_plans_every_run_within_half_a_step() {
     let grid = budget("smelt-grid.toml");
     let v = run_json(&[
-        "plan", &grid, "--compute", "1e18,3e18,1e19", "--global-batch", "256", "--context",
-        "4096", "--format", "json",
+        "plan",
+        &grid,
+        "--compute",
+        "1e18,3e18,1e19",
+        "--global-batch",
+        "256",
+        "--context",
+        "4096",
+        "--format",
+        "json",
     ]);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 16 * 2 * 3);
@@ -50,17 +64,29 @@ fn the_papers_grid_plans_every_run_within_half_a_step() {
     let mut six_n_off = 0.0_f64;
     for r in runs {
         let id = r["id"].as_str().unwrap();
-        let (c, f) = (r["compute"].as_f64().unwrap(), r["training_flops_per_token"].as_f64().unwrap());
+        let (c, f) = (
+            r["compute"].as_f64().unwrap(),
+            r["training_flops_per_token"].as_f64().unwrap(),
+        );
         let model = r["model"].as_str().unwrap();
         let (_, want) = costs.iter().find(|(m, _)| m == model).unwrap();
         assert_eq!(f, *want, "{id}");
         let (tokens, steps) = (r["tokens"].as_u64().unwrap(), r["steps"].as_u64().unwrap());
         assert_eq!(tokens, steps * 256 * 4096, "{id}");
         let reached = r["compute_reached"].as_f64().unwrap();
-        assert!((reached - tokens as f64 * f).abs() <= 1e-9 * reached, "{id}");
+        assert!(
+            (reached - tokens as f64 * f).abs() <= 1e-9 * reached,
+            "{id}"
+        );
         let step = f * (256 * 4096) as f64;
-        assert!((reached - c).abs() <= 0.5 * step * (1.0 + 1e-9), "{id}: {reached} vs {c}");
-        assert!(["1e18", "3e18", "1e19"].iter().any(|l| id.ends_with(l)), "{id}");
+        assert!(
+            (reached - c).abs() <= 0.5 * step * (1.0 + 1e-9),
+            "{id}: {reached} vs {c}"
+        );
+        assert!(
+            ["1e18", "3e18", "1e19"].iter().any(|l| id.ends_with(l)),
+            "{id}"
+        );
         let six = &r["conventions"][0];
         assert_eq!(six["convention"], "6n");
         let six_f = six["training_flops_per_token"].as_f64().unwrap();
@@ -75,23 +101,43 @@ fn the_papers_grid_plans_every_run_within_half_a_step() {
     assert!(six_n_off > 0.3, "{six_n_off}");
     let looped = runs.iter().find(|r| r["arch"] == "looped").unwrap();
     let base = runs.iter().find(|r| r["arch"] == "baseline").unwrap();
-    assert!(looped["conventions"][0]["reached_over_compute"].as_f64().unwrap()
-        > base["conventions"][0]["reached_over_compute"].as_f64().unwrap());
+    assert!(
+        looped["conventions"][0]["reached_over_compute"]
+            .as_f64()
+            .unwrap()
+            > base["conventions"][0]["reached_over_compute"]
+                .as_f64()
+                .unwrap()
+    );
 }
 
 #[test]
 fn the_table_and_csv_show_the_runs() {
     let grid = toy_grid();
-    let args = ["plan", &grid, "--compute", "1e11,3e11", "--global-batch", "16"];
+    let args = [
+        "plan",
+        &grid,
+        "--compute",
+        "1e11,3e11",
+        "--global-batch",
+        "16",
+    ];
     let (code, out, err) = run(&args);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("IsoFLOP plan of toy-study: 16 runs (8 models x 2 compute levels)"));
-    assert!(out.contains("s-s0-looped-3e11") && out.contains("6N plan / C"), "{out}");
+    assert!(
+        out.contains("s-s0-looped-3e11") && out.contains("6N plan / C"),
+        "{out}"
+    );
     let (code, csv, err) = run(&[&args[..], &["--format", "csv"]].concat());
     assert_eq!(code, Some(0), "{err}");
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 17);
-    assert!(lines[0].starts_with("run,cell,arch,S,C,F/token,tokens,steps,C reached"), "{}", lines[0]);
+    assert!(
+        lines[0].starts_with("run,cell,arch,S,C,F/token,tokens,steps,C reached"),
+        "{}",
+        lines[0]
+    );
     // Same input, same bytes.
     assert_eq!(run(&[&args[..], &["--format", "csv"]].concat()).1, csv);
 }
@@ -99,8 +145,14 @@ fn the_table_and_csv_show_the_runs() {
 #[test]
 fn a_budget_plans_its_one_cell() {
     let v = run_json(&[
-        "plan", &budget("match-200m-s95.toml"), "--compute", "1e19", "--global-batch", "64",
-        "--format", "json",
+        "plan",
+        &budget("match-200m-s95.toml"),
+        "--compute",
+        "1e19",
+        "--global-batch",
+        "64",
+        "--format",
+        "json",
     ]);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
@@ -111,22 +163,42 @@ fn a_budget_plans_its_one_cell() {
 #[test]
 fn bad_plans_are_refused_by_name() {
     let grid = toy_grid();
-    let (code, _, err) = run(&["plan", &grid, "--compute", "1e11,1e11", "--global-batch", "16"]);
+    let (code, _, err) = run(&[
+        "plan",
+        &grid,
+        "--compute",
+        "1e11,1e11",
+        "--global-batch",
+        "16",
+    ]);
     assert_eq!(code, Some(1));
     assert!(err.contains("1e11 is given twice"), "{err}");
     let (code, _, err) = run(&["plan", &grid, "--compute", "1e6", "--global-batch", "16"]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("s-s0-baseline-1e6") && err.contains("half an optimizer step"), "{err}");
+    assert!(
+        err.contains("s-s0-baseline-1e6") && err.contains("half an optimizer step"),
+        "{err}"
+    );
     let (code, _, err) = run(&["plan", &grid, "--compute", "-1", "--global-batch", "16"]);
     assert_eq!(code, Some(2), "{err}");
     // The export's flags do nothing without --export: refused.
-    let (code, _, err) = run(&["plan", &grid, "--compute", "1e11", "--global-batch", "16", "--vocab", "256"]);
+    let (code, _, err) = run(&[
+        "plan",
+        &grid,
+        "--compute",
+        "1e11",
+        "--global-batch",
+        "16",
+        "--vocab",
+        "256",
+    ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--export"), "{err}");
 }
 
 fn out_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("plan-{}-{name}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("plan-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
@@ -136,16 +208,33 @@ fn exported(name: &str) -> (PathBuf, Vec<Value>) {
     let dir = out_dir(name);
     let d = dir.display().to_string();
     let (code, _, err) = run(&[
-        "plan", &toy_grid(), "--compute", "1.2e10,2.4e10,4.8e10", "--global-batch", "16",
-        "--export", &d, "-o", &format!("{d}.json"), "--format", "json",
+        "plan",
+        &toy_grid(),
+        "--compute",
+        "1.2e10,2.4e10,4.8e10",
+        "--global-batch",
+        "16",
+        "--export",
+        &d,
+        "-o",
+        &format!("{d}.json"),
+        "--format",
+        "json",
     ]);
     assert_eq!(code, Some(0), "{err}");
-    assert!(err.contains("wrote 8 models") && err.contains("24 runs"), "{err}");
+    assert!(
+        err.contains("wrote 8 models") && err.contains("24 runs"),
+        "{err}"
+    );
     let manifest = dir.join("manifest.jsonl");
     let text = std::fs::read_to_string(&manifest).unwrap();
-    let runs: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let runs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     // The JSON written with -o holds the same runs, directories and digests set.
-    let plan: Value = serde_json::from_str(&std::fs::read_to_string(format!("{d}.json")).unwrap()).unwrap();
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{d}.json")).unwrap()).unwrap();
     assert_eq!(plan["runs"].as_array().unwrap(), &runs);
     (manifest, runs)
 }
@@ -173,9 +262,15 @@ fn the_manifest_names_each_runs_model_and_batch() {
     for r in &runs {
         let model = dir.join(r["directory"].as_str().unwrap());
         let config = std::fs::read(model.join("config.json")).unwrap();
-        assert_eq!(r["config_sha256"].as_str().unwrap(), smelt::export::sha256_hex(&config));
+        assert_eq!(
+            r["config_sha256"].as_str().unwrap(),
+            smelt::export::sha256_hex(&config)
+        );
         assert_eq!(r["config_sha256"].as_str().unwrap().len(), 64);
-        assert_eq!((r["global_batch"].as_u64(), r["sequence_length"].as_u64()), (Some(16), Some(128)));
+        assert_eq!(
+            (r["global_batch"].as_u64(), r["sequence_length"].as_u64()),
+            (Some(16), Some(128))
+        );
         let looped = model.join("modeling_smelt_looped.py").exists();
         assert_eq!(looped, r["arch"] == "looped", "{}", r["id"]);
     }
@@ -195,17 +290,33 @@ fn collect_writes_the_endpoints_fit_reads_at_the_plans_compute() {
         let row: Vec<&str> = row.split(',').collect();
         assert_eq!(row[0], r["id"].as_str().unwrap());
         // The compute spent, by the exact count, is the plan's.
-        assert_eq!(row[6].parse::<f64>().unwrap(), r["compute_reached"].as_f64().unwrap());
-        let f = smelt::study::parse_flops(r["training_flops_per_token_exact"].as_str().unwrap(), "f").unwrap();
+        assert_eq!(
+            row[6].parse::<f64>().unwrap(),
+            r["compute_reached"].as_f64().unwrap()
+        );
+        let f =
+            smelt::study::parse_flops(r["training_flops_per_token_exact"].as_str().unwrap(), "f")
+                .unwrap();
         assert_eq!(row[3].parse::<f64>().unwrap(), f.as_f64());
     }
     // JSON lines give the same endpoints.
     let jsonl: String = runs
         .iter()
         .enumerate()
-        .map(|(i, r)| format!("{{\"id\": {}, \"tokens\": {}, \"loss\": {}}}\n", r["id"], r["tokens"], 5.0 - 0.01 * i as f64))
+        .map(|(i, r)| {
+            format!(
+                "{{\"id\": {}, \"tokens\": {}, \"loss\": {}}}\n",
+                r["id"],
+                r["tokens"],
+                5.0 - 0.01 * i as f64
+            )
+        })
         .collect();
-    let (code, again, err) = run(&["collect", &m, &temp_file("jsonl", &jsonl).display().to_string()]);
+    let (code, again, err) = run(&[
+        "collect",
+        &m,
+        &temp_file("jsonl", &jsonl).display().to_string(),
+    ]);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(again, csv);
     // The fit reads them.
@@ -224,14 +335,23 @@ fn collect_refuses_a_result_that_is_not_the_run_planned() {
     let (code, _, err) = collect(&results_csv(&runs, |i, r| (i != 3).then(|| line(r, 4.0))));
     assert_eq!(code, Some(1));
     let missing = runs[3]["id"].as_str().unwrap();
-    assert!(err.contains(&format!("1 run(s) of the plan have no result: {missing}")), "{err}");
-    assert!(err.contains("cells lacking runs: s-s0 looped at 1.2e10"), "{err}");
+    assert!(
+        err.contains(&format!("1 run(s) of the plan have no result: {missing}")),
+        "{err}"
+    );
+    assert!(
+        err.contains("cells lacking runs: s-s0 looped at 1.2e10"),
+        "{err}"
+    );
     // ... and with --partial, left out with a warning naming the cell.
     let partial = results_csv(&runs, |i, r| (i != 3).then(|| line(r, 4.0)));
     let (code, csv, err) = run(&["collect", &m, &partial, "--partial"]);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(csv.lines().count(), 24);
-    assert!(err.contains("cells lacking runs: s-s0 looped at 1.2e10"), "{err}");
+    assert!(
+        err.contains("cells lacking runs: s-s0 looped at 1.2e10"),
+        "{err}"
+    );
     // An unknown run.
     let (code, _, err) = collect(&results_csv(&runs, |i, r| {
         Some(match i {
@@ -240,17 +360,27 @@ fn collect_refuses_a_result_that_is_not_the_run_planned() {
         })
     }));
     assert_eq!(code, Some(1));
-    assert!(err.contains("run 's-s0-baseline-9e99' is not in the plan"), "{err}");
+    assert!(
+        err.contains("run 's-s0-baseline-9e99' is not in the plan"),
+        "{err}"
+    );
     // Tokens that differ from the plan.
     let (code, _, err) = collect(&results_csv(&runs, |i, r| {
         Some(match i {
-            5 => format!("{},{},4.0", r["id"].as_str().unwrap(), r["tokens"].as_u64().unwrap() - 2048),
+            5 => format!(
+                "{},{},4.0",
+                r["id"].as_str().unwrap(),
+                r["tokens"].as_u64().unwrap() - 2048
+            ),
             _ => line(r, 4.0),
         })
     }));
     assert_eq!(code, Some(1));
     let id = runs[5]["id"].as_str().unwrap();
-    assert!(err.contains(&format!("run '{id}' trained")) && err.contains("the plan says"), "{err}");
+    assert!(
+        err.contains(&format!("run '{id}' trained")) && err.contains("the plan says"),
+        "{err}"
+    );
     // A run given twice.
     let (code, _, err) = collect(&results_csv(&runs, |i, r| {
         Some(match i {
@@ -259,7 +389,13 @@ fn collect_refuses_a_result_that_is_not_the_run_planned() {
         })
     }));
     assert_eq!(code, Some(1));
-    assert!(err.contains(&format!("run '{}' is given twice", runs[1]["id"].as_str().unwrap())), "{err}");
+    assert!(
+        err.contains(&format!(
+            "run '{}' is given twice",
+            runs[1]["id"].as_str().unwrap()
+        )),
+        "{err}"
+    );
     // A model that differs from the plan's (its config.json's digest).
     let mut text = "id,tokens,loss,config_sha256\n".to_owned();
     for (i, r) in runs.iter().enumerate() {
@@ -272,7 +408,10 @@ fn collect_refuses_a_result_that_is_not_the_run_planned() {
     let (code, _, err) = collect(&temp_file("csv", &text).display().to_string());
     assert_eq!(code, Some(1));
     let id = runs[7]["id"].as_str().unwrap();
-    assert!(err.contains(&format!("run '{id}' trained a model whose config.json")), "{err}");
+    assert!(
+        err.contains(&format!("run '{id}' trained a model whose config.json")),
+        "{err}"
+    );
     // A loss that is not a number, named by line and column.
     let (code, _, err) = collect(&results_csv(&runs, |i, r| {
         Some(match i {
@@ -281,7 +420,10 @@ fn collect_refuses_a_result_that_is_not_the_run_planned() {
         })
     }));
     assert_eq!(code, Some(1));
-    assert!(err.contains("line 4: loss") && err.contains("'nope' is not a number"), "{err}");
+    assert!(
+        err.contains("line 4: loss") && err.contains("'nope' is not a number"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(manifest.parent().unwrap());
 }
 
@@ -296,6 +438,9 @@ fn collect_names_a_manifest_edited_after_the_plan() {
     let results = results_csv(&runs, |_, r| Some(line(r, 4.0)));
     let (code, _, err) = run(&["collect", &path.display().to_string(), &results]);
     assert_eq!(code, Some(1));
-    assert!(err.contains(&format!("run '{id}'")) && err.contains("the manifest was edited"), "{err}");
+    assert!(
+        err.contains(&format!("run '{id}'")) && err.contains("the manifest was edited"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(Path::new(&manifest).parent().unwrap());
 }

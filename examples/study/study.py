@@ -40,17 +40,18 @@ import smelt
 HERE = Path(__file__).resolve().parent
 GRID = HERE / "grid.toml"
 
-# Sequences per optimizer step; each is the grid's context (128 tokens).
+# Sequences per optimizer step, each the grid's context (128 tokens): full mode, quick mode.
 GLOBAL_BATCH = 16
+QUICK_BATCH = 4
 # Compute levels in FLOPs (full mode: about 25 minutes on 2 cores; quick: a few steps a run).
 FULL_COMPUTE = (2e11, 6e11, 1.8e12)
-QUICK_COMPUTE = (1.2e10, 2.4e10, 4.8e10)
+QUICK_COMPUTE = (8e9, 1.6e10, 3.2e10)
 # Validation: this many held-out sequences, the same for every run.
 VALID_SEQUENCES = 64
 LEARNING_RATE = 3e-3
 
 
-def corpus(limit=16 << 20):
+def corpus(limit=8 << 20):
     """The Python standard library's own source files as bytes: every `.py` file under the
     stdlib folder (site-packages left out), in sorted order of their relative paths; every
     20th file (by that order) is held out for validation. At most `limit` bytes of
@@ -71,8 +72,8 @@ def corpus(limit=16 << 20):
         except OSError:
             continue
         (valid if held else train).extend(data)
-    return (torch.tensor(list(train), dtype=torch.long),
-            torch.tensor(list(valid), dtype=torch.long))
+    as_ids = lambda b: torch.frombuffer(bytes(b), dtype=torch.uint8).long()
+    return as_ids(train), as_ids(valid)
 
 
 def build(directory):
@@ -81,9 +82,9 @@ def build(directory):
     return transformers.AutoModelForCausalLM.from_config(config, trust_remote_code=True)
 
 
-def validation_loss(model, valid, context):
-    """Mean next-byte loss (nats) on the first VALID_SEQUENCES held-out sequences."""
-    n = min(VALID_SEQUENCES, len(valid) // context)
+def validation_loss(model, valid, context, sequences=VALID_SEQUENCES):
+    """Mean next-byte loss (nats) on the first `sequences` held-out sequences."""
+    n = min(sequences, len(valid) // context)
     x = valid[: n * context].view(n, context)
     model.eval()
     with torch.no_grad():
@@ -101,14 +102,16 @@ def lr_at(step, steps):
     return LEARNING_RATE * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def train(run, directory, train_bytes, valid, log):
-    """Trains one run for its planned steps; returns its result line."""
+def train(run, directory, train_bytes, valid, log, quick=False):
+    """Trains one run for its planned steps; returns its result line. Validation loss at
+    the start, at each quarter (not in quick mode) and at the end."""
     context, batch = run["sequence_length"], run["global_batch"]
+    sequences = 16 if quick else VALID_SEQUENCES
     torch.manual_seed(0)
     model = build(directory)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
     generator = torch.Generator().manual_seed(1)
-    first = validation_loss(model, valid, context)
+    first = validation_loss(model, valid, context, sequences)
     log({"id": run["id"], "tokens": 0, "valid_loss": first})
     steps, tokens = run["steps"], 0
     every = max(1, steps // 4)
@@ -123,10 +126,10 @@ def train(run, directory, train_bytes, valid, log):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         tokens += batch * context
-        if (step + 1) % every == 0 and step + 1 < steps:
+        if not quick and (step + 1) % every == 0 and step + 1 < steps:
             log({"id": run["id"], "tokens": tokens, "train_loss": loss.item(),
-                 "valid_loss": validation_loss(model, valid, context)})
-    final = validation_loss(model, valid, context)
+                 "valid_loss": validation_loss(model, valid, context, sequences)})
+    final = validation_loss(model, valid, context, sequences)
     log({"id": run["id"], "tokens": tokens, "valid_loss": final})
     sha = hashlib.sha256((Path(directory) / "config.json").read_bytes()).hexdigest()
     return {"id": run["id"], "tokens": tokens, "loss": final, "config_sha256": sha,
@@ -139,7 +142,8 @@ def run_study(out, quick=False, say=print):
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     compute = QUICK_COMPUTE if quick else FULL_COMPUTE
-    plan = smelt.plan(GRID, compute, GLOBAL_BATCH, export=out / "models", overwrite=True)
+    batch = QUICK_BATCH if quick else GLOBAL_BATCH
+    plan = smelt.plan(GRID, compute, batch, export=out / "models", overwrite=True)
     say(f"plan: {len(plan['runs'])} runs, {plan['tokens_per_step']} tokens a step, "
         f"levels {', '.join(f'{c:g}' for c in compute)}")
     train_bytes, valid = corpus()
@@ -153,7 +157,7 @@ def run_study(out, quick=False, say=print):
 
         for run in plan["runs"]:
             t0 = time.monotonic()
-            r = train(run, models / run["directory"], train_bytes, valid, log)
+            r = train(run, models / run["directory"], train_bytes, valid, log, quick)
             results.append(r)
             say(f"{run['id']:>24}: {run['steps']:>4} steps, {r['tokens']:>9,} tokens, "
                 f"valid loss {r['initial_loss']:.3f} -> {r['loss']:.3f} "

@@ -9,8 +9,9 @@
 //!
 //! Refused, each naming the run: a result for a run the manifest does not have, a run given
 //! twice, a run whose tokens differ from the plan's, one whose model (its `config.json`'s
-//! SHA-256, when the result gives it) differs, and a run of the manifest without a result
-//! (unless partial results are allowed). The cells lacking runs are said either way.
+//! SHA-256, when the result gives it) differs, a run of the manifest without a result
+//! (unless partial results are allowed), and a run whose model's sparsity `S` is outside
+//! the `[0, 1)` the fit takes. The cells lacking runs are said either way.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -349,6 +350,17 @@ pub fn collect(runs: &[Run], results: &[RunResult], partial: bool) -> Result<Col
         let Some(r) = given.get(run.id.as_str()) else {
             continue;
         };
+        if !(run.sparsity.is_finite() && (0.0..1.0).contains(&run.sparsity)) {
+            return Err(Error::invalid(
+                format!("run '{}'", run.id),
+                format!(
+                    "its model {} has compute-equivalent sparsity S = {}, outside the [0, 1) \
+                     smelt fit takes (a looped model with more FLOPs per parameter than its \
+                     Baseline's control); match it on a lattice that gives it more experts",
+                    run.model, run.sparsity
+                ),
+            ));
+        }
         let exact = parse_flops(&run.training_flops_per_token_exact, &run.id)?;
         endpoints.push(CollectedRun {
             run: run.id.clone(),
