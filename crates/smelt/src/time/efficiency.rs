@@ -52,8 +52,11 @@ pub type Curve = Vec<[f64; 2]>;
 /// Work per launch: FLOPs for a GEMM, score elements for a softmax.
 pub(super) fn work(k: &Kernel) -> f64 {
     match k.op {
-        Op::Gemm => 2.0 * (k.m * k.n * k.k * k.batch) as f64,
-        Op::Softmax => (k.m * k.n * k.batch) as f64,
+        // In 128 bits: a kernel's work can pass 2^64 (a model `smelt cost` counts).
+        Op::Gemm => {
+            2.0 * (u128::from(k.m) * u128::from(k.n) * u128::from(k.k) * u128::from(k.batch)) as f64
+        }
+        Op::Softmax => (u128::from(k.m) * u128::from(k.n) * u128::from(k.batch)) as f64,
     }
 }
 
