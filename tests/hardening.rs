@@ -151,3 +151,110 @@ fn an_output_over_an_input_is_refused_before_the_work() {
     let model = |f: &Path| smelt::export::may_write(smelt::export::ExportFormat::Model, f);
     assert!(smelt::io::refuse_inputs(&dir, &inputs, Some(&model)).is_err());
 }
+
+/// `smelt calibrate` refuses what it cannot fit (a kernel shape near 2^64, times that put a
+/// kernel at 10^290 of the peak, no timed kernel, a device name with control characters)
+/// with the field and the rule, and `predict` refuses a calibration file with absurd
+/// constants by the same check, so a file calibrate writes is one predict reads.
+#[test]
+fn calibrations_with_absurd_constants_are_refused_where_written_and_read() {
+    let (code, bench, err) = run(&[
+        "bench",
+        &budget("base-100m-s0.toml"),
+        "--rounds",
+        "1",
+        "--tokens",
+        "64",
+        "--format",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let bench: serde_json::Value = serde_json::from_str(&bench).unwrap();
+    let cases: [(&str, fn(&mut serde_json::Value), &str); 4] = [
+        (
+            "a shape near 2^64",
+            |b| b["models"][0]["kernels"][0]["kernel"]["m"] = u64::MAX.into(),
+            "kernel.m: must be at most 1099511627776",
+        ),
+        (
+            "times of 1e-300 s",
+            |b| {
+                for k in b["models"][0]["kernels"].as_array_mut().unwrap() {
+                    k["seconds"] = 1e-300.into();
+                }
+            },
+            "efficiencies (shares of the peak) between 1e-4 and 4",
+        ),
+        (
+            "no timed kernel",
+            |b| b["models"][0]["kernels"] = serde_json::json!([]),
+            "times no kernel",
+        ),
+        (
+            "a control character",
+            |b| b["device"] = "gpu\u{1b}[2J".into(),
+            "device.name: must not contain control characters (got \"gpu\\u{1b}[2J\")",
+        ),
+    ];
+    for (what, edit, rule) in cases {
+        let mut b = bench.clone();
+        edit(&mut b);
+        let file = temp_file("json", &b.to_string());
+        let out = file.with_extension("cal.json");
+        let (code, _, err) = run(&[
+            "calibrate",
+            file.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(1), "{what}: {err}");
+        assert!(
+            err.contains(rule) && !err.contains('\u{1b}'),
+            "{what}: {err}"
+        );
+        assert!(!out.exists(), "{what}");
+    }
+    // What calibrate writes, predict reads.
+    let file = temp_file("json", &bench.to_string());
+    let cal = file.with_extension("cal.json");
+    let (code, _, err) = run(&[
+        "calibrate",
+        file.to_str().unwrap(),
+        "-o",
+        cal.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let base = budget("base-100m-s0.toml");
+    let (code, _, err) = run(&["predict", &base, "--calibration", cal.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    // A calibration file edited to absurd constants is refused by predict, naming the field.
+    let good: serde_json::Value =
+        serde_json::from_str(&crate::common::data_text("calibration-cpu.json")).unwrap();
+    let cases: [(fn(&mut serde_json::Value), &str); 6] = [
+        (|c| c["curves"]["gemm"][0][1] = 1e300.into(), "curves.gemm"),
+        (|c| c["curves"]["gemm"][0][1] = 1e-300.into(), "curves.gemm"),
+        (
+            |c| c["traffic"]["seconds_per_byte"] = 1e300.into(),
+            "traffic.seconds_per_byte",
+        ),
+        (
+            |c| c["traffic"]["seconds_per_flop"] = 5e-324.into(),
+            "traffic.seconds_per_flop",
+        ),
+        (|c| c["shapes"] = 0.into(), "shapes"),
+        (|c| c["device"]["name"] = "a\u{7}".into(), "device.name"),
+    ];
+    for (edit, field) in cases {
+        let mut c = good.clone();
+        edit(&mut c);
+        let file = temp_file("json", &c.to_string());
+        let (code, out, err) = run(&["predict", &base, "--calibration", file.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "{field}: {err}");
+        assert!(
+            out.is_empty() && err.contains(&format!("{field}:")),
+            "{err}"
+        );
+        assert!(!err.contains('\u{7}'), "{err}");
+    }
+}
