@@ -258,3 +258,26 @@ fn calibrations_with_absurd_constants_are_refused_where_written_and_read() {
         assert!(!err.contains('\u{7}'), "{err}");
     }
 }
+
+/// A CPU bench whose operands the machine cannot allocate (here: an address space limited to
+/// 1.5 GB) is refused naming --tokens, not aborted by a failed allocation.
+#[cfg(unix)]
+#[test]
+fn a_bench_too_large_for_the_machine_is_refused_naming_the_flag() {
+    let smelt = assert_cmd::cargo::cargo_bin("smelt");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 1500000 && exec '{}' bench '{}' --rounds 1 --tokens 131072 --quiet",
+            smelt.display(),
+            budget("base-600m-s0.toml")
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("tokens:") && err.contains("use fewer --tokens"),
+        "{err}"
+    );
+}
