@@ -184,7 +184,7 @@ fn calibrations_with_absurd_constants_are_refused_where_written_and_read() {
                     k["seconds"] = 1e-300.into();
                 }
             },
-            "efficiencies (shares of the peak) between 1e-4 and 4",
+            "efficiencies (shares of the peak) between 1e-7 and 4",
         ),
         (
             "no timed kernel",
