@@ -17,6 +17,7 @@ mod doc_pointers;
 mod docs;
 mod figures;
 mod fit;
+mod hardening;
 mod hf_export;
 mod hf_figures;
 mod hf_looped;

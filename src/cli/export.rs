@@ -48,6 +48,18 @@ pub fn overwrite(given: bool) -> Overwrite {
 }
 
 impl ExportArgs {
+    /// Refuses, before any work, an `--export` folder that holds one of `inputs` where the
+    /// export writes ([`smelt::io::refuse_inputs`]).
+    pub fn refuse_inputs(&self, inputs: &[PathBuf]) -> anyhow::Result<()> {
+        if let Some(dir) = &self.export {
+            let format = self.export_format;
+            let writes = |f: &Path| export::may_write(format, f);
+            smelt::io::refuse_inputs(dir, inputs, Some(&writes))
+                .with_context(|| format!("--export '{}'", dir.display()))?;
+        }
+        Ok(())
+    }
+
     /// Writes `items` into the `--export` folder, if one is given, never over one of
     /// `inputs`, and says so on standard error.
     pub fn write(&self, items: &[Item<'_>], inputs: &[PathBuf]) -> anyhow::Result<()> {

@@ -1,7 +1,7 @@
 //! `smelt export`: one model (a model file, or a `config.json` smelt reads) written as a
 //! folder Hugging Face Transformers builds, without matching anything.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -40,12 +40,16 @@ pub struct Args {
 
 /// Runs `smelt export`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let spec = super::cost::load(&args.model)?;
-    // The file read: MODEL, or a model directory's config.json.
+    // The file read: MODEL, or a model directory's config.json; refused as an output
+    // before it is read.
     let file = match args.model.is_dir() {
         true => args.model.join("config.json"),
         false => args.model.clone(),
     };
+    let writes = |f: &Path| export::may_write(ExportFormat::Hf, f);
+    smelt::io::refuse_inputs(&args.output, std::slice::from_ref(&file), Some(&writes))
+        .context("-o")?;
+    let spec = super::cost::load(&args.model)?;
     let config: Option<serde_json::Value> = match file.extension().is_some_and(|e| e == "json") {
         true => {
             let what = || format!("config '{}'", file.display());

@@ -73,6 +73,16 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         force: args.force,
         ..SearchOptions::default()
     };
+    let mut inputs: Vec<_> = (grid.cells.iter())
+        .flat_map(|c| budget_inputs(&args.grid, &c.budget))
+        .collect();
+    inputs.extend(args.workload.inputs());
+    inputs.extend(args.predict.inputs());
+    // An output over an input is refused before the cells are solved, not after.
+    if let Some(path) = &args.plot {
+        smelt::io::refuse_inputs(path, &inputs, None).context("--plot")?;
+    }
+    args.export.refuse_inputs(&inputs)?;
     let mut r = smelt::study::match_grid_with(&grid, &options, progress)?;
     if let Some((roof, opts)) = args.predict.roofline()? {
         smelt::study::predict_cells(&mut r, &roof, &opts)?;
@@ -82,11 +92,6 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     }
     let layout = args.layout.layout();
     let text = super::launcher::render_grid(&r, args.format, layout, &args.conventions)?;
-    let mut inputs: Vec<_> = (grid.cells.iter())
-        .flat_map(|c| budget_inputs(&args.grid, &c.budget))
-        .collect();
-    inputs.extend(args.workload.inputs());
-    inputs.extend(args.predict.inputs());
     if let Some(path) = &args.plot {
         let svg = smelt::report::plot::residual_heatmap(&r)?;
         write_file(path, &svg, "the residual heatmap", &inputs)?;

@@ -15,7 +15,7 @@ use super::{WorkloadArgs, emit, write_file};
 #[derive(Debug, clap::Args)]
 #[command(about = about(), long_about = long_about())]
 pub struct Args {
-    /// The config.json.
+    /// The config.json, or a model directory holding one (its config.json is read).
     config: PathBuf,
     /// Write the model file here instead of standard output.
     #[arg(short, long, value_name = "FILE")]
@@ -68,7 +68,14 @@ pub fn families() -> impl TypedValueParser<Value = Family> {
 }
 
 /// Runs `smelt import`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    // A model directory is read as `smelt export` reads one: its config.json.
+    if args.config.is_dir() {
+        args.config = args.config.join("config.json");
+    }
+    if let Some(path) = &args.output {
+        smelt::io::refuse_inputs(path, std::slice::from_ref(&args.config), None).context("-o")?;
+    }
     let text = smelt::io::read_to_string(&args.config)?;
     let workload = args.workload.apply(&ModelSpec::default_workload())?;
     let spec = hf::import(&text, workload)

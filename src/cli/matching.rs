@@ -10,6 +10,7 @@ use clap::ValueEnum;
 use clap::builder::{EnumValueParser, PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
 
+use smelt::export::ExportFormat;
 use smelt::hf::looped::ModelDir;
 use smelt::hf::{self, Family};
 use smelt::progress::{Progress, Terminal};
@@ -140,6 +141,17 @@ pub struct Args {
 pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     refuse_hf_flags(&args);
     let budget = args.workload.budget(load_budget(&args.budget)?)?;
+    let mut inputs = budget_inputs(&args.budget, &budget);
+    inputs.extend(args.workload.inputs());
+    // An output over an input is refused before the search, not after it (a folder for a
+    // Hugging Face export).
+    if let Some(path) = &args.output {
+        let writes = |f: &Path| smelt::export::may_write(ExportFormat::Hf, f);
+        let folder =
+            args.format == MatchFormat::Hf && !path.extension().is_some_and(|e| e == "json");
+        let folder: Option<&dyn Fn(&Path) -> bool> = folder.then_some(&writes);
+        smelt::io::refuse_inputs(path, &inputs, folder).context("-o")?;
+    }
     let (top, force, advise) = (args.top as usize, args.force, args.advise);
     let start = Instant::now();
     let mut m = search::match_budget_with(&budget, &SearchOptions { top, force, advise })?;
@@ -153,8 +165,6 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         )?);
     }
     let (layout, conventions) = (args.layout.layout(), &args.conventions);
-    let mut inputs = budget_inputs(&args.budget, &budget);
-    inputs.extend(args.workload.inputs());
     let text = match args.format {
         MatchFormat::Table => Some(render_match(&m, Format::Table, layout, conventions)?),
         MatchFormat::Json => Some(render_match(&m, Format::Json, Layout::WIDE, conventions)?),

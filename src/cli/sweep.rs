@@ -66,10 +66,11 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         force: args.force,
         ..SearchOptions::default()
     };
+    let inputs = budget_inputs(&args.budget, &budget);
+    args.export.refuse_inputs(&inputs)?;
     let r = study::sweep_with(&budget, knob, &values, &options, progress)?;
     let items = smelt::export::items_of_sweep(&r, Some(&budget));
-    args.export
-        .write(&items, &budget_inputs(&args.budget, &budget))?;
+    args.export.write(&items, &inputs)?;
     emit_report(&r, args.format, &args.layout)?;
     Ok(tolerance_exit(&r))
 }

@@ -65,6 +65,25 @@ impl ExportOptions {
     }
 }
 
+/// Whether an export in `format` may write a file of `file`'s name into its folder or an
+/// entry of it: `hf`, a `config.json`, a model directory's Python code or the export's
+/// manifest; `model`, a `.toml` model file or the manifest.
+pub fn may_write(format: ExportFormat, file: &Path) -> bool {
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let ext = file
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default();
+    name == crate::io::MANIFEST
+        || match format {
+            ExportFormat::Hf => name == "config.json" || ext == "py",
+            ExportFormat::Model => ext == "toml",
+        }
+}
+
 /// One matched model to export.
 #[derive(Debug, Clone)]
 pub struct Item<'a> {

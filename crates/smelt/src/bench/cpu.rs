@@ -58,11 +58,24 @@ impl Buffers {
         }
         let mut rng = Lcg::new(0x5EED);
         let len = POOL_MIN_FLOATS.max(2 * ab);
-        Ok(Self {
-            pool: (0..len).map(|_| rng.nonzero_unit()).collect(),
-            out: vec![0.0; c],
-            call: 0,
-        })
+        // Reserved, not allocated outright: a batch this machine cannot hold is refused
+        // naming the flag, not aborted on a failed allocation.
+        let (mut pool, mut out) = (Vec::new(), Vec::new());
+        let refuse = |_| {
+            Error::invalid(
+                "tokens",
+                format!(
+                    "the CPU bench's operands take {:.1} GiB at this batch and this machine \
+                     cannot allocate them; use fewer --tokens",
+                    (len + c) as f64 * 4.0 / f64::from(1 << 30)
+                ),
+            )
+        };
+        pool.try_reserve_exact(len).map_err(refuse)?;
+        out.try_reserve_exact(c).map_err(refuse)?;
+        pool.extend((0..len).map(|_| rng.nonzero_unit()));
+        out.resize(c, 0.0);
+        Ok(Self { pool, out, call: 0 })
     }
 
     /// One launch of `k` on operands at the next offsets.

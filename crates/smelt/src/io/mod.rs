@@ -196,6 +196,51 @@ fn write_socket(path: &Path, _: &[u8]) -> Result<()> {
     Err(write_error(path, std::io::Error::other("is a socket")))
 }
 
+/// Refuses, before any work is done, an output that would replace one of `inputs`: a file
+/// `path` that is the same file as an input (links followed), or, with `folder` (an export
+/// folder, whose files go into it and into its subfolders, and which files' names it may
+/// write: [`crate::export::may_write`]), an input of such a name directly in the folder or
+/// in one of its subfolders. The writes check again ([`write_output`], [`write_tree`]);
+/// this check lets a run that would be refused at its end be refused at its start.
+pub fn refuse_inputs(
+    path: &Path,
+    inputs: &[PathBuf],
+    folder: Option<&dyn Fn(&Path) -> bool>,
+) -> Result<()> {
+    let refuse = |why: String| Err(write_error(path, std::io::Error::other(why)));
+    if let Ok(meta) = std::fs::metadata(path)
+        && inputs.iter().any(|input| same_file(&meta, path, input))
+    {
+        return refuse("refusing to write: it is an input of this run".to_owned());
+    }
+    let Some(writes) = folder else {
+        return Ok(());
+    };
+    let Ok(dir) = std::fs::canonicalize(path) else {
+        return Ok(());
+    };
+    for input in inputs {
+        let Ok(file) = std::fs::canonicalize(input) else {
+            continue;
+        };
+        let parent = file.parent();
+        if !writes(&file) {
+            continue;
+        }
+        if parent == Some(dir.as_path()) || parent.and_then(Path::parent) == Some(dir.as_path()) {
+            return Err(write_error(
+                input,
+                std::io::Error::other(format!(
+                    "refusing to write: it is an input of this run, in the folder the export \
+                     writes into ('{}'); export into another folder",
+                    path.display()
+                )),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Writes a result to `path` as the module says: links followed, a regular file replaced
 /// atomically, a device, FIFO or socket written in place; refused when `path` is the same
 /// file as one of `inputs`, the files the result was computed from (a match written over

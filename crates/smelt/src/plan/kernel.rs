@@ -121,9 +121,12 @@ impl Kernel {
     pub fn operands(&self) -> (u128, u128, u128) {
         let b = u128::from(self.batch);
         let (m, n, k) = (u128::from(self.m), u128::from(self.n), u128::from(self.k));
+        // Saturating: a shape read from a file (a bench report) can be absurd; the
+        // plan's own are far inside 128 bits.
+        let mul = |x: u128, y: u128, z: u128| x.saturating_mul(y).saturating_mul(z);
         match self.op {
-            Op::Gemm => (b * m * k, b * k * n, b * m * n),
-            Op::Softmax => (b * m * n, b * m * n, b * m * n),
+            Op::Gemm => (mul(b, m, k), mul(b, k, n), mul(b, m, n)),
+            Op::Softmax => (mul(b, m, n), mul(b, m, n), mul(b, m, n)),
         }
     }
 
@@ -133,10 +136,8 @@ impl Kernel {
         if self.op == Op::Softmax {
             return 0;
         }
-        2 * u128::from(self.m)
-            * u128::from(self.n)
-            * u128::from(self.k)
-            * u128::from(self.batch)
-            * u128::from(self.count)
+        [self.m, self.n, self.k, self.batch, self.count]
+            .into_iter()
+            .fold(2u128, |f, x| f.saturating_mul(u128::from(x)))
     }
 }

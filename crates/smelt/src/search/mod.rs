@@ -106,7 +106,12 @@
 //!   unpredicted; every other one's time is predicted
 //!   ([`crate::time::predict_model`], as `smelt predict` predicts) and it is
 //!   scored in full. In conservative mode a candidate predicted slower than the Baseline
-//!   is not admissible.
+//!   is not admissible. Where the time is nondecreasing in `E` (no calibration curves,
+//!   balanced routing: [`timed`] proves it), `s₀` is raised further: between two counts
+//!   whose times are predicted, `|r_T|` is at least its ends' distance from 0, and the
+//!   counts are searched by branch and bound on that bound (predicting the middle of an
+//!   interval only while one of its counts could still be kept), so a large time weight,
+//!   which leaves `s₀` far below the kept scores, does not mean predicting every count.
 //! * Step 5: the finalists' times are predicted again by the same function, which gives
 //!   the same floats, so their scores are checked bit for bit as before.
 //!
@@ -138,6 +143,7 @@ mod kept;
 pub mod milp;
 mod report;
 pub(crate) mod shapes;
+mod timed;
 mod verdict;
 
 pub use candidate::{Candidate, Point, TimeResidual, looped_model, mixer_knobs, rank_key};
@@ -323,6 +329,10 @@ struct Search<'a> {
     margin: f64,
     /// The predicted time, when the budget has one.
     time: Option<TimeTerm<'a>>,
+    /// Whether that time is nondecreasing in the expert count at each shape
+    /// ([`timed::monotone_in_experts`]): the weighed time's counts are then searched by
+    /// branch and bound ([`timed`]), not all predicted.
+    time_monotone: bool,
 }
 
 /// What one part of the search (a run of hidden sizes) found.
@@ -538,6 +548,9 @@ impl Search<'_> {
         let step = i128::from(e.step);
         let v0 = lines.map(|(c, s)| c + s * e_first);
         let counts: Vec<u64> = match self.weighed_time() {
+            Some(t) if self.time_monotone => {
+                return self.timed_experts(t, eval, a, shape, lines, part);
+            }
             Some(_) => (first..=last).collect(),
             None => self.expert_candidates(v0, lines.map(|(_, s)| s * step)),
         };
@@ -613,6 +626,7 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
             last: e.len().saturating_sub(1),
         },
         margin: MARGIN * budget.weights().max().max(1.0),
+        time_monotone: budget.time().is_some_and(timed::monotone_in_experts),
         time,
     };
     if first >= e.len() {

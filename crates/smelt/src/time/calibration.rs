@@ -61,20 +61,70 @@ impl Traffic {
         1.0 / self.seconds_per_byte
     }
 
-    /// An error unless both constants are positive and finite.
-    pub fn validate(&self) -> Result<()> {
-        let ok = |v: f64| v.is_finite() && v > 0.0;
-        let fit = self.rms_relative_error.is_finite() && self.rms_relative_error >= 0.0;
-        if !(ok(self.seconds_per_flop) && ok(self.seconds_per_byte) && fit) {
+    /// An error unless its constants are in range ([`EFFICIENCY`] of `peak` for the
+    /// arithmetic, the bandwidth of a device for the operands: [`super::BANDWIDTH`]) and it
+    /// was fitted to at least two shapes with a finite error. The one check of a fit, made
+    /// when `smelt calibrate` writes it and whenever one is read.
+    pub fn validate(&self, peak: f64) -> Result<()> {
+        let share = self.peak_share(peak);
+        if !(self.seconds_per_flop.is_finite() && EFFICIENCY.contains(&share)) {
             return Err(Error::invalid(
-                "traffic",
-                "must have positive finite seconds_per_flop and seconds_per_byte and a \
-                 non-negative rms_relative_error",
+                "traffic.seconds_per_flop",
+                format!(
+                    "must put a large GEMM at {:e} to {} of the peak ({peak:e} FLOP/s); got \
+                     {:e} s/FLOP ({share:e} of the peak): refit with smelt calibrate",
+                    EFFICIENCY.start(),
+                    EFFICIENCY.end(),
+                    self.seconds_per_flop
+                ),
+            ));
+        }
+        let w = self.bandwidth();
+        if !(self.seconds_per_byte.is_finite() && super::BANDWIDTH.contains(&w)) {
+            return Err(Error::invalid(
+                "traffic.seconds_per_byte",
+                format!(
+                    "must be a bandwidth between {:e} and {:e} bytes/s; got {:e} s/byte: refit \
+                     with smelt calibrate",
+                    super::BANDWIDTH.start(),
+                    super::BANDWIDTH.end(),
+                    self.seconds_per_byte
+                ),
+            ));
+        }
+        if self.shapes < 2 {
+            return Err(Error::invalid(
+                "traffic.shapes",
+                format!(
+                    "must be at least 2 (a line through the GEMMs); got {}",
+                    self.shapes
+                ),
+            ));
+        }
+        if !(self.rms_relative_error.is_finite() && self.rms_relative_error >= 0.0) {
+            return Err(Error::invalid(
+                "traffic.rms_relative_error",
+                format!(
+                    "must be a non-negative number; got {}",
+                    self.rms_relative_error
+                ),
             ));
         }
         Ok(())
     }
 }
+
+/// The efficiencies a calibration may hold, as shares of its peak: below 1e-7 a kernel would
+/// run ten million times under the peak (a tiny launch on a busy CPU can reach 1e-4), above 4 the peak (a card's, or the bench's measured
+/// ceiling) would be a quarter of what was measured; either is a broken measurement or file.
+pub const EFFICIENCY: std::ops::RangeInclusive<f64> = 1e-7..=4.0;
+
+/// The work per launch a curve may be placed at: `log2` of 1 to 2^128 FLOPs.
+const LOG2_WORK: std::ops::RangeInclusive<f64> = 0.0..=128.0;
+
+/// The largest dimension, batch or launch count of a measured kernel a calibration reads
+/// (2^40: a plan's largest, a query width of 2^16 heads of 2^20, is 2^36).
+const MAX_KERNEL_DIM: u64 = 1 << 40;
 
 /// What a calibration reads from a bench report (the rest is left alone).
 #[derive(Debug, Deserialize)]
@@ -140,6 +190,25 @@ impl Calibration {
                 ));
             };
             for k in kernels {
+                let kk = &k.kernel;
+                for (dim, v) in [
+                    ("m", kk.m),
+                    ("n", kk.n),
+                    ("k", kk.k),
+                    ("batch", kk.batch),
+                    ("count", kk.count),
+                ] {
+                    if v > MAX_KERNEL_DIM {
+                        return Err(Error::invalid(
+                            format!("models[{}].kernels[].kernel.{dim}", m.name),
+                            format!(
+                                "must be at most {MAX_KERNEL_DIM} (got {v}): no kernel smelt \
+                                 bench runs is that large; give a bench report as smelt bench \
+                                 wrote it"
+                            ),
+                        ));
+                    }
+                }
                 if !(k.seconds.is_finite() && k.seconds > 0.0) || k.kernel.count == 0 {
                     return Err(Error::invalid(
                         format!("models[{}].kernels[].seconds", m.name),
@@ -165,15 +234,25 @@ impl Calibration {
             },
         };
         device.validate()?;
-        Ok(Calibration {
+        if measured.is_empty() {
+            return Err(Error::invalid(
+                "models[].kernels",
+                "the bench report times no kernel: nothing to fit; bench a model with smelt \
+                 bench --format json and calibrate from that",
+            ));
+        }
+        let c = Calibration {
             source: source.to_owned(),
             backend: input.backend,
             curves: fit(&measured, peak, launch),
-            traffic: fit_traffic(&measured, launch, element_bytes),
+            traffic: fit_traffic(&measured, launch, element_bytes, peak),
             shapes: measured.len(),
             models: input.models.iter().map(|m| m.name.clone()).collect(),
             device,
-        })
+        };
+        // The check every reader makes, so that what calibrate writes is never refused.
+        c.validate()?;
+        Ok(c)
     }
 
     /// A calibration file's text (`smelt calibrate`'s output), checked: a bench report given
@@ -196,22 +275,42 @@ impl Calibration {
         Ok(c)
     }
 
-    /// An error unless the curves are usable.
+    /// An error unless the calibration is usable: its device valid, fitted to at least one
+    /// shape, every curve's points at rising work ([`LOG2_WORK`]) with efficiencies in
+    /// [`EFFICIENCY`], its traffic fit valid ([`Traffic::validate`]). The one check of a
+    /// calibration: `smelt calibrate` makes it before it writes one, and `predict`,
+    /// `grid --predict` and `[objective.time]` when they read one, so that a file calibrate
+    /// wrote is never refused.
     pub fn validate(&self) -> Result<()> {
         self.device.validate()?;
+        if self.shapes == 0 || self.curves.is_empty() {
+            return Err(Error::invalid(
+                "shapes",
+                "a calibration is fitted to measured kernel shapes and this one has none: fit \
+                 one with smelt calibrate from a bench report that timed kernels",
+            ));
+        }
         if let Some(t) = &self.traffic {
-            t.validate()?;
+            t.validate(self.device.peak_flops_per_second)?;
         }
         for (class, curve) in &self.curves {
             let ok = curve
                 .iter()
-                .all(|[x, e]| x.is_finite() && e.is_finite() && *e > 0.0)
+                .all(|[x, e]| LOG2_WORK.contains(x) && EFFICIENCY.contains(e))
                 && curve.windows(2).all(|w| w[0][0] < w[1][0]);
             if !ok || curve.is_empty() {
                 return Err(Error::invalid(
                     format!("curves.{class}"),
-                    "must be points [log2 work, efficiency] with rising work and positive \
-                     efficiencies",
+                    format!(
+                        "must be points [log2 work, efficiency] with rising work between {} and \
+                         {} and efficiencies (shares of the peak) between {:e} and {}: a \
+                         measurement outside them is broken; rebench, or refit with smelt \
+                         calibrate",
+                        LOG2_WORK.start(),
+                        LOG2_WORK.end(),
+                        EFFICIENCY.start(),
+                        EFFICIENCY.end()
+                    ),
                 ));
             }
         }
@@ -261,7 +360,12 @@ fn busy(per_launch: f64, launch: f64) -> f64 {
 /// `Σ s_i (1 − (F_i x + B_i y) / t_i)²` over the GEMM shapes, `t_i` a shape's busy time per
 /// launch and `s_i` the seconds of all its launches (its share of the step). `None` when fewer
 /// than two shapes, a singular system, or a constant that is not positive.
-fn fit_traffic(measured: &[(Kernel, f64)], launch: f64, element_bytes: u64) -> Option<Traffic> {
+fn fit_traffic(
+    measured: &[(Kernel, f64)],
+    launch: f64,
+    element_bytes: u64,
+    peak: f64,
+) -> Option<Traffic> {
     // Normal equations of the weighted least squares in (x, y), a = F/t, b = B/t.
     let rows: Vec<(f64, f64, f64)> = measured
         .iter()
@@ -301,7 +405,7 @@ fn fit_traffic(measured: &[(Kernel, f64)], launch: f64, element_bytes: u64) -> O
         shapes: rows.len(),
         rms_relative_error: (sq / total).sqrt(),
     };
-    t.validate().ok().map(|()| t)
+    t.validate(peak).ok().map(|()| t)
 }
 
 #[cfg(test)]
@@ -381,7 +485,7 @@ mod tests {
             shape(41, 432, 1280, 3264),
         ];
         let measured: Vec<(Kernel, f64)> = fitted.iter().map(|k| (*k, time(k))).collect();
-        let t = fit_traffic(&measured, launch, 4).expect("a fit");
+        let t = fit_traffic(&measured, launch, 4, 1.5e11).expect("a fit");
         assert!((t.seconds_per_flop - x).abs() < 1e-9 * x, "{t:?}");
         assert!((t.seconds_per_byte - y).abs() < 1e-9 * y, "{t:?}");
         assert!(t.rms_relative_error < 1e-9 && t.shapes == 3);
@@ -429,9 +533,9 @@ mod tests {
         let old: Calibration = serde_json::from_value(json).unwrap();
         assert_eq!(old.traffic, None);
         // A fit through a single shape, or with a negative constant, is not kept.
-        assert!(fit_traffic(&measured[..1], launch, 4).is_none());
+        assert!(fit_traffic(&measured[..1], launch, 4, 1.5e11).is_none());
         let faster_when_bigger = [(fitted[0], 1e-4), (fitted[1], 1e-2)];
-        assert!(fit_traffic(&faster_when_bigger, launch, 4).is_none());
+        assert!(fit_traffic(&faster_when_bigger, launch, 4, 1.5e11).is_none());
     }
 
     #[test]

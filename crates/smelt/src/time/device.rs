@@ -125,6 +125,15 @@ impl Device {
 
     /// An error unless the figures are in range.
     pub fn validate(&self) -> Result<()> {
+        // Printed in every report: a control character would reach a terminal raw.
+        for (field, text) in [("device.name", &self.name), ("device.source", &self.source)] {
+            if text.chars().any(char::is_control) {
+                return Err(Error::invalid(
+                    field,
+                    format!("must not contain control characters (got {text:?})"),
+                ));
+            }
+        }
         if !PEAK_FLOPS.contains(&self.peak_flops_per_second) {
             return Err(Error::invalid(
                 "peak",

@@ -49,11 +49,22 @@ impl ShapeClass {
 /// An efficiency curve: `(log2 work per launch, efficiency)` points, sorted.
 pub type Curve = Vec<[f64; 2]>;
 
+/// The product of `xs` as a float: exact in 128 bits then rounded once where it fits (every
+/// kernel of a plan), else multiplied in floats (a shape read from a file, which a
+/// calibration refuses).
+fn product(xs: &[u64]) -> f64 {
+    let exact = (xs.iter()).try_fold(1u128, |p, &x| p.checked_mul(u128::from(x)));
+    match exact {
+        Some(p) => p as f64,
+        None => xs.iter().map(|&x| x as f64).product(),
+    }
+}
+
 /// Work per launch: FLOPs for a GEMM, score elements for a softmax.
 pub(super) fn work(k: &Kernel) -> f64 {
     match k.op {
-        Op::Gemm => 2.0 * (k.m * k.n * k.k * k.batch) as f64,
-        Op::Softmax => (k.m * k.n * k.batch) as f64,
+        Op::Gemm => 2.0 * product(&[k.m, k.n, k.k, k.batch]),
+        Op::Softmax => product(&[k.m, k.n, k.batch]),
     }
 }
 

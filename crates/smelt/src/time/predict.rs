@@ -76,6 +76,9 @@ pub fn predict_model(
     opts: &PredictOptions,
 ) -> Result<ModelPrediction> {
     spec.validate()?;
+    // A model the cost model cannot count (its counts past 64 bits) is refused as `smelt
+    // cost` refuses it, before its plan is walked.
+    crate::cost::budgets(spec)?;
     if !(1..=MAX_TOKENS).contains(&opts.tokens) {
         return Err(Error::invalid(
             "tokens",
