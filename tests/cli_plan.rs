@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use crate::common::{budget, run, run_json, temp_file};
 use serde_json::Value;
 use smelt::budget::GridSpec;
-use smelt::launcher_flops::{Convention, training_flops};
 
 fn toy_grid() -> String {
     format!("{}/examples/study/grid.toml", env!("CARGO_MANIFEST_DIR"))

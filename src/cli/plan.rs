@@ -85,8 +85,8 @@ pub struct Args {
 
 /// What the input matched: a grid's cells or one budget's match.
 enum Matched {
-    Grid(Box<GridSpec>, GridReport),
-    Budget(Box<Budget>, MatchReport),
+    Grid(Box<GridSpec>, Box<GridReport>),
+    Budget(Box<Budget>, Box<MatchReport>),
 }
 
 /// Whether the TOML file at `path` is a budget (it has a Baseline) rather than a grid.
@@ -107,7 +107,7 @@ fn matched(args: &Args, progress: &Terminal) -> anyhow::Result<Matched> {
     if is_budget(&args.input)? {
         let budget = args.workload.budget(super::load_budget(&args.input)?)?;
         let report = smelt::search::match_budget_with(&budget, &options)?;
-        return Ok(Matched::Budget(Box::new(budget), report));
+        return Ok(Matched::Budget(Box::new(budget), Box::new(report)));
     }
     let mut grid = GridSpec::load(&args.input)
         .with_context(|| format!("grid file '{}'", args.input.display()))?;
@@ -122,7 +122,7 @@ fn matched(args: &Args, progress: &Terminal) -> anyhow::Result<Matched> {
         cell.budget = args.workload.budget(cell.budget.clone())?;
     }
     let report = smelt::study::match_grid_with(&grid, &options, progress)?;
-    Ok(Matched::Grid(Box::new(grid), report))
+    Ok(Matched::Grid(Box::new(grid), Box::new(report)))
 }
 
 /// Runs `smelt plan`.
