@@ -115,8 +115,9 @@ impl Traffic {
 }
 
 /// The efficiencies a calibration may hold, as shares of its peak: below 1e-7 a kernel would
-/// run ten million times under the peak (a tiny launch on a busy CPU can reach 1e-4), above 4 the peak (a card's, or the bench's measured
-/// ceiling) would be a quarter of what was measured; either is a broken measurement or file.
+/// run ten million times under the peak (a tiny launch on a busy CPU can reach 1e-4), above
+/// 4 the peak (a card's, or the bench's measured ceiling) would be a quarter of what was
+/// measured; either is a broken measurement or file.
 pub const EFFICIENCY: std::ops::RangeInclusive<f64> = 1e-7..=4.0;
 
 /// The work per launch a curve may be placed at: `log2` of 1 to 2^128 FLOPs.
