@@ -96,6 +96,7 @@ mod par;
 pub mod plan;
 pub mod progress;
 pub mod report;
+pub mod request;
 pub mod rng;
 pub mod search;
 mod strict_toml;

@@ -142,7 +142,8 @@ mod verdict;
 
 pub use candidate::{Candidate, Point, TimeResidual, looped_model, mixer_knobs, rank_key};
 pub use report::{
-    Alternative, BudgetPair, MatchReport, MatchTime, SparsityPair, match_budget, match_budget_with,
+    Alternative, BudgetPair, MatchReport, MatchTime, SparsityPair, match_budget, match_budget_in,
+    match_budget_with,
 };
 pub use verdict::Verdict;
 
@@ -152,6 +153,7 @@ use crate::budget::{Budget, Mode, Score, TimeBudget};
 use crate::cost::{BudgetKind, Budgets, Keys, PerBudget, Residuals, budgets_with};
 use crate::error::{Error, Result};
 use crate::model::{Loop, Model, ModelSpec};
+use crate::progress::Progress;
 use affine::{AtHidden, Eval, Fixed, InFfn, Shape, exact};
 use kept::{Entry, Kept, MARGIN};
 use shapes::{KvPair, KvPairs, count_at, heads_at, mla_heads};
@@ -323,6 +325,8 @@ struct Search<'a> {
     margin: f64,
     /// The predicted time, when the budget has one.
     time: Option<TimeTerm<'a>>,
+    /// Asked between attention shapes whether to stop ([`Progress::cancelled`]).
+    progress: &'a dyn Progress,
 }
 
 /// What one part of the search (a run of hidden sizes) found.
@@ -426,6 +430,7 @@ impl Search<'_> {
             ),
         };
         for pair in pairs {
+            crate::progress::check(self.progress)?;
             if pair.kv_score > self.bar(&part.kept) {
                 break;
             }
@@ -474,6 +479,7 @@ impl Search<'_> {
             .budgets
             .map(|l| l.in_heads(mla, pair.kv_heads, pair.head_dim));
         for heads in heads {
+            crate::progress::check(self.progress)?;
             let shape = Shape {
                 expert_ffn: 0,
                 heads,
@@ -579,6 +585,16 @@ impl Search<'_> {
 
 /// [`solve`] with options.
 pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> {
+    solve_in(budget, options, &crate::progress::Silent)
+}
+
+/// [`solve_with`], stopped with [`Error::Interrupted`] when `progress` asks
+/// ([`Progress::cancelled`], polled between attention shapes).
+pub fn solve_in(
+    budget: &Budget,
+    options: &SearchOptions,
+    progress: &dyn Progress,
+) -> Result<Solution> {
     options.check(budget)?;
     let baseline = budget.baseline();
     let keys = Keys::of(&baseline.workload, &baseline.model)?;
@@ -614,6 +630,7 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
         },
         margin: MARGIN * budget.weights().max().max(1.0),
         time,
+        progress,
     };
     if first >= e.len() {
         return Err(infeasible(budget, 0));
