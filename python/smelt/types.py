@@ -207,3 +207,10 @@ class ExportResult(TypedDict):
 
 Result = Union[MatchResult, GridResult, SweepResult]
 """A result `export_hf` and `export_toml` accept."""
+
+
+Calibration = Dict[str, Any]
+CardRow = Dict[str, Any]
+LauncherFlopsResult = Dict[str, Any]
+MfuResult = Dict[str, Any]
+PredictResult = Dict[str, Any]

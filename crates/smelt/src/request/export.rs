@@ -23,8 +23,10 @@ use crate::progress::Progress;
 use crate::search::SearchOptions;
 use crate::study::Knob;
 
-/// What to export: a budget (a path, or its structure), matched first; or a result smelt
-/// returned (an object with `looped`, `cells`, `rows` or `model`).
+/// What to export: a budget (a path, or its structure), matched first; a result smelt
+/// returned (an object with `looped`, `cells`, `rows` or `model`); or a Hugging Face
+/// `config.json` (an object with `model_type` and no `model`), its model written with its
+/// own keys carried over.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ExportSource {
@@ -32,6 +34,8 @@ pub enum ExportSource {
     Budget(BudgetSource),
     /// A result, or a model.
     Result(Value),
+    /// A Hugging Face `config.json`.
+    Hf(Value),
 }
 
 impl<'de> Deserialize<'de> for ExportSource {
@@ -43,6 +47,7 @@ impl<'de> Deserialize<'de> for ExportSource {
                 .any(|k| m.contains_key(*k))
         };
         match v {
+            v if crate::budget::file::is_hf_config(&v) => Ok(Self::Hf(v)),
             Value::Object(m) if is_result(&m) => Ok(Self::Result(Value::Object(m))),
             v => BudgetSource::deserialize(v)
                 .map(Self::Budget)
@@ -158,7 +163,13 @@ impl View {
             )
         };
         let from = |what: &'static str| {
-            move |e: Error| Error::invalid("source", format!("not a {what} smelt returned: {e}"))
+            move |e: Error| match e {
+                Error::InvalidSpec { field, rule } => Error::invalid(
+                    format!("source.{field}"),
+                    format!("not a {what} smelt returned: {rule}"),
+                ),
+                e => Error::invalid("source", format!("not a {what} smelt returned: {e}")),
+            }
         };
         let view = if v.get("cells").is_some() {
             View::Grid(crate::strict_toml::from_json_value(v.clone()).map_err(from("grid result"))?)
@@ -235,6 +246,17 @@ impl View {
     }
 }
 
+impl ExportRequest {
+    /// The source as JSON (a result's, a config's; null for a budget's path).
+    fn source_value(&self) -> &Value {
+        match &self.source {
+            ExportSource::Result(v) | ExportSource::Hf(v) => v,
+            ExportSource::Budget(BudgetSource::Inline(v)) => v,
+            ExportSource::Budget(BudgetSource::Path(_)) => &Value::Null,
+        }
+    }
+}
+
 impl Request for ExportRequest {
     type Output = ExportReply;
 
@@ -283,26 +305,30 @@ impl Request for ExportRequest {
                     residuals: Some(report.residuals),
                 })
             }
-            ExportSource::Result(v) => {
-                if !self.workload.is_default() {
+            ExportSource::Result(_) | ExportSource::Hf(_) => {
+                if !self.workload.is_default() || self.force {
+                    let field = match self.force {
+                        true => "force",
+                        false => "workload",
+                    };
                     return Err(Error::invalid(
-                        "workload",
-                        "applies when a budget is matched, not to a result",
+                        field,
+                        "applies when a budget is matched, not to a result or a model",
                     ));
                 }
-                if self.force {
-                    return Err(Error::invalid(
-                        "force",
-                        "applies when a budget is matched, not to a result",
-                    ));
-                }
-                let config = self
-                    .baseline
-                    .as_ref()
+                let mut config = (self.baseline.as_ref())
                     .map(|c| c.value("baseline"))
                     .transpose()?;
                 inputs.extend(self.baseline.as_ref().and_then(JsonOrPath::input));
-                let view = View::of(v)?;
+                let view = match &self.source {
+                    ExportSource::Hf(v) => {
+                        let spec = crate::hf::import(&v.to_string(), ModelSpec::default_workload())
+                            .map_err(|e| Error::invalid("source", format!("config.json: {e}")))?;
+                        config = config.or_else(|| Some(v.clone()));
+                        View::Model(Box::new(spec))
+                    }
+                    _ => View::of(self.source_value())?,
+                };
                 let (items, single) = view.items(config.as_ref());
                 let models = match (single, items.as_slice()) {
                     (true, [one]) => vec![write_one(one, &options, path, &inputs)?],

@@ -29,7 +29,7 @@ fn one() -> usize {
 #[serde(deny_unknown_fields)]
 pub struct CostRequest {
     /// The model.
-    pub model: ModelSource,
+    pub spec: ModelSource,
     /// A Baseline to compare with.
     #[serde(default)]
     pub against: Option<ModelSource>,
@@ -64,7 +64,7 @@ impl Request for CostRequest {
 
     fn run(&self, _: &dyn Progress) -> Result<CostReply> {
         Ok(
-            match pair(&self.model, self.against.as_ref(), &self.workload)? {
+            match pair(&self.spec, self.against.as_ref(), &self.workload)? {
                 (m, None) => CostReply::Cost(Box::new(crate::cost(&m)?)),
                 (m, Some(b)) => CostReply::Comparison(Box::new(crate::compare(&b, &m)?)),
             },
@@ -78,7 +78,7 @@ impl Request for CostRequest {
 #[serde(deny_unknown_fields)]
 pub struct LauncherRequest {
     /// The model (the looped one, with `against`).
-    pub model: ModelSource,
+    pub spec: ModelSource,
     /// The Baseline.
     #[serde(default)]
     pub against: Option<ModelSource>,
@@ -103,7 +103,7 @@ impl Request for LauncherRequest {
     fn run(&self, _: &dyn Progress) -> Result<LauncherReply> {
         use crate::launcher_flops::{launcher_flops, pair as flops_pair};
         Ok(
-            match pair(&self.model, self.against.as_ref(), &self.workload)? {
+            match pair(&self.spec, self.against.as_ref(), &self.workload)? {
                 (m, None) => LauncherReply::One(Box::new(launcher_flops(&m)?)),
                 (m, Some(b)) => {
                     let label = m.name.clone().unwrap_or_else(|| "looped".to_owned());
@@ -119,7 +119,7 @@ impl Request for LauncherRequest {
 #[serde(deny_unknown_fields)]
 pub struct MfuRequest {
     /// The model trained.
-    pub model: ModelSource,
+    pub spec: ModelSource,
     /// Tokens per second over the whole run.
     pub tokens_per_second: f64,
     /// GPUs of the run.
@@ -154,7 +154,7 @@ impl Request for MfuRequest {
                 ));
             }
         };
-        let model = self.model.load(&self.workload.changes()?)?;
+        let model = self.spec.load(&self.workload.changes()?)?;
         crate::launcher_flops::mfu(&model, self.tokens_per_second, self.gpus, peak)
     }
 }
@@ -262,13 +262,36 @@ impl Request for GridRequest {
 }
 
 /// The values of a sweep: a list, or a text such as `0..=12` or `8,10,12`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Values {
     /// Listed.
     List(Vec<u64>),
     /// As `smelt sweep --values` reads them.
     Text(String),
+}
+
+impl<'de> Deserialize<'de> for Values {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        match Value::deserialize(d)? {
+            Value::String(t) => Ok(Values::Text(t)),
+            Value::Array(items) => (items.iter().enumerate())
+                .map(|(i, v)| {
+                    v.as_u64().ok_or_else(|| {
+                        D::Error::custom(format!(
+                            "[{i}] must be an integer from 0 to {} (got {v})",
+                            u64::MAX
+                        ))
+                    })
+                })
+                .collect::<std::result::Result<_, _>>()
+                .map(Values::List),
+            v => Err(D::Error::custom(format!(
+                "expected a list of integers or a text such as \"0..=12\" (got {v})"
+            ))),
+        }
+    }
 }
 
 /// `smelt sweep`: the budget re-matched for every value of one recipe knob.

@@ -27,7 +27,7 @@ pub enum ModelSource {
 impl<'de> Deserialize<'de> for ModelSource {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         match Value::deserialize(d)? {
-            Value::String(p) => Ok(Self::Path(PathBuf::from(p))),
+            Value::String(p) => Ok(Self::Path(path(p)?)),
             v if is_hf_config(&v) => Ok(Self::Hf(v)),
             v @ Value::Object(_) => Ok(Self::Model(v)),
             other => Err(D::Error::custom(format!(
@@ -35,6 +35,19 @@ impl<'de> Deserialize<'de> for ModelSource {
                 kind(&other)
             ))),
         }
+    }
+}
+
+/// A path given as a string, refused when it is plainly a file's text instead.
+fn path<E: serde::de::Error>(p: String) -> std::result::Result<PathBuf, E> {
+    let t = p.trim_start();
+    let text = p.contains('\n') || t.starts_with('[') || t.starts_with('{');
+    match text && !Path::new(&p).exists() {
+        true => Err(E::custom(
+            "got the text of a file where a path is expected: pass a path to the file, or its \
+             structure as a dict (e.g. tomllib.loads(text) or json.loads(text))",
+        )),
+        false => Ok(PathBuf::from(p)),
     }
 }
 
@@ -88,7 +101,7 @@ pub enum BudgetSource {
 impl<'de> Deserialize<'de> for BudgetSource {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         match Value::deserialize(d)? {
-            Value::String(p) => Ok(Self::Path(PathBuf::from(p))),
+            Value::String(p) => Ok(Self::Path(path(p)?)),
             v @ Value::Object(_) => Ok(Self::Inline(v)),
             other => Err(D::Error::custom(format!(
                 "expected a path or a dict of the file's structure, got {}",
@@ -155,7 +168,7 @@ pub enum JsonOrPath {
 impl<'de> Deserialize<'de> for JsonOrPath {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         match Value::deserialize(d)? {
-            Value::String(p) => Ok(Self::Path(PathBuf::from(p))),
+            Value::String(p) => Ok(Self::Path(path(p)?)),
             v => Ok(Self::Inline(v)),
         }
     }
@@ -205,7 +218,7 @@ pub enum DocLengths {
 impl<'de> Deserialize<'de> for DocLengths {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         match Value::deserialize(d)? {
-            Value::String(p) => Ok(Self::Path(PathBuf::from(p))),
+            Value::String(p) => Ok(Self::Path(path(p)?)),
             v @ Value::Array(_) => serde_json::from_value(v)
                 .map(Self::Pairs)
                 .map_err(|e| D::Error::custom(format!("a list of [length, count] pairs: {e}"))),
