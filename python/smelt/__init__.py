@@ -30,12 +30,14 @@ from .types import (
     BenchResult,
     Calibration,
     CardRow,
+    CompareResult,
     CostResult,
     ExportResult,
     FitResult,
     GainResult,
     GridResult,
     LauncherFlopsResult,
+    LauncherPairResult,
     MatchResult,
     MfuResult,
     ModelDict,
@@ -195,7 +197,7 @@ def cost(
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
     dense: bool = False,
-) -> CostResult:
+) -> Union[CostResult, CompareResult]:
     """Parameters, FLOPs per token, KV cache and sparsity of a model: the fields of
     `smelt cost --format json`.
 
@@ -385,7 +387,7 @@ def launcher_flops(
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
     dense: bool = False,
-) -> Dict[str, Any]:
+) -> Union[LauncherFlopsResult, LauncherPairResult]:
     """Per-token training FLOPs as each training stack's log counts them (Megatron-LM,
     torchtitan, 6N, PaLM's 6N + attention), beside smelt's exact count, with the features
     each convention ignores: the fields of `smelt cost --conventions --format json`. With
@@ -405,7 +407,7 @@ def mfu(
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
     dense: bool = False,
-) -> Dict[str, Any]:
+) -> MfuResult:
     """Model FLOP/s and MFU of a training run (`tokens_per_second` over the whole run, on
     `gpus` GPUs) under the exact count and each launcher convention: the fields of
     `smelt mfu --format json`. Give `card` (an id of smelt's table of cards, e.g.
@@ -433,7 +435,7 @@ def predict(
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
     dense: bool = False,
-) -> Dict[str, Any]:
+) -> PredictResult:
     """The predicted step time of `model`'s layer stack (and of `against`, its Baseline,
     with the time ratio) from a roofline over the bench's kernel plan: the fields of
     `smelt predict --format json`. Give `card` (an id of smelt's table of cards, or a
@@ -449,7 +451,7 @@ def predict(
                                           workload=_workload(context, mean_doc_len, doc_lengths, dense))))
 
 
-def cards() -> List[Dict[str, Any]]:
+def cards() -> List[CardRow]:
     """The table of cards `mfu` and `predict` take (as `smelt mfu --card`): each card's id,
     name, the words (`fragments`) that name it (joined by spaces, its short name: "h100" is
     the H100 SXM), its dense bf16 peak (FLOP/s), memory bandwidth (bytes/s) and their

@@ -156,7 +156,7 @@ pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T> {
 /// without the position in a text the reader never saw (a dict handed over as JSON); a
 /// syntax error, or one at the top, as the parser says it.
 pub(crate) fn json_at(path: String, e: serde_json::Error) -> Error {
-    if path.is_empty() || path == "." || e.is_syntax() || e.is_eof() {
+    if path.is_empty() || path == "." || e.is_eof() {
         return Error::parse(format!("JSON: {e}"));
     }
     let text = e.to_string();

@@ -169,7 +169,11 @@ impl<'de> Deserialize<'de> for JsonOrPath {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         match Value::deserialize(d)? {
             Value::String(p) => Ok(Self::Path(path(p)?)),
-            v => Ok(Self::Inline(v)),
+            v @ Value::Object(_) => Ok(Self::Inline(v)),
+            other => Err(D::Error::custom(format!(
+                "expected a path or a dict, got {}",
+                kind(&other)
+            ))),
         }
     }
 }
