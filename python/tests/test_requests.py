@@ -195,3 +195,16 @@ def test_calibrate_and_merge(tmp_path):
     assert merged == json.loads(run.stdout)
     with pytest.raises(smelt.SmeltError, match="is missing"):
         smelt.merge([shards[0]])
+
+
+def test_the_docs_python_residuals_example_shows_what_match_returns():
+    import ast
+    import re
+    result = smelt.match(BUDGETS / "match-200m-s95.toml")
+    for doc in (ROOT / "README.md", ROOT / "docs" / "guide.md"):
+        text = doc.read_text()
+        for shown in re.findall(r'print\(m\["residuals"\]\)\s*# (\{.*\})', text):
+            shown = ast.literal_eval(shown)
+            assert list(shown) == list(result["residuals"]), doc
+            for k, v in shown.items():
+                assert abs(v - result["residuals"][k]) < 1e-4, (doc, k)

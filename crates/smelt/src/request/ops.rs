@@ -181,7 +181,7 @@ impl Request for PredictRequest {
     type Output = PredictReport;
 
     fn run(&self, _: &dyn Progress) -> Result<PredictReport> {
-        let p = self.device.resolve(Path::new("."), Given::Arguments)?;
+        let p = self.device.resolve(Path::new(""), Given::Arguments)?;
         let (model, base) = pair(&self.model, self.against.as_ref(), &self.workload)?;
         let models: Vec<&ModelSpec> = base.iter().chain([&model]).collect();
         crate::time::predict(&models, &p.roofline, &p.options)
