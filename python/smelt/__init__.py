@@ -22,23 +22,28 @@ False prints progress on standard error).
 from __future__ import annotations
 
 import json
-import math
 import os
-import tempfile
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _smelt
 from .types import (
     BenchResult,
+    Calibration,
+    CardRow,
     CollectResult,
+    CompareResult,
     CostResult,
     ExportResult,
     FitResult,
     GainResult,
     GridResult,
+    LauncherFlopsResult,
+    LauncherPairResult,
     MatchResult,
+    MfuResult,
     ModelDict,
     PlanResult,
+    PredictResult,
     Result,
     SweepResult,
 )
@@ -61,6 +66,8 @@ __all__ = [
     "launcher_flops",
     "mfu",
     "predict",
+    "calibrate",
+    "merge",
     "plan",
     "collect",
     "__version__",
@@ -81,8 +88,9 @@ Progress = Callable[[str, int, int], Any]
 
 class ToleranceError(SmeltError):
     """A result outside the budget's tolerances, raised with `strict=True` (the command line
-    exits 3). `result` is the result, as it would have been returned; `broken` names each
-    broken tolerance."""
+    exits 3). `result` is the result, as it would have been returned; `broken` holds the
+    lines the command line says on standard error (after `smelt: `), one per broken
+    tolerance, and the message is those lines."""
 
     def __init__(self, message: str, result: Dict[str, Any], broken: List[str]) -> None:
         super().__init__(message)
@@ -92,6 +100,21 @@ class ToleranceError(SmeltError):
         self.rule = message
 
 
+def _plain(value: Any) -> Any:
+    """`json.dumps`' default: a path is its text, a set its sorted list."""
+    if isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        return os.fsdecode(path) if isinstance(path, bytes) else path
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(
+        f"holds a value of type {type(value).__name__} (only dicts, lists, str, int, float, "
+        "bool, None and paths can be read)"
+    )
+
+
 def _error(field: str, rule: str) -> SmeltError:
     err = SmeltError(f"{field}: {rule}")
     err.field = field
@@ -99,132 +122,35 @@ def _error(field: str, rule: str) -> SmeltError:
     return err
 
 
-def _wrong_type(field: str, want: str, value: Any) -> TypeError:
-    return TypeError(f"{field}: expected {want}, got {type(value).__name__}")
-
-
-def _int(field: str, value: Any, lo: int, hi: int) -> int:
-    """`value` as an int from `lo` to `hi`, or SmeltError/TypeError naming `field`."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise _wrong_type(field, "an integer", value)
-    if not lo <= value <= hi:
-        raise _error(field, f"must be between {lo} and {hi} (got {value})")
-    return value
-
-
-def _opt_int(field: str, value: Any, lo: int, hi: int) -> Optional[int]:
-    return None if value is None else _int(field, value, lo, hi)
-
-
-def _float(field: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _wrong_type(field, "a number", value)
+def _request(**fields: Any) -> str:
+    """The call's keywords as the library's request (JSON): None values left out, so that the
+    library's defaults apply."""
+    body = {k: v for k, v in fields.items() if v is not None}
     try:
-        return float(value)
-    except OverflowError:
-        raise _error(field, f"must be a finite number (got {value})") from None
+        return json.dumps(body, default=_plain, allow_nan=False)
+    except (RecursionError, ValueError, TypeError):
+        pass
+    for field, value in body.items():  # the keyword that cannot be sent, named
+        try:
+            json.dumps(value, default=_plain, allow_nan=False)
+        except RecursionError:
+            raise _error(field, "is nested too deeply to be a model, budget or grid") from None
+        except ValueError:
+            raise _error(field, "holds NaN or an infinity, which no field accepts") from None
+        except TypeError as e:
+            raise TypeError(f"{field}: {e}") from None
+    raise _error("request", "cannot be sent as JSON")
 
 
-def _str(field: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise _wrong_type(field, "a string", value)
-    return value
-
-
-def _bool(field: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _wrong_type(field, "True or False", value)
-    return value
-
-
-_U64 = 2**64 - 1
-
-
-def _path(field: str, value: Any) -> str:
-    """A path argument as text; TOML or JSON text given instead is refused plainly."""
-    if not isinstance(value, (str, os.PathLike)):
-        raise _wrong_type(field, "a path (str or os.PathLike)", value)
-    path = os.fspath(value)
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if not os.path.exists(path):
-        stripped = path.lstrip()
-        if "\n" in path or stripped.startswith(("[", "{")) or (" = " in path and os.sep not in path):
-            raise _error(
-                field,
-                "got the text of a file where a path is expected: pass a path to the file, or "
-                "its structure as a dict (e.g. tomllib.loads(text) or json.loads(text))",
-            )
-    return path
-
-
-def _plain(value: Any) -> Any:
-    """`json.dumps`' default: a path inside a dict is its text."""
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, (set, frozenset)):
-        return sorted(value)
-    raise TypeError(type(value).__name__)
-
-
-def _dumps(field: str, value: Any) -> str:
-    try:
-        return json.dumps(value, default=_plain, allow_nan=False)
-    except RecursionError:
-        raise _error(field, "is nested too deeply to be a model, budget or grid") from None
-    except ValueError:
-        raise _error(field, "holds NaN or an infinity, which no field accepts") from None
-    except TypeError as e:
-        raise TypeError(
-            f"{field}: holds a value of type {e} (only dicts, lists, str, int, float, bool, "
-            "None and paths can be read)"
-        ) from None
-
-
-def _source(field: str, value: Any) -> Tuple[str, str]:
-    """A model, budget or grid for the native layer: ("path", PATH), ("json", TEXT), or
-    ("hf", TEXT) for a Hugging Face config dict (one with `model_type` and no `model`)."""
-    if isinstance(value, Mapping):
-        kind = "hf" if "model_type" in value and "model" not in value else "json"
-        return kind, _dumps(field, dict(value))
-    if isinstance(value, (str, os.PathLike)):
-        return "path", _path(field, value)
-    raise _wrong_type(field, "a dict or a path", value)
-
-
-def _workload(
-    context: Optional[int],
-    mean_doc_len: Optional[int],
-    doc_lengths: Any,
-    dense: bool,
-) -> Optional[str]:
-    changes: Dict[str, Any] = {}
-    if context is not None:
-        changes["context"] = _int("context", context, 1, _U64)
-    if mean_doc_len is not None:
-        changes["mean_doc_len"] = _int("mean_doc_len", mean_doc_len, 1, _U64)
-    if doc_lengths is not None:
-        if isinstance(doc_lengths, (str, os.PathLike)):
-            changes["doc_lengths_path"] = _path("doc_lengths", doc_lengths)
-        else:
-            pairs = doc_lengths.items() if isinstance(doc_lengths, Mapping) else doc_lengths
-            if not isinstance(pairs, Iterable):
-                raise _wrong_type("doc_lengths", "a path, a dict or a list of pairs", doc_lengths)
-            hist = []
-            for i, pair in enumerate(pairs):
-                if not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2:
-                    raise _error(f"doc_lengths[{i}]", "must be a (length, count) pair")
-                hist.append([
-                    _int(f"doc_lengths[{i}].length", pair[0], 0, _U64),
-                    _int(f"doc_lengths[{i}].count", pair[1], 0, _U64),
-                ])
-            changes["doc_lengths"] = hist
-    if _bool("dense", dense):
-        changes["dense"] = True
-    return json.dumps(changes) if changes else None
+def _workload(context: Any, mean_doc_len: Any, doc_lengths: Any, dense: Any) -> Dict[str, Any]:
+    """The workload keywords as the request's `workload`; a dict histogram as its pairs."""
+    if isinstance(doc_lengths, Mapping):
+        doc_lengths = [[k, v] for k, v in doc_lengths.items()]
+    elif isinstance(doc_lengths, (list, tuple)):
+        doc_lengths = [list(p) if isinstance(p, (list, tuple)) else p for p in doc_lengths]
+    w = {"context": context, "mean_doc_len": mean_doc_len, "doc_lengths": doc_lengths,
+         "dense": dense}
+    return {k: v for k, v in w.items() if v is not None and v is not False}
 
 
 def _with_loops(value: Any) -> Any:
@@ -245,70 +171,26 @@ def _loads(text: str) -> Any:
     return _with_loops(json.loads(text))
 
 
-class _InlineBaseline:
-    """A budget whose Baseline is a Hugging Face config given inline (a dict with
-    `model_type`): the config is written to a temporary config.json the budget names, and
-    error messages name it as the inline config."""
-
-    def __init__(self, field: str, budget: Any) -> None:
-        self.field = field
-        self.budget = budget
-        self.dir: Optional[tempfile.TemporaryDirectory] = None
-
-    def __enter__(self) -> Any:
-        b = self.budget
-        if isinstance(b, Mapping) and isinstance(b.get("baseline"), Mapping):
-            base = b["baseline"]
-            if "model_type" in base and "model" not in base:
-                self.dir = tempfile.TemporaryDirectory(prefix="smelt-baseline-")
-                path = os.path.join(self.dir.name, "config.json")
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(_dumps(f"{self.field}.baseline", dict(base)))
-                return {**b, "baseline": path}
-        return b
-
-    def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
-        if self.dir is not None:
-            if isinstance(err, SmeltError) and err.args:
-                path = os.path.join(self.dir.name, "config.json")
-                err.args = (str(err.args[0]).replace(f"'{path}'", "the inline config.json")
-                            .replace(path, "the inline config.json"),) + err.args[1:]
-            self.dir.cleanup()
-
-    def config(self) -> Optional[str]:
-        """The inline config as JSON text, when there is one."""
-        if self.dir is None:
-            return None
-        return _dumps(f"{self.field}.baseline", dict(self.budget["baseline"]))
-
-
-def _base_dir(base_dir: Any) -> Optional[str]:
-    return None if base_dir is None else _path("base_dir", base_dir)
-
-
-def _broken(result: Dict[str, Any]) -> List[str]:
-    """Each broken tolerance of a match, grid or sweep result, in words."""
-    if "cells" in result:
-        return [f"{c['scale']} {c['sparsity_label']}: {', '.join(c['broken'])}"
-                for c in result["cells"] if c["within_tolerance"] is False]
-    if "rows" in result:
-        return [f"{result['knob']} {r['value']}: {', '.join(r['broken'])}"
-                for r in result["rows"] if r["within_tolerance"] is False]
-    return [", ".join(result.get("broken", []))] if result.get("within_tolerance") is False else []
-
-
-def _checked(result: Any, strict: bool) -> Any:
-    if _bool("strict", strict):
-        broken = _broken(result)
-        if broken:
-            raise ToleranceError("tolerance not met: " + "; ".join(broken), result, broken)
+def _judged(text: str, strict: bool) -> Any:
+    """A match, grid or sweep result; with `strict`, ToleranceError when a tolerance is
+    broken, saying what the command line says."""
+    answer = json.loads(text)
+    result = _with_loops(answer["result"])
+    if not isinstance(strict, bool):
+        raise _error("strict", f"must be True or False (got {strict!r})")
+    if strict and answer["tolerance"]:
+        lines = answer["tolerance"]
+        raise ToleranceError("\n".join(lines), result, lines)
     return result
 
 
-def _progress(progress: Optional[Progress], quiet: bool) -> Tuple[Optional[Progress], bool]:
+def _progress(progress: Optional[Progress], quiet: Any) -> Dict[str, Any]:
     if progress is not None and not callable(progress):
-        raise _wrong_type("progress", "a callable progress(task, done, total)", progress)
-    return progress, _bool("quiet", quiet)
+        raise TypeError(f"progress: expected a callable progress(task, done, total), got "
+                        f"{type(progress).__name__}")
+    if not isinstance(quiet, bool):
+        raise _error("quiet", f"must be True or False (got {quiet!r})")
+    return {"progress": progress, "quiet": quiet}
 
 
 def cost(
@@ -319,7 +201,7 @@ def cost(
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
     dense: bool = False,
-) -> CostResult:
+) -> Union[CostResult, CompareResult]:
     """Parameters, FLOPs per token, KV cache and sparsity of a model: the fields of
     `smelt cost --format json`.
 
@@ -328,9 +210,7 @@ def cost(
     smelt exported. With `against` (a Baseline, the same kinds), the fields of
     `smelt cost --against`. The workload keywords replace the file's workload (module docs).
     """
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    other = None if against is None else _source("against", against)
-    return _loads(_smelt.cost(_source("spec", spec), other, w))
+    return _loads(_smelt.cost(_request(spec=spec, against=against, workload=_workload(context, mean_doc_len, doc_lengths, dense))))
 
 
 def match(
@@ -355,12 +235,9 @@ def match(
     explains the floor and re-solves refinements (`floor`, `advice`); `strict` raises
     `ToleranceError` when a tolerance is broken (the command line exits 3).
     """
-    top = _int("top", top, 1, 1000)
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    args = (_base_dir(base_dir), top, _bool("force", force), _bool("advise", advise), w)
-    with _InlineBaseline("budget", budget) as b:
-        result = _loads(_smelt.match_(_source("budget", b), *args))
-    return _checked(result, strict)
+    text = _smelt.match_(_request(budget=budget, top=top, base_dir=base_dir, force=force,
+                                  advise=advise, workload=_workload(context, mean_doc_len, doc_lengths, dense)))
+    return _judged(text, strict)
 
 
 def grid(
@@ -379,11 +256,9 @@ def grid(
     """Every cell of a grid matched, with the summary: the fields of
     `smelt grid --format json` (`cells`, `summary`). `strict` raises `ToleranceError` when a
     cell breaks a tolerance."""
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    progress, quiet = _progress(progress, quiet)
-    text = _smelt.grid(_source("grid", grid), _base_dir(base_dir), _bool("force", force), w,
-                       progress, quiet)
-    return _checked(_loads(text), strict)
+    text = _smelt.grid(_request(grid=grid, base_dir=base_dir, force=force, workload=_workload(context, mean_doc_len, doc_lengths, dense)),
+                       **_progress(progress, quiet))
+    return _judged(text, strict)
 
 
 def sweep(
@@ -404,22 +279,11 @@ def sweep(
     """The budget re-matched for every value of one recipe knob ("span", "depth" or
     "repeats"): the fields of `smelt sweep --format json`. `values` is a list of integers
     or a string such as "0..=12" or "8,10,12" (1 to 1024 values)."""
-    _str("knob", knob)
-    if isinstance(values, str):
-        listed, text = None, values
-    elif isinstance(values, Iterable):
-        listed = [_int(f"values[{i}]", v, 0, _U64) for i, v in enumerate(values)]
-        if not listed:
-            raise _error("values", "needs at least one value")
-        text = None
-    else:
-        raise _wrong_type("values", "a list of integers or a string such as '0..=12'", values)
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    progress, quiet = _progress(progress, quiet)
-    with _InlineBaseline("budget", budget) as b:
-        out = _smelt.sweep(_source("budget", b), knob, listed, text, _base_dir(base_dir),
-                           _bool("force", force), w, progress, quiet)
-    return _checked(_loads(out), strict)
+    if isinstance(values, (tuple, range)):
+        values = list(values)
+    text = _smelt.sweep(_request(budget=budget, knob=knob, values=values, base_dir=base_dir,
+                                 force=force, workload=_workload(context, mean_doc_len, doc_lengths, dense)), **_progress(progress, quiet))
+    return _judged(text, strict)
 
 
 def fit(
@@ -435,10 +299,8 @@ def fit(
     and optional group columns): the fields of `smelt fit --format json` (`fits`). `starts`
     is "standard", "small" or "paper"; `search` is "screened" (every start scored, L-BFGS
     from the best-scored) or "exhaustive" (L-BFGS from every start), as `--search`."""
-    progress, quiet = _progress(progress, quiet)
-    g = None if group is None else _str("group", group)
-    return _loads(_smelt.fit(_path("endpoints", endpoints), g, _str("starts", starts),
-                             _str("search", search), progress, quiet))
+    return _loads(_smelt.fit(_request(endpoints=endpoints, group=group, starts=starts,
+                                      search=search), **_progress(progress, quiet)))
 
 
 def gain(
@@ -460,14 +322,11 @@ def gain(
     column of an endpoints CSV, a path) at each compute and sparsity: the fields of
     `smelt gain --format json`. `bootstrap` resamples (0 to 1,000,000) give intervals,
     drawn from `seed`; `starts` and `search` as for `fit`."""
-    progress, quiet = _progress(progress, quiet)
-    computes = [_float(f"compute[{i}]", c) for i, c in enumerate(compute)]
-    sparsities = [_float(f"sparsity[{i}]", s) for i, s in enumerate(sparsity)]
     text = _smelt.gain(
-        _path("endpoints", endpoints), _str("reference", reference), _str("target", target),
-        _str("group", group), computes, sparsities, _int("bootstrap", bootstrap, 0, 1_000_000),
-        _int("seed", seed, 0, _U64), _str("starts", starts), _str("search", search),
-        progress, quiet,
+        _request(endpoints=endpoints, reference=reference, target=target, group=group,
+                 compute=list(compute), sparsity=list(sparsity), bootstrap=bootstrap, seed=seed,
+                 starts=starts, search=search),
+        **_progress(progress, quiet),
     )
     return _loads(text)
 
@@ -499,21 +358,10 @@ def bench(
     if repeats is not None:
         raise _error("repeats", "is now rounds= (timed rounds per kernel shape); repeats "
                                 "names a loop's executions")
-    if peak is not None:
-        peak = _float("peak", peak)
-        if not (math.isfinite(peak) and peak > 0):
-            raise _error("peak", f"must be a positive number of TFLOP/s (got {peak})")
-        if peak > 1e6:
-            raise _error("peak", f"is in TFLOP/s, as --peak is; {peak:g} looks like FLOP/s: "
-                                 f"pass {peak / 1e12:g}")
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    progress, quiet = _progress(progress, quiet)
-    other = None if against is None else _source("against", against)
-    text = _smelt.bench(
-        _source("model", model), other, _str("backend", backend),
-        _opt_int("tokens", tokens, 1, 1 << 20), _str("routing", routing),
-        _int("rounds", rounds, 1, 100), _float("max_seconds", max_seconds), peak, w,
-        progress, quiet,
+    text = _smelt.bench_(
+        _request(model=model, against=against, backend=backend, tokens=tokens, routing=routing,
+                 rounds=rounds, max_seconds=max_seconds, peak=peak, workload=_workload(context, mean_doc_len, doc_lengths, dense)),
+        **_progress(progress, quiet),
     )
     return _loads(text)
 
@@ -532,7 +380,7 @@ def import_hf(config: Source) -> ModelDict:
     nemotron_h.
     `families()` gives each with what it is.
     """
-    return _loads(_smelt.import_hf(_source("config", config)))
+    return _loads(_smelt.import_hf(_request(config=config)))
 
 
 def launcher_flops(
@@ -543,15 +391,13 @@ def launcher_flops(
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
     dense: bool = False,
-) -> Dict[str, Any]:
+) -> Union[LauncherFlopsResult, LauncherPairResult]:
     """Per-token training FLOPs as each training stack's log counts them (Megatron-LM,
     torchtitan, 6N, PaLM's 6N + attention), beside smelt's exact count, with the features
     each convention ignores: the fields of `smelt cost --conventions --format json`. With
     `against` (the Baseline; `spec` is then the looped model), each convention's looped /
     Baseline ratio beside the exact one: what a launcher's log would say of the pair."""
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    other = None if against is None else _source("against", against)
-    return _loads(_smelt.launcher_flops(_source("spec", spec), other, w))
+    return _loads(_smelt.launcher_flops(_request(spec=spec, against=against, workload=_workload(context, mean_doc_len, doc_lengths, dense))))
 
 
 def mfu(
@@ -565,21 +411,15 @@ def mfu(
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
     dense: bool = False,
-) -> Dict[str, Any]:
+) -> MfuResult:
     """Model FLOP/s and MFU of a training run (`tokens_per_second` over the whole run, on
     `gpus` GPUs) under the exact count and each launcher convention: the fields of
     `smelt mfu --format json`. Give `card` (an id of smelt's table of cards, e.g.
     "h100-sxm", or a driver's name for one: "h100" is the SXM card, as for `predict`; an
     unknown one is an error listing them) or `peak` (a dense peak per GPU in TFLOP/s, as
     `--peak`)."""
-    tps = _float("tokens_per_second", tokens_per_second)
-    g = _int("gpus", gpus, 1, _U64)
-    c = None if card is None else _str("card", card)
-    p = None if peak is None else _float("peak", peak)
-    if (c is None) == (p is None):
-        raise _error("card", "give a card or a peak, not both or neither")
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    return _loads(_smelt.mfu(_source("spec", spec), tps, g, c, p, w))
+    return _loads(_smelt.mfu(_request(spec=spec, tokens_per_second=tokens_per_second,
+                                      gpus=gpus, card=card, peak=peak, workload=_workload(context, mean_doc_len, doc_lengths, dense))))
 
 
 def predict(
@@ -599,7 +439,7 @@ def predict(
     mean_doc_len: Optional[int] = None,
     doc_lengths: Any = None,
     dense: bool = False,
-) -> Dict[str, Any]:
+) -> PredictResult:
     """The predicted step time of `model`'s layer stack (and of `against`, its Baseline,
     with the time ratio) from a roofline over the bench's kernel plan: the fields of
     `smelt predict --format json`. Give `card` (an id of smelt's table of cards, or a
@@ -607,23 +447,15 @@ def predict(
     (TB/s), or a `calibration` file (`smelt calibrate`) alone for its own device.
     `attention` is "fused" or "unfused", `experts` "grouped" or "per-expert" (defaults as
     the command line's)."""
-    c = None if card is None else _str("card", card)
-    p = None if peak is None else _float("peak", peak)
-    b = None if bandwidth is None else _float("bandwidth", bandwidth)
-    lu = None if launch_us is None else _float("launch_us", launch_us)
-    cal = None if calibration is None else _path("calibration", calibration)
-    a = None if attention is None else _str("attention", attention)
-    e = None if experts is None else _str("experts", experts)
-    t = _opt_int("tokens", tokens, 1, 1 << 20)
-    r = _str("routing", routing)
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    base = None if against is None else _source("against", against)
-    return _loads(
-        _smelt.predict(_source("model", model), base, c, p, b, lu, cal, a, e, t, r, w)
-    )
+    device = {"card": card, "peak": peak, "bandwidth": bandwidth, "launch_us": launch_us,
+              "calibration": calibration, "attention": attention, "experts": experts,
+              "tokens": tokens, "routing": routing}
+    device = {k: v for k, v in device.items() if v is not None}
+    return _loads(_smelt.predict(_request(model=model, against=against, device=device,
+                                          workload=_workload(context, mean_doc_len, doc_lengths, dense))))
 
 
-def cards() -> List[Dict[str, Any]]:
+def cards() -> List[CardRow]:
     """The table of cards `mfu` and `predict` take (as `smelt mfu --card`): each card's id,
     name, the words (`fragments`) that name it (joined by spaces, its short name: "h100" is
     the H100 SXM), its dense bf16 peak (FLOP/s), memory bandwidth (bytes/s) and their
@@ -636,46 +468,8 @@ def families() -> Dict[str, str]:
     return dict(_smelt.families())
 
 
-def _export(
-    source: Any,
-    path: Any,
-    fmt: str,
-    family: Optional[str],
-    vocab: Optional[int],
-    base_dir: Any,
-    force: bool,
-    baseline: Any,
-    w: Optional[str],
-    overwrite: bool = False,
-) -> ExportResult:
-    out = _path("path", path)
-    replace = _bool("overwrite", overwrite)
-    fam = None if family is None else _str("family", family)
-    voc = _opt_int("vocab", vocab, 1, 1 << 24)
-    is_result = isinstance(source, Mapping) and any(
-        k in source for k in ("looped", "cells", "rows", "model"))
-    if not is_result:
-        if baseline is not None:
-            raise _error("baseline", "is for a result; a budget names its own Baseline")
-        inputs = [] if isinstance(source, Mapping) else [_path("source", source)]
-        with _InlineBaseline("source", source) as b:
-            text = _smelt.export_budget(_source("source", b), _base_dir(base_dir), out, fmt,
-                                        fam, voc, _bool("force", force), w, inputs, replace)
-        return _loads(text)
-    if w is not None:
-        raise _error("workload", "applies when a budget is matched, not to a result")
-    config = None
-    read = []
-    if baseline is not None:
-        if isinstance(baseline, Mapping):
-            config = _dumps("baseline", dict(baseline))
-        else:
-            read = [_path("baseline", baseline)]
-            with open(read[0], encoding="utf-8") as f:
-                config = f.read()
-    text = _smelt.export_result(_dumps("source", dict(source)), out, fmt, fam, voc, config, read,
-                                replace)
-    return _loads(text)
+def _export(source: Any, path: Any, fmt: str, **options: Any) -> ExportResult:
+    return _loads(_smelt.export(_request(source=source, path=path, format=fmt, **options)))
 
 
 def export_hf(
@@ -713,8 +507,9 @@ def export_hf(
     file is ever overwritten, and a file smelt did not write there (a model directory's own
     config.json, or one edited since smelt wrote it) only with `overwrite=True`.
     """
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    return _export(source, path, "hf", family, vocab, base_dir, force, baseline, w, overwrite)
+    return _export(source, path, "hf", family=family, vocab=vocab, baseline=baseline,
+                   base_dir=base_dir, force=force, overwrite=overwrite,
+                   workload=_workload(context, mean_doc_len, doc_lengths, dense))
 
 
 def export_toml(
@@ -733,8 +528,31 @@ def export_toml(
     `smelt match --format model -o PATH`, its first line saying to what it was matched and
     how well. `source` is as for `export_hf`; a grid or sweep result is a folder of
     `NAME.toml` files (`smelt grid --export PATH --export-format model`)."""
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    return _export(source, path, "model", None, None, base_dir, force, None, w, overwrite)
+    return _export(source, path, "model", base_dir=base_dir, force=force, overwrite=overwrite,
+                   workload=_workload(context, mean_doc_len, doc_lengths, dense))
+
+
+def calibrate(
+    bench: Union[BenchResult, str, "os.PathLike[str]"],
+    output: Optional[Union[str, "os.PathLike[str]"]] = None,
+) -> Calibration:
+    """A calibration for `predict` fitted to a bench's measured kernels: `smelt calibrate`.
+    `bench` is a result of `bench` or a path to `smelt bench --format json`'s file; with
+    `output`, the calibration is also written there (never over the bench report)."""
+    return _loads(_smelt.calibrate(_request(bench=bench, output=output)))
+
+
+def merge(
+    shards: Sequence[Union[GridResult, str, "os.PathLike[str]"]],
+    output: Optional[Union[str, "os.PathLike[str]"]] = None,
+) -> GridResult:
+    """The results of a grid benchmarked in shards (`smelt grid --bench --shard K/N`; paths
+    to their JSON files, or the results) joined into the grid's: `smelt merge`. Shards of
+    different runs, or a missing or repeated shard, are refused. With `output`, the merged
+    grid is also written there."""
+    if isinstance(shards, (str, os.PathLike, Mapping)):
+        raise TypeError("shards: expected a list of shards (paths or results)")
+    return _loads(_smelt.merge(_request(shards=list(shards), output=output)))
 
 
 def plan(
@@ -764,22 +582,14 @@ def plan(
     With `export` (a folder), every model is written there for Transformers with the
     manifest `manifest.jsonl` (`smelt plan --export`): each run's `directory` and
     `config_sha256` are then set and `manifest` is its path."""
-    if isinstance(compute, (str, bytes)) or not isinstance(compute, Iterable):
-        raise _wrong_type("compute", "a list of numbers of FLOPs", compute)
-    levels = [_float(f"compute[{i}]", c) for i, c in enumerate(compute)]
-    batch = _int("global_batch", global_batch, 1, 1 << 32)
-    out = None if export is None else _path("export", export)
-    fam = None if family is None else _str("family", family)
-    voc = _opt_int("vocab", vocab, 1, 1 << 24)
-    if out is None and (fam is not None or voc is not None or overwrite):
-        raise _error("export", "family, vocab and overwrite apply to an export; give export")
-    w = _workload(context, mean_doc_len, doc_lengths, dense)
-    progress, quiet = _progress(progress, quiet)
-    inputs = [] if isinstance(source, Mapping) else [_path("source", source)]
-    with _InlineBaseline("source", source) as b:
-        text = _smelt.plan(_source("source", b), _base_dir(base_dir), levels, batch,
-                           _bool("force", force), w, out, fam, voc, inputs,
-                           _bool("overwrite", overwrite), progress, quiet)
+    if isinstance(compute, (str, bytes, Mapping)):
+        raise _error("compute", f"must be a list of numbers of FLOPs (got {compute!r})")
+    text = _smelt.plan(_request(source=source, compute=list(compute), global_batch=global_batch,
+                                export=export, family=family, vocab=vocab,
+                                overwrite=overwrite or None, base_dir=base_dir,
+                                force=force or None,
+                                workload=_workload(context, mean_doc_len, doc_lengths, dense)),
+                       **_progress(progress, quiet))
     return _loads(text)
 
 
@@ -795,7 +605,5 @@ def collect(
     `SmeltError` naming the run for a result of a run not planned, a run given twice, tokens
     or a model that differ from the plan, and (without `partial`) a planned run without a
     result; `cells_lacking` names the cells that lack runs. `output` also writes the CSV."""
-    out = None if output is None else _path("output", output)
-    text = _smelt.collect(_path("manifest", manifest), _path("results", results),
-                          _bool("partial", partial), out)
-    return _loads(text)
+    return _loads(_smelt.collect(_request(manifest=manifest, results=results, output=output,
+                                          partial=partial or None)))

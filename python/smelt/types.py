@@ -1,209 +1,906 @@
 """The shapes of what smelt's functions return: the JSON contracts of the command line
 (`smelt ... --format json`), as TypedDicts for type checkers and editors.
 
-A dict keyed by budget (`residuals`, `ratios`, `tolerance`, ...) has one entry per budget
-smelt reports: "flops", "params", "kv" (and any budget added later), so it is typed as a
-mapping. A model's `loop` is always present: `None` for a model without one.
+Written by `python/tests/gen_types.py` from representative results, and held equal to what
+the library returns (every key, both ways) by `python/tests/test_types.py`. Every class is
+`total=False`: a key smelt leaves out when it does not apply (a model's optional parts, a
+match's advice) is absent. A dict keyed by budget (`residuals`, `ratios`, `tolerance`, ...)
+has one entry per budget smelt reports ("flops", "params", "kv", "activations", "time"), so
+it is typed as a mapping. A model's `loop` is always present: `None` without one.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, TypedDict, Union
 
-PerBudget = Dict[str, float]
-"""One number per budget, by name: {"flops": ..., "params": ..., "kv": ...}."""
 
-
-class Loop(TypedDict):
-    """The looped block: layers `first` .. `first + span - 1` (1-based) run `repeats` times."""
-
-    first: int
-    span: int
-    repeats: int
-    residual_scale: float
-
-
-class Moe(TypedDict, total=False):
-    """The Mixture-of-Experts FFN of every layer not listed as dense."""
-
-    experts: int
-    top_k: int
-    expert_ffn: int
-    shared: int
-    shared_ffn: int
-    shared_gate: bool
-
-
-class Model(TypedDict, total=False):
-    """A model file's `[model]` table (optional parts absent when unused, except `loop`)."""
-
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    tie_embeddings: bool
-    moe: Moe
-    loop: Optional[Loop]
-    mla: Dict[str, Any]
-    window: Dict[str, Any]
-    indexer: Dict[str, Any]
-    dense: Dict[str, Any]
-
-
-class Workload(TypedDict, total=False):
-    """What the attention cost and KV cache are evaluated at."""
-
-    context: int
-    mean_doc_len: int
-    doc_lengths: List[List[int]]
-    attention: str
-    kv_dtype_bytes: int
-
-
-class ModelDict(TypedDict, total=False):
-    """A model file as a dict: valid input to `cost`, `bench` and the exports."""
-
+class ExportedModel(TypedDict, total=False):
+    files: List[str]
+    looped: bool
     name: str
-    model: Model
-    workload: Workload
-    counting: Dict[str, Any]
+    path: str
 
 
-class CostResult(TypedDict, total=False):
-    """`smelt cost --format json`: parameters, FLOPs per token, KV cache, sparsity."""
+class ExportResult(TypedDict, total=False):
+    models: List[ExportedModel]
+    path: str
+    residuals: Optional[Dict[str, float]]
 
+
+class CardRow(TypedDict, total=False):
+    fragments: List[str]
+    id: str
+    memory_bytes_per_second: float
     name: str
-    conventions: Dict[str, Any]
+    peak_flops_per_second: float
+    source: str
+
+
+class LauncherPairResultCounts(TypedDict, total=False):
+    baseline: int
+    convention: str
+    looped: int
+    ratio: float
+
+
+class LauncherPairResult(TypedDict, total=False):
+    counts: List[LauncherPairResultCounts]
+    label: str
+
+
+class LauncherFlopsResultCounts(TypedDict, total=False):
+    convention: str
+    ignored_here: List[str]
+    ignores: List[str]
+    ratio_to_exact: float
+    source: str
+    training_flops: int
+
+
+class LauncherFlopsResult(TypedDict, total=False):
+    counts: List[LauncherFlopsResultCounts]
+    layer_executions: int
+    name: str
     physical_layers: int
+    sequence_length: int
+
+
+class MfuResultRows(TypedDict, total=False):
+    convention: str
+    mfu: float
+    model_flops_per_second: float
+    per_gpu_flops_per_second: float
+    training_flops: int
+
+
+class MfuResult(TypedDict, total=False):
+    card: str
+    gpus: int
+    name: str
+    peak_flops_per_second: float
+    peak_source: str
+    rows: List[MfuResultRows]
+    tokens_per_second: float
+
+
+class PredictResultModelsComponentsBounds(TypedDict, total=False):
+    compute: float
+    launch: float
+    memory: float
+
+
+class PredictResultModelsComponents(TypedDict, total=False):
+    bounds: PredictResultModelsComponentsBounds
+    component: str
+    seconds: float
+    time_share: float
+
+
+class PredictResultModelsBounds(TypedDict, total=False):
+    compute: float
+    launch: float
+    memory: float
+
+
+class PredictResultModels(TypedDict, total=False):
+    bounds: PredictResultModelsBounds
+    components: List[PredictResultModelsComponents]
+    flops_per_token: float
+    launches: int
     layer_executions: int
-    params: Dict[str, Any]
-    flops_per_token: Dict[str, Any]
-    kv_cache_per_token: Dict[str, Any]
-    attention: Dict[str, Any]
-    sparsity: Dict[str, Any]
-
-
-class MatchResult(TypedDict, total=False):
-    """`smelt match --format json`: the looped configuration matching a budget."""
-
+    mfu: float
     name: str
-    mode: str
-    baseline: ModelDict
-    looped: ModelDict
-    budgets: Dict[str, Dict[str, int]]
-    residuals: PerBudget
-    ratios: PerBudget
-    score: List[float]
-    sparsity: Dict[str, float]
-    tolerance: PerBudget
-    within_tolerance: Optional[bool]  # None: no [tolerance] set, nothing checked
-    broken: List[str]
-    lattice: Dict[str, int]
-    ranked: List[Dict[str, Any]]
-    floor: Dict[str, Any]
-    advice: List[Dict[str, Any]]
+    seconds: float
+    seconds_per_token: float
+    tokens: int
 
 
-class GridCell(TypedDict, total=False):
-    """One cell of a grid, matched."""
-
-    scale: str
-    sparsity_label: str
-    sparse: bool
-    baseline: ModelDict
-    looped: ModelDict
-    ratios: PerBudget
-    residuals: PerBudget
-    score: List[float]
-    sparsity: Dict[str, float]
-    within_tolerance: Optional[bool]  # None: no [tolerance] set, nothing checked
-    broken: List[str]
-    lattice: Dict[str, int]
-    time: Dict[str, Any]
+class PredictResultBasisOptions(TypedDict, total=False):
+    routing: str
+    tokens: int
 
 
-class GridResult(TypedDict, total=False):
-    """`smelt grid --format json`: every cell matched, with the summary."""
-
+class PredictResultBasisDevice(TypedDict, total=False):
+    element_bytes: int
+    launch_seconds: float
+    memory_bytes_per_second: float
     name: str
-    mode: str
-    cells: List[GridCell]
-    summary: Dict[str, Any]
+    peak_flops_per_second: float
+    source: str
 
 
-class SweepRow(TypedDict):
-    """One value of a sweep, matched."""
+class PredictResultBasis(TypedDict, total=False):
+    attention: str
+    calibrated: bool
+    device: PredictResultBasisDevice
+    experts: str
+    options: PredictResultBasisOptions
 
-    value: int
+
+class PredictResult(TypedDict, total=False):
+    basis: PredictResultBasis
+    flop_ratio: float
+    models: List[PredictResultModels]
+    time_ratio: float
+
+
+class CalibrationTraffic(TypedDict, total=False):
+    rms_relative_error: float
+    seconds_per_byte: float
+    seconds_per_flop: float
+    shapes: int
+
+
+class CalibrationCurves(TypedDict, total=False):
+    experts: List[List[float]]
+    gemm: List[List[float]]
+    softmax: List[List[float]]
+    tile: List[List[float]]
+
+
+class CalibrationDevice(TypedDict, total=False):
+    element_bytes: int
+    launch_seconds: float
+    memory_bytes_per_second: None
+    name: str
+    peak_flops_per_second: float
+    source: str
+
+
+class Calibration(TypedDict, total=False):
+    backend: str
+    curves: CalibrationCurves
+    device: CalibrationDevice
+    models: List[str]
+    shapes: int
+    source: str
+    traffic: CalibrationTraffic
+
+
+class BenchResultTimeRatioStats(TypedDict, total=False):
+    interval: List[float]
+    median: float
+    noisy: bool
+    rounds: int
+
+
+BenchResultModelsKernelsKernel = TypedDict("BenchResultModelsKernelsKernel", {
+    "batch": "int",
+    "component": "str",
+    "count": "int",
+    "k": "int",
+    "m": "int",
+    "n": "int",
+    "op": "str",
+    "pass": "str",
+}, total=False)
+
+
+class BenchResultModelsKernels(TypedDict, total=False):
+    kernel: BenchResultModelsKernelsKernel
+    launch_bound: bool
+    seconds: float
+
+
+class BenchResultModelsComponents(TypedDict, total=False):
+    component: str
+    executed_flops: int
+    flop_share: float
+    flops: int
+    flops_per_second: float
+    of_ceiling: float
+    seconds: float
+    time_share: float
+
+
+class BenchResultModels(TypedDict, total=False):
+    analytic_flops_per_token: float
+    components: List[BenchResultModelsComponents]
+    documents: int
+    executed_flops: int
+    flops_exact: bool
+    flops_per_token: float
+    kernel_shapes: int
+    kernels: List[BenchResultModelsKernels]
+    launch_bound_shapes: int
+    launch_bound_time_share: float
+    launches: int
     layer_executions: int
-    looped: ModelDict
-    ratios: PerBudget
-    residuals: PerBudget
-    sparsity: Dict[str, float]
-    within_tolerance: Optional[bool]  # None: no [tolerance] set, nothing checked
-    broken: List[str]
-
-
-class SweepResult(TypedDict, total=False):
-    """`smelt sweep --format json`: one row per value of the knob."""
-
     name: str
-    knob: str
-    baseline: ModelDict
-    rows: List[SweepRow]
+    plan_flops_per_token: float
+    rounds_spread: float
+    seconds_per_layer_execution: float
+    seconds_per_token: float
+    tokens: int
 
 
-class FitResult(TypedDict):
-    """`smelt fit --format json`: one fitted surface per group."""
-
-    fits: List[Dict[str, Any]]
-
-
-class GainResult(TypedDict, total=False):
-    """`smelt gain --format json`: the compute-efficiency gain table."""
-
-    reference: str
-    target: str
-    rows: List[Dict[str, Any]]
+class BenchResultOptions(TypedDict, total=False):
+    backend: str
+    max_seconds: float
+    rounds: int
+    routing: str
+    tokens: int
 
 
 class BenchResult(TypedDict, total=False):
-    """`smelt bench --format json`: the GEMMs of a training step timed."""
-
     backend: str
-    device: str
-    library: str
-    launch_floor_seconds: float
     ceiling_flops_per_second: float
-    peak_flops_per_second: float
-    ceiling_of_peak: float
-    options: Dict[str, Any]
-    models: List[Dict[str, Any]]
-    time_ratio: float
-    time_ratio_stats: Dict[str, Any]
+    ceiling_rounds: List[float]
+    ceiling_spread: float
+    device: str
     flop_ratio: float
+    launch_floor_seconds: float
+    models: List[BenchResultModels]
+    options: BenchResultOptions
+    time_ratio: float
+    time_ratio_stats: BenchResultTimeRatioStats
+    workloads: List[str]
 
 
-class ExportedModel(TypedDict):
-    """One model an export wrote."""
+class GainResultRowsGainInterval(TypedDict, total=False):
+    defined: int
+    hi: float
+    lo: float
+    median: float
 
+
+class GainResultRows(TypedDict, total=False):
+    compute: float
+    f_star_reference: float
+    f_star_target: float
+    gain: float
+    gain_interval: GainResultRowsGainInterval
+    loss_reference: float
+    loss_target: float
+    sparsity: float
+    tpp_reference: float
+    tpp_target: float
+
+
+class GainResultBootstrap(TypedDict, total=False):
+    resamples: int
+    seed: int
+
+
+class GainResultGammaTargetInterval(TypedDict, total=False):
+    defined: int
+    hi: float
+    lo: float
+    median: float
+
+
+class GainResultGammaReferenceInterval(TypedDict, total=False):
+    defined: int
+    hi: float
+    lo: float
+    median: float
+
+
+class GainFitConvergence(TypedDict, total=False):
+    grad_max: float
+    iterations: int
+    polished: int
+    polished_at_best: int
+    search: str
+    starts: int
+    termination: str
+
+
+class GainFit(TypedDict, total=False):
+    A: float
+    E: float
+    K: float
+    a: float
+    b: float
+    c: float
+    cells: int
+    convergence: GainFitConvergence
+    delta: float
+    form: str
+    gamma: float
+    group: str
+    objective: float
+    points: int
+    rmse: float
+    scale: str
+
+
+class GainResult(TypedDict, total=False):
+    bootstrap: GainResultBootstrap
+    cells: int
+    gamma_reference_interval: GainResultGammaReferenceInterval
+    gamma_target_interval: GainResultGammaTargetInterval
+    reference: GainFit
+    rows: List[GainResultRows]
+    target: GainFit
+
+
+class FitResultFitsConvergence(TypedDict, total=False):
+    grad_max: float
+    iterations: int
+    polished: int
+    polished_at_best: int
+    search: str
+    starts: int
+    termination: str
+
+
+class FitResultFits(TypedDict, total=False):
+    A: float
+    E: float
+    K: float
+    a: float
+    b: float
+    c: float
+    cells: int
+    convergence: FitResultFitsConvergence
+    delta: float
+    form: str
+    gamma: float
+    group: str
+    objective: float
+    points: int
+    rmse: float
+    scale: str
+
+
+class FitResult(TypedDict, total=False):
+    fits: List[FitResultFits]
+
+
+class SweepRowSparsity(TypedDict, total=False):
+    baseline: float
+    looped: float
+
+
+class SweepRow(TypedDict, total=False):
+    broken: List[str]
+    layer_executions: int
+    looped: ModelDict
+    ratios: Dict[str, float]
+    residuals: Dict[str, float]
+    sparsity: SweepRowSparsity
+    value: int
+    within_tolerance: bool
+
+
+class SweepResult(TypedDict, total=False):
+    baseline: ModelDict
+    knob: str
     name: str
-    path: str
-    files: List[str]
-    looped: bool
+    rows: List[SweepRow]
 
 
-class ExportResult(TypedDict):
-    """What an export wrote: `models` has one entry for a match or a model, one per cell or
-    value for a grid or a sweep; `residuals` are the match's when the export matched a
-    budget, else None."""
+class GridResultSummary(TypedDict, total=False):
+    looped_gets_more: Dict[str, int]
+    max_abs_residual: Dict[str, float]
+    mean_residual: Dict[str, float]
+    sparse_cells: int
+    within_tolerance: None
 
-    path: str
-    models: List[ExportedModel]
-    residuals: Optional[PerBudget]
 
+class GridCellSparsity(TypedDict, total=False):
+    baseline: float
+    looped: float
+
+
+class GridCellLattice(TypedDict, total=False):
+    evaluated: int
+    lattice_points: int
+    scored: int
+
+
+class GridCell(TypedDict, total=False):
+    baseline: ModelDict
+    broken: List[str]
+    lattice: GridCellLattice
+    looped: ModelDict
+    ratios: Dict[str, float]
+    residuals: Dict[str, float]
+    scale: str
+    score: List[float]
+    sparse: bool
+    sparsity: GridCellSparsity
+    sparsity_label: str
+    within_tolerance: None
+
+
+class GridResult(TypedDict, total=False):
+    cells: List[GridCell]
+    mode: str
+    name: str
+    summary: GridResultSummary
+
+
+class MatchResultPeakPerGpu(TypedDict, total=False):
+    baseline: int
+    refused: str
+
+
+class MatchResultSparsity(TypedDict, total=False):
+    baseline: float
+    looped: float
+
+
+class MatchResultRanked(TypedDict, total=False):
+    model: Model
+    rank: int
+    residuals: Dict[str, float]
+    score: List[float]
+    time_residual: float
+
+
+class MatchResultPredictedTimeBasisOptions(TypedDict, total=False):
+    routing: str
+    tokens: int
+
+
+class MatchResultPredictedTimeBasisDevice(TypedDict, total=False):
+    element_bytes: int
+    launch_seconds: float
+    memory_bytes_per_second: float
+    name: str
+    peak_flops_per_second: float
+    source: str
+
+
+class MatchResultPredictedTimeBasis(TypedDict, total=False):
+    attention: str
+    calibrated: bool
+    device: MatchResultPredictedTimeBasisDevice
+    experts: str
+    options: MatchResultPredictedTimeBasisOptions
+
+
+class MatchResultPredictedTime(TypedDict, total=False):
+    baseline_seconds_per_token: float
+    basis: MatchResultPredictedTimeBasis
+    looped_seconds_per_token: float
+    ratio: float
+    residual: float
+    weight: float
+
+
+class Loop(TypedDict, total=False):
+    first: int
+    repeats: int
+    residual_scale: float
+    span: int
+
+
+class MatchResultLattice(TypedDict, total=False):
+    evaluated: int
+    lattice_points: int
+    predicted: int
+    scored: int
+
+
+class MatchResultFloor(TypedDict, total=False):
+    budget: str
+    knob: str
+    step_moves: float
+    why: str
+
+
+class MatchResultBudgets(TypedDict, total=False):
+    baseline: Dict[str, int]
+    looped: Union[Dict[str, float], Dict[str, int]]
+
+
+class MatchResultAdvice(TypedDict, total=False):
+    change: str
+    knob: str
+    residuals: Dict[str, float]
+    score: List[float]
+    time_residual: float
+    within_tolerance: Optional[bool]
+
+
+class MatchResult(TypedDict, total=False):
+    advice: List[MatchResultAdvice]
+    baseline: ModelDict
+    broken: List[str]
+    budgets: MatchResultBudgets
+    floor: MatchResultFloor
+    lattice: MatchResultLattice
+    looped: ModelDict
+    mode: str
+    name: str
+    peak_per_gpu: MatchResultPeakPerGpu
+    predicted_time: MatchResultPredictedTime
+    ranked: List[MatchResultRanked]
+    ratios: Dict[str, float]
+    residuals: Dict[str, float]
+    score: List[float]
+    sparsity: MatchResultSparsity
+    tolerance: Dict[str, float]
+    within_tolerance: Optional[bool]
+
+
+class CompareResult(TypedDict, total=False):
+    baseline: CostResult
+    model: CostResult
+    residuals: Dict[str, float]
+
+
+class CostResultTrainingStages(TypedDict, total=False):
+    activations: int
+    activations_per_micro_batch: int
+    executions: int
+    expert_params: int
+    grads: int
+    in_flight: int
+    layers: List[int]
+    optimizer: int
+    params: int
+    peak: int
+    stage: int
+    static_bytes: int
+    weights: int
+
+
+class CostResultTrainingTraining(TypedDict, total=False):
+    dp: int
+    ep: int
+    grad_bytes: int
+    master_bytes: int
+    micro_batch: int
+    optimizer_bytes: int
+    pp: int
+    tp: int
+    weight_bytes: int
+    zero: int
+
+
+class CostResultTraining(TypedDict, total=False):
+    bytes_per_param: int
+    embedding: int
+    gpus: int
+    params: int
+    peak: int
+    peak_stage: int
+    policy: str
+    stages: List[CostResultTrainingStages]
+    static_bytes: int
+    training: CostResultTrainingTraining
+
+
+class CostResultAttentionSelected(TypedDict, total=False):
+    mean_keys_exact: str
+    mean_keys_per_query: float
+    topk: int
+
+
+class CostResultKvCachePerTokenRecurrentState(TypedDict, total=False):
+    bytes: int
+    bytes_fp32_delta: int
+    conv_per_execution: int
+    delta_per_execution: int
+    elements: int
+    executions: int
+    kind: str
+
+
+class CostResultAttentionWindowed(TypedDict, total=False):
+    kind: str
+    mean_keys_exact: str
+    mean_keys_per_query: float
+    size: int
+
+
+class CostResultSparsityControl(TypedDict, total=False):
+    flops_training: float
+    of: str
+    params: int
+
+
+class CostResultSparsity(TypedDict, total=False):
+    control: CostResultSparsityControl
+    n_act_eq: float
+    s: float
+
+
+class CostResultAttention(TypedDict, total=False):
+    mean_keys_exact: str
+    mean_keys_per_query: float
+    selected: CostResultAttentionSelected
+    windowed: CostResultAttentionWindowed
+
+
+class CostResultActivationsPoliciesBreakdown(TypedDict, total=False):
+    attention: int
+    dense: int
+    experts: int
+    ffn_input: int
+    indexer: int
+    layer_inputs: int
+    norms: int
+    router: int
+    scores: int
+    shared: int
+
+
+class CostResultActivationsPolicies(TypedDict, total=False):
+    at_context: int
+    breakdown: CostResultActivationsPoliciesBreakdown
+    per_token: int
+    policy: str
+
+
+class CostResultActivations(TypedDict, total=False):
+    activation_bytes: int
+    budget: str
+    policies: List[CostResultActivationsPolicies]
+    refused: str
+
+
+class CostResultKvCachePerTokenAtContext(TypedDict, total=False):
+    bytes: int
+    context: int
+    elements: int
+    elements_cache: int
+    held_per_windowed_layer: int
+
+
+class CostResultKvCachePerToken(TypedDict, total=False):
+    at_context: CostResultKvCachePerTokenAtContext
+    budget: str
+    bytes: int
+    elements: int
+    recurrent_state: CostResultKvCachePerTokenRecurrentState
+
+
+class CostResultFlopsPerTokenForwardBreakdown(TypedDict, total=False):
+    attention_core: float
+    dense: int
+    experts: int
+    indexer: int
+    lm_head: int
+    mtp: int
+    projections: int
+    recurrent_core: int
+    recurrent_projections: int
+    router: int
+    shared: int
+
+
+class CostResultFlopsPerToken(TypedDict, total=False):
+    forward: float
+    forward_breakdown: CostResultFlopsPerTokenForwardBreakdown
+    training: float
+
+
+class CostResultParamsActiveBreakdown(TypedDict, total=False):
+    attention: int
+    dense: int
+    embeddings: int
+    experts: int
+    indexer: int
+    lm_head: int
+    mtp: int
+    norms: int
+    recurrent: int
+    router: int
+    shared: int
+
+
+class CostResultParamsBreakdown(TypedDict, total=False):
+    attention: int
+    dense: int
+    embeddings: int
+    experts: int
+    indexer: int
+    lm_head: int
+    mtp: int
+    norms: int
+    recurrent: int
+    router: int
+    shared: int
+
+
+class CostResultParams(TypedDict, total=False):
+    active: int
+    active_breakdown: CostResultParamsActiveBreakdown
+    breakdown: CostResultParamsBreakdown
+    total: int
+
+
+class CostResultConventionsWorkload(TypedDict, total=False):
+    attention: str
+    context: int
+    kv_dtype_bytes: int
+    mean_doc_len: int
+
+
+class CostResultConventions(TypedDict, total=False):
+    attention: str
+    attention_keys_from: str
+    embeddings_counted: bool
+    flops_per_multiply_add: int
+    kv_budget: str
+    kv_dtype_bytes: int
+    lm_head_counted: bool
+    mtp_counted: bool
+    training_over_forward: int
+    workload: CostResultConventionsWorkload
+
+
+class CostResult(TypedDict, total=False):
+    activations: CostResultActivations
+    attention: CostResultAttention
+    conventions: CostResultConventions
+    flops_per_token: CostResultFlopsPerToken
+    kv_cache_per_token: CostResultKvCachePerToken
+    layer_executions: int
+    name: str
+    params: CostResultParams
+    physical_layers: int
+    sparsity: CostResultSparsity
+    training: CostResultTraining
+
+
+class Training(TypedDict, total=False):
+    dp: int
+    ep: int
+    grad_bytes: int
+    master_bytes: int
+    micro_batch: int
+    optimizer_bytes: int
+    pp: int
+    tp: int
+    weight_bytes: int
+    zero: int
+
+
+class ModelDense(TypedDict, total=False):
+    ffn: int
+    layers: List[int]
+
+
+class ModelIndexer(TypedDict, total=False):
+    head_dim: int
+    heads: int
+    topk: int
+
+
+class ModelMla(TypedDict, total=False):
+    kv_lora_rank: int
+    q_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+class ModelRecurrentMixerGatedDeltanet(TypedDict, total=False):
+    conv_kernel: int
+    key_head_dim: int
+    key_heads: int
+    value_head_dim: int
+    value_heads: int
+
+
+class ModelBlocks(TypedDict, total=False):
+    ffn_only: List[int]
+    mixer_only: List[int]
+
+
+class ModelRecurrentMixerMamba2(TypedDict, total=False):
+    chunk: int
+    conv_bias: bool
+    conv_kernel: int
+    groups: int
+    head_dim: int
+    heads: int
+    state: int
+
+
+class ModelRecurrentMixer(TypedDict, total=False):
+    gated_deltanet: ModelRecurrentMixerGatedDeltanet
+    mamba2: ModelRecurrentMixerMamba2
+
+
+class ModelRecurrent(TypedDict, total=False):
+    layers: List[int]
+    mixer: ModelRecurrentMixer
+
+
+class ModelFullAttention(TypedDict, total=False):
+    head_dim: int
+    k_eq_v: bool
+    kv_heads: int
+
+
+class ModelWindow(TypedDict, total=False):
+    kind: str
+    layers: List[int]
+    size: int
+
+
+class Counting(TypedDict, total=False):
+    embeddings: bool
+    kv: str
+    lm_head: bool
+
+
+class Workload(TypedDict, total=False):
+    attention: str
+    context: int
+    kv_dtype_bytes: int
+    mean_doc_len: int
+
+
+class Moe(TypedDict, total=False):
+    activation: str
+    branch_norms: bool
+    expert_bias: bool
+    expert_ffn: int
+    experts: int
+    router_bias: bool
+    router_scale: bool
+    shared_experts: int
+    shared_ffn: int
+    shared_gate: bool
+    top_k: int
+
+
+class Model(TypedDict, total=False):
+    attention_bias: str
+    attention_gate: bool
+    attention_sinks: bool
+    blocks: ModelBlocks
+    dense: ModelDense
+    full_attention: ModelFullAttention
+    head_dim: int
+    heads: int
+    hidden: int
+    indexer: ModelIndexer
+    kv_heads: int
+    layers: int
+    lm_head_bias: bool
+    loop: Optional[Loop]
+    mla: ModelMla
+    moe: Moe
+    mtp_layers: int
+    norm_bias: bool
+    post_norms: bool
+    qk_norm: str
+    recurrent: ModelRecurrent
+    tie_embeddings: bool
+    v_norm: bool
+    vocab: int
+    window: ModelWindow
+
+
+class ModelDict(TypedDict, total=False):
+    counting: Counting
+    model: Model
+    name: str
+    training: Training
+    workload: Workload
+
+
+PerBudget = Dict[str, float]
+"""One number per budget, by name."""
 
 Result = Union[MatchResult, GridResult, SweepResult]
 """A result `export_hf` and `export_toml` accept."""

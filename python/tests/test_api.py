@@ -155,10 +155,13 @@ def test_exports_refuse_what_they_cannot_write(tmp_path):
     with pytest.raises(smelt.SmeltError, match="vocab") as e:
         smelt.export_hf(smelt.match(BUDGET), tmp_path / "x")
     assert e.value.field == "model.vocab"
-    with pytest.raises(smelt.SmeltError, match="looped: not a model smelt returned"):
-        smelt.export_hf({"looped": 3, "residuals": {}}, tmp_path / "y")
-    with pytest.raises(smelt.SmeltError, match="not a match, grid or sweep result"):
+    with pytest.raises(smelt.SmeltError, match="not a match result smelt returned") as e:
+        smelt.export_hf({"looped": 3, "residuals": {}, "mode": "two-sided", "baseline": {}},
+                        tmp_path / "y")
+    assert e.value.field == "source.looped"
+    with pytest.raises(smelt.SmeltError, match="not a grid result smelt returned") as e:
         smelt.export_hf({"cells": 3}, tmp_path / "y")
+    assert e.value.field == "source.cells"
     with pytest.raises(smelt.SmeltError, match="is for a result"):
         smelt.export_hf(BUDGET, tmp_path / "z", baseline={})
     # Never over an input: the budget file the match read.
@@ -183,8 +186,9 @@ def test_export_hf_keeps_a_model_directorys_own_files(tmp_path):
     assert json.loads((folder / "config.json").read_text())["model_type"] == "smelt_looped"
     assert (folder / "model.safetensors").read_text() == "weights"
     smelt.export_hf(result, folder, vocab=1000)
-    with pytest.raises(TypeError):
+    with pytest.raises(smelt.SmeltError, match="expected a boolean") as e:
         smelt.export_hf(result, folder, vocab=1000, overwrite="yes")
+    assert e.value.field == "overwrite"
 
 
 # --- Every bad input a SmeltError naming its field --------------------------------------
@@ -192,8 +196,8 @@ def test_export_hf_keeps_a_model_directorys_own_files(tmp_path):
 @pytest.mark.parametrize("call, field", [
     (lambda: smelt.match(BUDGET, top=-1), "top"),
     (lambda: smelt.match(BUDGET, top=2**64), "top"),
-    (lambda: smelt.sweep(BUDGET, "span", [-1]), "values[0]"),
-    (lambda: smelt.sweep(BUDGET, "span", [2**64]), "values[0]"),
+    (lambda: smelt.sweep(BUDGET, "span", [-1]), "values"),
+    (lambda: smelt.sweep(BUDGET, "span", [2**64]), "values"),
     (lambda: smelt.sweep(BUDGET, "span", []), "values"),
     (lambda: smelt.sweep(BUDGET, "span", ""), "values"),
     (lambda: smelt.bench(BUDGETS / "base-200m-s95.toml", tokens=-5), "tokens"),
@@ -204,13 +208,14 @@ def test_export_hf_keeps_a_model_directorys_own_files(tmp_path):
     (lambda: smelt.gain("x.csv", "a", "b", bootstrap=-1), "bootstrap"),
     (lambda: smelt.gain("x.csv", "a", "b", seed=2**64), "seed"),
     (lambda: smelt.gain("x.csv", "a", "b", compute=[10**400]), "compute[0]"),
-    (lambda: smelt.cost(BUDGETS / "base-200m-s95.toml", context=0), "context"),
-    (lambda: smelt.cost(BUDGETS / "base-200m-s95.toml", doc_lengths=[(1, 2, 3)]), "doc_lengths[0]"),
+    (lambda: smelt.cost(BUDGETS / "base-200m-s95.toml", context=0), "workload.context"),
+    (lambda: smelt.cost(BUDGETS / "base-200m-s95.toml", doc_lengths=[(1, 2, 3)]),
+     "workload.doc_lengths"),
     (lambda: smelt.cost({"model": {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 3,
                                    "head_dim": 16, "moe": {"experts": 4, "top_k": 2,
                                                            "expert_ffn": 32}},
                          "workload": {"context": 64, "mean_doc_len": 64}}), "model.kv_heads"),
-    (lambda: smelt.cost({"model": {"hiden": 3}, "workload": {}}), "hiden"),
+    (lambda: smelt.cost({"model": {"hiden": 3}, "workload": {}}), "model.hiden"),
     (lambda: smelt.cost({"model": {"layers": float("nan")}}), "spec"),
     (lambda: smelt.match("[baseline]\nmodel = 1\n"), "budget"),
     (lambda: smelt.grid('{"cells": []}'), "grid"),
@@ -231,12 +236,17 @@ def test_a_deep_dict_and_odd_types():
     with pytest.raises(smelt.SmeltError, match="nested too deeply") as e:
         smelt.cost(deep)
     assert e.value.field == "spec"
-    with pytest.raises(TypeError, match="top: expected an integer"):
+    with pytest.raises(smelt.SmeltError, match="top: invalid type: string") as e:
         smelt.match(BUDGET, top="3")
-    with pytest.raises(TypeError, match="holds a value of type object"):
+    assert e.value.field == "top"
+    with pytest.raises(TypeError, match="spec: holds a value of type object"):
         smelt.cost({"model": object()})
-    with pytest.raises(TypeError, match="spec: expected a dict or a path"):
+    with pytest.raises(smelt.SmeltError, match="spec: expected a path or a model") as e:
         smelt.cost(42)
+    assert e.value.field == "spec"
+    with pytest.raises(smelt.SmeltError, match="force: invalid type") as e:
+        smelt.match(BUDGET, force="yes")
+    assert e.value.field == "force"
 
 
 def test_text_given_as_a_path_is_said_plainly():

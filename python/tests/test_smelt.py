@@ -137,7 +137,7 @@ def test_limits_and_bad_calls_raise_smelt_error_never_crash():
         smelt.match(huge)
     with pytest.raises(smelt.SmeltError, match="must be a table"):
         smelt.cost({**BASE, "model": [12, 1280]})
-    with pytest.raises(TypeError, match="config: expected a dict or a path, got list"):
+    with pytest.raises(smelt.SmeltError, match="config: expected a path or a dict, got a list"):
         smelt.import_hf([1, 2, 3])
     with pytest.raises(smelt.SmeltError, match="knob"):
         smelt.sweep(budget, "width", [1])

@@ -342,9 +342,9 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
 
 /// `SUCCESS`, or the tolerance exit code with each broken tolerance said on standard error.
 pub fn tolerance_exit(result: &impl Verdict) -> ExitCode {
-    let broken = result.broken_tolerances();
-    for b in &broken {
-        note(&format!("smelt: tolerance not met: {b}"));
+    let broken = smelt::request::tolerance_lines(result);
+    for line in &broken {
+        note(&format!("smelt: {line}"));
     }
     match broken.is_empty() {
         true => ExitCode::SUCCESS,

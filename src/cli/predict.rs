@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use smelt::plan::{MAX_TOKENS, Routing};
+use smelt::plan::MAX_TOKENS;
 use smelt::time::{
-    AttentionData, Calibration, Card, DeviceRequest, ExpertLaunch, Given, PredictOptions, Roofline,
+    AttentionData, Calibration, Card, ExpertLaunch, Given, PredictOptions, PredictSpec, Roofline,
     predict,
 };
 
@@ -65,42 +65,30 @@ pub struct DeviceArgs {
     tokens: Option<u64>,
     /// Token-to-expert assignment: `balanced`, or `skew=S`.
     #[arg(long, default_value = "balanced")]
-    routing: Routing,
-}
-
-/// Reads a calibration file, naming it in errors.
-fn load_calibration(path: &Path) -> anyhow::Result<Calibration> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading calibration '{}'", path.display()))?;
-    Calibration::from_json(&text).with_context(|| format!("calibration '{}'", path.display()))
+    routing: String,
 }
 
 impl DeviceArgs {
-    /// The roofline on `card` (or --peak's device, or the calibration's own) and the options.
+    /// The roofline on `card` (or --peak's device, or the calibration's own) and the options:
+    /// the flags as the library's [`PredictSpec`], read as `[objective.time]` and Python's
+    /// `predict` are.
     pub fn roofline(&self, card: Option<Card>) -> anyhow::Result<(Roofline, PredictOptions)> {
-        let calibration = self
-            .calibration
-            .as_deref()
-            .map(load_calibration)
-            .transpose()?;
-        let (roof, warning) = DeviceRequest {
-            card,
-            peak: self.peak.map(|t| t * 1e12),
-            bandwidth: self.bandwidth.map(|t| t * 1e12),
-            launch_seconds: self.launch_us.map(|us| us * 1e-6),
-            calibration,
+        let spec = PredictSpec {
+            card: card.map(|c| c.as_str().to_owned()),
+            peak: self.peak,
+            bandwidth: self.bandwidth,
+            launch_us: self.launch_us,
+            calibration: self.calibration.clone(),
             attention: self.attention,
             experts: self.experts,
-        }
-        .roofline_given(Given::Flags)?;
-        if let Some(w) = warning {
+            tokens: self.tokens,
+            routing: Some(self.routing.clone()),
+        };
+        let p = spec.resolve(Path::new(""), Given::Flags)?;
+        if let Some(w) = p.warning {
             super::note(&format!("smelt: warning: {w}"));
         }
-        let opts = PredictOptions {
-            tokens: self.tokens.unwrap_or(PredictOptions::default().tokens),
-            routing: self.routing,
-        };
-        Ok((roof, opts))
+        Ok((p.roofline, p.options))
     }
 }
 
@@ -209,7 +197,7 @@ impl PredictFlag {
             attention: None,
             experts: None,
             tokens: None,
-            routing: Routing::Balanced,
+            routing: "balanced".to_owned(),
         };
         args.roofline(Some(card)).map(Some)
     }

@@ -20,14 +20,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::budget::{Budget, GridSpec};
+use crate::budget::{Budget, GridSpec, Mode};
+use crate::cost::Residuals;
 use crate::error::{Error, Result};
 use crate::hf::looped::ModelDir;
 use crate::hf::{self, Family};
 use crate::io::Overwrite;
 use crate::model::ModelSpec;
 use crate::search::MatchReport;
-use crate::study::{GridReport, SweepReport};
+use crate::study::{GridReport, Knob, SweepReport};
 
 crate::names::named_enum! {
     /// What an export writes.
@@ -115,19 +116,14 @@ pub use crate::names::entry_name;
 
 /// The model a match found, to export as one item.
 pub fn item_of_match<'a>(report: &'a MatchReport, budget: Option<&'a Budget>) -> Item<'a> {
-    Item {
-        name: report
-            .name
-            .as_deref()
-            .map_or("match".into(), |n| entry_name(&[n])),
-        looped: &report.looped,
-        baseline_config: budget.and_then(Budget::baseline_config),
-        comment: crate::report::match_comment(
-            report.baseline.name.as_deref(),
-            &format!("{} mode", report.mode.as_str()),
-            &report.residuals,
-        ),
-    }
+    match_item(
+        report.name.as_deref(),
+        &report.looped,
+        report.baseline.name.as_deref(),
+        report.mode,
+        &report.residuals,
+        budget.and_then(Budget::baseline_config),
+    )
 }
 
 /// One item per cell of a grid, named `SCALE-SPARSITY`; `grid` (the grid file the report
@@ -137,22 +133,20 @@ pub fn items_of_grid<'a>(report: &'a GridReport, grid: Option<&'a GridSpec>) -> 
         .cells
         .iter()
         .enumerate()
-        .map(|(i, cell)| Item {
-            name: entry_name(&[&cell.scale, &cell.sparsity_label]),
-            looped: &cell.looped,
-            baseline_config: grid
+        .map(|(i, cell)| {
+            let config = grid
                 .and_then(|g| g.cells.get(i))
-                .and_then(|c| c.budget.baseline_config()),
-            comment: crate::report::match_comment(
-                cell.baseline.name.as_deref(),
-                &format!(
-                    "{} {}, {} mode",
-                    cell.scale,
-                    cell.sparsity_label,
-                    report.mode.as_str()
-                ),
+                .and_then(|c| c.budget.baseline_config());
+            let labels = [cell.scale.as_str(), &cell.sparsity_label];
+            let base = cell.baseline.name.as_deref();
+            cell_item(
+                labels,
+                &cell.looped,
+                base,
+                report.mode,
                 &cell.residuals,
-            ),
+                config,
+            )
         })
         .collect()
 }
@@ -160,21 +154,80 @@ pub fn items_of_grid<'a>(report: &'a GridReport, grid: Option<&'a GridSpec>) -> 
 /// One item per value of a sweep, named `KNOB-VALUE`; `budget` (the budget swept)
 /// supplies the Baseline's config.
 pub fn items_of_sweep<'a>(report: &'a SweepReport, budget: Option<&'a Budget>) -> Vec<Item<'a>> {
-    let knob = report.knob.as_str();
-    report
-        .rows
-        .iter()
-        .map(|row| Item {
-            name: entry_name(&[knob, &row.value.to_string()]),
-            looped: &row.looped,
-            baseline_config: budget.and_then(Budget::baseline_config),
-            comment: crate::report::match_comment(
-                report.baseline.name.as_deref(),
-                &format!("{knob} {}", row.value),
+    let config = budget.and_then(Budget::baseline_config);
+    let base = report.baseline.name.as_deref();
+    (report.rows.iter())
+        .map(|row| {
+            row_item(
+                report.knob,
+                row.value,
+                &row.looped,
+                base,
                 &row.residuals,
-            ),
+                config,
+            )
         })
         .collect()
+}
+
+/// The item of a match named `name` (or `match`), its Baseline named `baseline`.
+pub(crate) fn match_item<'a>(
+    name: Option<&str>,
+    looped: &'a ModelSpec,
+    baseline: Option<&str>,
+    mode: Mode,
+    residuals: &Residuals,
+    baseline_config: Option<&'a Value>,
+) -> Item<'a> {
+    Item {
+        name: name.map_or("match".into(), |n| entry_name(&[n])),
+        looped,
+        baseline_config,
+        comment: crate::report::match_comment(
+            baseline,
+            &format!("{} mode", mode.as_str()),
+            residuals,
+        ),
+    }
+}
+
+/// The item of a grid's cell of `[scale, sparsity]` labels.
+pub(crate) fn cell_item<'a>(
+    [scale, sparsity]: [&str; 2],
+    looped: &'a ModelSpec,
+    baseline: Option<&str>,
+    mode: Mode,
+    residuals: &Residuals,
+    baseline_config: Option<&'a Value>,
+) -> Item<'a> {
+    Item {
+        name: entry_name(&[scale, sparsity]),
+        looped,
+        baseline_config,
+        comment: crate::report::match_comment(
+            baseline,
+            &format!("{scale} {sparsity}, {} mode", mode.as_str()),
+            residuals,
+        ),
+    }
+}
+
+/// The item of a sweep's value `value` of `knob`.
+pub(crate) fn row_item<'a>(
+    knob: Knob,
+    value: u64,
+    looped: &'a ModelSpec,
+    baseline: Option<&str>,
+    residuals: &Residuals,
+    baseline_config: Option<&'a Value>,
+) -> Item<'a> {
+    let knob = knob.as_str();
+    Item {
+        name: entry_name(&[knob, &value.to_string()]),
+        looped,
+        baseline_config,
+        comment: crate::report::match_comment(baseline, &format!("{knob} {value}"), residuals),
+    }
 }
 
 /// The files of one item in `options.format`: `(file name, contents)`, `config.json` first

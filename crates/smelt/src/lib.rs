@@ -98,6 +98,7 @@ mod par;
 pub mod plan;
 pub mod progress;
 pub mod report;
+pub mod request;
 #[doc(hidden)] // not public API: the seeded streams of the fit and the tests
 pub mod rng;
 pub mod search;

@@ -118,7 +118,7 @@ impl FileKind {
 /// Reads a `T` through [`Strict`]: an array where `T` has a table is an [`Error::InvalidSpec`]
 /// naming its key (`file` for the whole file); any other error is `other`'s rendering of the
 /// parser's.
-fn read<'de, T, D>(deserializer: D, other: impl FnOnce(D::Error) -> Error) -> Result<T>
+fn read<'de, T, D>(deserializer: D, other: impl FnOnce(String, D::Error) -> Error) -> Result<T>
 where
     T: de::Deserialize<'de>,
     D: Deserializer<'de>,
@@ -132,28 +132,49 @@ where
             };
             return Error::invalid(field, NOT_A_TABLE);
         }
-        other(e.into_inner())
+        let path = e.path().to_string();
+        other(path, e.into_inner())
     })
 }
 
 /// Parses TOML text as a `T`, tables read only from tables.
 pub(crate) fn from_toml<T: DeserializeOwned>(text: &str) -> Result<T> {
     let deserializer = toml::de::Deserializer::parse(text).map_err(Error::parse)?;
-    read(deserializer, Error::parse)
+    read(deserializer, |_, e| Error::parse(e))
 }
 
 /// Parses JSON text as a `T`, objects read only from objects.
 pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T> {
     let json = |e: serde_json::Error| Error::parse(format!("JSON: {e}"));
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let value = read(&mut deserializer, json)?;
+    let value = read(&mut deserializer, json_at)?;
     deserializer.end().map_err(json)?;
     Ok(value)
 }
 
+/// A JSON value's error at `path` (`objective.weights.time`) as an error naming that field,
+/// without the position in a text the reader never saw (a dict handed over as JSON); a
+/// syntax error, or one at the top, as the parser says it.
+pub(crate) fn json_at(path: String, e: serde_json::Error) -> Error {
+    if path.is_empty() || path == "." || e.is_eof() {
+        return Error::parse(format!("JSON: {e}"));
+    }
+    let text = e.to_string();
+    let rule = match text.rfind(" at line ") {
+        Some(i) => &text[..i],
+        None => &text,
+    };
+    Error::invalid(path, rule)
+}
+
 /// Reads a `T` from a TOML value (an inline table), tables read only from tables.
 pub(crate) fn from_toml_value<T: DeserializeOwned>(value: toml::Value) -> Result<T> {
-    read(value, Error::parse)
+    read(value, |_, e| Error::parse(e))
+}
+
+/// Reads a `T` from a JSON value, objects read only from objects, an error naming its field.
+pub(crate) fn from_json_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T> {
+    read(value, json_at)
 }
 
 /// A deserializer that refuses a sequence where a struct is asked for, at any depth.

@@ -34,8 +34,39 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str, syntax: Syntax) 
 
 /// A [`PlanFile`] read from `text` as the file of `kind`: a file of another kind (a model
 /// file given as a budget) is named as what it is.
+/// A Baseline given inline as a Hugging Face `config.json` (a dict or table with
+/// `model_type` and no `model`) is read as one; in JSON it is kept as written (its nulls
+/// included) in [`PlanFile::hf_baseline`].
 pub(crate) fn parse_plan(text: &str, syntax: Syntax, kind: FileKind) -> Result<PlanFile> {
-    parse(text, syntax).map_err(|e| kind.foreign_in(text, syntax == Syntax::Json).unwrap_or(e))
+    let foreign = |e| kind.foreign_in(text, syntax == Syntax::Json).unwrap_or(e);
+    if syntax == Syntax::Json {
+        let mut value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| Error::parse(format!("JSON: {e}")))?;
+        let hf = match value.get("baseline") {
+            Some(b) if is_hf_config(b) => value.as_object_mut().and_then(|m| m.remove("baseline")),
+            _ => None,
+        };
+        let mut plan: PlanFile = crate::strict_toml::from_json_value(value).map_err(foreign)?;
+        plan.hf_baseline = hf;
+        return Ok(plan);
+    }
+    parse(text, syntax).map_err(foreign)
+}
+
+/// Whether `value` is a Hugging Face `config.json` (`model_type`, no `model`), not a model
+/// file's structure.
+pub(crate) fn is_hf_config(value: &serde_json::Value) -> bool {
+    value.get("model_type").is_some() && value.get("model").is_none()
+}
+
+/// A Baseline given inline as a Hugging Face `config.json`, named `field` in errors.
+pub(crate) fn baseline_from_hf(
+    config: serde_json::Value,
+    field: &str,
+) -> Result<(ModelSpec, BaselineSource)> {
+    let spec = crate::hf::import(&config.to_string(), ModelSpec::default_workload())
+        .map_err(|e| Error::invalid(field, format!("the inline config.json: {e}")))?;
+    Ok((spec, BaselineSource::HfConfig { path: None, config }))
 }
 
 /// `from_toml_str`, `from_json_str` and `load` of a type read from a [`PlanFile`] by its
@@ -76,6 +107,9 @@ pub(crate) struct PlanFile {
     /// Budget files: the Baseline (a path or an inline table).
     #[serde(default)]
     pub(crate) baseline: Option<toml::Value>,
+    /// Budget files given as JSON: the Baseline as an inline Hugging Face `config.json`.
+    #[serde(skip)]
+    pub(crate) hf_baseline: Option<serde_json::Value>,
     /// Grid files: a path template with `{scale}` and `{sparsity}`.
     #[serde(default)]
     pub(crate) template: Option<String>,
@@ -371,7 +405,7 @@ impl ObjectiveFile {
     fn time(&self, dir: &Path) -> Result<Option<TimeBudget>> {
         let weight = self.weights.time.unwrap_or(0.0);
         match &self.time {
-            Some(t) => t.resolve(weight, dir).map(Some),
+            Some(t) => super::time::resolve(t, weight, dir).map(Some),
             None if weight.is_finite() && weight == 0.0 => Ok(None),
             None if !(weight.is_finite() && weight >= 0.0) => Err(Error::invalid(
                 "objective.weights.time",
@@ -427,10 +461,16 @@ pub(crate) fn baseline_from(
                         message: e.to_string(),
                     })
                 })?;
+                let path = Some(path);
                 return Ok((spec, BaselineSource::HfConfig { path, config }));
             }
             let spec = ModelSpec::from_toml_str(&text).map_err(wrap)?;
             Ok((spec, BaselineSource::File(path)))
+        }
+        toml::Value::Table(t) if t.contains_key("model_type") && !t.contains_key("model") => {
+            let config =
+                serde_json::to_value(t).map_err(|e| Error::invalid(field, e.to_string()))?;
+            baseline_from_hf(config, field)
         }
         toml::Value::Table(t) => {
             let spec: ModelSpec =

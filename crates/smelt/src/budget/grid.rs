@@ -54,7 +54,7 @@ impl GridSpec {
 
     fn from_file(mut f: PlanFile, dir: &Path) -> Result<Self> {
         use crate::strict_toml::FileKind;
-        if f.baseline.is_some() {
+        if f.baseline.is_some() || f.hf_baseline.is_some() {
             return Err(FileKind::Budget.misplaced("baseline", FileKind::Grid));
         }
         let mut raw: Vec<(String, String, toml::Value)> = Vec::new();

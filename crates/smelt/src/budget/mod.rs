@@ -74,8 +74,8 @@ pub enum BaselineSource {
     File(PathBuf),
     /// A Hugging Face `config.json` (kept, so an export can carry its other keys over).
     HfConfig {
-        /// Its path.
-        path: PathBuf,
+        /// Its path (`None`: given inline, as a table or a dict of the budget).
+        path: Option<PathBuf>,
         /// Its contents.
         config: serde_json::Value,
     },
@@ -281,7 +281,8 @@ impl Budget {
     /// input of the run that no output may be written over.
     pub fn inputs(&self) -> Vec<PathBuf> {
         let baseline = match &self.source {
-            BaselineSource::File(p) | BaselineSource::HfConfig { path: p, .. } => Some(p),
+            BaselineSource::File(p) | BaselineSource::HfConfig { path: Some(p), .. } => Some(p),
+            BaselineSource::HfConfig { path: None, .. } => None,
             BaselineSource::Inline => None,
         };
         let calibration = self.time.as_ref().and_then(TimeBudget::calibration_file);
@@ -352,7 +353,7 @@ impl Budget {
 
     file::plan_loaders!("a budget file", crate::strict_toml::FileKind::Budget);
 
-    fn from_file(f: PlanFile, dir: &Path) -> Result<Self> {
+    fn from_file(mut f: PlanFile, dir: &Path) -> Result<Self> {
         use crate::strict_toml::FileKind;
         for (key, set) in [
             ("template", f.template.is_some()),
@@ -363,6 +364,10 @@ impl Budget {
             if set {
                 return Err(FileKind::Grid.misplaced(key, FileKind::Budget));
             }
+        }
+        if let Some(config) = f.hf_baseline.take() {
+            let (baseline, source) = file::baseline_from_hf(config, "baseline")?;
+            return f.budget(f.name.clone(), baseline, source, dir);
         }
         let value = f.baseline.as_ref().ok_or_else(|| {
             Error::invalid(

@@ -27,15 +27,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
-use crate::plan::{MAX_TOKENS, Routing};
-use crate::time::{
-    AttentionData, Calibration, Card, DeviceRequest, ExpertLaunch, Given, PredictOptions,
-    PredictionBasis, Roofline, predict_model,
-};
+use crate::plan::MAX_TOKENS;
+use crate::time::{Given, PredictOptions, PredictSpec, PredictionBasis, Roofline, predict_model};
 
 /// The time budget of a match: its weight and the roofline it is predicted on.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,29 +123,9 @@ impl TimeBudget {
     }
 }
 
-/// `[objective.time]` as written (module docs).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TimeFile {
-    #[serde(default)]
-    card: Option<String>,
-    #[serde(default)]
-    peak: Option<f64>,
-    #[serde(default)]
-    bandwidth: Option<f64>,
-    #[serde(default)]
-    launch_us: Option<f64>,
-    #[serde(default)]
-    calibration: Option<String>,
-    #[serde(default)]
-    attention: Option<AttentionData>,
-    #[serde(default)]
-    experts: Option<ExpertLaunch>,
-    #[serde(default)]
-    tokens: Option<u64>,
-    #[serde(default)]
-    routing: Option<String>,
-}
+/// `[objective.time]` as written (module docs): a prediction's device and options, read as
+/// `smelt predict`'s flags and Python's `predict` read them.
+pub(crate) type TimeFile = PredictSpec;
 
 /// `[objective.time]`'s error `e` under its own name (`peak` → `objective.time.peak`).
 fn under_time(e: Error) -> Error {
@@ -162,77 +137,14 @@ fn under_time(e: Error) -> Error {
     }
 }
 
-/// A positive finite number, or an error naming `objective.time.<field>`.
-fn positive(field: &str, v: Option<f64>, unit: f64) -> Result<Option<f64>> {
-    match v {
-        Some(x) if !(x.is_finite() && x > 0.0) => Err(Error::invalid(
-            format!("objective.time.{field}"),
-            format!("must be a positive finite number (got {x})"),
-        )),
-        other => Ok(other.map(|x| x * unit)),
-    }
-}
-
-impl TimeFile {
-    /// The time budget of weight `weight`, with relative paths taken from `dir`.
-    pub(crate) fn resolve(&self, weight: f64, dir: &Path) -> Result<TimeBudget> {
-        let card = self
-            .card
-            .as_deref()
-            .map(Card::parse)
-            .transpose()
-            .map_err(under_time)?;
-        let launch_seconds = match self.launch_us {
-            Some(us) if !(us.is_finite() && (0.0..=1e6).contains(&us)) => {
-                return Err(Error::invalid(
-                    "objective.time.launch_us",
-                    format!("must be a number of microseconds from 0 to 1e6 (got {us})"),
-                ));
-            }
-            other => other.map(|us| us * 1e-6),
-        };
-        let calibration_file = self.calibration.as_ref().map(|p| dir.join(p));
-        let calibration = match &calibration_file {
-            None => None,
-            Some(p) => Some(load_calibration(p)?),
-        };
-        let (roofline, warning) = DeviceRequest {
-            card,
-            peak: positive("peak", self.peak, 1e12)?,
-            bandwidth: positive("bandwidth", self.bandwidth, 1e12)?,
-            launch_seconds,
-            calibration,
-            attention: self.attention,
-            experts: self.experts,
-        }
-        .roofline_given(Given::TimeKeys)
-        .map_err(under_time)?;
-        let routing = match &self.routing {
-            None => Routing::Balanced,
-            Some(r) => r.parse::<Routing>().map_err(under_time)?,
-        };
-        let options = PredictOptions {
-            tokens: self.tokens.unwrap_or(PredictOptions::default().tokens),
-            routing,
-        };
-        Ok(TimeBudget {
-            calibration_file,
-            ..TimeBudget::new(weight, roofline, options)
-                .map_err(under_time)?
-                .with_warning(warning)
-        })
-    }
-}
-
-/// Reads a calibration (`smelt calibrate`'s file), naming it in errors.
-fn load_calibration(path: &Path) -> Result<Calibration> {
-    let field = "objective.time.calibration";
-    let text = crate::io::read_to_string(path).map_err(|e| {
-        Error::invalid(
-            field,
-            format!("cannot read calibration '{}': {e}", path.display()),
-        )
-    })?;
-    Calibration::from_json(&text)
-        .map_err(|e| Error::invalid(field, format!("calibration '{}': {e}", path.display())))
+/// The time budget of weight `weight` that `spec` asks for, with relative paths taken from
+/// `dir`.
+pub(crate) fn resolve(spec: &TimeFile, weight: f64, dir: &Path) -> Result<TimeBudget> {
+    let p = spec.resolve(dir, Given::TimeKeys).map_err(under_time)?;
+    Ok(TimeBudget {
+        calibration_file: p.calibration_file,
+        ..TimeBudget::new(weight, p.roofline, p.options)
+            .map_err(under_time)?
+            .with_warning(p.warning)
+    })
 }

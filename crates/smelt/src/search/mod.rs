@@ -148,7 +148,8 @@ mod verdict;
 
 pub use candidate::{Candidate, Point, TimeResidual, looped_model, mixer_knobs, rank_key};
 pub use report::{
-    Alternative, BudgetPair, MatchReport, MatchTime, SparsityPair, match_budget, match_budget_with,
+    Alternative, BudgetPair, MatchReport, MatchTime, SparsityPair, match_budget, match_budget_in,
+    match_budget_with,
 };
 pub use verdict::Verdict;
 
@@ -158,6 +159,7 @@ use crate::budget::{Budget, Mode, Score, TimeBudget};
 use crate::cost::{BudgetKind, Budgets, Keys, PerBudget, Residuals, budgets_with};
 use crate::error::{Error, Result};
 use crate::model::{Loop, Model, ModelSpec};
+use crate::progress::Progress;
 use affine::{AtHidden, Eval, Fixed, InFfn, Shape, exact};
 use kept::{Entry, Kept, MARGIN};
 use shapes::{KvPair, KvPairs, count_at, heads_at, mla_heads};
@@ -333,6 +335,8 @@ struct Search<'a> {
     /// ([`timed::monotone_in_experts`]): the weighed time's counts are then searched by
     /// branch and bound ([`timed`]), not all predicted.
     time_monotone: bool,
+    /// Asked between attention shapes whether to stop ([`Progress::cancelled`]).
+    progress: &'a dyn Progress,
 }
 
 /// What one part of the search (a run of hidden sizes) found.
@@ -436,6 +440,7 @@ impl Search<'_> {
             ),
         };
         for pair in pairs {
+            crate::progress::check(self.progress)?;
             if pair.kv_score > self.bar(&part.kept) {
                 break;
             }
@@ -484,6 +489,7 @@ impl Search<'_> {
             .budgets
             .map(|l| l.in_heads(mla, pair.kv_heads, pair.head_dim));
         for heads in heads {
+            crate::progress::check(self.progress)?;
             let shape = Shape {
                 expert_ffn: 0,
                 heads,
@@ -592,6 +598,16 @@ impl Search<'_> {
 
 /// [`solve`] with options.
 pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> {
+    solve_in(budget, options, &crate::progress::Silent)
+}
+
+/// [`solve_with`], stopped with [`Error::Interrupted`] when `progress` asks
+/// ([`Progress::cancelled`], polled between attention shapes).
+pub fn solve_in(
+    budget: &Budget,
+    options: &SearchOptions,
+    progress: &dyn Progress,
+) -> Result<Solution> {
     options.check(budget)?;
     let baseline = budget.baseline();
     let keys = Keys::of(&baseline.workload, &baseline.model)?;
@@ -628,6 +644,7 @@ pub fn solve_with(budget: &Budget, options: &SearchOptions) -> Result<Solution> 
         margin: MARGIN * budget.weights().max().max(1.0),
         time_monotone: budget.time().is_some_and(timed::monotone_in_experts),
         time,
+        progress,
     };
     if first >= e.len() {
         return Err(infeasible(budget, 0));

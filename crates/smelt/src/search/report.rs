@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::advice::{Floor, Refinement, advise};
-use super::{Candidate, SearchOptions, SearchStats, model_spec, solve_with};
+use super::{Candidate, SearchOptions, SearchStats, model_spec};
 use crate::budget::{Budget, Mode, Score, Tolerance};
 use crate::cost::{BudgetKind, Budgets, Ratios, Residuals, cost, cost_against};
 use crate::error::Result;
@@ -189,7 +189,17 @@ pub fn match_budget(budget: &Budget, top: usize) -> Result<MatchReport> {
 
 /// [`match_budget`] with options.
 pub fn match_budget_with(budget: &Budget, options: &SearchOptions) -> Result<MatchReport> {
-    let sol = solve_with(budget, options)?;
+    match_budget_in(budget, options, &crate::progress::Silent)
+}
+
+/// [`match_budget_with`], stopped with [`crate::Error::Interrupted`] when `progress` asks
+/// ([`crate::progress::Progress::cancelled`]).
+pub fn match_budget_in(
+    budget: &Budget,
+    options: &SearchOptions,
+    progress: &dyn crate::progress::Progress,
+) -> Result<MatchReport> {
+    let sol = super::solve_in(budget, options, progress)?;
     let mut r = report(budget, sol.best(), &sol.ranked, sol.stats, sol.baseline)?;
     if options.advise || r.within_tolerance == Some(false) {
         let (floor, advice) = advise(budget, sol.best())?;

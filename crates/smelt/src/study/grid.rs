@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::model::ModelSpec;
 use crate::progress::{Progress, Silent};
 use crate::search::{
-    MatchReport, SearchOptions, SearchStats, SparsityPair, Verdict, match_budget_with,
+    MatchReport, SearchOptions, SearchStats, SparsityPair, Verdict, match_budget_in,
 };
 use crate::time::{Backend, PredictedRatio, PredictionBasis, TimeRatio};
 
@@ -207,7 +207,7 @@ pub fn match_grid_with(
     progress.begin("matching grid cells", grid.cells.len() as u64);
     let results = crate::par::map(&grid.cells, |cell| {
         crate::progress::check(progress)?;
-        let m = match_budget_with(&cell.budget, &options);
+        let m = match_budget_in(&cell.budget, &options, progress);
         progress.advance(1);
         m
     });

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::names::named_enum;
 use crate::progress::{Progress, Silent};
-use crate::search::{SearchOptions, SparsityPair, Verdict, match_budget_with};
+use crate::search::{SearchOptions, SparsityPair, Verdict, match_budget_in};
 
 named_enum! {
     /// Which recipe knob a sweep varies.
@@ -174,7 +174,10 @@ pub fn sweep_with(
             Knob::Repeats => recipe.repeats = v,
         }
         let b = budget.with_recipe(recipe).map_err(at)?;
-        let m = match_budget_with(&b, &options).map_err(at)?;
+        let m = match_budget_in(&b, &options, progress).map_err(|e| match e {
+            Error::Interrupted => e,
+            e => at(e),
+        })?;
         progress.advance(1);
         rows.push(SweepRow {
             value: v,

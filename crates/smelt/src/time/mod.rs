@@ -116,7 +116,7 @@ pub use predict::{
     predict_model,
 };
 pub use ratio::{PredictedRatio, TimeRatio, predicted_ratio};
-pub use request::{DeviceRequest, Given};
+pub use request::{DeviceRequest, Given, PredictSpec, Prediction};
 pub use roofline::{
     AttentionData, Bounds, ExpertLaunch, GROUPED_LAUNCHES, Roofline, fused_io_bytes,
 };
