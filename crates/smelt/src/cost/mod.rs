@@ -249,6 +249,7 @@ mod layer;
 pub mod memory;
 mod per_budget;
 pub mod training;
+pub mod transformers;
 mod types;
 
 pub use attention::{Keys, MeanKeys, Shortcut};
@@ -417,7 +418,8 @@ pub fn budgets_with(
         activations: match Consumer::Activations.unhandled_in(&stack) {
             Some(_) => crate::units::ActivationBytes::ZERO,
             None => {
-                memory::activations_of(&stack, keys, counting, counting.activations)?.total()?
+                memory::policy_activations(&stack, keys, context, counting, counting.activations)?
+                    .total()?
             }
         },
     })

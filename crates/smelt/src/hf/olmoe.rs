@@ -60,6 +60,9 @@ struct Config {
     intermediate_size: u64,
     #[serde(default)]
     attention_bias: bool,
+    /// Whether the router divides the top-k probabilities by their sum (false when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    norm_topk_prob: Option<bool>,
 }
 
 impl Config {
@@ -80,6 +83,7 @@ impl Config {
             expert_ffn: self.intermediate_size,
             qk_norm: QkNorm::Full,
             attention_bias: AttentionBias::all_if(self.attention_bias),
+            router: Some(crate::model::Router::of_norm_topk_prob(self.norm_topk_prob)),
             ..Parts::default()
         })
     }
@@ -102,6 +106,7 @@ impl Config {
             num_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,
             attention_bias: m.attention_bias == AttentionBias::All,
+            norm_topk_prob: m.moe.router.map(crate::model::Router::renormalises),
         })
     }
 }
