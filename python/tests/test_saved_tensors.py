@@ -156,6 +156,20 @@ def test_refuses_what_it_does_not_count(family, stack):
         smelt.cost(spec)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_looped_export_builds_in_the_baselines_dtype(family):
+    """Built without a dtype, the looped export and its Baseline have the same one (the
+    config's `torch_dtype`): the export carries it to the top-level config, which
+    Transformers reads."""
+
+    def dtype_of(directory):
+        config = transformers.AutoConfig.from_pretrained(directory, trust_remote_code=True)
+        model = transformers.AutoModelForCausalLM.from_config(config, trust_remote_code=True)
+        return next(model.parameters()).dtype
+
+    assert dtype_of(directory_of(family, "looped")) == dtype_of(directory_of(family, "stock"))
+
+
 if __name__ == "__main__":
     print("| family | build | stack | dtype | T | PyTorch bytes | smelt bytes | difference |")
     print("|---|---|---|---|---:|---:|---:|---:|")

@@ -632,7 +632,10 @@ fn check_activations(
 ) -> Result<(), TestCaseError> {
     let (t, b) = (counted.tokens, spec.counting.activation_bytes);
     let saved = &counted.macs.saved;
-    prop_assert_eq!(cost.activations.policies.len(), ActivationPolicy::LOWER_BOUNDS.len());
+    prop_assert_eq!(
+        cost.activations.policies.len(),
+        ActivationPolicy::LOWER_BOUNDS.len()
+    );
     for p in &cost.activations.policies {
         let a = &p.breakdown;
         for (part, value) in [
