@@ -48,8 +48,8 @@
 use super::Keys;
 use crate::error::{Error, Result};
 use crate::model::{
-    ActivationPolicy, AttentionShape, Consumer, Counting, ExpertActivation, Feature, Ffn, QkNorm,
-    Router, Stack, TokenMixer, capability::refusal,
+    ActivationPolicy, AttentionLayer, AttentionShape, Consumer, Counting, ExpertActivation,
+    Feature, Ffn, QkNorm, Router, Stack, TokenMixer, capability::refusal,
 };
 use crate::units::ActivationBytes;
 
@@ -126,6 +126,145 @@ const REFUSED: [Feature; 11] = [
     Feature::Blocks,
 ];
 
+/// The stack being counted: its policy, dtype bytes and hidden size.
+#[derive(Clone, Copy)]
+struct Step {
+    policy: ActivationPolicy,
+    eager: bool,
+    b: u128,
+    h: u128,
+}
+
+impl Step {
+    /// A float32 norm of width `w` over `rows` rows per token: its float32 input, `rsqrt`
+    /// per row, `x · rsqrt` in the dtype.
+    fn norm(self, w: u128, rows: u128) -> Result<u128> {
+        add(add(mul(4, w)?, mul(4, rows)?)?, mul(self.b, w)?)
+    }
+
+    /// One execution of the attention block `a`: `(norms, attention, scores)` and its head
+    /// width.
+    fn attention(self, a: &AttentionLayer) -> Result<([Part; 3], u64)> {
+        let (b, h) = (self.b, self.h);
+        let AttentionShape::Gqa {
+            heads,
+            kv_heads,
+            head_dim: d,
+            k_eq_v,
+        } = a.shape
+        else {
+            return Err(refuse(
+                self.policy,
+                "model.mla",
+                "multi-head latent attention",
+            ));
+        };
+        if k_eq_v {
+            return Err(refuse(
+                self.policy,
+                "model.full_attention",
+                "values that are the keys",
+            ));
+        }
+        let width = d;
+        let (heads, kv_heads, d) = (u128::from(heads), u128::from(kv_heads), u128::from(d));
+        let (q, kv) = (mul(heads, d)?, mul(kv_heads, d)?);
+        let qk = match a.qk_norm {
+            QkNorm::None => 0,
+            QkNorm::PerHead => add(self.norm(q, heads)?, self.norm(kv, kv_heads)?)?,
+            QkNorm::Full => add(self.norm(q, 1)?, self.norm(kv, 1)?)?,
+        };
+        let norms = add(mul(2, self.norm(h, 1)?)?, qk)?;
+        // Eager attention's repeat_kv copies keys and values to every head, unless there is
+        // one KV head (a view) or as many as query heads (no repeat).
+        let kv_core = if self.eager && kv_heads != 1 && kv_heads != heads {
+            q
+        } else {
+            kv
+        };
+        let attention = mul(b, add(add(h, mul(2, q)?)?, mul(2, kv_core)?)?)?;
+        let scores = if self.eager {
+            Part {
+                rows: mul(heads, if b == 2 { 6 } else { 4 })?,
+                ..Part::default()
+            }
+        } else {
+            Part::whole(mul(4, heads)?)
+        };
+        Ok(([Part::whole(norms), Part::whole(attention), scores], width))
+    }
+
+    /// One execution of the FFN `ffn`: `(router, experts, shared, dense)`.
+    fn ffn(self, ffn: &Ffn) -> Result<[Part; 4]> {
+        let (b, h, policy) = (self.b, self.h, self.policy);
+        let zero = Part::default();
+        let e = match ffn {
+            Ffn::Moe(e) => e,
+            Ffn::Dense { width, activation } => {
+                if *activation != ExpertActivation::Swiglu {
+                    return Err(refuse(
+                        policy,
+                        "model.moe.activation",
+                        "FFNs other than SwiGLU",
+                    ));
+                }
+                let dense = Part::whole(mul(b, mul(4, u128::from(*width))?)?);
+                return Ok([zero, zero, zero, dense]);
+            }
+        };
+        if e.activation != ExpertActivation::Swiglu {
+            return Err(refuse(
+                policy,
+                "model.moe.activation",
+                "experts other than SwiGLU",
+            ));
+        }
+        let Some(r) = e.router else {
+            return Err(refuse(
+                policy,
+                "model.moe.router",
+                "a router that is not stated (set [model.moe] router; the import states it \
+                 for Mixtral, OLMoE and the Qwen MoE families)",
+            ));
+        };
+        let (ne, k, f) = (
+            u128::from(e.experts),
+            u128::from(e.top_k),
+            u128::from(e.expert_ffn),
+        );
+        let mut router = add(mul(4, ne)?, mul(8, k)?)?;
+        if r.renormalises() {
+            router = add(router, add(mul(4, k)?, 4)?)?;
+        }
+        let weight = if r == Router::SoftmaxRenormalisedFp32 {
+            4
+        } else {
+            b
+        };
+        let (index, widths) = if self.eager { (16, 3) } else { (24, 2) };
+        let copy = add(
+            add(index, mul(b, add(mul(widths, h)?, mul(4, f)?)?)?)?,
+            weight,
+        )?;
+        let experts = Part {
+            whole: mul(k, copy)?,
+            rows: 0,
+            seq: if self.eager { 0 } else { mul(4, ne)? },
+        };
+        let (n, fs) = (u128::from(e.shared_experts), u128::from(e.shared_ffn));
+        let mut shared = mul(mul(4, n)?, fs)?;
+        if e.shared_gate {
+            shared = add(shared, add(1, mul(n, h)?)?)?;
+        }
+        Ok([
+            Part::whole(router),
+            experts,
+            Part::whole(mul(b, shared)?),
+            zero,
+        ])
+    }
+}
+
 /// What `stack` saves per token under the Transformers `policy`, by component, on a
 /// workload of `context`-token sequences (module docs).
 pub(super) fn activations(
@@ -157,143 +296,45 @@ pub(super) fn activations(
             "activation bytes other than 4 (float32) or 2 (bfloat16 weights)",
         ));
     }
-    let h = u128::from(stack.hidden());
-    let norm =
-        |w: u128, rows: u128| -> Result<u128> { add(add(mul(4, w)?, mul(4, rows)?)?, mul(b, w)?) };
-    let zero = Part::default();
-    let (mut norms, mut attention, mut scores) = (zero, zero, zero);
-    let (mut ffn_input, mut router, mut experts, mut shared, mut dense) =
-        (zero, zero, zero, zero, zero);
+    let step = Step {
+        policy,
+        eager,
+        b,
+        h: u128::from(stack.hidden()),
+    };
+    // norms, attention, scores, FFN input, router, experts, shared, dense.
+    let mut parts = [Part::default(); 8];
     let mut head_dim = None;
     for kind in stack.kinds() {
-        let x = kind.executions;
         let Some(TokenMixer::Attention(a)) = &kind.layer.mixer else {
             return Err(refuse(policy, "model.ffn_only", "layers without attention"));
         };
-        let AttentionShape::Gqa {
-            heads,
-            kv_heads,
-            head_dim: d,
-            k_eq_v,
-        } = a.shape
-        else {
-            return Err(refuse(policy, "model.mla", "multi-head latent attention"));
-        };
-        if k_eq_v {
-            return Err(refuse(
-                policy,
-                "model.full_attention",
-                "values that are the keys",
-            ));
-        }
+        let ([n, at, sc], d) = step.attention(a)?;
         head_dim.get_or_insert(d);
-        let (heads, kv_heads, d) = (u128::from(heads), u128::from(kv_heads), u128::from(d));
-        let (q, kv) = (mul(heads, d)?, mul(kv_heads, d)?);
-        let mut n = mul(2, norm(h, 1)?)?;
-        n = add(
-            n,
-            match a.qk_norm {
-                QkNorm::None => 0,
-                QkNorm::PerHead => add(norm(q, heads)?, norm(kv, kv_heads)?)?,
-                QkNorm::Full => add(norm(q, 1)?, norm(kv, 1)?)?,
-            },
-        )?;
-        norms = Part::whole(n).add_times(x, norms)?;
-        let kv_core = if eager && kv_heads != 1 && kv_heads != heads {
-            q
-        } else {
-            kv
+        let ffn_input = Part::whole(mul(b, step.h)?);
+        let [r, ex, sh, de] = match &kind.layer.ffn {
+            Some(ffn) => step.ffn(ffn)?,
+            None => [Part::default(); 4],
         };
-        let at = mul(b, add(add(h, mul(2, q)?)?, mul(2, kv_core)?)?)?;
-        attention = Part::whole(at).add_times(x, attention)?;
-        let sc = if eager {
-            Part {
-                rows: mul(heads, if b == 2 { 6 } else { 4 })?,
-                ..Part::default()
-            }
-        } else {
-            Part::whole(mul(4, heads)?)
-        };
-        scores = sc.add_times(x, scores)?;
-        ffn_input = Part::whole(mul(b, h)?).add_times(x, ffn_input)?;
-        match &kind.layer.ffn {
-            Some(Ffn::Moe(e)) => {
-                if e.activation != ExpertActivation::Swiglu {
-                    return Err(refuse(
-                        policy,
-                        "model.moe.activation",
-                        "experts other than SwiGLU",
-                    ));
-                }
-                let Some(r) = e.router else {
-                    return Err(refuse(
-                        policy,
-                        "model.moe.router",
-                        "a router that is not stated (set [model.moe] router; the import \
-                         states it for Mixtral, OLMoE and the Qwen MoE families)",
-                    ));
-                };
-                let (ne, k, f) = (
-                    u128::from(e.experts),
-                    u128::from(e.top_k),
-                    u128::from(e.expert_ffn),
-                );
-                let mut ro = add(mul(4, ne)?, mul(8, k)?)?;
-                if r.renormalises() {
-                    ro = add(ro, add(mul(4, k)?, 4)?)?;
-                }
-                router = Part::whole(ro).add_times(x, router)?;
-                let weight = if r == Router::SoftmaxRenormalisedFp32 {
-                    4
-                } else {
-                    b
-                };
-                let (index, widths) = if eager { (16, 3) } else { (24, 2) };
-                let copy = add(
-                    add(index, mul(b, add(mul(widths, h)?, mul(4, f)?)?)?)?,
-                    weight,
-                )?;
-                let ex = Part {
-                    whole: mul(k, copy)?,
-                    rows: 0,
-                    seq: if eager { 0 } else { mul(4, ne)? },
-                };
-                experts = ex.add_times(x, experts)?;
-                let (s, fs) = (u128::from(e.shared_experts), u128::from(e.shared_ffn));
-                let mut sh = mul(mul(4, s)?, fs)?;
-                if e.shared_gate {
-                    sh = add(sh, add(1, mul(s, h)?)?)?;
-                }
-                shared = Part::whole(mul(b, sh)?).add_times(x, shared)?;
-            }
-            Some(Ffn::Dense { width, activation }) => {
-                if *activation != ExpertActivation::Swiglu {
-                    return Err(refuse(
-                        policy,
-                        "model.moe.activation",
-                        "FFNs other than SwiGLU",
-                    ));
-                }
-                dense = Part::whole(mul(b, mul(4, u128::from(*width))?)?).add_times(x, dense)?;
-            }
-            None => {}
+        for (acc, p) in parts.iter_mut().zip([n, at, sc, ffn_input, r, ex, sh, de]) {
+            *acc = p.add_times(kind.executions, *acc)?;
         }
     }
     // RoPE's cos and sin: computed once per forward, saved by the first layer.
     if let Some(d) = head_dim {
-        attention.whole = add(attention.whole, mul(mul(2, u128::from(d))?, b)?)?;
+        parts[1].whole = add(parts[1].whole, mul(mul(2, u128::from(d))?, b)?)?;
     }
     let at = |p: Part| p.bytes(keys, context);
     Ok(ActivationBreakdown {
         layer_inputs: ActivationBytes::ZERO,
-        norms: at(norms)?,
-        attention: at(attention)?,
-        scores: at(scores)?,
+        norms: at(parts[0])?,
+        attention: at(parts[1])?,
+        scores: at(parts[2])?,
         indexer: ActivationBytes::ZERO,
-        ffn_input: at(ffn_input)?,
-        router: at(router)?,
-        experts: at(experts)?,
-        shared: at(shared)?,
-        dense: at(dense)?,
+        ffn_input: at(parts[3])?,
+        router: at(parts[4])?,
+        experts: at(parts[5])?,
+        shared: at(parts[6])?,
+        dense: at(parts[7])?,
     })
 }
