@@ -128,6 +128,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
                 activation: Default::default(),
                 router_scale: false,
                 branch_norms: false,
+                router: None,
             },
             dense: None,
             looping: None,

@@ -33,7 +33,10 @@ pub const KEPT: &[ActivationPolicy] = &[
 pub struct Saved([[[u64; 2]; PARTS]; 4]);
 
 fn policy_index(p: ActivationPolicy) -> usize {
-    ActivationPolicy::ALL.iter().position(|&q| q == p).unwrap()
+    ActivationPolicy::LOWER_BOUNDS
+        .iter()
+        .position(|&q| q == p)
+        .unwrap()
 }
 
 impl Saved {

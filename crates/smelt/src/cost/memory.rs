@@ -149,8 +149,8 @@ pub struct ActivationReport {
     pub activation_bytes: u64,
     /// The policy the activations budget counts (`[counting] activations`).
     pub budget: ActivationPolicy,
-    /// One entry per policy, in the order `eager`, `flash`, `selective`, `full` (none when
-    /// refused).
+    /// One entry per policy, in the order `eager`, `flash`, `selective`, `full`, then the
+    /// budget's policy when it is a stack's (none when refused).
     pub policies: Vec<PolicyActivations>,
     /// Why the activations are not counted for this model (recurrent layers), if they are
     /// not: the activations budget is then 0 and cannot be weighed.
@@ -245,7 +245,7 @@ fn attention_saves(
             wide: heads,
             ..PerExecution::default()
         },
-        ActivationPolicy::Selective | ActivationPolicy::Full => PerExecution::default(),
+        _ => PerExecution::default(),
     };
     let indexer = match (&a.indexer, policy) {
         (Some(ix), ActivationPolicy::Flash | ActivationPolicy::Selective) => PerExecution {
@@ -320,6 +320,15 @@ pub(super) fn activations_over(
     counting: &Counting,
     policy: ActivationPolicy,
 ) -> Result<ActivationBreakdown> {
+    if policy.is_stack() {
+        return Err(crate::Error::invalid(
+            "counting.activations",
+            format!(
+                "{policy} is counted for the whole model on one sequence (smelt cost), not per \
+                 pipeline stage: the training memory counts eager, flash, selective or full"
+            ),
+        ));
+    }
     let b = counting.activation_bytes;
     let zero = PerExecution::default();
     // Per component: the saves of every kind times its executions.
@@ -374,9 +383,26 @@ pub(super) fn activations_over(
     })
 }
 
-/// The activation report of `model` on a workload of `context` tokens: every policy; for
-/// a model holding a feature the activation memory does not model, no policy and the
-/// reason ([`ActivationReport::refused`]).
+/// [`activations`] of `stack` under any policy: the lower bounds, or a stack's count
+/// ([`super::transformers`]) on sequences of `context` tokens.
+pub(super) fn policy_activations(
+    stack: &Stack,
+    keys: &Keys,
+    context: u64,
+    counting: &Counting,
+    policy: ActivationPolicy,
+) -> Result<ActivationBreakdown> {
+    if policy.is_stack() {
+        super::transformers::activations(stack, keys, context, counting, policy)
+    } else {
+        activations_of(stack, keys, counting, policy)
+    }
+}
+
+/// The activation report of `model` on a workload of `context` tokens: every lower-bound
+/// policy, and the budget's policy when it is a stack's (refused with its reason when that
+/// stack's count does not model the model); for a model holding a feature the activation
+/// memory does not model, no policy and the reason ([`ActivationReport::refused`]).
 pub fn activation_report(
     model: &Model,
     keys: &Keys,
@@ -393,10 +419,11 @@ pub fn activation_report(
         });
     }
     keys.check(&stack)?;
-    let policies = ActivationPolicy::ALL
-        .iter()
-        .map(|&policy| {
-            let breakdown = activations_of(&stack, keys, counting, policy)?;
+    let stacks = [counting.activations].into_iter().filter(|p| p.is_stack());
+    let policies = (ActivationPolicy::LOWER_BOUNDS.iter().copied())
+        .chain(stacks)
+        .map(|policy| {
+            let breakdown = policy_activations(&stack, keys, context, counting, policy)?;
             let per_token = breakdown.total()?;
             Ok(PolicyActivations {
                 policy,

@@ -168,7 +168,45 @@
 //!   `[counting] activations` (`flash` unless set); its weight defaults to 0: reported, not
 //!   matched (and bounding nothing in conservative mode) unless the objective weighs it.
 //!   It reproduces Korthikanti et al. (arXiv:2205.05198) for a GPT layer once their dropout
-//!   is added; the module's docs give every tensor and convention.
+//!   is added; the module's docs give every tensor and convention. These four are **lower
+//!   bounds**: what the arithmetic needs, which no stack saves as little of (a Transformers
+//!   step saves 1.5–2× the `eager` count in bf16).
+//! * **Activations as a stack saves them** ([`transformers`]): `transformers-eager` (eager
+//!   attention, eager experts) and `transformers-sdpa` (Transformers' defaults: SDPA
+//!   attention, `grouped_mm` experts) count, storage by storage, what Transformers 5.24 on
+//!   PyTorch 2.15 (CPU kernels) keeps for the backward pass, in float32
+//!   (`activation_bytes = 4`) and in bfloat16 weights (`2`). `smelt cost MODEL --activations
+//!   transformers-eager --activation-bytes 2 --context T --mean-doc-len T` adds the policy to
+//!   `activations.policies[]` (`at_context`: one sequence of `T` tokens). Per layer
+//!   execution and token, `b` the dtype's bytes (float32 is 4 whatever `b`):
+//!
+//!   | tensor | bytes |
+//!   |---|---|
+//!   | each RMSNorm (`weight · (x · rsqrt(mean x² + ε))` in float32): its float32 input (a copy in bf16), `rsqrt` per row, `x · rsqrt` in the dtype | `4H + 4 + b·H`, twice |
+//!   | q/k norms: per head (Qwen3-MoE) / over the width (OLMoE) | `4q + 4a + b·q` and `4kv + 4g + b·kv` / `4q + 4 + b·q` and `4kv + 4 + b·kv` |
+//!   | the attention's normed input | `b·H` |
+//!   | `q`, `k` after RoPE, `v`, the core's output | `b·(2q + 2kv')`: `kv' = kv` under SDPA (`enable_gqa`) and with one KV head (`repeat_kv` is a view), `kv' = q` under eager attention otherwise |
+//!   | eager probabilities: the float32 softmax and, in bf16, its bf16 copy | `a·T̄·4` (float32), `a·T̄·6` (bf16) |
+//!   | SDPA: the log-sum-exp | `4a` |
+//!   | the FFN's normed input | `b·H` |
+//!   | router: float32 softmax over `E`, int64 top-k indices, with renormalisation the top-k values and their sum | `4E + 8k (+ 4k + 4)` |
+//!   | eager experts, per routed copy: token/slot indices (one int64 storage), gathered input, `gate_up`, SiLU's output, the product, the routing weight, the down output, the weighted output `index_add_`'s backward keeps | `16 + b·(3H + 4F) + w` |
+//!   | `grouped_mm` experts, per routed copy: three int64 index vectors, the sorted input, `gate_up`, SiLU's output, the product, the routing weight, the down output; per sequence the int32 group offsets | `24 + b·(2H + 4F) + w`; `4E` per sequence |
+//!   | shared expert with its sigmoid gate (Qwen1.5/2-MoE); dense FFN | `b·(4F_s + 1 + H)`; `b·4F_d` |
+//!   | RoPE's `cos` and `sin`, once per forward | `2·d·b` |
+//!
+//!   `w`, the routing weight per copy, is float32 (4) where the router keeps it so (Mixtral:
+//!   `[model.moe] router = "softmax_renormalised_fp32"`), `b` where it casts it (`softmax`,
+//!   `softmax_renormalised`: OLMoE, Qwen). The import states the router for Mixtral, OLMoE,
+//!   Qwen1.5/2-MoE and Qwen3-MoE (`norm_topk_prob`); the Transformers policies refuse, naming
+//!   the field, a model that does not state it and MLA, windows, chunked attention, sinks,
+//!   an indexer, router or expert biases, the clamped SwiGLU, LayerNorm biases, post norms
+//!   and one-block layers (not yet checked against PyTorch), and `activation_bytes` other
+//!   than 2 or 4. Under bf16 autocast with float32 weights a step also keeps the bf16 copy
+//!   of each weight a matmul reads: not modelled. python/tests/test_saved_tensors.py checks
+//!   every figure against `saved_tensors_hooks` (each storage once) on the stock and looped
+//!   models of those four families, both stacks, both dtypes, two lengths: difference 0.
+//!   The training memory per GPU counts the lower bounds only.
 //! * **Training memory** ([`training`], only with a `[training]` table): the static bytes
 //!   of weights, gradients, master weights and optimizer moments (16 per parameter by
 //!   default, as ZeRO counts mixed-precision Adam; embedding and LM head included), and
@@ -249,6 +287,7 @@ mod layer;
 pub mod memory;
 mod per_budget;
 pub mod training;
+pub mod transformers;
 mod types;
 
 pub use attention::{Keys, MeanKeys, Shortcut};
@@ -417,7 +456,8 @@ pub fn budgets_with(
         activations: match BudgetKind::Activations.uncounted_in(&stack) {
             Some(_) => crate::units::ActivationBytes::ZERO,
             None => {
-                memory::activations_of(&stack, keys, counting, counting.activations)?.total()?
+                memory::policy_activations(&stack, keys, context, counting, counting.activations)?
+                    .total()?
             }
         },
     })

@@ -60,6 +60,9 @@ impl OwnKeys for Config {
             experts: self.num_local_experts,
             expert_ffn: self.intermediate_size,
             window: every_layer(self.sliding_window, c.num_hidden_layers),
+            // Mixtral's router always divides the top-k probabilities by their sum, and
+            // keeps them in float32.
+            router: Some(crate::model::Router::SoftmaxRenormalisedFp32),
             ..Parts::default()
         })
     }

@@ -244,6 +244,7 @@ struct Parts {
     router_scale: bool,
     branch_norms: bool,
     blocks: Option<Blocks>,
+    router: Option<crate::model::Router>,
 }
 
 impl Common {
@@ -368,6 +369,7 @@ impl Common {
                 activation: parts.activation,
                 router_scale: parts.router_scale,
                 branch_norms: parts.branch_norms,
+                router: parts.router,
             },
             dense: parts.dense,
             looping: self.looping()?,

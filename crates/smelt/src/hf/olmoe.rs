@@ -54,6 +54,9 @@ pub(super) struct Config {
     intermediate_size: u64,
     #[serde(default)]
     attention_bias: bool,
+    /// Whether the router divides the top-k probabilities by their sum (false when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    norm_topk_prob: Option<bool>,
 }
 
 impl OwnKeys for Config {
@@ -74,6 +77,7 @@ impl OwnKeys for Config {
             expert_ffn: self.intermediate_size,
             qk_norm: QkNorm::Full,
             attention_bias: AttentionBias::all_if(self.attention_bias),
+            router: Some(crate::model::Router::of_norm_topk_prob(self.norm_topk_prob)),
             ..Parts::default()
         })
     }
@@ -96,6 +100,7 @@ impl OwnKeys for Config {
             num_experts: m.moe.experts,
             intermediate_size: m.moe.expert_ffn,
             attention_bias: m.attention_bias == AttentionBias::All,
+            norm_topk_prob: m.moe.router.map(crate::model::Router::renormalises),
         })
     }
 }

@@ -149,6 +149,10 @@ struct Qwen {
     /// With `sliding_window`, refused before this is read ([`refuse_qwen_windows`]).
     #[serde(default)]
     use_sliding_window: bool,
+    /// Whether the router divides the top-k probabilities by their sum (false when absent,
+    /// as Transformers' configs default it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    norm_topk_prob: Option<bool>,
 }
 
 impl Qwen {
@@ -166,6 +170,7 @@ impl Qwen {
             qk_norm: qk,
             attention_bias: bias,
             dense: dense.dense(c.num_hidden_layers)?,
+            router: Some(crate::model::Router::of_norm_topk_prob(self.norm_topk_prob)),
             ..Parts::default()
         })
     }
@@ -174,6 +179,7 @@ impl Qwen {
         Self {
             moe_intermediate_size: m.moe.expert_ffn,
             use_sliding_window: false,
+            norm_topk_prob: m.moe.router.map(crate::model::Router::renormalises),
         }
     }
 }

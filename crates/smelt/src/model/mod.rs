@@ -344,6 +344,42 @@ pub struct Moe {
     /// FLOPs. Needs a shared expert.
     #[serde(default, skip_serializing_if = "is_false")]
     pub branch_norms: bool,
+    /// How the router turns its logits into the chosen experts' weights, where the import
+    /// knows it (`None`: not stated). It changes no counted FLOPs or parameters, only what
+    /// a Transformers training step saves ([`crate::cost::transformers`]), which refuses a
+    /// model that does not state it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<Router>,
+}
+
+named_enum! {
+    /// The router of a MoE layer: how the chosen experts' weights are made from its logits.
+    pub enum Router: "router" {
+        /// A softmax over every expert, then the top-k probabilities as the weights, cast to
+        /// the model's dtype (Transformers' `norm_topk_prob = false`: OLMoE, Qwen1.5/2-MoE).
+        Softmax = "softmax",
+        /// A softmax over every expert, then the top-k probabilities divided by their sum
+        /// (`norm_topk_prob = true`: Qwen3-MoE), cast to the model's dtype.
+        SoftmaxRenormalised = "softmax_renormalised",
+        /// As `softmax_renormalised`, the weights kept in float32 (Mixtral's router).
+        SoftmaxRenormalisedFp32 = "softmax_renormalised_fp32",
+    }
+}
+
+impl Router {
+    /// The router of Transformers' `norm_topk_prob` (false when absent).
+    pub fn of_norm_topk_prob(norm_topk_prob: Option<bool>) -> Self {
+        if norm_topk_prob == Some(true) {
+            Router::SoftmaxRenormalised
+        } else {
+            Router::Softmax
+        }
+    }
+
+    /// Whether the top-k weights are divided by their sum (`norm_topk_prob`).
+    pub fn renormalises(self) -> bool {
+        self != Router::Softmax
+    }
 }
 
 named_enum! {

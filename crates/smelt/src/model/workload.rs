@@ -119,7 +119,8 @@ pub struct Counting {
     pub kv: KvCount,
     /// What the activations budget counts: the bytes per token a training step saves for
     /// the backward pass under this execution policy (`flash`, the default; `eager`,
-    /// `selective` or `full`).
+    /// `selective` or `full`: the lower bounds; `transformers-eager` or `transformers-sdpa`:
+    /// what that stack saves).
     #[serde(default, skip_serializing_if = "ActivationPolicy::is_flash")]
     pub activations: ActivationPolicy,
     /// Bytes per element of a saved activation (2: bf16 or fp16).
@@ -168,12 +169,32 @@ named_enum! {
         Selective = "selective",
         /// Full recomputation: only each layer execution's input is kept.
         Full = "full",
+        /// What a Transformers 5.24 training step saves with eager attention and eager
+        /// experts, tensor by tensor ([`crate::cost::transformers`]).
+        TransformersEager = "transformers-eager",
+        /// What a Transformers 5.24 training step saves with its defaults: SDPA attention
+        /// and `grouped_mm` experts ([`crate::cost::transformers`]).
+        TransformersSdpa = "transformers-sdpa",
     }
 }
 
 impl ActivationPolicy {
     fn is_flash(&self) -> bool {
         *self == ActivationPolicy::Flash
+    }
+
+    /// The lower-bound counts ([`crate::cost::memory`]), which every model's report shows.
+    pub const LOWER_BOUNDS: &'static [ActivationPolicy] = &[
+        ActivationPolicy::Eager,
+        ActivationPolicy::Flash,
+        ActivationPolicy::Selective,
+        ActivationPolicy::Full,
+    ];
+
+    /// Whether the policy is a stack's count ([`crate::cost::transformers`]), not a lower
+    /// bound.
+    pub fn is_stack(self) -> bool {
+        !Self::LOWER_BOUNDS.contains(&self)
     }
 }
 

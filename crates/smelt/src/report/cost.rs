@@ -246,6 +246,8 @@ impl Rows {
                 ActivationPolicy::Flash => "  flash",
                 ActivationPolicy::Selective => "  selective",
                 ActivationPolicy::Full => "  full",
+                ActivationPolicy::TransformersEager => "  transformers-eager",
+                ActivationPolicy::TransformersSdpa => "  transformers-sdpa",
             };
             self.push(label, field(p.per_token), short(p.per_token.as_f64()));
         }

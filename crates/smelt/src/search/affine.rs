@@ -317,7 +317,10 @@ impl AtHidden {
         let b = budget.baseline();
         let per_head = matches!(
             b.counting.activations,
-            ActivationPolicy::Eager | ActivationPolicy::Flash
+            ActivationPolicy::Eager
+                | ActivationPolicy::Flash
+                | ActivationPolicy::TransformersEager
+                | ActivationPolicy::TransformersSdpa
         );
         let stack = budget.baseline_stack();
         crate::budget::mla_of(stack).is_none() && (stack.counts_per_head() || per_head)

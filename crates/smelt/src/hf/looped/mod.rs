@@ -103,8 +103,12 @@ pub fn model_dir(family_config: &Value) -> Result<ModelDir> {
     );
     top.insert("auto_map".to_owned(), Value::Object(auto_map));
     top.insert("model_type".to_owned(), Value::from(MODEL_TYPE));
-    if let Some(tie) = text.get("tie_word_embeddings") {
-        top.insert("tie_word_embeddings".to_owned(), tie.clone());
+    // Carried to the top, where Transformers reads them: the tie, and the dtype a model
+    // built from the config gets (the Baseline's, not float32).
+    for key in ["tie_word_embeddings", "dtype", "torch_dtype"] {
+        if let Some(v) = text.get(key) {
+            top.insert(key.to_owned(), v.clone());
+        }
     }
     top.insert("text_config".to_owned(), Value::Object(text));
     let config = serde_json::to_string_pretty(&Value::Object(top))

@@ -110,6 +110,14 @@ class SmeltLoopedPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True
     _can_compile_fullgraph = False
 
+    @classmethod
+    def _can_set_experts_implementation(cls) -> bool:
+        # Transformers looks for `@use_experts_implementation` in this module's source; the
+        # experts are the family's own modules, which carry it and read the implementation
+        # from the text config this class hands them (`experts_implementation="grouped_mm"`
+        # reaches them as it reaches the family's own model).
+        return True
+
 
 class SmeltLoopedForCausalLM(SmeltLoopedPreTrainedModel, GenerationMixin):
     def __init__(self, config: SmeltLoopedConfig):

@@ -1,0 +1,340 @@
+//! Activation memory as a Transformers training step saves it: the policies
+//! `transformers-eager` (eager attention, eager experts) and `transformers-sdpa`
+//! (Transformers' defaults: SDPA attention, `grouped_mm` experts), exact, tensor by tensor,
+//! for Transformers 5.24 and PyTorch 2.15 (CPU kernels), in float32
+//! (`[counting] activation_bytes = 4`) and in bfloat16 weights (`2`).
+//!
+//! Every count is the bytes of the storages autograd keeps for the backward pass (each
+//! storage once, however many ops save it), per token and per **layer execution**, summed
+//! over the executions, plus the rotary embedding's `cos` and `sin` once per forward. What
+//! lies outside the decoder layers (the embedding, the final norm, the LM head and loss) is
+//! not counted, as in [`super::memory`]. `b` is the bytes of the model's dtype; a norm,
+//! a softmax and the router compute in float32 (4 bytes) whatever the dtype. Per execution,
+//! with hidden size `H`, `a` query heads of width `d` (`q = a·d`), `g` key/value heads
+//! (`kv = g·d`), `E` experts of width `F`, `k` routed, the token-weighted mean document
+//! length `T̄` and the sequence length `T`:
+//!
+//! | tensor | saved by | bytes |
+//! |---|---|---|
+//! | each layer norm (RMSNorm: `weight · (x · rsqrt(mean x² + ε))` in float32) | its float32 input (a copy in bf16), `rsqrt` per row, `x · rsqrt` cast to the dtype | `4H + 4 + b·H`, twice |
+//! | q/k norms per head (Qwen3-MoE) | as a layer norm, per head | `4q + 4a + b·q` and `4kv + 4g + b·kv` |
+//! | q/k norms over the full width (OLMoE) | as a layer norm | `4q + 4 + b·q` and `4kv + 4 + b·kv` |
+//! | the attention's normed input | `q_proj`, `k_proj`, `v_proj` | `b·H` |
+//! | `q`, `k` after RoPE; `v` | the core | `b·(q + 2·kv')`: `kv' = kv` under SDPA (`enable_gqa`) and with one KV head (`repeat_kv` is a view); `kv' = q` under eager attention otherwise (`repeat_kv` copies) |
+//! | the core's output | `o_proj` | `b·q` |
+//! | eager probabilities | softmax (float32) and, in bf16, the matmul with `v` (a bf16 copy) | `a·T̄·4` in float32, `a·T̄·(4 + 2)` in bf16 |
+//! | SDPA's log-sum-exp | the fused kernel | `4a` |
+//! | the FFN's normed input | router, experts, shared expert | `b·H` |
+//! | router | softmax over `E` (float32), top-k indices (int64), with renormalisation the top-k values and their sum (float32) | `4E + 8k (+ 4k + 4)` |
+//! | eager experts, per routed copy | token and slot indices (one int64 storage), the gathered input, `gate_up` (`2F`), SiLU's output, the gated product, the routing weight, the down projection's output, the weighted output `index_add_`'s backward keeps | `16 + b·(3H + 4F) + w` |
+//! | `grouped_mm` experts, per routed copy | three int64 index vectors, the sorted input, `gate_up`, SiLU's output, the product, the routing weight, the down projection's output | `24 + b·(2H + 4F) + w` |
+//! | `grouped_mm` experts, per sequence | the int32 group offsets | `4E` |
+//! | shared expert (Qwen1.5/2-MoE) | SwiGLU (`4F_s`), its sigmoid gate and output | `b·(4F_s + 1 + H)` |
+//! | dense FFN (width `F_d`) | SwiGLU | `b·4F_d` |
+//! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·d·b` |
+//!
+//! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
+//! `router = "softmax_renormalised_fp32"`), `b` where it casts it to the model's dtype.
+//!
+//! Only what was checked against PyTorch is counted (python/tests/test_saved_tensors.py):
+//! grouped-query attention with no, per-head or full-width q/k norms, RMSNorm, SwiGLU
+//! experts behind a softmax router (`[model.moe] router`, which the import states for
+//! Mixtral, OLMoE, Qwen1.5/2-MoE and Qwen3-MoE), gated shared experts and dense FFNs.
+//! Anything else is refused, naming the field: MLA, windows, sinks, an indexer, router
+//! or expert biases, the clamped SwiGLU, LayerNorm biases, layers without attention,
+//! float16 (`activation_bytes` other than 2 or 4). Autocast (float32 weights, bf16
+//! compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
+
+use super::Keys;
+use crate::error::{Error, Result};
+use crate::model::{
+    ActivationPolicy, AttentionLayer, AttentionShape, Consumer, Counting, ExpertActivation,
+    Feature, Ffn, QkNorm, Router, Stack, TokenMixer, capability::refusal,
+};
+use crate::units::ActivationBytes;
+
+use super::memory::ActivationBreakdown;
+
+const WHAT: &str = "activations";
+
+/// Bytes per token of one component: a whole part, `rows` bytes times `T̄` and `seq`
+/// bytes per sequence.
+#[derive(Debug, Clone, Copy, Default)]
+struct Part {
+    whole: u128,
+    rows: u128,
+    seq: u128,
+}
+
+fn over() -> Error {
+    Error::Overflow { what: WHAT }
+}
+
+fn mul(a: u128, b: u128) -> Result<u128> {
+    a.checked_mul(b).ok_or_else(over)
+}
+
+fn add(a: u128, b: u128) -> Result<u128> {
+    a.checked_add(b).ok_or_else(over)
+}
+
+impl Part {
+    fn whole(n: u128) -> Self {
+        Self {
+            whole: n,
+            ..Self::default()
+        }
+    }
+
+    /// `self` over `times` executions, plus `acc`.
+    fn add_times(self, times: u64, acc: Self) -> Result<Self> {
+        let t = u128::from(times);
+        Ok(Self {
+            whole: add(acc.whole, mul(self.whole, t)?)?,
+            rows: add(acc.rows, mul(self.rows, t)?)?,
+            seq: add(acc.seq, mul(self.seq, t)?)?,
+        })
+    }
+
+    fn bytes(self, keys: &Keys, context: u64) -> Result<ActivationBytes> {
+        let rows = ActivationBytes::ratio(mul(self.rows, keys.rows.pairs)?, keys.rows.queries)?;
+        let seq = ActivationBytes::ratio(self.seq, u128::from(context.max(1)))?;
+        let whole = u64::try_from(self.whole).map_err(|_| over())?;
+        ActivationBytes::from_int(whole)
+            .checked_add(rows)?
+            .checked_add(seq)
+    }
+}
+
+/// The refusal of what the Transformers policies do not count.
+fn refuse(policy: ActivationPolicy, field: &str, what: &str) -> Error {
+    refusal(Consumer::Activations, Some(policy.as_str()), field, what)
+}
+
+/// The features the Transformers policies refuse (module docs).
+const REFUSED: [Feature; 11] = [
+    Feature::Mla,
+    Feature::Sliding,
+    Feature::Chunked,
+    Feature::Sinks,
+    Feature::RouterBias,
+    Feature::ExpertBias,
+    Feature::ClampedSwiglu,
+    Feature::NormBias,
+    Feature::Indexer,
+    Feature::PostNorms,
+    Feature::Blocks,
+];
+
+/// The stack being counted: its policy, dtype bytes and hidden size.
+#[derive(Clone, Copy)]
+struct Step {
+    policy: ActivationPolicy,
+    eager: bool,
+    b: u128,
+    h: u128,
+}
+
+impl Step {
+    /// A float32 norm of width `w` over `rows` rows per token: its float32 input, `rsqrt`
+    /// per row, `x · rsqrt` in the dtype.
+    fn norm(self, w: u128, rows: u128) -> Result<u128> {
+        add(add(mul(4, w)?, mul(4, rows)?)?, mul(self.b, w)?)
+    }
+
+    /// One execution of the attention block `a`: `(norms, attention, scores)` and its head
+    /// width.
+    fn attention(self, a: &AttentionLayer) -> Result<([Part; 3], u64)> {
+        let (b, h) = (self.b, self.h);
+        let AttentionShape::Gqa {
+            heads,
+            kv_heads,
+            head_dim: d,
+            k_eq_v,
+        } = a.shape
+        else {
+            return Err(refuse(
+                self.policy,
+                "model.mla",
+                "multi-head latent attention",
+            ));
+        };
+        if k_eq_v {
+            return Err(refuse(
+                self.policy,
+                "model.full_attention",
+                "values that are the keys",
+            ));
+        }
+        let width = d;
+        let (heads, kv_heads, d) = (u128::from(heads), u128::from(kv_heads), u128::from(d));
+        let (q, kv) = (mul(heads, d)?, mul(kv_heads, d)?);
+        let qk = match a.qk_norm {
+            QkNorm::None => 0,
+            QkNorm::PerHead => add(self.norm(q, heads)?, self.norm(kv, kv_heads)?)?,
+            QkNorm::Full => add(self.norm(q, 1)?, self.norm(kv, 1)?)?,
+        };
+        let norms = add(mul(2, self.norm(h, 1)?)?, qk)?;
+        // Eager attention's repeat_kv copies keys and values to every head, unless there is
+        // one KV head (a view) or as many as query heads (no repeat).
+        let kv_core = if self.eager && kv_heads != 1 && kv_heads != heads {
+            q
+        } else {
+            kv
+        };
+        let attention = mul(b, add(add(h, mul(2, q)?)?, mul(2, kv_core)?)?)?;
+        let scores = if self.eager {
+            Part {
+                rows: mul(heads, if b == 2 { 6 } else { 4 })?,
+                ..Part::default()
+            }
+        } else {
+            Part::whole(mul(4, heads)?)
+        };
+        Ok(([Part::whole(norms), Part::whole(attention), scores], width))
+    }
+
+    /// One execution of the FFN `ffn`: `(router, experts, shared, dense)`.
+    fn ffn(self, ffn: &Ffn) -> Result<[Part; 4]> {
+        let (b, h, policy) = (self.b, self.h, self.policy);
+        let zero = Part::default();
+        let e = match ffn {
+            Ffn::Moe(e) => e,
+            Ffn::Dense { width, activation } => {
+                if *activation != ExpertActivation::Swiglu {
+                    return Err(refuse(
+                        policy,
+                        "model.moe.activation",
+                        "FFNs other than SwiGLU",
+                    ));
+                }
+                let dense = Part::whole(mul(b, mul(4, u128::from(*width))?)?);
+                return Ok([zero, zero, zero, dense]);
+            }
+        };
+        if e.activation != ExpertActivation::Swiglu {
+            return Err(refuse(
+                policy,
+                "model.moe.activation",
+                "experts other than SwiGLU",
+            ));
+        }
+        let Some(r) = e.router else {
+            return Err(refuse(
+                policy,
+                "model.moe.router",
+                "a router that is not stated (set [model.moe] router; the import states it \
+                 for Mixtral, OLMoE and the Qwen MoE families)",
+            ));
+        };
+        let (ne, k, f) = (
+            u128::from(e.experts),
+            u128::from(e.top_k),
+            u128::from(e.expert_ffn),
+        );
+        let mut router = add(mul(4, ne)?, mul(8, k)?)?;
+        if r.renormalises() {
+            router = add(router, add(mul(4, k)?, 4)?)?;
+        }
+        let weight = if r == Router::SoftmaxRenormalisedFp32 {
+            4
+        } else {
+            b
+        };
+        let (index, widths) = if self.eager { (16, 3) } else { (24, 2) };
+        let copy = add(
+            add(index, mul(b, add(mul(widths, h)?, mul(4, f)?)?)?)?,
+            weight,
+        )?;
+        let experts = Part {
+            whole: mul(k, copy)?,
+            rows: 0,
+            seq: if self.eager { 0 } else { mul(4, ne)? },
+        };
+        let (n, fs) = (u128::from(e.shared_experts), u128::from(e.shared_ffn));
+        let mut shared = mul(mul(4, n)?, fs)?;
+        if e.shared_gate {
+            shared = add(shared, add(1, mul(n, h)?)?)?;
+        }
+        Ok([
+            Part::whole(router),
+            experts,
+            Part::whole(mul(b, shared)?),
+            zero,
+        ])
+    }
+}
+
+/// What `stack` saves per token under the Transformers `policy`, by component, on a
+/// workload of `context`-token sequences (module docs).
+pub(super) fn activations(
+    stack: &Stack,
+    keys: &Keys,
+    context: u64,
+    counting: &Counting,
+    policy: ActivationPolicy,
+) -> Result<ActivationBreakdown> {
+    Consumer::Activations.check(stack)?;
+    let eager = match policy {
+        ActivationPolicy::TransformersEager => true,
+        ActivationPolicy::TransformersSdpa => false,
+        other => {
+            return Err(Error::invalid(
+                "counting.activations",
+                format!("{other} is not a Transformers policy"),
+            ));
+        }
+    };
+    if let Some(f) = REFUSED.into_iter().find(|&f| stack.has(f)) {
+        return Err(refuse(policy, f.field(), f.words()));
+    }
+    let b = u128::from(counting.activation_bytes);
+    if b != 2 && b != 4 {
+        return Err(refuse(
+            policy,
+            "counting.activation_bytes",
+            "activation bytes other than 4 (float32) or 2 (bfloat16 weights)",
+        ));
+    }
+    let step = Step {
+        policy,
+        eager,
+        b,
+        h: u128::from(stack.hidden()),
+    };
+    // norms, attention, scores, FFN input, router, experts, shared, dense.
+    let mut parts = [Part::default(); 8];
+    let mut head_dim = None;
+    for kind in stack.kinds() {
+        let Some(TokenMixer::Attention(a)) = &kind.layer.mixer else {
+            return Err(refuse(policy, "model.ffn_only", "layers without attention"));
+        };
+        let ([n, at, sc], d) = step.attention(a)?;
+        head_dim.get_or_insert(d);
+        let ffn_input = Part::whole(mul(b, step.h)?);
+        let [r, ex, sh, de] = match &kind.layer.ffn {
+            Some(ffn) => step.ffn(ffn)?,
+            None => [Part::default(); 4],
+        };
+        for (acc, p) in parts.iter_mut().zip([n, at, sc, ffn_input, r, ex, sh, de]) {
+            *acc = p.add_times(kind.executions, *acc)?;
+        }
+    }
+    // RoPE's cos and sin: computed once per forward, saved by the first layer.
+    if let Some(d) = head_dim {
+        parts[1].whole = add(parts[1].whole, mul(mul(2, u128::from(d))?, b)?)?;
+    }
+    let at = |p: Part| p.bytes(keys, context);
+    Ok(ActivationBreakdown {
+        layer_inputs: ActivationBytes::ZERO,
+        norms: at(parts[0])?,
+        attention: at(parts[1])?,
+        scores: at(parts[2])?,
+        indexer: ActivationBytes::ZERO,
+        ffn_input: at(parts[3])?,
+        router: at(parts[4])?,
+        experts: at(parts[5])?,
+        shared: at(parts[6])?,
+        dense: at(parts[7])?,
+    })
+}

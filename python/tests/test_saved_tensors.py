@@ -1,0 +1,178 @@
+"""smelt's `transformers-eager` and `transformers-sdpa` activation policies against what
+PyTorch keeps for the backward pass of a Transformers training step, byte for byte.
+
+For a tiny model of each family the policies count (the stock model, built by Transformers
+from the family's config, and the tiny Baseline's looped export, whose every visit of a
+layer saves its own), one forward pass runs on CPU under
+`torch.autograd.graph.saved_tensors_hooks`; every packed tensor is kept alive until the
+forward ends (so that no storage address is reused), and each storage saved inside a
+decoder layer (parameters and buffers left out) is counted once, by its `nbytes`. That
+total equals smelt's `activations.policies[].at_context` for the policy, exactly:
+
+* `transformers-eager`: `attn_implementation="eager"`, `experts_implementation="eager"`;
+* `transformers-sdpa`: Transformers' defaults, `"sdpa"` and `"grouped_mm"`;
+
+in float32 (`activation_bytes = 4`) and in bfloat16 weights (`2`), at two sequence lengths.
+`python test_saved_tensors.py` prints the table.
+"""
+
+import itertools
+import pathlib
+import tempfile
+
+import pytest
+import smelt
+
+torch = pytest.importorskip("torch", reason="torch is not installed (CI installs it)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+import test_export_hf as hf
+
+# The families whose router smelt's import states (`[model.moe] router`); the others are
+# refused by the Transformers policies (test_refuses_what_it_does_not_count).
+FAMILIES = ["mixtral", "olmoe", "qwen2_moe", "qwen3_moe"]
+STACKS = {
+    "transformers-eager": ("eager", "eager"),
+    "transformers-sdpa": ("sdpa", "grouped_mm"),
+}
+DTYPES = {"float32": (torch.float32, 4), "bfloat16": (torch.bfloat16, 2)}
+LENGTHS = (48, 80)
+EXPORTS = tempfile.TemporaryDirectory(prefix="smelt-saved-")
+
+
+def saved_bytes(model, tokens):
+    """Bytes of the storages a forward of `tokens` random ids saves inside decoder layers,
+    each storage once."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    params |= {b.untyped_storage().data_ptr() for b in model.buffers()}
+    depth, keep, seen = [0], [], {}
+
+    def pre(module, args):
+        depth[0] += type(module).__name__.endswith("DecoderLayer")
+
+    def post(module, args, out):
+        depth[0] -= type(module).__name__.endswith("DecoderLayer")
+
+    hooks = [
+        h
+        for m in model.modules()
+        for h in (m.register_forward_pre_hook(pre), m.register_forward_hook(post))
+    ]
+
+    def pack(t):
+        keep.append(t)
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in params and ptr not in seen:
+            seen[ptr] = (storage.nbytes(), depth[0] > 0)
+        return t
+
+    torch.manual_seed(0)
+    x = torch.randint(0, hf.VOCAB, (1, tokens))
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    del out
+    return sum(n for n, inside in seen.values() if inside)
+
+
+def stock(family):
+    """The family's tiny config, as a directory smelt imports and Transformers builds."""
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    (directory / "config.json").write_text(__import__("json").dumps(hf.tiny_config(family)))
+    return directory
+
+
+def looped(family):
+    return hf.export(family, pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name)))
+
+
+def build(directory, stack, dtype):
+    attn, experts = STACKS[stack]
+    config = transformers.AutoConfig.from_pretrained(directory, trust_remote_code=True)
+    model = transformers.AutoModelForCausalLM.from_config(
+        config,
+        trust_remote_code=True,
+        attn_implementation=attn,
+        experts_implementation=experts,
+    )
+    return model.to(dtype).train()
+
+
+def smelt_bytes(directory, stack, activation_bytes, tokens):
+    spec = smelt.import_hf(directory)
+    spec["workload"] = {
+        "context": tokens,
+        "mean_doc_len": tokens,
+        "attention": "causal",
+        "kv_dtype_bytes": 2,
+    }
+    spec.setdefault("counting", {}).update(activations=stack, activation_bytes=activation_bytes)
+    cost = smelt.cost(spec)
+    (entry,) = [p for p in cost["activations"]["policies"] if p["policy"] == stack]
+    return entry["at_context"]
+
+
+BUILDS = {"stock": stock, "looped": looped}
+DIRECTORIES = {}
+
+
+def directory_of(family, build_kind):
+    key = (family, build_kind)
+    if key not in DIRECTORIES:
+        DIRECTORIES[key] = BUILDS[build_kind](family)
+    return DIRECTORIES[key]
+
+
+def row(family, build_kind, stack, dtype_name, tokens):
+    directory = directory_of(family, build_kind)
+    dtype, activation_bytes = DTYPES[dtype_name]
+    pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+    return pytorch, smelt_bytes(directory, stack, activation_bytes, tokens)
+
+
+CASES = list(itertools.product(FAMILIES, BUILDS, STACKS, DTYPES, LENGTHS))
+
+
+@pytest.mark.parametrize("family,build_kind,stack,dtype_name,tokens", CASES)
+def test_smelt_counts_what_pytorch_saves(family, build_kind, stack, dtype_name, tokens):
+    pytorch, counted = row(family, build_kind, stack, dtype_name, tokens)
+    assert counted == pytorch, (pytorch, counted, pytorch - counted)
+
+
+REFUSED = ["deepseek_v3", "gpt_oss", "granitemoe", "llama4_text", "minimax_m2", "phimoe"]
+
+
+@pytest.mark.parametrize("family", REFUSED)
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_refuses_what_it_does_not_count(family, stack):
+    spec = smelt.import_hf(stock(family))
+    spec["workload"] = {"context": 48, "mean_doc_len": 48, "attention": "causal", "kv_dtype_bytes": 2}
+    spec.setdefault("counting", {})["activations"] = stack
+    with pytest.raises(smelt.SmeltError, match=f"the activation memory \\({stack}\\) does not model"):
+        smelt.cost(spec)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_looped_export_builds_in_the_baselines_dtype(family):
+    """Built without a dtype, the looped export and its Baseline have the same one (the
+    config's `torch_dtype`): the export carries it to the top-level config, which
+    Transformers reads."""
+
+    def dtype_of(directory):
+        config = transformers.AutoConfig.from_pretrained(directory, trust_remote_code=True)
+        model = transformers.AutoModelForCausalLM.from_config(config, trust_remote_code=True)
+        return next(model.parameters()).dtype
+
+    assert dtype_of(directory_of(family, "looped")) == dtype_of(directory_of(family, "stock"))
+
+
+if __name__ == "__main__":
+    print("| family | build | stack | dtype | T | PyTorch bytes | smelt bytes | difference |")
+    print("|---|---|---|---|---:|---:|---:|---:|")
+    for case in CASES:
+        pytorch, counted = row(*case)
+        print("| " + " | ".join(map(str, case)) + f" | {pytorch} | {counted} | {counted - pytorch} |")
