@@ -101,7 +101,11 @@ impl Report for PredictReport {
             ));
         }
         if let (Some(t), Some(f)) = (self.time_ratio, self.flop_ratio) {
-            let of = if lower { "; a ratio of lower bounds" } else { "" };
+            let of = if lower {
+                "; a ratio of lower bounds"
+            } else {
+                ""
+            };
             doc.line(format!(
                 "predicted time ratio {t:.4} (FLOP ratio {f:.4}{of}): {} / {}",
                 self.models[1].name, self.models[0].name
