@@ -29,7 +29,9 @@ mod matching;
 mod merge;
 mod mfu;
 mod predict;
+mod predict_step;
 mod sweep;
+mod validate_time;
 mod workload;
 
 pub use workload::WorkloadArgs;
@@ -81,6 +83,7 @@ enum Command {
     Export(export_model::Args),
     Mfu(mfu::Args),
     Merge(merge::Args),
+    ValidateTime(validate_time::Args),
     /// Print a shell completion script. For bash, into bash-completion's folder for the user
     /// (made if missing): `mkdir -p ~/.local/share/bash-completion/completions && smelt
     /// completions bash > ~/.local/share/bash-completion/completions/smelt`.
@@ -107,6 +110,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Export(args) => export_model::run(args),
         Command::Mfu(args) => mfu::run(args),
         Command::Merge(args) => merge::run(args),
+        Command::ValidateTime(args) => validate_time::run(args),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "smelt", &mut out);

@@ -39,6 +39,7 @@
 //! last backward micro-batch.
 
 pub mod published;
+pub mod report;
 
 use serde::Serialize;
 
@@ -191,6 +192,48 @@ fn refuse(field: &str, why: impl Into<String>) -> Error {
     Error::invalid(field, why)
 }
 
+/// Largest accepted parallel degree or micro-batch.
+const MAX_DEGREE: u64 = 1 << 20;
+
+/// The layout's rules for the step model: every degree from 1 to 2^20, the GPUs' product
+/// without overflow, and `ep` dividing `tp · dp · cp` (Megatron-Core with expert tensor
+/// parallelism 1 draws the expert-parallel group from the tensor-, data- and
+/// context-parallel ranks; the training-memory check, stricter, asks `ep` to divide
+/// `dp · cp` and says so in its verdict).
+pub fn validate_layout(t: &Training) -> Result<()> {
+    for (name, v) in [
+        ("training.tp", t.tp),
+        ("training.ep", t.ep),
+        ("training.pp", t.pp),
+        ("training.dp", t.dp),
+        ("training.cp", t.cp),
+        ("training.vp", t.vp),
+        ("training.micro_batch", t.micro_batch),
+    ] {
+        if !(1..=MAX_DEGREE).contains(&v) {
+            return Err(refuse(name, format!("must be 1 to {MAX_DEGREE}; got {v}")));
+        }
+    }
+    let gpus = [t.tp, t.pp, t.dp, t.cp]
+        .iter()
+        .try_fold(1u64, |a, &b| a.checked_mul(b))
+        .filter(|&g| g <= MAX_DEGREE)
+        .ok_or_else(|| {
+            refuse(
+                "training",
+                format!("tp · pp · dp · cp must be at most {MAX_DEGREE}"),
+            )
+        })?;
+    let pool = gpus / t.pp;
+    if !pool.is_multiple_of(t.ep) {
+        return Err(refuse(
+            "training.ep",
+            format!("must divide tp · dp · cp ({pool}); got {}", t.ep),
+        ));
+    }
+    Ok(())
+}
+
 /// The shipped host seconds per layer execution per micro-batch of `framework`.
 pub fn host_seconds(framework: Framework) -> f64 {
     HOST_SECONDS
@@ -213,7 +256,7 @@ pub fn predict_step_host(
 ) -> Result<StepPrediction> {
     let m = &spec.model;
     let t = &req.training;
-    t.validate()?;
+    validate_layout(t)?;
     if m.recurrent.is_some() || m.blocks.is_some() {
         return Err(refuse(
             "model",
@@ -370,6 +413,9 @@ pub fn predict_step_host(
     };
     let ep_comm = if t.ep > 1 && e > 0.0 {
         let bytes = tokens / tp * k * h * 2.0 * (ep - 1.0) / ep;
+        // The EP group taken to span `ep · tp · cp` GPUs (its ranks `tp · cp` apart): chosen
+        // on the published Megatron-Core runs (tp 2, ep 8 on 8-GPU nodes runs at the
+        // network's all-to-all speed there), not from Megatron-Core's rank order.
         let span = t.ep * t.tp * t.cp;
         let moe_layers = m.moe_layers() as f64 / pp;
         let each = if span <= sys.gpus_per_nvlink_domain {
@@ -414,7 +460,7 @@ pub fn predict_step_host(
         0.0
     };
     let dp_dense = (t.dp * t.cp) as f64;
-    let dp_expert = dp_dense / ep;
+    let dp_expert = (dp_dense * tp / ep).max(1.0);
     let optimizer = 30.0 * (dense_gpu / dp_dense + expert_gpu / dp_expert) / hbm;
     let ring = |n: f64| if n > 1.0 { (n - 1.0) / n } else { 0.0 };
     let dp_bytes = 2.0 * (dense_gpu * ring(dp_dense) + expert_gpu * ring(dp_expert));
