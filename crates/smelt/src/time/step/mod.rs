@@ -469,7 +469,8 @@ pub fn predict_step_host(
     let steps = micro_batches as f64;
     let step_seconds = steps * micro + bubble + optimizer + dp_comm;
     let gpus = t.gpus();
-    let tokens_per_second_per_gpu = (req.global_batch * seq) as f64 / step_seconds / gpus as f64;
+    let tokens_per_second_per_gpu =
+        req.global_batch as f64 * seq as f64 / step_seconds / gpus as f64;
     Ok(StepPrediction {
         request: *req,
         gpus,

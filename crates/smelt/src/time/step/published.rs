@@ -165,7 +165,7 @@ pub fn check_runs(json: &str, host: &[(Framework, f64)]) -> Result<Vec<RunCheck>
         let gbs = count(row, "gbs").unwrap_or(0);
         let published = num(row, "tokens_per_sec_per_gpu").or_else(|| {
             let s = num(row, "step_time_s")?;
-            Some((gbs * seq) as f64 / s / gpus as f64)
+            Some(gbs as f64 * seq as f64 / s / gpus as f64)
         });
         let Some(published) = published else { continue };
         let tflops = num(row, "model_tflops_per_gpu").unwrap_or(f64::NAN);
