@@ -116,6 +116,12 @@ impl StepFlags {
             framework,
             attention,
         };
-        Ok(step_report(spec, &req)?)
+        let megatron = smelt::launcher_flops::training_flops(
+            smelt::launcher_flops::Convention::Megatron,
+            spec,
+        )
+        .map(|f| f.as_f64())
+        .map_err(|e| e.to_string());
+        Ok(step_report(spec, &req, megatron)?)
     }
 }

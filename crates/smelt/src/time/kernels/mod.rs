@@ -461,7 +461,18 @@ pub fn fit(rows: &[KernelRow]) -> Result<KernelConstants> {
         max_share: sig4(a),
         half_rows: sig4(h),
     };
-    // Attention curves per card, family and pass.
+    let attention = fit_attention(rows);
+    Ok(KernelConstants {
+        gemm,
+        memory_share,
+        launch_seconds,
+        grouped,
+        attention,
+    })
+}
+
+/// The fused attention curves per card, family and pass (module docs).
+fn fit_attention(rows: &[KernelRow]) -> Vec<AttentionCurve> {
     let mut keys: Vec<(Card, AttentionKernel, AttentionPass)> = Vec::new();
     for r in rows {
         if let (Some(card), Some(k), Some(p), Some(_)) = (
@@ -500,13 +511,7 @@ pub fn fit(rows: &[KernelRow]) -> Result<KernelConstants> {
             rows: points.len(),
         });
     }
-    Ok(KernelConstants {
-        gemm,
-        memory_share,
-        launch_seconds,
-        grouped,
-        attention,
-    })
+    attention
 }
 
 /// One kernel row predicted by the constants.

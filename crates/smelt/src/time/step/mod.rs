@@ -270,6 +270,14 @@ pub fn predict_step_host(
             "a looped model's step is not modelled yet (its pipeline placement is open)",
         ));
     }
+    if !m.heads.is_multiple_of(t.tp)
+        || !m.kv_heads.is_multiple_of(t.tp) && !t.tp.is_multiple_of(m.kv_heads.max(1))
+    {
+        return Err(refuse(
+            "training.tp",
+            format!("must divide the model's heads ({}); got {}", m.heads, t.tp),
+        ));
+    }
     let card = req.card;
     let spec_c = card.spec();
     let share = gemm_share(card).ok_or_else(|| {
@@ -354,7 +362,81 @@ pub fn predict_step_host(
     } else {
         0.0
     };
-    // Attention.
+    let d = m.head_dim as f64;
+    let attention = attention_seconds(spec, req, fwd, bwd, share * peak, hbm);
+    // Memory-bound kernels, bytes per token per layer (bf16): norms 20h, residual adds 12h,
+    // activations 16 per FFN column (routed and shared), RoPE 8 per q/k column,
+    // permute/unpermute 8h(1 + top_k), router 12 per expert; cross-entropy 20 per logit.
+    let ffn_cols = k * fe + (m.moe.shared_experts * m.moe.shared_ffn) as f64;
+    let qk_cols = (m.heads + m.kv_heads) as f64 * d;
+    let moe_bytes = if e > 0.0 {
+        8.0 * h * (1.0 + k) + 12.0 * e
+    } else {
+        0.0
+    };
+    let layer_bytes = 32.0 * h + 16.0 * ffn_cols + 8.0 * qk_cols + moe_bytes;
+    let memory_bound = (layer_bytes * stage_layers + 20.0 * v) * tokens / tp / hbm;
+    let recompute = match req.recompute {
+        Recompute::None => 0.0,
+        Recompute::Selective => 0.25 * memory_bound,
+        Recompute::Full => (gemm + experts + attention) / 3.0 + 0.4 * memory_bound,
+    };
+    let sys = &req.system;
+    let (tp_comm, ep_comm, pp_comm) = collectives(m, t, sys, tokens, stage_layers);
+    let gpu = gemm + experts + attention + memory_bound + recompute + tp_comm + ep_comm + pp_comm;
+    let host = host_per_layer * stage_layers;
+    let micro = gpu.max(host);
+    let vp = t.vp as f64;
+    let bubble = if t.pp > 1 {
+        (pp - 1.0) / vp * micro
+    } else {
+        0.0
+    };
+    let (optimizer, dp_comm) = optimizer_and_dp(m, t, sys, hbm, micro);
+    let steps = micro_batches as f64;
+    let step_seconds = steps * micro + bubble + optimizer + dp_comm;
+    let gpus = t.gpus();
+    let tokens_per_second_per_gpu =
+        req.global_batch as f64 * seq as f64 / step_seconds / gpus as f64;
+    Ok(StepPrediction {
+        request: *req,
+        gpus,
+        micro_batches,
+        rows_per_expert: rows,
+        micro_batch: MicroBatch {
+            gemm,
+            experts,
+            attention,
+            memory_bound,
+            recompute,
+            tp_comm,
+            ep_comm,
+            pp_comm,
+            gpu,
+            host,
+        },
+        host_bound: host > gpu,
+        bubble,
+        optimizer,
+        dp_comm,
+        step_seconds,
+        tokens_per_second_per_gpu,
+    })
+}
+
+/// Seconds of one micro-batch's attention on one GPU (module docs).
+fn attention_seconds(
+    spec: &ModelSpec,
+    req: &StepRequest,
+    fwd: &AttentionCurve,
+    bwd: &AttentionCurve,
+    gemm_flops_per_second: f64,
+    hbm: f64,
+) -> f64 {
+    let (m, t) = (&spec.model, &req.training);
+    let (tp, cp, pp) = (t.tp as f64, t.cp as f64, t.pp as f64);
+    let (mbs, seq, layers) = (t.micro_batch, spec.workload.context, m.layers as f64);
+    let (share, peak) = (1.0, gemm_flops_per_second);
     let (heads, d) = (m.heads as f64, m.head_dim as f64);
     let windowed = m.window.as_ref().map_or(0, |w| w.layers.len()) as f64;
     let size = m.window.as_ref().map(|w| w.size as f64);
@@ -384,25 +466,19 @@ pub fn predict_step_host(
         };
         attention += per_layer * count / pp;
     }
-    // Memory-bound kernels, bytes per token per layer (bf16): norms 20h, residual adds 12h,
-    // activations 16 per FFN column (routed and shared), RoPE 8 per q/k column,
-    // permute/unpermute 8h(1 + top_k), router 12 per expert; cross-entropy 20 per logit.
-    let ffn_cols = k * fe + (m.moe.shared_experts * m.moe.shared_ffn) as f64;
-    let qk_cols = (m.heads + m.kv_heads) as f64 * d;
-    let moe_bytes = if e > 0.0 {
-        8.0 * h * (1.0 + k) + 12.0 * e
-    } else {
-        0.0
-    };
-    let layer_bytes = 32.0 * h + 16.0 * ffn_cols + 8.0 * qk_cols + moe_bytes;
-    let memory_bound = (layer_bytes * stage_layers + 20.0 * v) * tokens / tp / hbm;
-    let recompute = match req.recompute {
-        Recompute::None => 0.0,
-        Recompute::Selective => 0.25 * memory_bound,
-        Recompute::Full => (gemm + experts + attention) / 3.0 + 0.4 * memory_bound,
-    };
-    // Collectives.
-    let sys = &req.system;
+    attention
+}
+
+/// Seconds of one micro-batch's TP, EP and PP communication on one GPU (module docs).
+fn collectives(
+    m: &crate::model::Model,
+    t: &Training,
+    sys: &SystemSpec,
+    tokens: f64,
+    stage_layers: f64,
+) -> (f64, f64, f64) {
+    let (tp, pp, ep) = (t.tp as f64, t.pp as f64, t.ep as f64);
+    let (h, e, k) = (m.hidden as f64, m.moe.experts as f64, m.moe.top_k as f64);
     let nvlink = sys.nvlink_bytes_per_second_each_way();
     let tp_comm = if t.tp > 1 {
         8.0 * stage_layers * tokens * h * 2.0 * (tp - 1.0)
@@ -434,15 +510,22 @@ pub fn predict_step_host(
     } else {
         0.0
     };
-    let gpu = gemm + experts + attention + memory_bound + recompute + tp_comm + ep_comm + pp_comm;
-    let host = host_per_layer * stage_layers;
-    let micro = gpu.max(host);
-    let vp = t.vp as f64;
-    let bubble = if t.pp > 1 {
-        (pp - 1.0) / vp * micro
-    } else {
-        0.0
-    };
+    (tp_comm, ep_comm, pp_comm)
+}
+
+/// The optimizer step and the exposed data-parallel communication of one step, seconds.
+fn optimizer_and_dp(
+    m: &crate::model::Model,
+    t: &Training,
+    sys: &SystemSpec,
+    hbm: f64,
+    micro: f64,
+) -> (f64, f64) {
+    let (tp, pp, ep) = (t.tp as f64, t.pp as f64, t.ep as f64);
+    let (h, v, layers) = (m.hidden as f64, m.vocab as f64, m.layers as f64);
+    let (e, fe) = (m.moe.experts as f64, m.moe.expert_ffn as f64);
+    let (heads, d) = (m.heads as f64, m.head_dim as f64);
+    let qk_cols = (m.heads + m.kv_heads) as f64 * d;
     // Parameters of this GPU's stage: attention and embeddings, then experts.
     let attn_params = layers * (h * qk_cols + heads * d * h + h * (m.kv_heads as f64) * d);
     let dense_params = attn_params
@@ -466,33 +549,5 @@ pub fn predict_step_host(
     let dp_bytes = 2.0 * (dense_gpu * ring(dp_dense) + expert_gpu * ring(dp_expert));
     let dp_comm_total = 2.0 * dp_bytes / sys.network_bytes_per_second;
     let dp_comm = (dp_comm_total - micro).max(0.0);
-    let steps = micro_batches as f64;
-    let step_seconds = steps * micro + bubble + optimizer + dp_comm;
-    let gpus = t.gpus();
-    let tokens_per_second_per_gpu =
-        req.global_batch as f64 * seq as f64 / step_seconds / gpus as f64;
-    Ok(StepPrediction {
-        request: *req,
-        gpus,
-        micro_batches,
-        rows_per_expert: rows,
-        micro_batch: MicroBatch {
-            gemm,
-            experts,
-            attention,
-            memory_bound,
-            recompute,
-            tp_comm,
-            ep_comm,
-            pp_comm,
-            gpu,
-            host,
-        },
-        host_bound: host > gpu,
-        bubble,
-        optimizer,
-        dp_comm,
-        step_seconds,
-        tokens_per_second_per_gpu,
-    })
+    (optimizer, dp_comm)
 }

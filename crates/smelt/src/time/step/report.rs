@@ -7,7 +7,6 @@ use serde::Serialize;
 use super::{StepPrediction, StepRequest, predict_step};
 use crate::cost::training::training_memory;
 use crate::error::Result;
-use crate::launcher_flops::{Convention, training_flops};
 use crate::model::ModelSpec;
 
 /// Whether the layout fits each GPU's memory.
@@ -58,17 +57,19 @@ pub struct StepReport {
     pub memory: MemoryVerdict,
 }
 
-/// Predicts `spec` under `req` and reports it.
-pub fn step_report(spec: &ModelSpec, req: &StepRequest) -> Result<StepReport> {
+/// Predicts `spec` under `req` and reports it; `megatron_flops_per_token` is the model's
+/// training FLOPs per token under Megatron-LM's convention
+/// (`launcher_flops::training_flops`), or why that convention does not count it.
+pub fn step_report(
+    spec: &ModelSpec,
+    req: &StepRequest,
+    megatron_flops_per_token: std::result::Result<f64, String>,
+) -> Result<StepReport> {
     let step = predict_step(spec, req)?;
-    let (megatron_tflops_per_gpu, megatron_refused) =
-        match training_flops(Convention::Megatron, spec) {
-            Ok(f) => (
-                Some(f.as_f64() * step.tokens_per_second_per_gpu / 1e12),
-                None,
-            ),
-            Err(e) => (None, Some(e.to_string())),
-        };
+    let (megatron_tflops_per_gpu, megatron_refused) = match megatron_flops_per_token {
+        Ok(f) => (Some(f * step.tokens_per_second_per_gpu / 1e12), None),
+        Err(e) => (None, Some(e)),
+    };
     let peak = req.card.spec().peak_flops_per_second;
     let memory = match (
         training_memory(spec, &req.training),
