@@ -31,7 +31,7 @@ fn names() -> Vec<String> {
             "NVIDIA A100-SXM4-80GB",
             "NVIDIA GH200 480GB",
             "h20",
-            "h800",
+            "h20e",
             "l40",
             "a10",
             "gh100",

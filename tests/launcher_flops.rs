@@ -575,7 +575,7 @@ fn mfu_refuses_bad_inputs() {
             "gpus",
         ),
         (
-            &["--tokens-per-second", "1", "--card", "h800"],
+            &["--tokens-per-second", "1", "--card", "h20"],
             2,
             "h100-sxm",
         ),

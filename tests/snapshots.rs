@@ -270,7 +270,7 @@ const CASES: &[(&str, &[&str])] = &[
             "--tokens-per-second",
             "1.2e6",
             "--card",
-            "h800",
+            "h20",
         ],
     ),
 ];

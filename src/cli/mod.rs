@@ -30,7 +30,9 @@ mod merge;
 mod mfu;
 mod plan;
 mod predict;
+mod predict_step;
 mod sweep;
+mod validate_time;
 mod workload;
 
 pub use workload::WorkloadArgs;
@@ -84,6 +86,7 @@ enum Command {
     Merge(merge::Args),
     Plan(plan::Args),
     Collect(plan::CollectArgs),
+    ValidateTime(validate_time::Args),
     /// Print a shell completion script. For bash, into bash-completion's folder for the user
     /// (made if missing): `mkdir -p ~/.local/share/bash-completion/completions && smelt
     /// completions bash > ~/.local/share/bash-completion/completions/smelt`.
@@ -112,6 +115,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Merge(args) => merge::run(args),
         Command::Plan(args) => plan::run(args, &progress),
         Command::Collect(args) => plan::collect(args),
+        Command::ValidateTime(args) => validate_time::run(args),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "smelt", &mut out);

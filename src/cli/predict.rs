@@ -119,12 +119,43 @@ pub struct Args {
     #[command(flatten)]
     device: DeviceArgs,
     #[command(flatten)]
+    step: super::predict_step::StepFlags,
+    #[command(flatten)]
     report: ReportArgs,
 }
 
 /// Runs `smelt predict`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let specs = args.inputs.specs(&args.report.workload)?;
+    if args.step.asked() {
+        let d = &args.device;
+        if specs.len() != 1 {
+            anyhow::bail!(
+                "a step prediction (--global-batch) takes one model, not --against or --budget"
+            );
+        }
+        if d.peak.is_some()
+            || d.bandwidth.is_some()
+            || d.launch_us.is_some()
+            || d.calibration.is_some()
+            || d.attention.is_some()
+            || d.experts.is_some()
+            || d.tokens.is_some()
+            || d.routing != Routing::Balanced
+        {
+            anyhow::bail!(
+                "--peak, --bandwidth, --launch-us, --calibration, --attention, --experts, \
+                 --tokens and --routing are the layer-stack roofline's; the step model \
+                 (--global-batch) uses the card's fitted constants and balanced routing"
+            );
+        }
+        let Some(card) = args.card else {
+            anyhow::bail!("a step prediction (--global-batch) needs --card");
+        };
+        let r = args.step.report(&specs[0], card)?;
+        args.report.emit(&r)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let (roof, opts) = args.device.roofline(args.card)?;
     let refs: Vec<_> = specs.iter().collect();
     args.report.emit(&predict(&refs, &roof, &opts)?)?;

@@ -32,6 +32,7 @@ pub mod plot;
 mod predict;
 mod rows;
 mod table;
+mod time_validation;
 mod toml;
 
 use serde::Serialize;

@@ -29,7 +29,11 @@ impl PredictReport {
         let mut t = Table::new([
             "model",
             "component",
-            "seconds",
+            if m.lower_bound {
+                "seconds (lower bound)"
+            } else {
+                "seconds"
+            },
             "time share",
             "compute-bound",
             "memory-bound",
@@ -64,7 +68,12 @@ impl PredictReport {
 
 impl Report for PredictReport {
     fn document(&self) -> Document {
-        let mut doc = Document::titled("predicted step time of the layer stack");
+        let lower = self.models.iter().any(|m| m.lower_bound);
+        let mut doc = Document::titled(if lower {
+            "predicted step time of the layer stack: a lower bound (uncalibrated)"
+        } else {
+            "predicted step time of the layer stack"
+        });
         doc.line(self.basis.summary());
         doc.line(format!("device figures: {}", self.basis.device.source));
         let mut t = Self::model_table(&self.models[0]);
@@ -74,20 +83,31 @@ impl Report for PredictReport {
         }
         doc.table(t);
         for m in &self.models {
+            let (at, share) = if m.lower_bound {
+                ("at least ", "at most ")
+            } else {
+                ("", "")
+            };
             doc.line(format!(
-                "{}: {} tokens, {} layer executions, {} launches: {:.4e} s per token ({:.1}% of \
-                 the peak in model FLOPs)",
+                "{}: {} tokens, {} layer executions, {} launches: {at}{:.4e} s per token \
+                 ({share}{:.1}% of the peak in the cost model's FLOPs; not an MFU under a \
+                 launcher's convention)",
                 m.name,
                 m.tokens,
                 m.layer_executions,
                 m.launches,
                 m.seconds_per_token,
-                100.0 * m.mfu
+                100.0 * m.cost_flops_share_of_peak
             ));
         }
         if let (Some(t), Some(f)) = (self.time_ratio, self.flop_ratio) {
+            let of = if lower {
+                "; a ratio of lower bounds"
+            } else {
+                ""
+            };
             doc.line(format!(
-                "predicted time ratio {t:.4} (FLOP ratio {f:.4}): {} / {}",
+                "predicted time ratio {t:.4} (FLOP ratio {f:.4}{of}): {} / {}",
                 self.models[1].name, self.models[0].name
             ));
         }

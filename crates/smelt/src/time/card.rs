@@ -68,10 +68,16 @@ cards! {
     H200Nvl = "h200-nvl",
     /// NVIDIA GH200 Grace Hopper superchip, its H100 GPU with 96 GB HBM3.
     Gh200 = "gh200",
+    /// NVIDIA H800 SXM5 80 GB (the H100 SXM's compute and memory, NVLink cut to 400 GB/s).
+    H800 = "h800",
     /// NVIDIA B200 (HGX B200).
     B200 = "b200",
+    /// NVIDIA B300 (Blackwell Ultra, HGX B300).
+    B300 = "b300",
     /// NVIDIA GB200 Grace Blackwell superchip, per Blackwell GPU.
     Gb200 = "gb200",
+    /// NVIDIA GB300 Grace Blackwell Ultra superchip, per Blackwell Ultra GPU.
+    Gb300 = "gb300",
     /// AMD Instinct MI300X.
     Mi300x = "mi300x",
     /// NVIDIA A100 SXM4 80 GB.
@@ -100,12 +106,18 @@ pub struct CardSpec {
     pub peak_flops_per_second: f64,
     /// Memory bandwidth, bytes per second.
     pub memory_bytes_per_second: f64,
-    /// Where both figures come from.
+    /// Dense fp8 peak (no sparsity), FLOP/s, where the card has fp8 tensor cores and the
+    /// table has its figure.
+    pub fp8_peak_flops_per_second: Option<f64>,
+    /// Memory (HBM) per GPU, bytes, where the table has it.
+    pub memory_capacity_bytes: Option<f64>,
+    /// Where the figures come from.
     pub source: &'static str,
 }
 
 const H100_SOURCE: &str = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), \
-     table 3 (dense bf16); https://www.nvidia.com/en-us/data-center/h100/ (bandwidth)";
+     table 3 (dense bf16 and fp8); https://www.nvidia.com/en-us/data-center/h100/ (bandwidth, \
+     memory: SXM 80 GB, PCIe 80 GB)";
 
 /// The table, most specific entry first (the order [`Card::of_device`] tries them in).
 const CARDS: &[CardSpec] = &[
@@ -115,6 +127,8 @@ const CARDS: &[CardSpec] = &[
         fragments: &["h100", "pcie"],
         peak_flops_per_second: 756.0e12,
         memory_bytes_per_second: 2.0e12,
+        fp8_peak_flops_per_second: Some(1.5130e15),
+        memory_capacity_bytes: Some(80.0e9),
         source: H100_SOURCE,
     },
     CardSpec {
@@ -123,8 +137,10 @@ const CARDS: &[CardSpec] = &[
         fragments: &["h100", "nvl"],
         peak_flops_per_second: 835.5e12,
         memory_bytes_per_second: 3.9e12,
-        source: "https://www.nvidia.com/en-us/data-center/h100/ (H100 NVL: bf16 1,671 \
-                 TFLOPS with sparsity, halved; 3.9 TB/s)",
+        fp8_peak_flops_per_second: Some(1.6705e15),
+        memory_capacity_bytes: Some(94.0e9),
+        source: "https://www.nvidia.com/en-us/data-center/h100/ (H100 NVL: bf16 1,671 and \
+                 fp8 3,341 TFLOPS with sparsity, halved; 94 GB at 3.9 TB/s)",
     },
     CardSpec {
         id: Card::H100Sxm,
@@ -132,7 +148,21 @@ const CARDS: &[CardSpec] = &[
         fragments: &["h100"],
         peak_flops_per_second: 989.4e12,
         memory_bytes_per_second: 3.35e12,
+        fp8_peak_flops_per_second: Some(1.9789e15),
+        memory_capacity_bytes: Some(80.0e9),
         source: H100_SOURCE,
+    },
+    CardSpec {
+        id: Card::H800,
+        name: "NVIDIA H800 SXM",
+        fragments: &["h800"],
+        peak_flops_per_second: 989.4e12,
+        memory_bytes_per_second: 3.35e12,
+        fp8_peak_flops_per_second: Some(1.9789e15),
+        memory_capacity_bytes: Some(80.0e9),
+        source: "the H100 SXM's GH100 die, compute and 80 GB HBM3 (NVIDIA H100 Tensor Core \
+                 GPU Architecture whitepaper, table 3), NVLink cut to 400 GB/s; DeepSeek-V3 \
+                 technical report, arXiv:2412.19437, section 3.2.2 (H800 nodes)",
     },
     CardSpec {
         id: Card::H200Nvl,
@@ -140,8 +170,10 @@ const CARDS: &[CardSpec] = &[
         fragments: &["h200", "nvl"],
         peak_flops_per_second: 835.5e12,
         memory_bytes_per_second: 4.8e12,
-        source: "https://www.nvidia.com/en-us/data-center/h200/ (H200 NVL: bf16 1,671 \
-                 TFLOPS with sparsity, halved; 4.8 TB/s)",
+        fp8_peak_flops_per_second: Some(1.6705e15),
+        memory_capacity_bytes: Some(141.0e9),
+        source: "https://www.nvidia.com/en-us/data-center/h200/ (H200 NVL: bf16 1,671 and \
+                 fp8 3,341 TFLOPS with sparsity, halved; 141 GB at 4.8 TB/s)",
     },
     CardSpec {
         id: Card::H200Sxm,
@@ -149,8 +181,11 @@ const CARDS: &[CardSpec] = &[
         fragments: &["h200"],
         peak_flops_per_second: 989.4e12,
         memory_bytes_per_second: 4.8e12,
-        source: "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: bf16 1,979 \
-                 TFLOPS with sparsity, the H100 SXM's dense 989.4; 4.8 TB/s)",
+        fp8_peak_flops_per_second: Some(1.9789e15),
+        memory_capacity_bytes: Some(141.0e9),
+        source: "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: bf16 1,979 and \
+                 fp8 3,958 TFLOPS with sparsity, the H100 SXM's dense 989.4 and 1,978.9; \
+                 141 GB at 4.8 TB/s)",
     },
     CardSpec {
         id: Card::Gh200,
@@ -158,8 +193,34 @@ const CARDS: &[CardSpec] = &[
         fragments: &["gh200"],
         peak_flops_per_second: 989.4e12,
         memory_bytes_per_second: 4.0e12,
+        fp8_peak_flops_per_second: Some(1.9789e15),
+        memory_capacity_bytes: Some(96.0e9),
         source: "https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/ (bf16 \
-                 1,979 TFLOPS with sparsity, halved; 96 GB HBM3 at 4 TB/s)",
+                 1,979 and fp8 3,958 TFLOPS with sparsity, halved; 96 GB HBM3 at 4 TB/s)",
+    },
+    CardSpec {
+        id: Card::Gb300,
+        name: "NVIDIA GB300 (per GPU)",
+        fragments: &["gb300"],
+        peak_flops_per_second: 2.5e15,
+        memory_bytes_per_second: 8.0e12,
+        fp8_peak_flops_per_second: Some(5.0e15),
+        memory_capacity_bytes: Some(288.0e9),
+        source: "https://www.nvidia.com/en-us/data-center/gb300-nvl72/ (NVL72: bf16 360 and \
+                 fp8 720 PFLOPS with sparsity, 576 TB/s over 72 GPUs, halved, per GPU; 288 \
+                 GB HBM3e per Blackwell Ultra GPU)",
+    },
+    CardSpec {
+        id: Card::B300,
+        name: "NVIDIA B300",
+        fragments: &["b300"],
+        peak_flops_per_second: 2.25e15,
+        memory_bytes_per_second: 8.0e12,
+        fp8_peak_flops_per_second: Some(4.5e15),
+        memory_capacity_bytes: Some(288.0e9),
+        source: "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B300: bf16 36 and fp8 \
+                 72 PFLOPS with sparsity, 64 TB/s over 8 GPUs; halved, per GPU); \
+                 https://www.nvidia.com/en-us/data-center/dgx-b300/ (2.3 TB over 8 GPUs)",
     },
     CardSpec {
         id: Card::Gb200,
@@ -167,8 +228,11 @@ const CARDS: &[CardSpec] = &[
         fragments: &["gb200"],
         peak_flops_per_second: 2.5e15,
         memory_bytes_per_second: 8.0e12,
+        fp8_peak_flops_per_second: Some(5.0000e15),
+        memory_capacity_bytes: Some(186.0e9),
         source: "https://www.nvidia.com/en-us/data-center/gb200-nvl72/ (NVL72: bf16 360 \
-                 PFLOPS with sparsity and 576 TB/s over 72 GPUs; halved, per GPU)",
+                 and fp8 720 PFLOPS with sparsity, 13.4 TB HBM3e and 576 TB/s over 72 GPUs; \
+                 halved, per GPU)",
     },
     CardSpec {
         id: Card::B200,
@@ -176,8 +240,10 @@ const CARDS: &[CardSpec] = &[
         fragments: &["b200"],
         peak_flops_per_second: 2.25e15,
         memory_bytes_per_second: 8.0e12,
-        source: "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200: bf16 36 PFLOPS \
-                 with sparsity and 64 TB/s over 8 GPUs; halved, per GPU)",
+        fp8_peak_flops_per_second: Some(4.5000e15),
+        memory_capacity_bytes: Some(180.0e9),
+        source: "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200: bf16 36 and fp8 \
+                 72 PFLOPS with sparsity, 1.4 TB and 64 TB/s over 8 GPUs; halved, per GPU)",
     },
     CardSpec {
         id: Card::Mi300x,
@@ -185,8 +251,10 @@ const CARDS: &[CardSpec] = &[
         fragments: &["mi300x"],
         peak_flops_per_second: 1307.4e12,
         memory_bytes_per_second: 5.3e12,
+        fp8_peak_flops_per_second: Some(2.6149e15),
+        memory_capacity_bytes: Some(192.0e9),
         source: "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html \
-                 (bf16 1,307.4 TFLOPS dense; 5.3 TB/s)",
+                 (bf16 1,307.4 and fp8 2,614.9 TFLOPS dense; 192 GB at 5.3 TB/s)",
     },
     CardSpec {
         id: Card::A100Pcie,
@@ -194,8 +262,10 @@ const CARDS: &[CardSpec] = &[
         fragments: &["a100", "pcie"],
         peak_flops_per_second: 312.0e12,
         memory_bytes_per_second: 1.935e12,
-        source: "https://www.nvidia.com/en-us/data-center/a100/ (bf16 312 TFLOPS dense; \
-                 80GB PCIe 1,935 GB/s)",
+        fp8_peak_flops_per_second: None,
+        memory_capacity_bytes: Some(80.0e9),
+        source: "https://www.nvidia.com/en-us/data-center/a100/ (bf16 312 TFLOPS dense, no \
+                 fp8; 80GB PCIe 1,935 GB/s)",
     },
     CardSpec {
         id: Card::A100,
@@ -203,8 +273,10 @@ const CARDS: &[CardSpec] = &[
         fragments: &["a100"],
         peak_flops_per_second: 312.0e12,
         memory_bytes_per_second: 2.039e12,
-        source: "https://www.nvidia.com/en-us/data-center/a100/ (bf16 312 TFLOPS dense; \
-                 80GB SXM 2,039 GB/s)",
+        fp8_peak_flops_per_second: None,
+        memory_capacity_bytes: Some(80.0e9),
+        source: "https://www.nvidia.com/en-us/data-center/a100/ (bf16 312 TFLOPS dense, no \
+                 fp8; 80GB SXM 2,039 GB/s)",
     },
     CardSpec {
         id: Card::L40s,
@@ -212,8 +284,11 @@ const CARDS: &[CardSpec] = &[
         fragments: &["l40s"],
         peak_flops_per_second: 362.05e12,
         memory_bytes_per_second: 864.0e9,
-        source: "https://www.nvidia.com/en-us/data-center/l40s/ (bf16 733 TFLOPS with \
-                 sparsity; dense 362.05 in the Ada Lovelace whitepaper; 864 GB/s)",
+        fp8_peak_flops_per_second: Some(7.3300e14),
+        memory_capacity_bytes: Some(48.0e9),
+        source: "https://www.nvidia.com/en-us/data-center/l40s/ (bf16 733 and fp8 1,466 \
+                 TFLOPS with sparsity; dense 362.05 and 733 in the Ada Lovelace whitepaper; \
+                 48 GB at 864 GB/s)",
     },
     CardSpec {
         id: Card::L4,
@@ -221,8 +296,10 @@ const CARDS: &[CardSpec] = &[
         fragments: &["l4"],
         peak_flops_per_second: 121.0e12,
         memory_bytes_per_second: 300.0e9,
-        source: "https://www.nvidia.com/en-us/data-center/l4/ (bf16 242 TFLOPS with \
-                 sparsity, halved; 300 GB/s)",
+        fp8_peak_flops_per_second: Some(2.4250e14),
+        memory_capacity_bytes: Some(24.0e9),
+        source: "https://www.nvidia.com/en-us/data-center/l4/ (bf16 242 and fp8 485 \
+                 TFLOPS with sparsity, halved; 24 GB at 300 GB/s)",
     },
     CardSpec {
         id: Card::Rtx4090,
@@ -230,6 +307,8 @@ const CARDS: &[CardSpec] = &[
         fragments: &["4090"],
         peak_flops_per_second: 165.2e12,
         memory_bytes_per_second: 1008.0e9,
+        fp8_peak_flops_per_second: Some(3.3030e14),
+        memory_capacity_bytes: Some(24.0e9),
         source: "NVIDIA Ada Lovelace GPU Architecture whitepaper v2.1, appendix A (bf16 \
                  with fp32 accumulate 165.2 TFLOPS dense; 1,008 GB/s)",
     },
@@ -383,6 +462,9 @@ mod tests {
             ("NVIDIA GH200 480GB", Some(Card::Gh200)),
             ("NVIDIA B200", Some(Card::B200)),
             ("NVIDIA GB200", Some(Card::Gb200)),
+            ("NVIDIA B300 SXM6 AC", Some(Card::B300)),
+            ("NVIDIA GB300", Some(Card::Gb300)),
+            ("NVIDIA H800", Some(Card::H800)),
             ("AMD Instinct MI300X", Some(Card::Mi300x)),
             ("NVIDIA A100-SXM4-80GB", Some(Card::A100)),
             ("NVIDIA A100 80GB PCIe", Some(Card::A100Pcie)),
@@ -407,6 +489,14 @@ mod tests {
         for c in CARDS {
             assert!(c.peak_flops_per_second.is_finite() && c.peak_flops_per_second > 0.0);
             assert!(c.memory_bytes_per_second > 0.0 && !c.source.is_empty());
+            if let Some(f8) = c.fp8_peak_flops_per_second {
+                assert!(f8 >= c.peak_flops_per_second, "{}", c.name);
+            }
+            assert!(
+                c.memory_capacity_bytes.is_some_and(|m| m >= 16e9),
+                "{}",
+                c.name
+            );
         }
     }
 
@@ -440,7 +530,6 @@ mod tests {
     fn an_unknown_name_lists_the_known_ones_and_suggests_none() {
         for bad in [
             "h20",
-            "h800",
             "l40",
             "a10",
             "",

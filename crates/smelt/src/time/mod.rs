@@ -99,10 +99,13 @@ mod calibration;
 mod card;
 mod device;
 mod efficiency;
+pub mod kernels;
 mod predict;
 mod ratio;
 mod request;
 mod roofline;
+pub mod step;
+mod system;
 
 pub use calibration::{Calibration, Traffic};
 pub use card::{Card, CardSpec, cards_markdown};
@@ -120,3 +123,4 @@ pub use request::{DeviceRequest, Given, PredictSpec, Prediction};
 pub use roofline::{
     AttentionData, Bounds, ExpertLaunch, GROUPED_LAUNCHES, Roofline, fused_io_bytes,
 };
+pub use system::{System, SystemSpec};

@@ -41,9 +41,14 @@ pub struct ModelPrediction {
     pub seconds: f64,
     /// Predicted seconds per token.
     pub seconds_per_token: f64,
-    /// The model FLOPs per token over the predicted seconds per token, as a share of the
-    /// peak (the roofline's model FLOP utilisation of the layer stack).
-    pub mfu: f64,
+    /// The cost model's training FLOPs per token over the predicted seconds per token, as a
+    /// share of the device's peak. Not an MFU under any launcher's FLOP convention (see
+    /// `smelt mfu --conventions`); uncalibrated, the seconds are a lower bound and this share
+    /// an upper bound.
+    pub cost_flops_share_of_peak: f64,
+    /// Whether `seconds` is a lower bound (an uncalibrated roofline: every kernel at the
+    /// datasheet peak or bandwidth) rather than an estimate.
+    pub lower_bound: bool,
     /// What bounds the time, over the whole step.
     pub bounds: Bounds,
     /// Per component.
@@ -103,7 +108,10 @@ pub fn predict_model(
         flops_per_token,
         seconds,
         seconds_per_token,
-        mfu: flops_per_token / seconds_per_token / roof.device.peak_flops_per_second,
+        cost_flops_share_of_peak: flops_per_token
+            / seconds_per_token
+            / roof.device.peak_flops_per_second,
+        lower_bound: roof.calibration.is_none(),
         bounds,
         components: by
             .into_iter()
@@ -187,7 +195,7 @@ impl PredictionBasis {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            _ => "uncalibrated roofline (efficiency 1)".to_owned(),
+            _ => "uncalibrated roofline (efficiency 1): the times are lower bounds".to_owned(),
         };
         let how = match &self.traffic {
             Some(t) => format!(

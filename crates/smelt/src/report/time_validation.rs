@@ -1,0 +1,202 @@
+//! The layout of `smelt validate-time`: the step model and the kernel constants against the
+//! published rows.
+
+use super::{Document, Field, Report, Table};
+use crate::time::step::published::TimeValidation;
+
+fn pct(x: f64) -> Field {
+    Field::shown(format!("{:+.1}%", x * 100.0), x)
+}
+
+fn abs_pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+impl Report for TimeValidation {
+    fn document(&self) -> Document {
+        let mut doc = Document::titled(
+            "step model vs published runs (tokens/s/GPU; error = predicted / published - 1)",
+        );
+        let mut t = Table::new([
+            "row",
+            "model",
+            "gpu",
+            "gpus",
+            "published",
+            "predicted",
+            "error",
+            "per-card MFU",
+            "FLOP-prop.",
+            "bound / refused",
+        ])
+        .right_from(3);
+        t.data = true;
+        let mut trivial = self
+            .per_card_mfu_errors
+            .iter()
+            .zip(&self.flop_proportional_errors);
+        for r in &self.runs {
+            let (a, b) = match r.predicted {
+                Some(_) => trivial
+                    .next()
+                    .map_or((Field::blank(), Field::blank()), |(a, b)| {
+                        (pct(*a), pct(*b))
+                    }),
+                None => (Field::blank(), Field::blank()),
+            };
+            let why = match (&r.refused, &r.step) {
+                (Some(e), _) => format!(
+                    "refused: {}",
+                    e.split(['(', ';']).next().unwrap_or(e).trim()
+                ),
+                (None, Some(s)) if s.host_bound => "host".to_owned(),
+                (None, Some(_)) => "gpu".to_owned(),
+                _ => String::new(),
+            };
+            t.rows.push(vec![
+                Field::text(&r.id),
+                Field::text(&r.model),
+                Field::text(&r.gpu),
+                Field::shown(r.gpus.to_string(), r.gpus),
+                Field::shown(format!("{:.0}", r.published), r.published),
+                r.predicted
+                    .map_or(Field::blank(), |p| Field::shown(format!("{p:.0}"), p)),
+                r.error.map_or(Field::blank(), pct),
+                a,
+                b,
+                Field::text(why),
+            ]);
+        }
+        doc.table(t);
+        let names = [
+            "step model",
+            "constant MFU per card",
+            "FLOP-proportional time",
+        ];
+        for (name, (med, mean, max)) in names.iter().zip(self.summary) {
+            doc.line(format!(
+                "{name}: median |error| {}, mean {}, max {}",
+                abs_pct(med),
+                abs_pct(mean),
+                abs_pct(max)
+            ));
+        }
+        doc.line(format!(
+            "fitted on these rows: host seconds per layer execution per micro-batch {} \
+             (Megatron-Core) and {} (PyTorch FSDP2); the trivial predictors are fitted on the \
+             same rows",
+            super::predict::seconds_text(self.host_seconds[0].1),
+            super::predict::seconds_text(self.host_seconds[1].1),
+        ));
+        let mut k =
+            Table::new(["kernel class", "rows", "median |error|", "max |error|"]).right_from(1);
+        for (class, n, med, max) in &self.kernel_summary {
+            k.push_texts([class.clone(), n.to_string(), abs_pct(*med), abs_pct(*max)]);
+        }
+        doc.line("kernel rows predicted by the constants fitted on them (in-sample):");
+        doc.table(k);
+        doc
+    }
+}
+
+impl Report for crate::time::step::report::StepReport {
+    fn document(&self) -> Document {
+        use crate::time::step::report::MemoryVerdict;
+        let s = &self.step;
+        let r = &s.request;
+        let t = &r.training;
+        let mut doc = Document::titled(format!(
+            "predicted training step of {} on {} x {} ({})",
+            self.model, s.gpus, r.card, r.system.name
+        ));
+        doc.line(format!(
+            "layout: tp {} ep {} pp {} vp {} cp {} dp {}, micro-batch {}, global batch {} \
+             ({} micro-batches), recompute {:?}, {:?}, attention {:?}",
+            t.tp,
+            t.ep,
+            t.pp,
+            t.vp,
+            t.cp,
+            t.dp,
+            t.micro_batch,
+            r.global_batch,
+            s.micro_batches,
+            r.recompute,
+            r.framework,
+            r.attention
+        ));
+        let mb = &s.micro_batch;
+        let mut table = Table::new(["per micro-batch", "seconds"]).right_from(1);
+        for (name, x) in [
+            ("GEMMs (LM head included)", mb.gemm),
+            ("routed experts (grouped GEMMs)", mb.experts),
+            ("attention", mb.attention),
+            ("memory-bound kernels", mb.memory_bound),
+            ("recompute", mb.recompute),
+            ("TP collectives", mb.tp_comm),
+            ("EP all-to-all", mb.ep_comm),
+            ("PP p2p", mb.pp_comm),
+            ("GPU total", mb.gpu),
+            ("host (launches)", mb.host),
+        ] {
+            table.push_texts([name.to_owned(), super::predict::seconds_text(x)]);
+        }
+        doc.table(table);
+        doc.line(format!(
+            "rows per expert {:.0}; micro-batch {}-bound; bubble {}, optimizer {}, exposed DP \
+             communication {}",
+            s.rows_per_expert,
+            if s.host_bound { "host" } else { "GPU" },
+            super::predict::seconds_text(s.bubble),
+            super::predict::seconds_text(s.optimizer),
+            super::predict::seconds_text(s.dp_comm)
+        ));
+        doc.line(format!(
+            "step {}, {:.0} tokens/s/GPU",
+            super::predict::seconds_text(self.step_seconds),
+            self.tokens_per_second_per_gpu
+        ));
+        match (self.megatron_tflops_per_gpu, self.megatron_mfu) {
+            (Some(tf), Some(mfu)) => doc.line(format!(
+                "{tf:.0} model TFLOP/s/GPU under Megatron-LM's FLOP convention (MFU {:.1}% of \
+                 the dense bf16 peak)",
+                mfu * 100.0
+            )),
+            _ => doc.line(format!(
+                "no Megatron-convention TFLOP/s: {}",
+                self.megatron_refused.as_deref().unwrap_or("not counted")
+            )),
+        }
+        let gb = |b: f64| format!("{:.1} GB", b / 1e9);
+        doc.line(match &self.memory {
+            MemoryVerdict::Fits {
+                peak_bytes,
+                card_bytes,
+            } => format!(
+                "memory: fits ({} peak per GPU of {}, {} spare)",
+                gb(*peak_bytes),
+                gb(*card_bytes),
+                gb(card_bytes - peak_bytes)
+            ),
+            MemoryVerdict::DoesNotFit {
+                peak_bytes,
+                card_bytes,
+            } => format!(
+                "memory: does NOT fit ({} peak per GPU of {}, {} over)",
+                gb(*peak_bytes),
+                gb(*card_bytes),
+                gb(peak_bytes - card_bytes)
+            ),
+            MemoryVerdict::NotChecked { reason } => format!("memory: not checked ({reason})"),
+        });
+        doc.line(
+            "(the memory verdict is the training-memory model's, with its own activation \
+             policy: --recompute and --framework do not change it)",
+        );
+        doc
+    }
+
+    fn formats(&self) -> &'static [super::Format] {
+        &[super::Format::Table, super::Format::Json]
+    }
+}

@@ -1,0 +1,127 @@
+//! `smelt predict --global-batch ...`: the training step of a parallel layout (the step
+//! model, `smelt::time::step`).
+
+use smelt::model::{ModelSpec, Training};
+use smelt::time::Card;
+use smelt::time::System;
+use smelt::time::step::report::{StepReport, step_report};
+use smelt::time::step::{AttentionImpl, Framework, Recompute, StepRequest};
+
+/// A parallel layout for `smelt predict` (with --global-batch, the step model runs).
+#[derive(Debug, Clone, clap::Args)]
+pub struct StepFlags {
+    /// Sequences per optimizer step: predicts one training step of the layout below
+    /// (per GPU: kernels, collectives, pipeline bubble, optimizer, host), with
+    /// tokens/s/GPU and a memory verdict.
+    #[arg(long, value_name = "SEQUENCES", value_parser = clap::value_parser!(u64).range(1..))]
+    global_batch: Option<u64>,
+    /// Tensor parallelism (with sequence parallelism).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    tp: Option<u64>,
+    /// Expert parallelism (divides dp · cp).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    ep: Option<u64>,
+    /// Pipeline stages (1F1B).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    pp: Option<u64>,
+    /// Virtual pipeline stages per GPU (interleaved 1F1B).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    vp: Option<u64>,
+    /// Context parallelism.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    cp: Option<u64>,
+    /// Data parallelism (default: --gpus / (tp · pp · cp)).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    dp: Option<u64>,
+    /// GPUs in all (must equal tp · pp · cp · dp when both are given).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    gpus: Option<u64>,
+    /// ZeRO stage 0-3 (the memory verdict's sharding of optimizer states, gradients, weights).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3), requires = "global_batch")]
+    zero: Option<u64>,
+    /// Sequences per micro-batch.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    micro_batch: Option<u64>,
+    /// Activation recomputation: none, selective (norms and activations) or full.
+    #[arg(long, value_parser = ["none", "selective", "full"], requires = "global_batch")]
+    recompute: Option<String>,
+    /// The framework whose host cost applies: megatron-core or fsdp2.
+    #[arg(long, value_parser = ["megatron-core", "fsdp2"], requires = "global_batch")]
+    framework: Option<String>,
+}
+
+impl StepFlags {
+    /// Whether a step is asked for.
+    pub fn asked(&self) -> bool {
+        self.global_batch.is_some()
+    }
+
+    /// The step report of `spec` on `card`.
+    pub fn report(&self, spec: &ModelSpec, card: Card) -> anyhow::Result<StepReport> {
+        let Some(global_batch) = self.global_batch else {
+            anyhow::bail!("--global-batch is required for a step prediction");
+        };
+        let one = |x: Option<u64>| x.unwrap_or(1);
+        let (tp, pp, cp) = (one(self.tp), one(self.pp), one(self.cp));
+        let model_parallel = tp * pp * cp;
+        let dp = match (self.dp, self.gpus) {
+            (Some(dp), Some(g)) if dp * model_parallel != g => anyhow::bail!(
+                "gpus: must equal tp · pp · cp · dp ({}); got {g}",
+                dp * model_parallel
+            ),
+            (Some(dp), _) => dp,
+            (None, Some(g)) if g % model_parallel == 0 => g / model_parallel,
+            (None, Some(g)) => anyhow::bail!(
+                "gpus: must be a multiple of tp · pp · cp ({model_parallel}); got {g}"
+            ),
+            (None, None) => 1,
+        };
+        let training = Training {
+            tp,
+            ep: one(self.ep),
+            pp,
+            dp,
+            cp,
+            vp: one(self.vp),
+            zero: self.zero.unwrap_or(1),
+            micro_batch: one(self.micro_batch),
+            ..Training::default()
+        };
+        let framework = match self.framework.as_deref() {
+            Some("fsdp2") => Framework::Fsdp2,
+            _ => Framework::MegatronCore,
+        };
+        let recompute = match self.recompute.as_deref() {
+            Some("selective") => Recompute::Selective,
+            Some("full") => Recompute::Full,
+            _ => Recompute::None,
+        };
+        let Some(system) = System::of_card(card) else {
+            anyhow::bail!(
+                "card: {card} has no system in the table (GPUs per NVLink domain, NVLink and \
+                 network bandwidth); the step model needs one"
+            );
+        };
+        let attention = if spec.model.attention_sinks && framework == Framework::MegatronCore {
+            AttentionImpl::Unfused
+        } else {
+            AttentionImpl::Fused
+        };
+        let req = StepRequest {
+            card,
+            system: *system.spec(),
+            training,
+            global_batch,
+            recompute,
+            framework,
+            attention,
+        };
+        let megatron = smelt::launcher_flops::training_flops(
+            smelt::launcher_flops::Convention::Megatron,
+            spec,
+        )
+        .map(|f| f.as_f64())
+        .map_err(|e| e.to_string());
+        Ok(step_report(spec, &req, megatron)?)
+    }
+}
