@@ -256,69 +256,10 @@ pub fn predict_step_host(
 ) -> Result<StepPrediction> {
     let m = &spec.model;
     let t = &req.training;
-    validate_layout(t)?;
-    if m.recurrent.is_some() || m.blocks.is_some() {
-        return Err(refuse(
-            "model",
-            "hybrid layers (linear attention or Mamba) have no kernels in the plan; the step \
-             model refuses them",
-        ));
-    }
-    if m.looping.is_some() {
-        return Err(refuse(
-            "model",
-            "a looped model's step is not modelled yet (its pipeline placement is open)",
-        ));
-    }
-    if !m.heads.is_multiple_of(t.tp)
-        || !m.kv_heads.is_multiple_of(t.tp) && !t.tp.is_multiple_of(m.kv_heads.max(1))
-    {
-        return Err(refuse(
-            "training.tp",
-            format!("must divide the model's heads ({}); got {}", m.heads, t.tp),
-        ));
-    }
+    let (share, fwd, bwd, micro_batches) = checked(spec, req)?;
     let card = req.card;
     let spec_c = card.spec();
-    let share = gemm_share(card).ok_or_else(|| {
-        refuse(
-            "card",
-            format!("{card} has no published best-shape GEMM row"),
-        )
-    })?;
-    let (fwd, bwd) = match (
-        attention_curve(card, AttentionPass::Forward),
-        attention_curve(card, AttentionPass::Backward),
-    ) {
-        (Some(f), Some(b)) => (f, b),
-        _ => {
-            return Err(refuse(
-                "card",
-                format!("{card} has no published fused attention rows"),
-            ));
-        }
-    };
     let mbs = t.micro_batch;
-    let per_step = mbs * t.dp;
-    if req.global_batch == 0 || !req.global_batch.is_multiple_of(per_step) {
-        return Err(refuse(
-            "global_batch",
-            format!(
-                "must be a positive multiple of micro_batch · dp ({per_step}); got {}",
-                req.global_batch
-            ),
-        ));
-    }
-    let micro_batches = req.global_batch / per_step;
-    if t.pp > 1 && micro_batches < t.pp {
-        return Err(refuse(
-            "global_batch",
-            format!(
-                "gives {micro_batches} micro-batches, fewer than the {} pipeline stages",
-                t.pp
-            ),
-        ));
-    }
     let seq = spec.workload.context;
     let docs = vec![seq; mbs as usize];
     let p = plan::plan(m, &docs, spec.workload.attention, Routing::Balanced)?;
@@ -342,15 +283,10 @@ pub fn predict_step_host(
     .map(|&c| p.component_flops(c))
     .sum();
     let lm_head = 6.0 * h * v * tokens / tp;
-    let gemm_launches = 18.0 * stage_layers;
-    let gemm = (other as f64 / split + lm_head) / (share * peak) + gemm_launches * launch;
+    let gemm = (other as f64 / split + lm_head) / (share * peak) + 18.0 * stage_layers * launch;
     // Routed experts.
     let experts_flops = p.component_flops(Component::Experts) as f64 / split;
-    let (e, k, fe) = (
-        m.moe.experts as f64,
-        m.moe.top_k as f64,
-        m.moe.expert_ffn as f64,
-    );
+    let (e, k) = (m.moe.experts as f64, m.moe.top_k as f64);
     let rows = if e > 0.0 {
         tokens / tp * k * ep / e
     } else {
@@ -362,20 +298,8 @@ pub fn predict_step_host(
     } else {
         0.0
     };
-    let d = m.head_dim as f64;
     let attention = attention_seconds(spec, req, fwd, bwd, share * peak, hbm);
-    // Memory-bound kernels, bytes per token per layer (bf16): norms 20h, residual adds 12h,
-    // activations 16 per FFN column (routed and shared), RoPE 8 per q/k column,
-    // permute/unpermute 8h(1 + top_k), router 12 per expert; cross-entropy 20 per logit.
-    let ffn_cols = k * fe + (m.moe.shared_experts * m.moe.shared_ffn) as f64;
-    let qk_cols = (m.heads + m.kv_heads) as f64 * d;
-    let moe_bytes = if e > 0.0 {
-        8.0 * h * (1.0 + k) + 12.0 * e
-    } else {
-        0.0
-    };
-    let layer_bytes = 32.0 * h + 16.0 * ffn_cols + 8.0 * qk_cols + moe_bytes;
-    let memory_bound = (layer_bytes * stage_layers + 20.0 * v) * tokens / tp / hbm;
+    let memory_bound = memory_bound_seconds(m, tokens / tp, stage_layers, hbm);
     let recompute = match req.recompute {
         Recompute::None => 0.0,
         Recompute::Selective => 0.25 * memory_bound,
@@ -550,4 +474,100 @@ fn optimizer_and_dp(
     let dp_comm_total = 2.0 * dp_bytes / sys.network_bytes_per_second;
     let dp_comm = (dp_comm_total - micro).max(0.0);
     (optimizer, dp_comm)
+}
+
+/// The checks of a request, and what they find: the card's GEMM share, its attention
+/// curves and the micro-batches per step.
+fn checked(
+    spec: &ModelSpec,
+    req: &StepRequest,
+) -> Result<(f64, &'static AttentionCurve, &'static AttentionCurve, u64)> {
+    let (m, t) = (&spec.model, &req.training);
+    validate_layout(t)?;
+    if m.recurrent.is_some() || m.blocks.is_some() {
+        return Err(refuse(
+            "model",
+            "hybrid layers (linear attention or Mamba) have no kernels in the plan; the step \
+             model refuses them",
+        ));
+    }
+    if m.looping.is_some() {
+        return Err(refuse(
+            "model",
+            "a looped model's step is not modelled yet (its pipeline placement is open)",
+        ));
+    }
+    if !m.heads.is_multiple_of(t.tp)
+        || !m.kv_heads.is_multiple_of(t.tp) && !t.tp.is_multiple_of(m.kv_heads.max(1))
+    {
+        return Err(refuse(
+            "training.tp",
+            format!("must divide the model's heads ({}); got {}", m.heads, t.tp),
+        ));
+    }
+    let card = req.card;
+    let share = gemm_share(card).ok_or_else(|| {
+        refuse(
+            "card",
+            format!("{card} has no published best-shape GEMM row"),
+        )
+    })?;
+    let (fwd, bwd) = match (
+        attention_curve(card, AttentionPass::Forward),
+        attention_curve(card, AttentionPass::Backward),
+    ) {
+        (Some(f), Some(b)) => (f, b),
+        _ => {
+            return Err(refuse(
+                "card",
+                format!("{card} has no published fused attention rows"),
+            ));
+        }
+    };
+    let mbs = t.micro_batch;
+    let per_step = mbs * t.dp;
+    if req.global_batch == 0 || !req.global_batch.is_multiple_of(per_step) {
+        return Err(refuse(
+            "global_batch",
+            format!(
+                "must be a positive multiple of micro_batch · dp ({per_step}); got {}",
+                req.global_batch
+            ),
+        ));
+    }
+    let micro_batches = req.global_batch / per_step;
+    if t.pp > 1 && micro_batches < t.pp {
+        return Err(refuse(
+            "global_batch",
+            format!(
+                "gives {micro_batches} micro-batches, fewer than the {} pipeline stages",
+                t.pp
+            ),
+        ));
+    }
+    Ok((share, fwd, bwd, micro_batches))
+}
+
+/// Seconds of one micro-batch's memory-bound kernels on one GPU, `tokens` its tokens.
+fn memory_bound_seconds(m: &crate::model::Model, tokens: f64, stage_layers: f64, hbm: f64) -> f64 {
+    let (h, v, d) = (m.hidden as f64, m.vocab as f64, m.head_dim as f64);
+    let (e, k, fe) = (
+        m.moe.experts as f64,
+        m.moe.top_k as f64,
+        m.moe.expert_ffn as f64,
+    );
+    let tp = 1.0;
+    // Memory-bound kernels, bytes per token per layer (bf16): norms 20h, residual adds 12h,
+    // activations 16 per FFN column (routed and shared), RoPE 8 per q/k column,
+    // permute/unpermute 8h(1 + top_k), router 12 per expert; cross-entropy 20 per logit.
+    let ffn_cols = k * fe + (m.moe.shared_experts * m.moe.shared_ffn) as f64;
+    let qk_cols = (m.heads + m.kv_heads) as f64 * d;
+    let moe_bytes = if e > 0.0 {
+        8.0 * h * (1.0 + k) + 12.0 * e
+    } else {
+        0.0
+    };
+    let layer_bytes = 32.0 * h + 16.0 * ffn_cols + 8.0 * qk_cols + moe_bytes;
+    let memory_bound = (layer_bytes * stage_layers + 20.0 * v) * tokens / tp / hbm;
+    memory_bound
 }
