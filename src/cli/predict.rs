@@ -141,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             || d.attention.is_some()
             || d.experts.is_some()
             || d.tokens.is_some()
-            || d.routing != Routing::Balanced
+            || d.routing.trim() != "balanced"
         {
             anyhow::bail!(
                 "--peak, --bandwidth, --launch-us, --calibration, --attention, --experts, \

@@ -340,8 +340,22 @@ pub fn plan(
             });
         }
     }
+    unique_names(&models)?;
+    Ok(IsoflopPlan {
+        name: name.map(str::to_owned),
+        computes: options.computes.clone(),
+        global_batch: options.global_batch,
+        sequence_length,
+        tokens_per_step,
+        models,
+        runs,
+    })
+}
+
+/// Refuses two models of one name (their directories would collide).
+fn unique_names(models: &[PlannedModel]) -> Result<()> {
     let mut names = std::collections::BTreeSet::new();
-    for m in &models {
+    for m in models {
         if !names.insert(m.name.as_str()) {
             return Err(Error::invalid(
                 "grid",
@@ -352,15 +366,7 @@ pub fn plan(
             ));
         }
     }
-    Ok(IsoflopPlan {
-        name: name.map(str::to_owned),
-        computes: options.computes.clone(),
-        global_batch: options.global_batch,
-        sequence_length,
-        tokens_per_step,
-        models,
-        runs,
-    })
+    Ok(())
 }
 
 /// The plan of a matched grid: one cell per grid cell, named `SCALE-SPARSITY`
