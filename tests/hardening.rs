@@ -6,6 +6,9 @@ use std::path::Path;
 
 use crate::common::{budget, data, run, temp_file};
 
+/// A change made to a file's JSON before it is read.
+type Edit = fn(&mut serde_json::Value);
+
 /// A fresh empty folder under the target directory.
 fn temp_dir(tag: &str) -> std::path::PathBuf {
     let dir = temp_file("d", "").with_extension(tag);
@@ -171,7 +174,7 @@ fn calibrations_with_absurd_constants_are_refused_where_written_and_read() {
     ]);
     assert_eq!(code, Some(0), "{err}");
     let bench: serde_json::Value = serde_json::from_str(&bench).unwrap();
-    let cases: [(&str, fn(&mut serde_json::Value), &str); 4] = [
+    let cases: [(&str, Edit, &str); 4] = [
         (
             "a shape near 2^64",
             |b| b["models"][0]["kernels"][0]["kernel"]["m"] = u64::MAX.into(),
@@ -231,7 +234,7 @@ fn calibrations_with_absurd_constants_are_refused_where_written_and_read() {
     // A calibration file edited to absurd constants is refused by predict, naming the field.
     let good: serde_json::Value =
         serde_json::from_str(&crate::common::data_text("calibration-cpu.json")).unwrap();
-    let cases: [(fn(&mut serde_json::Value), &str); 6] = [
+    let cases: [(Edit, &str); 6] = [
         (|c| c["curves"]["gemm"][0][1] = 1e300.into(), "curves.gemm"),
         (|c| c["curves"]["gemm"][0][1] = 1e-300.into(), "curves.gemm"),
         (

@@ -14,6 +14,72 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, TypedDict, Union
 
 
+class CollectResultEndpoints(TypedDict, total=False):
+    C: float
+    D: int
+    F: float
+    S: float
+    arch: str
+    cell: str
+    compute: float
+    loss: float
+    run: str
+
+
+class CollectResult(TypedDict, total=False):
+    cells_lacking: List[Any]
+    csv: str
+    endpoints: List[CollectResultEndpoints]
+    missing: List[Any]
+    path: str
+
+
+class PlanResultRunsConventions(TypedDict, total=False):
+    compute_reached: float
+    convention: str
+    reached_over_compute: float
+    steps: int
+    training_flops_per_token: float
+
+
+class PlanResultRuns(TypedDict, total=False):
+    arch: str
+    cell: str
+    compute: float
+    compute_reached: float
+    config_sha256: str
+    conventions: List[PlanResultRunsConventions]
+    directory: str
+    global_batch: int
+    id: str
+    model: str
+    reached_over_compute: float
+    sequence_length: int
+    sparsity: float
+    steps: int
+    tokens: int
+    training_flops_per_token: float
+    training_flops_per_token_exact: str
+
+
+class PlanResultModels(TypedDict, total=False):
+    arch: str
+    cell: str
+    name: str
+    training_flops_per_token: float
+
+
+class PlanResult(TypedDict, total=False):
+    computes: List[float]
+    global_batch: int
+    manifest: str
+    models: List[PlanResultModels]
+    name: str
+    runs: List[PlanResultRuns]
+    sequence_length: int
+    tokens_per_step: int
+
+
 class ExportedModel(TypedDict, total=False):
     files: List[str]
     looped: bool
@@ -28,9 +94,11 @@ class ExportResult(TypedDict, total=False):
 
 
 class CardRow(TypedDict, total=False):
+    fp8_peak_flops_per_second: Optional[float]
     fragments: List[str]
     id: str
     memory_bytes_per_second: float
+    memory_capacity_bytes: float
     name: str
     peak_flops_per_second: float
     source: str
@@ -105,10 +173,11 @@ class PredictResultModelsBounds(TypedDict, total=False):
 class PredictResultModels(TypedDict, total=False):
     bounds: PredictResultModelsBounds
     components: List[PredictResultModelsComponents]
+    cost_flops_share_of_peak: float
     flops_per_token: float
     launches: int
     layer_executions: int
-    mfu: float
+    lower_bound: bool
     name: str
     seconds: float
     seconds_per_token: float
@@ -855,6 +924,7 @@ class Moe(TypedDict, total=False):
     expert_bias: bool
     expert_ffn: int
     experts: int
+    router: str
     router_bias: bool
     router_scale: bool
     shared_experts: int
@@ -904,52 +974,3 @@ PerBudget = Dict[str, float]
 
 Result = Union[MatchResult, GridResult, SweepResult]
 """A result `export_hf` and `export_toml` accept."""
-
-
-class PlannedRun(TypedDict, total=False):
-    """One run of an IsoFLOP plan (one line of its manifest): `directory` and
-    `config_sha256` only when the plan was exported."""
-
-    id: str
-    model: str
-    cell: str
-    arch: str
-    sparsity: float
-    compute: float
-    training_flops_per_token: float
-    training_flops_per_token_exact: str
-    tokens: int
-    steps: int
-    global_batch: int
-    sequence_length: int
-    compute_reached: float
-    reached_over_compute: float
-    conventions: List[Dict[str, Any]]
-    directory: str
-    config_sha256: str
-
-
-class PlanResult(TypedDict, total=False):
-    """`smelt plan --format json`: the runs of an IsoFLOP study; `manifest` (the path of
-    manifest.jsonl) only when exported."""
-
-    name: str
-    computes: List[float]
-    global_batch: int
-    sequence_length: int
-    tokens_per_step: int
-    models: List[Dict[str, Any]]
-    runs: List[PlannedRun]
-    manifest: str
-
-
-class CollectResult(TypedDict):
-    """`smelt collect`: the endpoints (`run`, `arch`, `cell`, `F`, `S`, `D`, `C`, `compute`,
-    `loss` each), the runs without a result (with `partial=True`), the cells lacking runs,
-    the endpoints CSV `fit` reads (`csv`) and where it was written (`path`, or None)."""
-
-    endpoints: List[Dict[str, Any]]
-    missing: List[str]
-    cells_lacking: List[str]
-    csv: str
-    path: Optional[str]

@@ -199,7 +199,7 @@ def measure(family):
         pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name)),
         LATTICE.get(family, hf.LATTICE.get(family, {})),
     )
-    model = hf.build(directory).train()
+    model = hf.build(directory).float().train()  # the export carries bf16; counted here in fp32
     spec = smelt.import_hf(directory)
     spec["workload"] = {
         "context": hf.T,

@@ -71,7 +71,7 @@ def test_every_card_name_is_read_as_the_command_line_reads_it():
             assert p["basis"]["device"]["name"] == card["name"], name
     assert smelt.mfu(base, 1e6, card="h100")["card"] == "h100-sxm"
     assert smelt.predict(base, card="h100")["basis"]["device"]["name"] == "NVIDIA H100 SXM"
-    for bad in ["h20", "h800", "l40", "a10", "tpu-v5p"]:
+    for bad in ["h20", "h20e", "l40", "a10", "tpu-v5p"]:
         for call in (lambda: smelt.mfu(base, 1.0, card=bad), lambda: smelt.predict(base, card=bad)):
             with pytest.raises(smelt.SmeltError) as e:
                 call()

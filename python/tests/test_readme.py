@@ -1,4 +1,4 @@
-"""The README's launcher lines run as written: the looped model is matched, exported, built
+"""The guide's launcher lines (docs/guide.md, "Hand the looped model to a trainer") run as written: the looped model is matched, exported, built
 by Transformers and trained (on a tiny budget in place of the 200M one, so that CI trains it
 in seconds; every other character of the block is the README's)."""
 
@@ -36,7 +36,7 @@ head_dim = { step = 8, min = 8, max = 16 }
 
 
 def launcher_block():
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "guide.md").read_text()
     section = readme.split("## Hand the looped model to a trainer", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
@@ -52,7 +52,7 @@ def test_the_readme_launcher_trains_the_looped_model(tmp_path, monkeypatch):
     batches = [{"input_ids": torch.randint(0, 50304, (2, 16))} for _ in range(2)]
     budget.write_text(TINY)
     scope = {"batches": batches, "budget": str(budget)}
-    exec(compile(code, "README.md", "exec"), scope)
+    exec(compile(code, "docs/guide.md", "exec"), scope)
     model, match = scope["model"], scope["match"]
     assert model.config.model_type == "smelt_looped"
     loop = match["looped"]["model"]["loop"]

@@ -87,7 +87,9 @@ def test_errors_are_smelt_errors_naming_the_field():
 
 def test_import_hf_then_cost():
     spec = smelt.import_hf(ROOT / "tests" / "data" / "hf" / "mixtral-8x7b-v0.1.json")
-    assert spec["model"]["moe"] == {"experts": 8, "top_k": 2, "expert_ffn": 14336}
+    assert spec["model"]["moe"] == {
+        "experts": 8, "top_k": 2, "expert_ffn": 14336, "router": "softmax_renormalised_fp32"
+    }
     c = smelt.cost(spec)
     assert round(c["params"]["total"] / 1e9, 1) == 46.7
     assert round(c["params"]["active"] / 1e9, 1) == 12.9

@@ -168,8 +168,9 @@ def check_looped(directory, text_config, loop, per_layer_keys, scaled, tokens=12
       one slot per layer execution;
     * smelt reads the directory back with its loop.
 
-    Returns the built model."""
-    model = build_looped(directory).eval()
+    Returns the built model (in float32: the export carries the Baseline's `dtype`, which
+    `test_memory`/`test_saved_tensors` check; the computation is compared here in float32)."""
+    model = build_looped(directory).float().eval()
     layers = text_config["num_hidden_layers"]
     order = execution_order(loop, layers)
     assert len(model.language_model.model.layers.physical()) == layers

@@ -147,8 +147,7 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     // Hugging Face export).
     if let Some(path) = &args.output {
         let writes = |f: &Path| smelt::export::may_write(ExportFormat::Hf, f);
-        let folder =
-            args.format == MatchFormat::Hf && !path.extension().is_some_and(|e| e == "json");
+        let folder = args.format == MatchFormat::Hf && path.extension().is_none_or(|e| e != "json");
         let folder: Option<&dyn Fn(&Path) -> bool> = folder.then_some(&writes);
         smelt::io::refuse_inputs(path, &inputs, folder).context("-o")?;
     }

@@ -73,7 +73,8 @@ impl Request for PlanRequest {
     type Output = PlanReply;
 
     fn run(&self, progress: &dyn Progress) -> Result<PlanReply> {
-        if self.export.is_none() && (self.family.is_some() || self.vocab.is_some() || self.overwrite)
+        if self.export.is_none()
+            && (self.family.is_some() || self.vocab.is_some() || self.overwrite)
         {
             return Err(Error::invalid(
                 "export",

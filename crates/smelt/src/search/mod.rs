@@ -107,7 +107,7 @@
 //!   ([`crate::time::predict_model`], as `smelt predict` predicts) and it is
 //!   scored in full. In conservative mode a candidate predicted slower than the Baseline
 //!   is not admissible. Where the time is nondecreasing in `E` (no calibration curves,
-//!   balanced routing: [`timed`] proves it), `s₀` is raised further: between two counts
+//!   balanced routing: `timed` proves it), `s₀` is raised further: between two counts
 //!   whose times are predicted, `|r_T|` is at least its ends' distance from 0, and the
 //!   counts are searched by branch and bound on that bound (predicting the middle of an
 //!   interval only while one of its counts could still be kept), so a large time weight,

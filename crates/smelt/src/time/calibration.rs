@@ -61,7 +61,7 @@ impl Traffic {
         1.0 / self.seconds_per_byte
     }
 
-    /// An error unless its constants are in range ([`EFFICIENCY`] of `peak` for the
+    /// An error unless its constants are in range (`EFFICIENCY` of `peak` for the
     /// arithmetic, the bandwidth of a device for the operands: [`super::BANDWIDTH`]) and it
     /// was fitted to at least two shapes with a finite error. The one check of a fit, made
     /// when `smelt calibrate` writes it and whenever one is read.
@@ -277,8 +277,8 @@ impl Calibration {
     }
 
     /// An error unless the calibration is usable: its device valid, fitted to at least one
-    /// shape, every curve's points at rising work ([`LOG2_WORK`]) with efficiencies in
-    /// [`EFFICIENCY`], its traffic fit valid ([`Traffic::validate`]). The one check of a
+    /// shape, every curve's points at rising work (`LOG2_WORK`) with efficiencies in
+    /// `EFFICIENCY`, its traffic fit valid ([`Traffic::validate`]). The one check of a
     /// calibration: `smelt calibrate` makes it before it writes one, and `predict`,
     /// `grid --predict` and `[objective.time]` when they read one, so that a file calibrate
     /// wrote is never refused.

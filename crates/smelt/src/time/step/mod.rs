@@ -568,6 +568,5 @@ fn memory_bound_seconds(m: &crate::model::Model, tokens: f64, stage_layers: f64,
         0.0
     };
     let layer_bytes = 32.0 * h + 16.0 * ffn_cols + 8.0 * qk_cols + moe_bytes;
-    let memory_bound = (layer_bytes * stage_layers + 20.0 * v) * tokens / tp / hbm;
-    memory_bound
+    (layer_bytes * stage_layers + 20.0 * v) * tokens / tp / hbm
 }
