@@ -307,6 +307,7 @@ pub use types::{
 use crate::error::{Error, Result};
 use crate::model::{Counting, KvCount, Model, ModelSpec, Stack, Workload};
 use crate::units::{Bytes, Flops, KvElements, product};
+pub(crate) use layer::RecurrentBlock;
 use layer::StackCost;
 
 /// FLOPs per multiply-add.

@@ -521,7 +521,7 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-fn is_false(v: &bool) -> bool {
+pub(crate) fn is_false(v: &bool) -> bool {
     !*v
 }
 
