@@ -8,7 +8,7 @@
 use crate::error::Result;
 use crate::model::{
     AttentionBias, AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, Moe,
-    QkNorm, Stack, TokenMixer,
+    QkNorm, RecurrentBlock, Stack, TokenMixer,
 };
 use crate::units::{add, product};
 
@@ -349,50 +349,4 @@ fn moe(h: u64, e: &Moe) -> Result<MoeBlock> {
         expert_macs: product(&[weights, e.top_k], "flops.experts")?,
         shared_macs: add(shared_experts, gate, "flops.shared")?,
     })
-}
-
-/// The recurrent token mixer of one layer, for one sequence of `T` tokens: its weights,
-/// projections, convolution and scan as each mixer counts them (the formulas are with each
-/// mixer: `GatedDeltaNet::block` and `Mamba2::block` in `crate::model`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RecurrentBlock {
-    /// Every weight: projections, convolution, `A_log`, `dt_bias`, the gated norm.
-    pub params: u64,
-    /// Multiply-adds per token of the projections.
-    pub macs: u64,
-    /// Convolution channels times taps (`c·w`): multiply-adds per convolution output.
-    pub conv_macs: u64,
-    /// Taps of the convolution.
-    pub conv_kernel: u64,
-    /// Multiply-adds of the delta rule per padded token: `n_v·(2·C·d_k + C·d_v + 3·d_k·d_v)`.
-    pub core_macs: u64,
-    /// Chunk length `C`.
-    pub chunk: u64,
-    /// Multiply-adds per pair of state slots of the chunk-to-chunk recurrence (Mamba-2's
-    /// `n_h·N·d`; 0 for Gated DeltaNet, whose scan is counted per chunk).
-    pub slot_macs: u64,
-    /// The state one sequence holds per layer execution, elements: the convolution's last
-    /// `w` inputs per channel (`c·w`, as Transformers' cache holds it) and the recurrence's
-    /// (the delta rule's `n_v·d_k·d_v`, Mamba-2's SSM state `n_h·d·N`).
-    pub conv_state: u64,
-    pub delta_state: u64,
-}
-
-impl RecurrentBlock {
-    /// Multiply-adds of the convolution and the scan over one sequence of `t` tokens.
-    pub fn sequence_macs(&self, t: u64) -> Result<u64> {
-        const WHAT: &str = "flops.recurrent";
-        let outputs = add(t, self.conv_kernel - 1, WHAT)?;
-        let chunks = t.div_ceil(self.chunk);
-        let padded = product(&[chunks, self.chunk], WHAT)?;
-        let slots = add(chunks, 1, WHAT)?;
-        [
-            product(&[padded, self.core_macs], WHAT)?,
-            product(&[slots, slots, self.slot_macs], WHAT)?,
-        ]
-        .into_iter()
-        .try_fold(product(&[outputs, self.conv_macs], WHAT)?, |s, x| {
-            add(s, x, WHAT)
-        })
-    }
 }

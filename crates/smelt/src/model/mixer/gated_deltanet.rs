@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cost::RecurrentBlock;
+use super::RecurrentBlock;
 use crate::error::Result;
 use crate::model::validate::{ensure, positive};
 use crate::model::{MAX_COUNT, MAX_WIDTH};
