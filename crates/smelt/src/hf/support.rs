@@ -145,11 +145,6 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         ("model.moe.expert_ffn", w.expert_ffn),
         ("model.moe.experts", w.experts),
         ("model.moe.top_k", w.top_k),
-        (
-            "model.full_attention.kv_heads",
-            "num_global_key_value_heads",
-        ),
-        ("model.full_attention.head_dim", "global_head_dim"),
         ("model.mla.q_lora_rank", "q_lora_rank"),
         ("model.mla.kv_lora_rank", "kv_lora_rank"),
         ("model.mla.qk_nope_head_dim", "qk_nope_head_dim"),
