@@ -110,20 +110,22 @@ impl Report for crate::time::step::report::StepReport {
             self.model, s.gpus, r.card, r.system.name
         ));
         doc.line(format!(
-            "layout: tp {} ep {} pp {} vp {} cp {} dp {}, micro-batch {}, global batch {} \
-             ({} micro-batches), recompute {:?}, {:?}, attention {:?}",
+            "layout: tp {} ep {} pp {} vp {} cp {} dp {}, zero {}, micro-batch {}, global \
+             batch {} ({} micro-batches), recompute {:?}, {:?}, attention {:?}, dispatcher {:?}",
             t.tp,
             t.ep,
             t.pp,
             t.vp,
             t.cp,
             t.dp,
+            t.zero,
             t.micro_batch,
             r.global_batch,
             s.micro_batches,
             r.recompute,
             r.framework,
-            r.attention
+            r.attention,
+            r.dispatcher
         ));
         let mb = &s.micro_batch;
         let mut table = Table::new(["per micro-batch", "seconds"]).right_from(1);
@@ -131,6 +133,7 @@ impl Report for crate::time::step::report::StepReport {
             ("GEMMs (LM head included)", mb.gemm),
             ("routed experts (grouped GEMMs)", mb.experts),
             ("attention", mb.attention),
+            ("recurrent mixers (scan, conv, gated norm)", mb.recurrent),
             ("memory-bound kernels", mb.memory_bound),
             ("recompute", mb.recompute),
             ("TP collectives", mb.tp_comm),
@@ -138,6 +141,10 @@ impl Report for crate::time::step::report::StepReport {
             ("PP p2p", mb.pp_comm),
             ("GPU total", mb.gpu),
             ("host (launches)", mb.host),
+            (
+                "ZeRO 3 gathers and reduce-scatters (overlapped)",
+                mb.fsdp_comm,
+            ),
         ] {
             table.push_texts([name.to_owned(), super::predict::seconds_text(x)]);
         }
@@ -146,7 +153,13 @@ impl Report for crate::time::step::report::StepReport {
             "rows per expert {:.0}; micro-batch {}-bound; bubble {}, optimizer {}, exposed DP \
              communication {}",
             s.rows_per_expert,
-            if s.host_bound { "host" } else { "GPU" },
+            if s.host_bound {
+                "host"
+            } else if mb.fsdp_comm > mb.gpu {
+                "ZeRO-3-traffic"
+            } else {
+                "GPU"
+            },
             super::predict::seconds_text(s.bubble),
             super::predict::seconds_text(s.optimizer),
             super::predict::seconds_text(s.dp_comm)
