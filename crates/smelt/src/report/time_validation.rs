@@ -82,12 +82,19 @@ impl Report for TimeValidation {
             ));
         }
         doc.line(format!(
-            "fitted on these rows: host seconds per layer execution per micro-batch {} \
-             (Megatron-Core) and {} (PyTorch FSDP2); the trivial predictors are fitted on the \
-             same rows",
+            "fitted on these rows: host seconds per layer execution (a token mixer and an FFN; \
+             a one-block layer counts half) per micro-batch {} (Megatron-Core) and {} \
+             (PyTorch FSDP2); the trivial predictors are fitted on the same rows; nothing else \
+             of the step model is fitted on them",
             super::predict::seconds_text(self.host_seconds[0].1),
             super::predict::seconds_text(self.host_seconds[1].1),
         ));
+        doc.line(
+            "not in the rows, from public sources (crates/smelt/data/published/supplement.toml): \
+             Llama-3.1-70B's model (its Hugging Face config), and NeMo AutoModel cells the \
+             table leaves out (EP, dispatcher, activation checkpointing) as the benchmark's \
+             recipe sets them",
+        );
         let mut k =
             Table::new(["kernel class", "rows", "median |error|", "max |error|"]).right_from(1);
         for (class, n, med, max) in &self.kernel_summary {
