@@ -74,7 +74,8 @@ pub enum Framework {
     Fsdp2,
 }
 
-/// Host seconds per layer execution per micro-batch (forward and backward), per framework:
+/// Host seconds per layer execution per micro-batch (forward and backward; a layer is a
+/// token mixer and an FFN, a one-block layer counts half: [`blocks`] / 2), per framework:
 /// fitted on the published runs ([`published::fit_host`]), 1 ms steps.
 pub const HOST_SECONDS: [(Framework, f64); 2] =
     [(Framework::MegatronCore, 13e-3), (Framework::Fsdp2, 28e-3)];
