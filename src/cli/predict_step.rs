@@ -5,7 +5,7 @@ use smelt::model::{ModelSpec, Training};
 use smelt::time::Card;
 use smelt::time::System;
 use smelt::time::step::report::{StepReport, step_report};
-use smelt::time::step::{AttentionImpl, Framework, Recompute, StepRequest};
+use smelt::time::step::{AttentionImpl, Dispatcher, Framework, Recompute, StepRequest};
 
 /// A parallel layout for `smelt predict` (with --global-batch, the step model runs).
 #[derive(Debug, Clone, clap::Args)]
@@ -48,6 +48,10 @@ pub struct StepFlags {
     /// The framework whose host cost applies: megatron-core or fsdp2.
     #[arg(long, value_parser = ["megatron-core", "fsdp2"], requires = "global_batch")]
     framework: Option<String>,
+    /// How the routed experts' tokens cross nodes: alltoall (every copy) or deepep (one copy
+    /// per node, forwarded inside it).
+    #[arg(long, value_parser = ["alltoall", "deepep"], requires = "global_batch")]
+    dispatcher: Option<String>,
 }
 
 impl StepFlags {
@@ -115,6 +119,10 @@ impl StepFlags {
             recompute,
             framework,
             attention,
+            dispatcher: match self.dispatcher.as_deref() {
+                Some("deepep") => Dispatcher::DeepEp,
+                _ => Dispatcher::AllToAll,
+            },
         };
         let megatron = smelt::launcher_flops::training_flops(
             smelt::launcher_flops::Convention::Megatron,

@@ -82,12 +82,19 @@ impl Report for TimeValidation {
             ));
         }
         doc.line(format!(
-            "fitted on these rows: host seconds per layer execution per micro-batch {} \
-             (Megatron-Core) and {} (PyTorch FSDP2); the trivial predictors are fitted on the \
-             same rows",
+            "fitted on these rows: host seconds per layer execution (a token mixer and an FFN; \
+             a one-block layer counts half) per micro-batch {} (Megatron-Core) and {} \
+             (PyTorch FSDP2); the trivial predictors are fitted on the same rows; nothing else \
+             of the step model is fitted on them",
             super::predict::seconds_text(self.host_seconds[0].1),
             super::predict::seconds_text(self.host_seconds[1].1),
         ));
+        doc.line(
+            "not in the rows, from public sources (crates/smelt/data/published/supplement.toml): \
+             Llama-3.1-70B's model (its Hugging Face config), and NeMo AutoModel cells the \
+             table leaves out (EP, dispatcher, activation checkpointing) as the benchmark's \
+             recipe sets them",
+        );
         let mut k =
             Table::new(["kernel class", "rows", "median |error|", "max |error|"]).right_from(1);
         for (class, n, med, max) in &self.kernel_summary {
@@ -110,20 +117,22 @@ impl Report for crate::time::step::report::StepReport {
             self.model, s.gpus, r.card, r.system.name
         ));
         doc.line(format!(
-            "layout: tp {} ep {} pp {} vp {} cp {} dp {}, micro-batch {}, global batch {} \
-             ({} micro-batches), recompute {:?}, {:?}, attention {:?}",
+            "layout: tp {} ep {} pp {} vp {} cp {} dp {}, zero {}, micro-batch {}, global \
+             batch {} ({} micro-batches), recompute {:?}, {:?}, attention {:?}, dispatcher {:?}",
             t.tp,
             t.ep,
             t.pp,
             t.vp,
             t.cp,
             t.dp,
+            t.zero,
             t.micro_batch,
             r.global_batch,
             s.micro_batches,
             r.recompute,
             r.framework,
-            r.attention
+            r.attention,
+            r.dispatcher
         ));
         let mb = &s.micro_batch;
         let mut table = Table::new(["per micro-batch", "seconds"]).right_from(1);
@@ -131,6 +140,7 @@ impl Report for crate::time::step::report::StepReport {
             ("GEMMs (LM head included)", mb.gemm),
             ("routed experts (grouped GEMMs)", mb.experts),
             ("attention", mb.attention),
+            ("recurrent mixers (scan, conv, gated norm)", mb.recurrent),
             ("memory-bound kernels", mb.memory_bound),
             ("recompute", mb.recompute),
             ("TP collectives", mb.tp_comm),
@@ -138,6 +148,10 @@ impl Report for crate::time::step::report::StepReport {
             ("PP p2p", mb.pp_comm),
             ("GPU total", mb.gpu),
             ("host (launches)", mb.host),
+            (
+                "ZeRO 3 gathers and reduce-scatters (overlapped)",
+                mb.fsdp_comm,
+            ),
         ] {
             table.push_texts([name.to_owned(), super::predict::seconds_text(x)]);
         }
@@ -146,7 +160,13 @@ impl Report for crate::time::step::report::StepReport {
             "rows per expert {:.0}; micro-batch {}-bound; bubble {}, optimizer {}, exposed DP \
              communication {}",
             s.rows_per_expert,
-            if s.host_bound { "host" } else { "GPU" },
+            if s.host_bound {
+                "host"
+            } else if mb.fsdp_comm > mb.gpu {
+                "ZeRO-3-traffic"
+            } else {
+                "GPU"
+            },
             super::predict::seconds_text(s.bubble),
             super::predict::seconds_text(s.optimizer),
             super::predict::seconds_text(s.dp_comm)
