@@ -5,7 +5,7 @@
 //! run. [`StackCost::of`] computes them once per model; every count of the cost model reads
 //! them from that one value.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{
     AttentionBias, AttentionLayer, AttentionShape, AttentionWindow, DELTA_RULE_CHUNK, Ffn,
     GatedDeltaNet, Layer, LayerKind, Mamba2, Mixer, Moe, QkNorm, Stack, TokenMixer,
@@ -97,8 +97,12 @@ impl KindCost {
             _ => None,
         };
         let recurrent = match mixer {
-            Some(TokenMixer::Recurrent(Mixer::GatedDeltanet(g))) => Some(gated_deltanet(h, g)?),
-            Some(TokenMixer::Recurrent(Mixer::Mamba2(x))) => Some(mamba2(h, x)?),
+            Some(TokenMixer::Recurrent(Mixer::GatedDeltanet(g))) => Some(
+                gated_deltanet(h, g).map_err(|e| RecurrentKind::GatedDeltanet.params_overflow(e))?,
+            ),
+            Some(TokenMixer::Recurrent(Mixer::Mamba2(x))) => {
+                Some(mamba2(h, x).map_err(|e| RecurrentKind::Mamba2.params_overflow(e))?)
+            }
             _ => None,
         };
         let (ffn, branch) = match ffn {
@@ -386,6 +390,8 @@ fn moe(h: u64, e: &Moe) -> Result<MoeBlock> {
 /// and the activations, as elsewhere.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RecurrentBlock {
+    /// Which mixer it is (for the refusal of a count too large for 64 bits).
+    pub kind: RecurrentKind,
     /// Every weight: projections, convolution, `A_log`, `dt_bias`, the gated norm.
     pub params: u64,
     /// Multiply-adds per token of the projections.
@@ -408,9 +414,105 @@ pub(super) struct RecurrentBlock {
     pub delta_state: u64,
 }
 
+/// A recurrent mixer's kind, for the refusal of a count of it too large for 64 bits: which
+/// budget overflows, of what, and which of the mixer's fields to reduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RecurrentKind {
+    /// Gated DeltaNet.
+    GatedDeltanet,
+    /// Mamba-2.
+    Mamba2,
+}
+
+/// The budget a count belongs to, in a refusal's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Budget {
+    /// Parameters.
+    Params,
+    /// FLOPs per token.
+    Flops,
+    /// The KV cache (with the recurrent state).
+    Kv,
+}
+
+impl RecurrentKind {
+    /// The model file's table of the mixer.
+    fn table(self) -> &'static str {
+        match self {
+            RecurrentKind::GatedDeltanet => "model.recurrent.mixer.gated_deltanet",
+            RecurrentKind::Mamba2 => "model.recurrent.mixer.mamba2",
+        }
+    }
+
+    /// The mixer in words.
+    fn words(self) -> &'static str {
+        match self {
+            RecurrentKind::GatedDeltanet => "Gated DeltaNet",
+            RecurrentKind::Mamba2 => "Mamba-2",
+        }
+    }
+
+    /// The mixer's fields a count of `budget` grows with, largest effect first.
+    fn knobs(self, budget: Budget) -> &'static str {
+        match (self, budget) {
+            (RecurrentKind::Mamba2, Budget::Params) => "heads, head_dim, state or groups",
+            (RecurrentKind::Mamba2, _) => "state, head_dim or heads",
+            (RecurrentKind::GatedDeltanet, Budget::Params) => {
+                "value_heads, key_heads, value_head_dim or key_head_dim"
+            }
+            (RecurrentKind::GatedDeltanet, _) => "value_heads, value_head_dim or key_head_dim",
+        }
+    }
+
+    /// `e`, an overflow of the `budget` of `what` (the quantity, e.g. `flops.recurrent`, with
+    /// what it counts), as a refusal naming the budget and the fields to reduce (`also`: a
+    /// field outside the mixer's table that the count also grows with); any other error
+    /// unchanged.
+    pub fn overflow(self, e: Error, budget: Budget, what: &str, also: Option<&str>) -> Error {
+        if !matches!(e, Error::Overflow { .. }) {
+            return e;
+        }
+        let knobs = self.knobs(budget);
+        let budget = match budget {
+            Budget::Params => "the parameter budget",
+            Budget::Flops => "the FLOP budget",
+            Budget::Kv => "the KV budget",
+        };
+        let table = self.table();
+        let also = also.map_or(String::new(), |a| format!(", or {a}"));
+        Error::invalid(
+            table,
+            format!(
+                "{budget} of {what} of the {} layers overflows 64 bits (the model is too large \
+                 to count exactly): reduce {table}'s {knobs}{also}",
+                self.words(),
+            ),
+        )
+    }
+
+    /// [`Self::overflow`] of the mixer's parameters.
+    fn params_overflow(self, e: Error) -> Error {
+        self.overflow(e, Budget::Params, "params.recurrent (the weights)", Some("model.hidden"))
+    }
+}
+
 impl RecurrentBlock {
     /// Multiply-adds of the convolution and the scan over one sequence of `t` tokens.
     pub fn sequence_macs(&self, t: u64) -> Result<u64> {
+        self.sequence_macs_unchecked(t).map_err(|e| {
+            self.kind.overflow(
+                e,
+                Budget::Flops,
+                &format!(
+                    "flops.recurrent (the convolution and scan over one {t}-token sequence)"
+                ),
+                Some("workload.context"),
+            )
+        })
+    }
+
+    /// [`Self::sequence_macs`], an overflow not yet named.
+    fn sequence_macs_unchecked(&self, t: u64) -> Result<u64> {
         const WHAT: &str = "flops.recurrent";
         let outputs = add(t, self.conv_kernel - 1, WHAT)?;
         let chunks = t.div_ceil(self.chunk);
@@ -454,6 +556,7 @@ fn gated_deltanet(h: u64, g: &GatedDeltaNet) -> Result<RecurrentBlock> {
         .into_iter()
         .try_fold(macs, |s, x| add(s, x, WHAT))?;
     Ok(RecurrentBlock {
+        kind: RecurrentKind::GatedDeltanet,
         params,
         macs,
         conv_macs,
@@ -501,6 +604,7 @@ fn mamba2(h: u64, x: &Mamba2) -> Result<RecurrentBlock> {
         .into_iter()
         .try_fold(product(&[c, n], WHAT)?, |s, y| add(s, y, WHAT))?;
     Ok(RecurrentBlock {
+        kind: RecurrentKind::Mamba2,
         params,
         macs,
         conv_macs,
