@@ -98,7 +98,8 @@ impl KindCost {
         };
         let recurrent = match mixer {
             Some(TokenMixer::Recurrent(Mixer::GatedDeltanet(g))) => Some(
-                gated_deltanet(h, g).map_err(|e| RecurrentKind::GatedDeltanet.params_overflow(e))?,
+                gated_deltanet(h, g)
+                    .map_err(|e| RecurrentKind::GatedDeltanet.params_overflow(e))?,
             ),
             Some(TokenMixer::Recurrent(Mixer::Mamba2(x))) => {
                 Some(mamba2(h, x).map_err(|e| RecurrentKind::Mamba2.params_overflow(e))?)
@@ -492,7 +493,12 @@ impl RecurrentKind {
 
     /// [`Self::overflow`] of the mixer's parameters.
     fn params_overflow(self, e: Error) -> Error {
-        self.overflow(e, Budget::Params, "params.recurrent (the weights)", Some("model.hidden"))
+        self.overflow(
+            e,
+            Budget::Params,
+            "params.recurrent (the weights)",
+            Some("model.hidden"),
+        )
     }
 }
 
@@ -503,9 +509,7 @@ impl RecurrentBlock {
             self.kind.overflow(
                 e,
                 Budget::Flops,
-                &format!(
-                    "flops.recurrent (the convolution and scan over one {t}-token sequence)"
-                ),
+                &format!("flops.recurrent (the convolution and scan over one {t}-token sequence)"),
                 Some("workload.context"),
             )
         })

@@ -152,7 +152,10 @@ fn router_built(m: &crate::model::Model, family: Family) -> Result<()> {
     let (theirs, set) = if builds.is_empty() {
         ("a router smelt does not describe".to_owned(), "")
     } else {
-        (format!("router = {}", names(builds)), "set the router it builds, ")
+        (
+            format!("router = {}", names(builds)),
+            "set the router it builds, ",
+        )
     };
     let others: Vec<&str> = (Family::ALL.iter())
         .filter(|f| f.config().routers().contains(&router))

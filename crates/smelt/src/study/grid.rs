@@ -161,7 +161,10 @@ impl GridSummary {
 
 /// The largest and the mean of the cells' predicted ratios (a summary's `predicted`).
 pub(crate) fn predicted_stats(ratios: &[f64]) -> (f64, f64) {
-    (ratios.iter().copied().fold(f64::NAN, f64::max), mean(ratios))
+    (
+        ratios.iter().copied().fold(f64::NAN, f64::max),
+        mean(ratios),
+    )
 }
 
 /// The mean of `values` (finite, non-negative), finite whenever they are: the plain sum over

@@ -240,9 +240,7 @@ pub fn merge(parts: &[Value]) -> Result<Value> {
             Some(first) if first != b => {
                 return Err(Error::invalid(
                     format!("{at}: summary.time_ratio.backend"),
-                    format!(
-                        "is {b}, but shard 1/{of}'s is {first}: merge the shards of one run"
-                    ),
+                    format!("is {b}, but shard 1/{of}'s is {first}: merge the shards of one run"),
                 ));
             }
             _ => backend = Some(b),
