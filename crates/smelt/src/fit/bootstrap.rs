@@ -189,6 +189,20 @@ pub fn gain_table_with(
     let (opts, boot) = (&gain.fit, gain.bootstrap);
     let ref_fit = super::fit_with(reference.0, reference.1, opts, progress)?;
     let tgt_fit = super::fit_with(target.0, target.1, opts, progress)?;
+    for (role, fit) in [("reference", &ref_fit), ("target", &tgt_fit)] {
+        if let Some(why) = fit.surface.frontier_defect() {
+            return Err(Error::invalid(
+                role,
+                format!(
+                    "'{}': {why}; its frontier loss (loss_{role} in the gain table) cannot be \
+                     computed, so no gain is. The endpoints do not determine the surface: \
+                     add runs nearer the compute-optimal frontier, over a wider range of F and \
+                     D, and check the fit with smelt fit",
+                    fit.group
+                ),
+            ));
+        }
+    }
     let mut cells: Vec<String> = reference
         .1
         .iter()

@@ -51,7 +51,7 @@ mod workload;
 pub use capability::{Consumer, Feature};
 pub use changes::WorkloadChanges;
 pub use knobs::Knobs;
-pub(crate) use mixer::RecurrentBlock;
+pub(crate) use mixer::{Budget as MixerBudget, MixerWords, RecurrentBlock};
 pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
 pub use stack::{
     AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,

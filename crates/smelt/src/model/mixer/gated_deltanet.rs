@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::RecurrentBlock;
+use super::{MixerWords, RecurrentBlock};
 use crate::error::Result;
 use crate::model::validate::{ensure, positive};
 use crate::model::{MAX_COUNT, MAX_WIDTH};
@@ -12,6 +12,14 @@ use crate::units::{add, product};
 /// `torch_chunk_gated_delta_rule` (`chunk_size = 64`, a function argument, not a config
 /// key); the sequence is padded to a multiple of it.
 pub const DELTA_RULE_CHUNK: u64 = 64;
+
+/// Gated DeltaNet in a refusal's words.
+pub(super) const WORDS: MixerWords = MixerWords {
+    table: "model.recurrent.mixer.gated_deltanet",
+    words: "Gated DeltaNet",
+    params_knobs: "value_heads, key_heads, value_head_dim or key_head_dim",
+    knobs: "value_heads, value_head_dim or key_head_dim",
+};
 
 /// A Gated DeltaNet token mixer (Transformers' `Qwen3NextGatedDeltaNet`): projections of
 /// the layer's normed input to queries and keys (`key_heads` of width `key_head_dim`),
@@ -100,6 +108,7 @@ impl GatedDeltaNet {
             .into_iter()
             .try_fold(macs, |s, x| add(s, x, WHAT))?;
         Ok(RecurrentBlock {
+            kind: WORDS,
             params,
             macs,
             conv_macs,

@@ -2,12 +2,20 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::RecurrentBlock;
+use super::{MixerWords, RecurrentBlock};
 use crate::error::Result;
 use crate::model::is_false;
 use crate::model::validate::{ensure, positive};
 use crate::model::{MAX_CONTEXT, MAX_COUNT, MAX_WIDTH};
 use crate::units::{add, product};
+
+/// Mamba-2 in a refusal's words.
+pub(super) const WORDS: MixerWords = MixerWords {
+    table: "model.recurrent.mixer.mamba2",
+    words: "Mamba-2",
+    params_knobs: "heads, head_dim, state or groups",
+    knobs: "state, head_dim or heads",
+};
 
 /// A Mamba-2 token mixer (Transformers' `NemotronHMamba2Mixer`): `in_proj` of the layer's
 /// normed input to the gate `z` (`I = heads·head_dim`), the convolution's input `x, B, C`
@@ -114,6 +122,7 @@ impl Mamba2 {
             .into_iter()
             .try_fold(product(&[c, n], WHAT)?, |s, y| add(s, y, WHAT))?;
         Ok(RecurrentBlock {
+            kind: WORDS,
             params,
             macs,
             conv_macs,

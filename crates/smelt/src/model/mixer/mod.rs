@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::units::{add, product};
 
 mod gated_deltanet;
@@ -129,10 +129,11 @@ impl Mixer {
 
     /// The mixer's cost on a residual stream of width `h` ([`RecurrentBlock`]).
     pub(crate) fn block(&self, h: u64) -> Result<RecurrentBlock> {
-        match self {
-            Mixer::GatedDeltanet(g) => g.block(h),
-            Mixer::Mamba2(m) => m.block(h),
-        }
+        let (block, words) = match self {
+            Mixer::GatedDeltanet(g) => (g.block(h), gated_deltanet::WORDS),
+            Mixer::Mamba2(m) => (m.block(h), mamba2::WORDS),
+        };
+        block.map_err(|e| words.params_overflow(e))
     }
 }
 
@@ -141,6 +142,8 @@ impl Mixer {
 /// mixer: `GatedDeltaNet::block` and `Mamba2::block` in `crate::model`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RecurrentBlock {
+    /// The mixer's words, for the refusal of a count too large for 64 bits.
+    pub kind: MixerWords,
     /// Every weight: projections, convolution, `A_log`, `dt_bias`, the gated norm.
     pub params: u64,
     /// Multiply-adds per token of the projections.
@@ -166,6 +169,18 @@ pub(crate) struct RecurrentBlock {
 impl RecurrentBlock {
     /// Multiply-adds of the convolution and the scan over one sequence of `t` tokens.
     pub fn sequence_macs(&self, t: u64) -> Result<u64> {
+        self.sequence_macs_unchecked(t).map_err(|e| {
+            self.kind.overflow(
+                e,
+                Budget::Flops,
+                &format!("flops.recurrent (the convolution and scan over one {t}-token sequence)"),
+                Some("workload.context"),
+            )
+        })
+    }
+
+    /// [`Self::sequence_macs`], an overflow not yet named.
+    fn sequence_macs_unchecked(&self, t: u64) -> Result<u64> {
         const WHAT: &str = "flops.recurrent";
         let outputs = add(t, self.conv_kernel - 1, WHAT)?;
         let chunks = t.div_ceil(self.chunk);
@@ -179,5 +194,71 @@ impl RecurrentBlock {
         .try_fold(product(&[outputs, self.conv_macs], WHAT)?, |s, x| {
             add(s, x, WHAT)
         })
+    }
+}
+
+/// A recurrent mixer in a refusal's words: which budget of it overflows, of what, and which
+/// of its fields to reduce. Each mixer states its own (`WORDS` in its file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MixerWords {
+    /// The model file's table of the mixer (`model.recurrent.mixer.mamba2`).
+    pub table: &'static str,
+    /// The mixer in words (`Mamba-2`).
+    pub words: &'static str,
+    /// The fields its parameters grow with, largest effect first.
+    pub params_knobs: &'static str,
+    /// The fields its FLOPs and state grow with, largest effect first.
+    pub knobs: &'static str,
+}
+
+/// The budget a count belongs to, in a refusal's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Budget {
+    /// Parameters.
+    Params,
+    /// FLOPs per token.
+    Flops,
+    /// The KV cache (with the recurrent state).
+    Kv,
+}
+
+impl MixerWords {
+    /// `e`, an overflow of the `budget` of `what` (the quantity, e.g. `flops.recurrent`, with
+    /// what it counts), as a refusal naming the budget and the fields to reduce (`also`: a
+    /// field outside the mixer's table that the count also grows with); any other error
+    /// unchanged.
+    pub fn overflow(self, e: Error, budget: Budget, what: &str, also: Option<&str>) -> Error {
+        if !matches!(e, Error::Overflow { .. }) {
+            return e;
+        }
+        let knobs = match budget {
+            Budget::Params => self.params_knobs,
+            Budget::Flops | Budget::Kv => self.knobs,
+        };
+        let budget = match budget {
+            Budget::Params => "the parameter budget",
+            Budget::Flops => "the FLOP budget",
+            Budget::Kv => "the KV budget",
+        };
+        let table = self.table;
+        let also = also.map_or(String::new(), |a| format!(", or {a}"));
+        Error::invalid(
+            table,
+            format!(
+                "{budget} of {what} of the {} layers overflows 64 bits (the model is too large \
+                 to count exactly): reduce {table}'s {knobs}{also}",
+                self.words,
+            ),
+        )
+    }
+
+    /// [`Self::overflow`] of the mixer's parameters.
+    fn params_overflow(self, e: Error) -> Error {
+        self.overflow(
+            e,
+            Budget::Params,
+            "params.recurrent (the weights)",
+            Some("model.hidden"),
+        )
     }
 }
