@@ -115,7 +115,6 @@ impl Report for TimeValidation {
 
 impl Report for crate::time::step::report::StepReport {
     fn document(&self) -> Document {
-        use crate::time::step::report::MemoryVerdict;
         let s = &self.step;
         let r = &s.request;
         let t = &r.training;
@@ -194,28 +193,7 @@ impl Report for crate::time::step::report::StepReport {
                 self.megatron_refused.as_deref().unwrap_or("not counted")
             )),
         }
-        let gb = |b: f64| format!("{:.1} GB", b / 1e9);
-        doc.line(match &self.memory {
-            MemoryVerdict::Fits {
-                peak_bytes,
-                card_bytes,
-            } => format!(
-                "memory: fits ({} peak per GPU of {}, {} spare)",
-                gb(*peak_bytes),
-                gb(*card_bytes),
-                gb(card_bytes - peak_bytes)
-            ),
-            MemoryVerdict::DoesNotFit {
-                peak_bytes,
-                card_bytes,
-            } => format!(
-                "memory: does NOT fit ({} peak per GPU of {}, {} over)",
-                gb(*peak_bytes),
-                gb(*card_bytes),
-                gb(peak_bytes - card_bytes)
-            ),
-            MemoryVerdict::NotChecked { reason } => format!("memory: not checked ({reason})"),
-        });
+        doc.line(memory_line(&self.memory));
         doc.line(
             "(the memory verdict is the training-memory model's, with its own activation \
              policy: --recompute and --framework do not change it)",
@@ -225,5 +203,32 @@ impl Report for crate::time::step::report::StepReport {
 
     fn formats(&self) -> &'static [super::Format] {
         &[super::Format::Table, super::Format::Json]
+    }
+}
+
+/// The memory verdict of a step report, as a line.
+fn memory_line(memory: &crate::time::step::report::MemoryVerdict) -> String {
+    use crate::time::step::report::MemoryVerdict;
+    let gb = |b: f64| format!("{:.1} GB", b / 1e9);
+    match memory {
+        MemoryVerdict::Fits {
+            peak_bytes,
+            card_bytes,
+        } => format!(
+            "memory: fits ({} peak per GPU of {}, {} spare)",
+            gb(*peak_bytes),
+            gb(*card_bytes),
+            gb(card_bytes - peak_bytes)
+        ),
+        MemoryVerdict::DoesNotFit {
+            peak_bytes,
+            card_bytes,
+        } => format!(
+            "memory: does NOT fit ({} peak per GPU of {}, {} over)",
+            gb(*peak_bytes),
+            gb(*card_bytes),
+            gb(peak_bytes - card_bytes)
+        ),
+        MemoryVerdict::NotChecked { reason } => format!("memory: not checked ({reason})"),
     }
 }
