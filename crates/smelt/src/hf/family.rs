@@ -198,6 +198,9 @@ pub(super) struct Words {
     /// The routed experts a token uses (`model.moe.top_k`): read and written in place of
     /// the common `num_experts_per_tok` when it differs (Gemma 4's `top_k_experts`).
     pub top_k: &'static str,
+    /// The family's own fields and their keys (a mixer's shape, a layer pattern), read
+    /// before the common ones: `(model field, config key)`, the longer field first.
+    pub own: &'static [(&'static str, &'static str)],
 }
 
 /// The common key of the routed experts a token uses.
@@ -212,6 +215,7 @@ impl Words {
         dense_ffn: "intermediate_size",
         window: "sliding_window",
         top_k: TOP_K,
+        own: &[],
     };
 
     /// DeepSeek's MoE words (DeepSeek, Kimi-K2, GLM-4.5).

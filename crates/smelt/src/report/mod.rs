@@ -44,7 +44,7 @@ pub use matching::{commented_model_file, imported_model_file, match_comment, mod
 use crate::error::{Error, Result};
 use crate::names::named_enum;
 
-pub(crate) use label::{cost_row, exact, label};
+pub(crate) use label::{cost_row, exact, label, term_label};
 
 /// A verdict column's entry for a row whose budget sets no `[tolerance]`: nothing was
 /// checked, so nothing reads as passed.
