@@ -12,6 +12,39 @@ fn abs_pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
+impl TimeValidation {
+    /// The summary of the three predictors and what is fitted, as lines of `doc`.
+    fn summary_lines(&self, doc: &mut Document) {
+        let names = [
+            "step model",
+            "constant MFU per card",
+            "FLOP-proportional time",
+        ];
+        for (name, (med, mean, max)) in names.iter().zip(self.summary) {
+            doc.line(format!(
+                "{name}: median |error| {}, mean {}, max {}",
+                abs_pct(med),
+                abs_pct(mean),
+                abs_pct(max)
+            ));
+        }
+        doc.line(format!(
+            "fitted on these rows: host seconds per layer execution (a token mixer and an FFN; \
+             a one-block layer counts half) per micro-batch {} (Megatron-Core) and {} \
+             (PyTorch FSDP2); the trivial predictors are fitted on the same rows; nothing else \
+             of the step model is fitted on them",
+            super::predict::seconds_text(self.host_seconds[0].1),
+            super::predict::seconds_text(self.host_seconds[1].1),
+        ));
+        doc.line(
+            "not in the rows, from public sources (crates/smelt/data/published/supplement.toml): \
+             Llama-3.1-70B's model (its Hugging Face config), and NeMo AutoModel cells the \
+             table leaves out (EP, dispatcher, activation checkpointing) as the benchmark's \
+             recipe sets them",
+        );
+    }
+}
+
 impl Report for TimeValidation {
     fn document(&self) -> Document {
         let mut doc = Document::titled(
@@ -68,33 +101,7 @@ impl Report for TimeValidation {
             ]);
         }
         doc.table(t);
-        let names = [
-            "step model",
-            "constant MFU per card",
-            "FLOP-proportional time",
-        ];
-        for (name, (med, mean, max)) in names.iter().zip(self.summary) {
-            doc.line(format!(
-                "{name}: median |error| {}, mean {}, max {}",
-                abs_pct(med),
-                abs_pct(mean),
-                abs_pct(max)
-            ));
-        }
-        doc.line(format!(
-            "fitted on these rows: host seconds per layer execution (a token mixer and an FFN; \
-             a one-block layer counts half) per micro-batch {} (Megatron-Core) and {} \
-             (PyTorch FSDP2); the trivial predictors are fitted on the same rows; nothing else \
-             of the step model is fitted on them",
-            super::predict::seconds_text(self.host_seconds[0].1),
-            super::predict::seconds_text(self.host_seconds[1].1),
-        ));
-        doc.line(
-            "not in the rows, from public sources (crates/smelt/data/published/supplement.toml): \
-             Llama-3.1-70B's model (its Hugging Face config), and NeMo AutoModel cells the \
-             table leaves out (EP, dispatcher, activation checkpointing) as the benchmark's \
-             recipe sets them",
-        );
+        self.summary_lines(&mut doc);
         let mut k =
             Table::new(["kernel class", "rows", "median |error|", "max |error|"]).right_from(1);
         for (class, n, med, max) in &self.kernel_summary {
@@ -108,7 +115,6 @@ impl Report for TimeValidation {
 
 impl Report for crate::time::step::report::StepReport {
     fn document(&self) -> Document {
-        use crate::time::step::report::MemoryVerdict;
         let s = &self.step;
         let r = &s.request;
         let t = &r.training;
@@ -187,28 +193,7 @@ impl Report for crate::time::step::report::StepReport {
                 self.megatron_refused.as_deref().unwrap_or("not counted")
             )),
         }
-        let gb = |b: f64| format!("{:.1} GB", b / 1e9);
-        doc.line(match &self.memory {
-            MemoryVerdict::Fits {
-                peak_bytes,
-                card_bytes,
-            } => format!(
-                "memory: fits ({} peak per GPU of {}, {} spare)",
-                gb(*peak_bytes),
-                gb(*card_bytes),
-                gb(card_bytes - peak_bytes)
-            ),
-            MemoryVerdict::DoesNotFit {
-                peak_bytes,
-                card_bytes,
-            } => format!(
-                "memory: does NOT fit ({} peak per GPU of {}, {} over)",
-                gb(*peak_bytes),
-                gb(*card_bytes),
-                gb(peak_bytes - card_bytes)
-            ),
-            MemoryVerdict::NotChecked { reason } => format!("memory: not checked ({reason})"),
-        });
+        doc.line(memory_line(&self.memory));
         doc.line(
             "(the memory verdict is the training-memory model's, with its own activation \
              policy: --recompute and --framework do not change it)",
@@ -218,5 +203,32 @@ impl Report for crate::time::step::report::StepReport {
 
     fn formats(&self) -> &'static [super::Format] {
         &[super::Format::Table, super::Format::Json]
+    }
+}
+
+/// The memory verdict of a step report, as a line.
+fn memory_line(memory: &crate::time::step::report::MemoryVerdict) -> String {
+    use crate::time::step::report::MemoryVerdict;
+    let gb = |b: f64| format!("{:.1} GB", b / 1e9);
+    match memory {
+        MemoryVerdict::Fits {
+            peak_bytes,
+            card_bytes,
+        } => format!(
+            "memory: fits ({} peak per GPU of {}, {} spare)",
+            gb(*peak_bytes),
+            gb(*card_bytes),
+            gb(card_bytes - peak_bytes)
+        ),
+        MemoryVerdict::DoesNotFit {
+            peak_bytes,
+            card_bytes,
+        } => format!(
+            "memory: does NOT fit ({} peak per GPU of {}, {} over)",
+            gb(*peak_bytes),
+            gb(*card_bytes),
+            gb(peak_bytes - card_bytes)
+        ),
+        MemoryVerdict::NotChecked { reason } => format!("memory: not checked ({reason})"),
     }
 }
