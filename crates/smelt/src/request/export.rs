@@ -281,6 +281,49 @@ impl ExportRequest {
         }
     }
 
+    /// The model at `p` (a model file, a `config.json` or a model directory) written to
+    /// `path` as `smelt export` writes it, never over one of `inputs` (nor over `p`).
+    fn export_model_path(
+        &self,
+        p: &std::path::Path,
+        options: &ExportOptions,
+        path: &std::path::Path,
+        mut inputs: Vec<PathBuf>,
+    ) -> Result<ExportReply> {
+        self.refuse_budget_options()?;
+        if self.baseline.is_some() {
+            return Err(Error::invalid(
+                "baseline",
+                "is for a result or a model given as a dict; a model path is exported \
+                 with its own config.json's keys, if it is one",
+            ));
+        }
+        let source = super::source::ModelSource::Path(p.to_path_buf());
+        let spec = source.load(&self.workload.changes()?)?;
+        inputs.extend(source.input());
+        let config = match source.input() {
+            Some(f) if f.extension().is_some_and(|e| e == "json") => {
+                let value: Value = serde_json::from_str(
+                    crate::io::read_to_string(&f)?.trim_start_matches('\u{feff}'),
+                )
+                .map_err(|e| Error::invalid("source", format!("config.json: {e}")))?;
+                Some(crate::hf::looped::family_config(&value)?)
+            }
+            _ => None,
+        };
+        let item = Item {
+            name: "model".to_owned(),
+            looped: &spec,
+            baseline_config: config.as_ref(),
+            comment: format!("exported by smelt from {}", p.display()),
+        };
+        Ok(ExportReply {
+            path: path.to_path_buf(),
+            models: vec![write_one(&item, options, path, &inputs)?],
+            residuals: None,
+        })
+    }
+
     /// The source as JSON (a result's, a config's; null for a budget's path).
     fn source_value(&self) -> &Value {
         match &self.source {
@@ -325,38 +368,7 @@ impl Request for ExportRequest {
         let mut inputs: Vec<PathBuf> = self.workload.input().into_iter().collect();
         match &self.source {
             ExportSource::Budget(BudgetSource::Path(p)) if model_path(p)? => {
-                self.refuse_budget_options()?;
-                if self.baseline.is_some() {
-                    return Err(Error::invalid(
-                        "baseline",
-                        "is for a result or a model given as a dict; a model path is exported \
-                         with its own config.json's keys, if it is one",
-                    ));
-                }
-                let source = super::source::ModelSource::Path(p.clone());
-                let spec = source.load(&self.workload.changes()?)?;
-                inputs.extend(source.input());
-                let config = match source.input() {
-                    Some(f) if f.extension().is_some_and(|e| e == "json") => {
-                        let value: Value = serde_json::from_str(
-                            crate::io::read_to_string(&f)?.trim_start_matches('\u{feff}'),
-                        )
-                        .map_err(|e| Error::invalid("source", format!("config.json: {e}")))?;
-                        Some(crate::hf::looped::family_config(&value)?)
-                    }
-                    _ => None,
-                };
-                let item = Item {
-                    name: "model".to_owned(),
-                    looped: &spec,
-                    baseline_config: config.as_ref(),
-                    comment: format!("exported by smelt from {}", p.display()),
-                };
-                Ok(ExportReply {
-                    path: path.to_path_buf(),
-                    models: vec![write_one(&item, &options, path, &inputs)?],
-                    residuals: None,
-                })
+                self.export_model_path(p, &options, path, inputs)
             }
             ExportSource::Budget(b) => {
                 if self.baseline.is_some() {
