@@ -22,6 +22,7 @@ False prints progress on standard error).
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -115,6 +116,24 @@ def _plain(value: Any) -> Any:
     )
 
 
+def _nonfinite(value: Any, at: str) -> Optional[str]:
+    """The dotted path (from `at`) of the first NaN or infinity in `value`, if any."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return at
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = ((f"[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        key = str(key)
+        found = _nonfinite(item, at + key if key.startswith("[") else f"{at}.{key}")
+        if found is not None:
+            return found
+    return None
+
+
 def _error(field: str, rule: str) -> SmeltError:
     err = SmeltError(f"{field}: {rule}")
     err.field = field
@@ -136,7 +155,8 @@ def _request(**fields: Any) -> str:
         except RecursionError:
             raise _error(field, "is nested too deeply to be a model, budget or grid") from None
         except ValueError:
-            raise _error(field, "holds NaN or an infinity, which no field accepts") from None
+            at = _nonfinite(value, field) or field
+            raise _error(at, "is NaN or an infinity, which no field accepts") from None
         except TypeError as e:
             raise TypeError(f"{field}: {e}") from None
     raise _error("request", "cannot be sent as JSON")
@@ -490,8 +510,9 @@ def export_hf(
     """Writes matched models for Hugging Face Transformers: the files of `smelt match
     --format hf -o PATH` (and `smelt grid/sweep --export PATH`).
 
-    `source` is a result of `match`, `grid` or `sweep`, a model dict, or a budget (a dict or
-    a path, matched first, as the command line does). A looped model is a model directory at
+    `source` is a result of `match`, `grid` or `sweep`, a model (a dict, or the path of a
+    model file, a config.json or a model directory, written as `smelt export` writes it), or
+    a budget (a dict or a path, matched first, as the command line does). A looped model is a model directory at
     `path` (config.json of model_type "smelt_looped" with the family's config as
     `text_config`, and the code that builds it looped), which
     `AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path,

@@ -32,11 +32,12 @@ pub struct TimingArgs {
     /// The longest the benchmark may take (under `grid --bench`, the whole grid: each cell
     /// gets what the cells before it left): a plan estimated to need more is refused before
     /// it starts, and one that overruns stops with an error.
-    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0, value_parser = seconds,
+          allow_negative_numbers = true)]
     max_seconds: f64,
     /// The device's dense peak in TFLOP/s (default: a GPU's datasheet bf16 peak when the
     /// card is a known one).
-    #[arg(long, value_name = "TFLOPS", value_parser = parse_peak)]
+    #[arg(long, value_name = "TFLOPS", value_parser = parse_peak, allow_negative_numbers = true)]
     peak: Option<f64>,
 }
 
@@ -46,6 +47,14 @@ fn renamed_rounds(text: &str) -> Result<u64, String> {
         "--repeats is now --rounds here (timed rounds per kernel shape): give --rounds {text}; \
          --repeats names a loop's executions (smelt sweep --repeats, a budget's recipe)"
     ))
+}
+
+/// `--max-seconds`: a positive, finite number of seconds.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("'{text}' is not a positive number of seconds")),
+    }
 }
 
 /// `--peak` in TFLOP/s: a number in the library's range of peaks (1e-6 to 1e6 TFLOP/s).

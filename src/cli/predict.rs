@@ -13,11 +13,17 @@ use smelt::time::{
 
 use super::{ModelInputs, ReportArgs, Worded, card, named, write_file};
 
-/// A positive finite number.
-fn positive(text: &str) -> Result<f64, String> {
+/// `--bandwidth` in TB/s: a number in the library's range of bandwidths.
+fn terabytes(text: &str) -> Result<f64, String> {
+    let (low, high) = (
+        smelt::time::BANDWIDTH.start() / 1e12,
+        smelt::time::BANDWIDTH.end() / 1e12,
+    );
     match text.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-        _ => Err(format!("'{text}' is not a positive number")),
+        Ok(x) if x.is_finite() && (low..=high).contains(&x) => Ok(x),
+        _ => Err(format!(
+            "must be between {low:e} and {high:e} TB/s (1 MB/s to 1 EB/s); got {text}"
+        )),
     }
 }
 
@@ -35,15 +41,16 @@ fn microseconds(text: &str) -> Result<f64, String> {
 #[derive(Debug, Clone, clap::Args)]
 pub struct DeviceArgs {
     /// The dense peak in TFLOP/s of a card the table does not have (with --bandwidth).
-    #[arg(long, value_name = "TFLOPS", value_parser = positive)]
+    #[arg(long, value_name = "TFLOPS", value_parser = super::bench::parse_peak,
+          allow_negative_numbers = true)]
     peak: Option<f64>,
     /// The memory bandwidth in TB/s: a card's datasheet figure replaced, or --peak's
     /// device's (without it, --peak's device has no memory roof).
-    #[arg(long, value_name = "TB/S", value_parser = positive)]
+    #[arg(long, value_name = "TB/S", value_parser = terabytes, allow_negative_numbers = true)]
     bandwidth: Option<f64>,
     /// Seconds per kernel launch, in µs (default: 4 µs on a card, or a CUDA calibration's
     /// measured launch floor; the calibration's own device keeps its floor).
-    #[arg(long, value_name = "US", value_parser = microseconds)]
+    #[arg(long, value_name = "US", value_parser = microseconds, allow_negative_numbers = true)]
     launch_us: Option<f64>,
     /// A calibration (`smelt calibrate`): efficiencies per shape class fitted to a bench's
     /// measured kernels. Without it the roofline is uncalibrated (efficiency 1).

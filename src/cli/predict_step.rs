@@ -7,40 +7,49 @@ use smelt::time::System;
 use smelt::time::step::report::{StepReport, step_report};
 use smelt::time::step::{AttentionImpl, Dispatcher, Framework, Recompute, StepRequest};
 
+/// The largest parallel degree, GPU count or micro-batch a flag takes (the step model's
+/// own bound on each degree and on their product).
+const MAX_DEGREE: u64 = 1 << 20;
+
+/// A parallel degree, GPU count or micro-batch: 1 to [`MAX_DEGREE`].
+fn degree() -> clap::builder::RangedU64ValueParser {
+    clap::value_parser!(u64).range(1..=MAX_DEGREE)
+}
+
 /// A parallel layout for `smelt predict` (with --global-batch, the step model runs).
 #[derive(Debug, Clone, clap::Args)]
 pub struct StepFlags {
     /// Sequences per optimizer step: predicts one training step of the layout below
     /// (per GPU: kernels, collectives, pipeline bubble, optimizer, host), with
     /// tokens/s/GPU and a memory verdict.
-    #[arg(long, value_name = "SEQUENCES", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SEQUENCES", value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
     global_batch: Option<u64>,
     /// Tensor parallelism (with sequence parallelism).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    #[arg(long, value_parser = degree(), requires = "global_batch")]
     tp: Option<u64>,
     /// Expert parallelism (divides dp · cp).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    #[arg(long, value_parser = degree(), requires = "global_batch")]
     ep: Option<u64>,
     /// Pipeline stages (1F1B).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    #[arg(long, value_parser = degree(), requires = "global_batch")]
     pp: Option<u64>,
     /// Virtual pipeline stages per GPU (interleaved 1F1B).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    #[arg(long, value_parser = degree(), requires = "global_batch")]
     vp: Option<u64>,
     /// Context parallelism.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    #[arg(long, value_parser = degree(), requires = "global_batch")]
     cp: Option<u64>,
     /// Data parallelism (default: --gpus / (tp · pp · cp)).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    #[arg(long, value_parser = degree(), requires = "global_batch")]
     dp: Option<u64>,
     /// GPUs in all (must equal tp · pp · cp · dp when both are given).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    #[arg(long, value_parser = degree(), requires = "global_batch")]
     gpus: Option<u64>,
     /// ZeRO stage 0-3 (the memory verdict's sharding of optimizer states, gradients, weights).
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3), requires = "global_batch")]
     zero: Option<u64>,
     /// Sequences per micro-batch.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), requires = "global_batch")]
+    #[arg(long, value_parser = degree(), requires = "global_batch")]
     micro_batch: Option<u64>,
     /// Activation recomputation: none, selective (norms and activations) or full.
     #[arg(long, value_parser = ["none", "selective", "full"], requires = "global_batch")]
@@ -67,14 +76,19 @@ impl StepFlags {
         };
         let one = |x: Option<u64>| x.unwrap_or(1);
         let (tp, pp, cp) = (one(self.tp), one(self.pp), one(self.cp));
-        let model_parallel = tp * pp * cp;
+        // Each degree is at most 2^20 (its parser), so these products fit in 128 bits.
+        let model_parallel = u128::from(tp) * u128::from(pp) * u128::from(cp);
         let dp = match (self.dp, self.gpus) {
-            (Some(dp), Some(g)) if dp * model_parallel != g => anyhow::bail!(
-                "gpus: must equal tp · pp · cp · dp ({}); got {g}",
-                dp * model_parallel
-            ),
+            (Some(dp), Some(g)) if u128::from(dp) * model_parallel != u128::from(g) => {
+                anyhow::bail!(
+                    "gpus: must equal tp · pp · cp · dp ({}); got {g}",
+                    u128::from(dp) * model_parallel
+                )
+            }
             (Some(dp), _) => dp,
-            (None, Some(g)) if g % model_parallel == 0 => g / model_parallel,
+            (None, Some(g)) if u128::from(g) % model_parallel == 0 => {
+                u64::try_from(u128::from(g) / model_parallel)?
+            }
             (None, Some(g)) => anyhow::bail!(
                 "gpus: must be a multiple of tp · pp · cp ({model_parallel}); got {g}"
             ),

@@ -23,7 +23,8 @@ use crate::progress::Progress;
 use crate::search::SearchOptions;
 use crate::study::Knob;
 
-/// What to export: a budget (a path, or its structure), matched first; a result smelt
+/// What to export: a budget (a path, or its structure), matched first (a path to a model
+/// file, a `config.json` or a model directory is that model, written as it is); a result smelt
 /// returned (an object with `looped`, `cells`, `rows` or `model`); or a Hugging Face
 /// `config.json` (an object with `model_type` and no `model`), its model written with its
 /// own keys carried over.
@@ -246,7 +247,83 @@ impl View {
     }
 }
 
+/// Whether the file at `p` (a path given as `source`) is a model rather than a budget: a
+/// model directory, a Hugging Face `config.json`, or a model file (a `[model]` table and no
+/// `baseline`).
+fn model_path(p: &std::path::Path) -> Result<bool> {
+    if p.is_dir() {
+        return Ok(true);
+    }
+    let Ok(text) = crate::io::read_to_string(p) else {
+        // Unreadable: the budget's reader says why.
+        return Ok(false);
+    };
+    let text = text.trim_start_matches('\u{feff}');
+    if text.trim_start().starts_with('{') {
+        return Ok(serde_json::from_str::<Value>(text).is_ok_and(|v| {
+            crate::budget::file::is_hf_config(&v)
+                || (v.get("model").is_some() && v.get("baseline").is_none())
+        }));
+    }
+    Ok(toml::from_str::<toml::Table>(text)
+        .is_ok_and(|t| t.contains_key("model") && !t.contains_key("baseline")))
+}
+
 impl ExportRequest {
+    /// Refuses `force`, which applies only to a budget's match.
+    fn refuse_budget_options(&self) -> Result<()> {
+        match self.force {
+            true => Err(Error::invalid(
+                "force",
+                "applies when a budget is matched, not to a result or a model",
+            )),
+            false => Ok(()),
+        }
+    }
+
+    /// The model at `p` (a model file, a `config.json` or a model directory) written to
+    /// `path` as `smelt export` writes it, never over one of `inputs` (nor over `p`).
+    fn export_model_path(
+        &self,
+        p: &std::path::Path,
+        options: &ExportOptions,
+        path: &std::path::Path,
+        mut inputs: Vec<PathBuf>,
+    ) -> Result<ExportReply> {
+        self.refuse_budget_options()?;
+        if self.baseline.is_some() {
+            return Err(Error::invalid(
+                "baseline",
+                "is for a result or a model given as a dict; a model path is exported \
+                 with its own config.json's keys, if it is one",
+            ));
+        }
+        let source = super::source::ModelSource::Path(p.to_path_buf());
+        let spec = source.load(&self.workload.changes()?)?;
+        inputs.extend(source.input());
+        let config = match source.input() {
+            Some(f) if f.extension().is_some_and(|e| e == "json") => {
+                let value: Value = serde_json::from_str(
+                    crate::io::read_to_string(&f)?.trim_start_matches('\u{feff}'),
+                )
+                .map_err(|e| Error::invalid("source", format!("config.json: {e}")))?;
+                Some(crate::hf::looped::family_config(&value)?)
+            }
+            _ => None,
+        };
+        let item = Item {
+            name: "model".to_owned(),
+            looped: &spec,
+            baseline_config: config.as_ref(),
+            comment: format!("exported by smelt from {}", p.display()),
+        };
+        Ok(ExportReply {
+            path: path.to_path_buf(),
+            models: vec![write_one(&item, options, path, &inputs)?],
+            residuals: None,
+        })
+    }
+
     /// The source as JSON (a result's, a config's; null for a budget's path).
     fn source_value(&self) -> &Value {
         match &self.source {
@@ -272,6 +349,15 @@ impl Request for ExportRequest {
                 false => Overwrite::Own,
             },
         };
+        if let Some(v) = self
+            .vocab
+            .filter(|v| !(1..=crate::model::MAX_VOCAB).contains(v))
+        {
+            return Err(Error::invalid(
+                "vocab",
+                format!("must be 1 to {} tokens; got {v}", crate::model::MAX_VOCAB),
+            ));
+        }
         if options.format == ExportFormat::Model && (self.family.is_some() || self.vocab.is_some())
         {
             return Err(Error::invalid(
@@ -281,6 +367,9 @@ impl Request for ExportRequest {
         }
         let mut inputs: Vec<PathBuf> = self.workload.input().into_iter().collect();
         match &self.source {
+            ExportSource::Budget(BudgetSource::Path(p)) if model_path(p)? => {
+                self.export_model_path(p, &options, path, inputs)
+            }
             ExportSource::Budget(b) => {
                 if self.baseline.is_some() {
                     return Err(Error::invalid(
@@ -306,16 +395,14 @@ impl Request for ExportRequest {
                 })
             }
             ExportSource::Result(_) | ExportSource::Hf(_) => {
-                if !self.workload.is_default() || self.force {
-                    let field = match self.force {
-                        true => "force",
-                        false => "workload",
-                    };
+                if !self.workload.is_default() {
                     return Err(Error::invalid(
-                        field,
-                        "applies when a budget is matched, not to a result or a model",
+                        "workload",
+                        "applies when a budget is matched or a model file read, not to a \
+                         result or a model given as a dict",
                     ));
                 }
+                self.refuse_budget_options()?;
                 let mut config = (self.baseline.as_ref())
                     .map(|c| c.value("baseline"))
                     .transpose()?;

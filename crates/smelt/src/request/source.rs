@@ -40,6 +40,11 @@ impl<'de> Deserialize<'de> for ModelSource {
 
 /// A path given as a string, refused when it is plainly a file's text instead.
 fn path<E: serde::de::Error>(p: String) -> std::result::Result<PathBuf, E> {
+    if p.trim().is_empty() {
+        return Err(E::custom(
+            "is an empty path: give a file's path, or its structure as a dict",
+        ));
+    }
     let t = p.trim_start();
     let text = p.contains('\n') || t.starts_with('[') || t.starts_with('{');
     match text && !Path::new(&p).exists() {

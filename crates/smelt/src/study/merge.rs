@@ -171,6 +171,43 @@ fn check_time(t: &TimeRatio, field: &str) -> Result<()> {
     ))
 }
 
+/// The backend the shards `by_index` (of `of`) timed on: each shard's cells checked
+/// ([`check_owned`]), and every summary's backend the same.
+fn run_backend(by_index: &std::collections::BTreeMap<u64, &Value>, of: u64) -> Result<Backend> {
+    let mut backend = None;
+    for (&k, shard) in by_index {
+        check_owned(shard, Shard { index: k, of })?;
+        let at = format!("shard {k}/{of}");
+        let b = shard_backend(shard, &at)?;
+        match backend {
+            Some(first) if first != b => {
+                return Err(Error::invalid(
+                    format!("{at}: summary.time_ratio.backend"),
+                    format!("is {b}, but shard 1/{of}'s is {first}: merge the shards of one run"),
+                ));
+            }
+            _ => backend = Some(b),
+        }
+    }
+    backend.ok_or_else(|| Error::invalid("shards", "none given"))
+}
+
+/// A cell's time from its shard (`field` names it), timed on the run's `backend`.
+fn cell_time(t: &Value, field: &str, backend: Backend) -> Result<TimeRatio> {
+    let t = read_time(t, field)?;
+    if t.backend != backend {
+        return Err(Error::invalid(
+            format!("{field}.backend"),
+            format!(
+                "is {}, but the shards' summaries say {backend}: a cell is timed on its run's \
+                 backend (an edited file?)",
+                t.backend
+            ),
+        ));
+    }
+    Ok(t)
+}
+
 /// Merges the JSON of every shard of one grid (`smelt grid --format json --shard K/N`) into
 /// the grid's JSON, each cell timed by its shard, the summary recomputed.
 ///
@@ -231,22 +268,7 @@ pub fn merge(parts: &[Value]) -> Result<Value> {
             "is missing: give every shard's output",
         ));
     }
-    let mut backend = None;
-    for (&k, shard) in &by_index {
-        check_owned(shard, Shard { index: k, of })?;
-        let at = format!("shard {k}/{of}");
-        let b = shard_backend(shard, &at)?;
-        match backend {
-            Some(first) if first != b => {
-                return Err(Error::invalid(
-                    format!("{at}: summary.time_ratio.backend"),
-                    format!("is {b}, but shard 1/{of}'s is {first}: merge the shards of one run"),
-                ));
-            }
-            _ => backend = Some(b),
-        }
-    }
-    let backend = backend.ok_or_else(|| Error::invalid("shards", "none given"))?;
+    let backend = run_backend(&by_index, of)?;
     let mut merged = first.clone();
     let mut times: Vec<(Option<TimeRatio>, bool)> = Vec::with_capacity(cells.len());
     let merged_cells = merged["cells"]
@@ -268,21 +290,11 @@ pub fn merge(parts: &[Value]) -> Result<Value> {
             }
         }
         let time = match from.get("time") {
-            Some(t) => {
-                let field = format!("shard {k}/{of}: cells[{i}].time");
-                let t = read_time(t, &field)?;
-                if t.backend != backend {
-                    return Err(Error::invalid(
-                        format!("{field}.backend"),
-                        format!(
-                            "is {}, but the shards' summaries say {backend}: a cell is timed \
-                             on its run's backend (an edited file?)",
-                            t.backend
-                        ),
-                    ));
-                }
-                Some(t)
-            }
+            Some(t) => Some(cell_time(
+                t,
+                &format!("shard {k}/{of}: cells[{i}].time"),
+                backend,
+            )?),
             None => None,
         };
         times.push((time, from.get("time_failed").is_some()));
