@@ -36,7 +36,7 @@ fn readme_shows_the_200m_cell_under_every_policy() {
         .expect("the grid has a 200m s95 cell");
     let guide = std::fs::read_to_string("docs/guide.md").unwrap();
     let context = cell.baseline.workload.context;
-    for &policy in ActivationPolicy::LOWER_BOUNDS {
+    for &policy in ActivationPolicy::UNFUSED {
         let bytes = |spec: &ModelSpec| {
             cost(&under(spec, policy))
                 .unwrap()

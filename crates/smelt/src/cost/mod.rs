@@ -284,8 +284,10 @@ mod attention;
 mod compare;
 mod count;
 mod layer;
+pub mod megatron;
 pub mod memory;
 mod per_budget;
+mod shard;
 pub mod training;
 pub mod transformers;
 mod types;
@@ -453,7 +455,7 @@ pub fn budgets_with(
         kv: kv_budget(&stack, &cost, context, counting)?,
         // Not counted for what the activation memory does not model: 0, which the
         // objective refuses to weigh.
-        activations: match BudgetKind::Activations.uncounted_in(&stack) {
+        activations: match BudgetKind::Activations.uncounted_in(&stack, counting) {
             Some(_) => crate::units::ActivationBytes::ZERO,
             None => {
                 memory::policy_activations(&stack, keys, context, counting, counting.activations)?

@@ -43,6 +43,7 @@ pub mod capability;
 mod changes;
 mod knobs;
 mod mixer;
+mod recompute;
 mod stack;
 mod training;
 pub(crate) mod validate;
@@ -56,6 +57,7 @@ pub use stack::{
     AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,
     Stack, TokenMixer,
 };
+pub use recompute::{RecomputeModule, RecomputeModules};
 pub use training::Training;
 pub use workload::{ActivationPolicy, Attention, Counting, KvCount, Workload};
 

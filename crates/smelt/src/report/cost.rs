@@ -2,7 +2,7 @@
 
 use super::{Document, Field, Report, Table, cost_row, group_digits, percent, short};
 use crate::cost::{Comparison, Cost, TrainingMemory};
-use crate::model::{ActivationPolicy, KvCount};
+use crate::model::KvCount;
 use crate::units::{ActivationBytes, Flops};
 
 /// FLOPs with digit groups, and three decimals when not whole.
@@ -241,14 +241,7 @@ impl Rows {
             format!("{}, {}-byte", a.budget.as_str(), a.activation_bytes),
         );
         for p in &a.policies {
-            let label = match p.policy {
-                ActivationPolicy::Eager => "  eager",
-                ActivationPolicy::Flash => "  flash",
-                ActivationPolicy::Selective => "  selective",
-                ActivationPolicy::Full => "  full",
-                ActivationPolicy::TransformersEager => "  transformers-eager",
-                ActivationPolicy::TransformersSdpa => "  transformers-sdpa",
-            };
+            let label = format!("  {}", p.policy.as_str());
             self.push(label, field(p.per_token), short(p.per_token.as_f64()));
         }
     }

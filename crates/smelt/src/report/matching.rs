@@ -48,7 +48,7 @@ impl MatchReport {
                 BudgetKind::Kv if at_context => "KV elements at context",
                 _ => label(kind).quantity,
             };
-            if !kind.counted_for(&self.baseline.model) {
+            if !kind.counted_for(&self.baseline.model, &self.baseline.counting) {
                 t.push_texts([
                     quantity.to_owned(),
                     "not counted".to_owned(),
@@ -216,7 +216,7 @@ impl MatchReport {
     /// activations of recurrent layers or Gemma 4's pieces).
     fn shown_budgets(&self) -> Vec<BudgetKind> {
         (BudgetKind::ALL.into_iter())
-            .filter(|k| k.counted_for(&self.baseline.model))
+            .filter(|k| k.counted_for(&self.baseline.model, &self.baseline.counting))
             .collect()
     }
 
