@@ -456,7 +456,7 @@ fn step(stack: &Stack, counting: &Counting, policy: ActivationPolicy, split: Spl
 /// What the layers of `kinds` (all of `stack`'s, or one pipeline chunk's) save under the
 /// Megatron `policy` and `split`, by component, in the module's units (bytes per token
 /// summed over the `tp · cp` GPUs holding it).
-pub(crate) fn activations(
+pub fn activations(
     stack: &Stack,
     kinds: &[LayerKind],
     counting: &Counting,
@@ -494,7 +494,7 @@ pub(crate) fn activations(
 /// forward: the permuted local copies (`b·H` per routed copy, referenced by `MoELayer`'s
 /// `custom_forward` until it returns) and the all-to-all's receive buffer (`etp·b·H` per
 /// routed copy, until the sort by local expert replaces it). `(recompute, dispatch)`.
-pub(crate) fn transients(
+pub fn transients(
     stack: &Stack,
     kinds: &[LayerKind],
     counting: &Counting,
@@ -526,7 +526,7 @@ pub(crate) fn transients(
 /// saves, on each of the `tp` GPUs over the whole sequence: the fp32 softmax (`4·V/tp`),
 /// the target mask (bool) and the masked target (int64) (`_VocabParallelCrossEntropy`,
 /// fused or not).
-pub(crate) fn head(stack: &Stack, vocab: u64, counting: &Counting, split: Split) -> Result<u128> {
+pub fn head(stack: &Stack, vocab: u64, counting: &Counting, split: Split) -> Result<u128> {
     let b = u128::from(counting.activation_bytes);
     let h = u128::from(stack.hidden());
     let stat = if stack.kinds().iter().any(|k| k.layer.norms.bias) {

@@ -283,6 +283,7 @@
 mod attention;
 mod compare;
 mod count;
+pub mod fit;
 mod layer;
 pub mod megatron;
 pub mod memory;
@@ -560,6 +561,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             .as_ref()
             .map(|t| training_memory(spec, t))
             .transpose()?,
+        fit: None,
         attention: AttentionReport {
             mean_keys_per_query: keys.full.as_f64(),
             mean_keys_exact: keys.full.to_string(),
