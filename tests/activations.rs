@@ -93,16 +93,17 @@ fn weighing_activations_moves_the_match() {
 #[test]
 fn each_budget_carries_its_status() {
     use smelt::cost::{BudgetKind, Exactness, PerBudget, TermStatus};
-    let base = ModelSpec::load("budgets/base-200m-s95.toml").unwrap().model;
+    let base_spec = ModelSpec::load("budgets/base-200m-s95.toml").unwrap();
+    let base = base_spec.model.clone();
     let defaults = PerBudget::from_fn(BudgetKind::default_weight);
-    let s = PerBudget::statuses(&base, &defaults);
+    let s = PerBudget::statuses(&base, &base_spec.counting, &defaults);
     assert_eq!(s.flops, TermStatus::Matched);
     assert_eq!(s.activations, TermStatus::Reported);
-    let weighed = PerBudget::statuses(&base, &PerBudget::splat(1.0));
+    let weighed = PerBudget::statuses(&base, &base_spec.counting, &PerBudget::splat(1.0));
     assert_eq!(weighed.activations, TermStatus::Matched);
     let hybrid = smelt::budget::Budget::load("budgets/match-qwen3.5-style.toml").unwrap();
     let model = &hybrid.baseline().model;
-    let s = PerBudget::statuses(model, &PerBudget::splat(1.0));
+    let s = PerBudget::statuses(model, &hybrid.baseline().counting, &PerBudget::splat(1.0));
     assert_eq!(s.activations, TermStatus::NotCounted);
     assert_eq!(s.kv, TermStatus::Matched);
     assert!(

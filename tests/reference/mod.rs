@@ -206,6 +206,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     kv_dtype_bytes: 2,
                 },
                 counting: Counting {
+                    recompute_modules: Default::default(),
                     embeddings: emb,
                     lm_head: lm,
                     mtp,
