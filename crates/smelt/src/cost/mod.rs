@@ -287,6 +287,7 @@ pub mod fit;
 mod layer;
 pub mod megatron;
 pub mod memory;
+mod peaks;
 mod per_budget;
 mod shard;
 pub mod training;
@@ -300,7 +301,8 @@ pub use memory::{
     ActivationBreakdown, ActivationReport, PolicyActivations, activation_report, activations,
 };
 pub use per_budget::{BudgetKind, Exactness, PerBudget, Ratios, Residuals, TermStatus};
-pub use training::{PeakPair, StageMemory, TrainingMemory, peak_pair, training_memory};
+pub use peaks::{PeakPair, peak_pair};
+pub use training::{StageMemory, TrainingMemory, training_memory};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
     KvAtContext, KvReport, ParamBreakdown, ParamReport, RecurrentState, SelectedKeys, Sparsity,

@@ -467,15 +467,15 @@ fn stage(
     let mut per_chunk = Vec::with_capacity(chunks.len());
     let mut all_kinds = Vec::new();
     let mut executions = 0u64;
-    for (i, ch) in chunks.iter().enumerate() {
+    for ch in chunks {
         let kinds = c.stack.kinds_within(ch[0], ch[1]);
         executions = sum(&[executions, kinds.iter().map(|k| k.executions).sum()])?;
-        let mut a = c.chunk(&kinds)?;
-        if i + 1 == chunks.len() {
-            a = a.checked_add(head)?;
-        }
-        per_chunk.push(a);
+        per_chunk.push(c.chunk(&kinds)?);
         all_kinds.extend(kinds);
+    }
+    let differ = t.vp > 1 && per_chunk.windows(2).any(|w| w[0] != w[1]);
+    if let Some(last) = per_chunk.last_mut() {
+        *last = last.checked_add(head)?;
     }
     let per_micro_batch = ActivationBytes::sum(&per_chunk)?;
     let vp = t.vp;
@@ -491,7 +491,6 @@ fn stage(
         }
         (w + 1, acc)
     };
-    let differ = vp > 1 && per_chunk.windows(2).any(|w| w[0] != w[1]);
     let [recompute, dispatch] = c.transients(&all_kinds)?;
     let optimizer_step = if c.policy().is_megatron() && t.grad_bytes < 4 {
         let n = sum(&[
@@ -534,59 +533,6 @@ fn stage(
     Ok((memory, differ))
 }
 
-/// The per-GPU peaks of a Baseline and its looped match under the Baseline's
-/// `[training]` (what `match`, `grid` and `sweep` report when a layout is given).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PeakPair {
-    /// The Baseline's peak per GPU, bytes.
-    pub baseline: ActivationBytes,
-    /// The looped model's, when the layout divides it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub looped: Option<ActivationBytes>,
-    /// `looped / baseline`, when the layout divides the looped model.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio: Option<f64>,
-    /// Why the layout does not split the looped model (the field and the rule).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub refused: Option<String>,
-    /// The looped model's [`TrainingMemory::pipeline_note`]: its peak is not exact.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-/// The per-GPU peaks of `baseline` and `looped` (costed under the Baseline's counting and
-/// workload) under the Baseline's `[training]`; `None` without one. A layout that does not
-/// split the looped model is reported (`refused`), not an error.
-pub fn peak_pair(baseline: &ModelSpec, looped: &ModelSpec) -> Result<Option<PeakPair>> {
-    let Some(t) = &baseline.training else {
-        return Ok(None);
-    };
-    let base = training_memory(baseline, t)?.peak;
-    let under = ModelSpec {
-        counting: baseline.counting,
-        workload: baseline.workload.clone(),
-        training: None,
-        ..looped.clone()
-    };
-    Ok(Some(match training_memory(&under, t) {
-        Ok(m) => PeakPair {
-            baseline: base,
-            looped: Some(m.peak),
-            ratio: Some(m.peak.as_f64() / base.as_f64()),
-            refused: None,
-            note: m.pipeline_note,
-        },
-        Err(e @ Error::InvalidSpec { .. }) => PeakPair {
-            baseline: base,
-            looped: None,
-            ratio: None,
-            refused: Some(format!("the looped model: {e}")),
-            note: None,
-        },
-        Err(e) => return Err(e),
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -619,7 +565,8 @@ mean_doc_len = 16
 "#;
 
     /// With no parallelism one GPU holds every parameter, 16 bytes each, and the activations
-    /// of one sequence.
+    /// of one sequence: the activations budget's, plus under Megatron-Core the LM head's
+    /// and the loss's, and the transients.
     #[test]
     fn one_gpu_holds_everything() {
         let spec = ModelSpec::from_toml_str(SPEC).unwrap();
@@ -635,13 +582,35 @@ mean_doc_len = 16
         assert_eq!(st.params.0 + st.expert_params.0, mem.params.0);
         assert_eq!(st.static_bytes.0, 16 * mem.params.0);
         let act = super::super::cost(&spec).unwrap().budgets().activations;
-        assert_eq!(st.activations, act.checked_mul(64).unwrap());
+        // The head: final norm input and rstd, the LM head's input, the fp32 softmax over
+        // the 96-token vocabulary, the target mask and index.
+        let head = (2 * 64 + 4 + 2 * 64 + 4 * 96 + 9) * 64;
+        assert_eq!(st.head, ActivationBytes::from_int(head));
+        assert_eq!(
+            st.activations,
+            act.checked_mul(64)
+                .unwrap()
+                .checked_add(ActivationBytes::from_int(head))
+                .unwrap()
+        );
+        // Under the unfused count: the layers only, no transient, no optimizer step.
+        let mut flash = spec.clone();
+        flash.counting.activations = ActivationPolicy::Flash;
+        let f = training_memory(&flash, &Training::default()).unwrap();
+        let fact = super::super::cost(&flash).unwrap().budgets().activations;
+        assert_eq!(f.stages[0].activations, fact.checked_mul(64).unwrap());
+        assert_eq!(
+            f.peak,
+            fact.checked_mul(64)
+                .unwrap()
+                .checked_add(ActivationBytes::from_int(st.static_bytes.0))
+                .unwrap()
+        );
         assert_eq!(mem.peak, st.peak);
     }
 
     /// Context parallelism splits every micro-batch's activations across `cp` GPUs and
-    /// widens the optimizer's data-parallel group to `dp · cp`; an interleaved schedule is
-    /// refused until its micro-batches in flight are modelled.
+    /// widens the optimizer's data-parallel group to `dp · cp`.
     #[test]
     fn context_parallelism_splits_activations_and_shards_over_dp_cp() {
         let spec = ModelSpec::from_toml_str(SPEC).unwrap();
@@ -660,13 +629,97 @@ mean_doc_len = 16
             a.activations_per_micro_batch,
             b.activations_per_micro_batch.checked_mul(2).unwrap()
         );
-        let vp = Training {
-            pp: 2,
-            vp: 2,
+    }
+
+    /// The interleaved schedule keeps `2·(pp − s) + (vp − 1)·pp + 1` chunk forwards, the
+    /// `k`-th of chunk `⌊k/pp⌋ mod vp`; with equal chunks the first stage holds
+    /// `pp + (pp − 1)/vp` micro-batches (Narayanan et al.'s `1 + (pp − 1)/(pp·vp)` times
+    /// 1F1B's `pp`).
+    #[test]
+    fn interleaving_keeps_more_in_flight_on_the_first_stage() {
+        let text = SPEC.replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
+            .replace("layers = 4\n", "layers = 8\n")
+            .replace("[model.dense]\nlayers = [1]\nffn = 128\n", "");
+        let spec = ModelSpec::from_toml_str(&text).unwrap();
+        let (pp, vp) = (2u64, 2u64);
+        let t = Training {
+            pp,
+            vp,
             ..Training::default()
         };
-        let err = training_memory(&spec, &vp).unwrap_err().to_string();
+        let mem = training_memory(&spec, &t).unwrap();
+        let first = &mem.stages[0];
+        assert_eq!(first.chunks, vec![[1, 2], [5, 6]]);
+        assert_eq!(mem.stages[1].chunks, vec![[3, 4], [7, 8]]);
+        assert_eq!(first.in_flight, 2 * (pp - 1) + (vp - 1) * pp + 1);
+        let chunk = divide(first.activations_per_micro_batch, vp).unwrap();
+        assert_eq!(first.activations, chunk.checked_mul(first.in_flight).unwrap());
+        // pp + (pp - 1)/vp micro-batches: 2.5 of the stage's.
+        assert_eq!(
+            first.activations,
+            divide(first.activations_per_micro_batch.checked_mul(5).unwrap(), 2).unwrap()
+        );
+        assert!(mem.pipeline_note.is_none(), "{:?}", mem.pipeline_note);
+    }
+
+    /// An uneven pipeline: the first and last stages hold what they are given, the others
+    /// split the rest; Megatron's rules refused by name.
+    #[test]
+    fn uneven_stages_follow_megatron() {
+        let text = SPEC.replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
+            .replace("layers = 4\n", "layers = 9\n")
+            .replace("[model.dense]\nlayers = [1]\nffn = 128\n", "");
+        let spec = ModelSpec::from_toml_str(&text).unwrap();
+        let t = Training {
+            pp: 4,
+            first_stage_layers: Some(3),
+            last_stage_layers: Some(2),
+            ..Training::default()
+        };
+        let mem = training_memory(&spec, &t).unwrap();
+        let layers: Vec<[u64; 2]> = mem.stages.iter().map(|s| s.layers).collect();
+        assert_eq!(layers, vec![[1, 3], [4, 5], [6, 7], [8, 9]]);
+        for (first, last, field) in [
+            (Some(4), Some(2), "training.pp"),
+            (Some(8), Some(2), "training.first_stage_layers"),
+        ] {
+            let t = Training {
+                first_stage_layers: first,
+                last_stage_layers: last,
+                ..t
+            };
+            let err = training_memory(&spec, &t).unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        }
+        let t = Training {
+            vp: 2,
+            ..t
+        };
+        let err = training_memory(&spec, &t).unwrap_err().to_string();
         assert!(err.contains("training.vp"), "{err}");
+    }
+
+    /// The Transformers policies are counted under data parallelism only.
+    #[test]
+    fn transformers_policies_take_data_parallelism_only() {
+        let text = SPEC.replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
+            .replace("shared_gate = true\n", "shared_gate = true\nrouter = \"softmax\"\n");
+        let mut spec = ModelSpec::from_toml_str(&text).unwrap();
+        spec.counting.activations = ActivationPolicy::TransformersSdpa;
+        let dp = Training {
+            dp: 4,
+            zero: 3,
+            ..Training::default()
+        };
+        assert!(training_memory(&spec, &dp).is_ok());
+        for (t, field) in [
+            (Training { tp: 2, ..dp }, "training.tp"),
+            (Training { pp: 2, ..dp }, "training.pp"),
+            (Training { ep: 2, ..dp }, "training.ep"),
+        ] {
+            let err = training_memory(&spec, &t).unwrap_err().to_string();
+            assert!(err.contains(field) && err.contains("transformers-sdpa"), "{err}");
+        }
     }
 
     /// Layouts that do not divide are refused, naming the field.
@@ -695,6 +748,14 @@ mean_doc_len = 16
                     ..Training::default()
                 },
                 "model.moe.experts",
+            ),
+            (
+                Training {
+                    etp: Some(64),
+                    dp: 64,
+                    ..Training::default()
+                },
+                "training.etp",
             ),
             (
                 Training {
