@@ -117,12 +117,26 @@ fn check_gqa(file: &str, split: Split) {
         let none = per_layer(&spec, &stack, kind, ActivationPolicy::Megatron, split);
         let dense = int(none.norms) + int(none.attention) + int(none.scores) + int(none.ffn_input);
         let formula = korthikanti_attention(h, q, kv) + 2 * h;
-        assert_eq!(dense, formula + rstd + statistics + qk_norms, "{file}: no recompute");
-        let sel = per_layer(&spec, &stack, kind, ActivationPolicy::MegatronSelective, split);
+        assert_eq!(
+            dense,
+            formula + rstd + statistics + qk_norms,
+            "{file}: no recompute"
+        );
+        let sel = per_layer(
+            &spec,
+            &stack,
+            kind,
+            ActivationPolicy::MegatronSelective,
+            split,
+        );
         let dense = int(sel.norms) + int(sel.attention) + int(sel.scores) + int(sel.ffn_input);
         // core_attn: the checkpoint's view of v keeps the packed QKV output.
         let packed_qkv = 2 * (q + 2 * kv) - 2 * kv;
-        assert_eq!(dense, formula + rstd + qk_norms + packed_qkv, "{file}: selective");
+        assert_eq!(
+            dense,
+            formula + rstd + qk_norms + packed_qkv,
+            "{file}: selective"
+        );
         let smelt::model::Ffn::Moe(e) = kind.layer.ffn.as_ref().unwrap() else {
             panic!("{file}: every layer is MoE");
         };
@@ -143,7 +157,14 @@ fn mixtral_and_qwen3_follow_korthikanti_and_the_table() {
         for tp in tps {
             check_gqa(file, Split { tp, etp: 1, ep: 8 });
         }
-        check_gqa(file, Split { tp: 2, etp: 2, ep: 4 });
+        check_gqa(
+            file,
+            Split {
+                tp: 2,
+                etp: 2,
+                ep: 4,
+            },
+        );
     }
 }
 
@@ -215,7 +236,11 @@ fn deepseek_v3_follows_korthikanti_and_the_table() {
                 smelt::model::Ffn::Dense { .. } => 2 * h,
                 smelt::model::Ffn::Moe(e) => 2 * h + 4 + 2 * h + moe_table(e, h, split),
             };
-            assert_eq!(int(sel.total().unwrap()), kept + ffn_kept, "selective, tp {tp}");
+            assert_eq!(
+                int(sel.total().unwrap()),
+                kept + ffn_kept,
+                "selective, tp {tp}"
+            );
         }
     }
 }
@@ -250,11 +275,9 @@ fn selective_with_sequence_parallelism_is_34_sbh_over_t() {
         let mem = smelt::training_memory(&spec, &training).unwrap();
         let stage = &mem.stages[0];
         let per_layer = 34 * s * b * h - 2 * s * b * h + 4 * s * b * h + 2 * 4 * s * b;
-        let want = smelt::ActivationBytes::ratio(
-            u128::from(per_layer * (layers / 2)),
-            u128::from(t),
-        )
-        .unwrap();
+        let want =
+            smelt::ActivationBytes::ratio(u128::from(per_layer * (layers / 2)), u128::from(t))
+                .unwrap();
         assert_eq!(stage.activations_per_micro_batch, want, "t = {t}");
         // No recomputation: Korthikanti's 34sbh less the dropout masks, the fused
         // attention's fp32 statistics (4 bytes per head and token) instead of the `as²`
@@ -268,11 +291,9 @@ fn selective_with_sequence_parallelism_is_34_sbh_over_t() {
         };
         let mem = smelt::training_memory(&none, &training).unwrap();
         let per_layer = 34 * s * b * h - 2 * s * b * h + 4 * a * s * b + 2 * 4 * s * b;
-        let want = smelt::ActivationBytes::ratio(
-            u128::from(per_layer * (layers / 2)),
-            u128::from(t),
-        )
-        .unwrap();
+        let want =
+            smelt::ActivationBytes::ratio(u128::from(per_layer * (layers / 2)), u128::from(t))
+                .unwrap();
         assert_eq!(mem.stages[0].activations_per_micro_batch, want, "t = {t}");
     }
 }

@@ -159,18 +159,18 @@ fn candidates(spec: &ModelSpec, t: &Training) -> Vec<(String, String, ModelSpec,
     }
     for zero in t.zero + 1..=3 {
         let tt = Training { zero, ..*t };
-        out.push((
-            "zero".to_owned(),
-            format!("ZeRO-{zero}"),
-            spec.clone(),
-            tt,
-        ));
+        out.push(("zero".to_owned(), format!("ZeRO-{zero}"), spec.clone(), tt));
     }
     out
 }
 
 /// The verdict of `spec` under `training` on a card of `card_bytes` (named `card`).
-pub fn fit(spec: &ModelSpec, training: &Training, card: &str, card_bytes: f64) -> Result<FitReport> {
+pub fn fit(
+    spec: &ModelSpec,
+    training: &Training,
+    card: &str,
+    card_bytes: f64,
+) -> Result<FitReport> {
     let m = training_memory(spec, training)?;
     let peak = m.peak.as_f64();
     let stages = m

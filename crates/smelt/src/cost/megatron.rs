@@ -333,7 +333,13 @@ impl Step {
         if rc.has(M::Moe) {
             // The checkpoint keeps its input, the normed input (restored if the norm is
             // recomputed too: the checkpoint holds it).
-            return Ok([b * h + if rc.has(M::Layernorm) { 0 } else { stat }, b * h, 0, 0, 0]);
+            return Ok([
+                b * h + if rc.has(M::Layernorm) { 0 } else { stat },
+                b * h,
+                0,
+                0,
+                0,
+            ]);
         }
         let router = add(&[mul(9, ne)?, mul(4, 2 * ne + 1)?])?;
         let local = e.experts / self.split.ep.max(1);
@@ -423,7 +429,12 @@ impl Step {
 }
 
 /// The count's constants for `stack` under `policy`, with the refusals checked.
-fn step(stack: &Stack, counting: &Counting, policy: ActivationPolicy, split: Split) -> Result<Step> {
+fn step(
+    stack: &Stack,
+    counting: &Counting,
+    policy: ActivationPolicy,
+    split: Split,
+) -> Result<Step> {
     Consumer::Activations.check(stack)?;
     let recompute = Recompute::of(policy, counting)?;
     if let Some(f) = REFUSED.into_iter().find(|&f| stack.has(f)) {

@@ -325,7 +325,9 @@ pub(super) fn activations_over(
     if policy.is_stack() {
         return Err(crate::Error::invalid(
             "counting.activations",
-            format!("{policy} is not an unfused count (the stacks are counted by their own modules)"),
+            format!(
+                "{policy} is not an unfused count (the stacks are counted by their own modules)"
+            ),
         ));
     }
     let b = counting.activation_bytes;

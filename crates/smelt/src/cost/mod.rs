@@ -300,8 +300,8 @@ pub use count::layer_cost;
 pub use memory::{
     ActivationBreakdown, ActivationReport, PolicyActivations, activation_report, activations,
 };
-pub use per_budget::{BudgetKind, Exactness, PerBudget, Ratios, Residuals, TermStatus};
 pub use peaks::{PeakPair, peak_pair};
+pub use per_budget::{BudgetKind, Exactness, PerBudget, Ratios, Residuals, TermStatus};
 pub use training::{StageMemory, TrainingMemory, training_memory};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,

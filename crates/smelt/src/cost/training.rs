@@ -297,11 +297,23 @@ impl Counter<'_> {
         } else if policy.is_transformers() {
             // The whole model on one GPU (the layout was checked).
             let context = self.spec.workload.context;
-            super::memory::policy_activations(self.stack, self.keys, context, self.counting(), policy)?
-                .total()?
+            super::memory::policy_activations(
+                self.stack,
+                self.keys,
+                context,
+                self.counting(),
+                policy,
+            )?
+            .total()?
         } else {
-            activations_over(self.stack.hidden(), kinds, self.keys, self.counting(), policy)?
-                .total()?
+            activations_over(
+                self.stack.hidden(),
+                kinds,
+                self.keys,
+                self.counting(),
+                policy,
+            )?
+            .total()?
         };
         self.per_gpu(per_token)
     }
@@ -312,7 +324,12 @@ impl Counter<'_> {
         if !self.policy().is_megatron() {
             return Ok(ActivationBytes::ZERO);
         }
-        let per_token = megatron::head(self.stack, self.spec.model.vocab, self.counting(), self.split)?;
+        let per_token = megatron::head(
+            self.stack,
+            self.spec.model.vocab,
+            self.counting(),
+            self.split,
+        )?;
         self.per_gpu(Self::int(per_token)?)
     }
 
@@ -321,8 +338,13 @@ impl Counter<'_> {
         if !self.policy().is_megatron() {
             return Ok([ActivationBytes::ZERO; 2]);
         }
-        let (r, d) =
-            megatron::transients(self.stack, kinds, self.counting(), self.policy(), self.split)?;
+        let (r, d) = megatron::transients(
+            self.stack,
+            kinds,
+            self.counting(),
+            self.policy(),
+            self.split,
+        )?;
         Ok([self.per_gpu(Self::int(r)?)?, self.per_gpu(Self::int(d)?)?])
     }
 }
@@ -368,38 +390,11 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
             ep: t.ep,
         },
     };
-    let norm = stack.norm_params();
-    let vocab_shard = product(&[m.vocab, m.hidden], WHAT)? / t.tp;
     let mut stages = Vec::new();
     let mut uneven_chunks = None;
     for (i, cs) in chunks.iter().enumerate() {
         let s = i as u64 + 1;
-        let (mut own, mut expert) = (0u64, 0u64);
-        for c in cs {
-            for layer in stack
-                .layers()
-                .skip(c[0] as usize - 1)
-                .take((c[1] + 1 - c[0]) as usize)
-            {
-                let (d, e) = layer_shard(m.hidden, layer, norm, [t.tp, t.etp(), t.ep])?;
-                own = sum(&[own, d])?;
-                expert = sum(&[expert, e])?;
-            }
-        }
-        if s == 1 {
-            own = sum(&[own, vocab_shard])?;
-        }
-        if s == t.pp {
-            own = sum(&[own, norm])?;
-            // A tied head is a copy on the last stage when it is not the first; its bias
-            // is its own.
-            if !m.tie_embeddings || t.pp > 1 {
-                own = sum(&[own, vocab_shard])?;
-            }
-            if m.lm_head_bias {
-                own = sum(&[own, m.vocab / t.tp])?;
-            }
-        }
+        let [own, expert] = stage_params(spec, &stack, &t, s, cs)?;
         let st = stage(&counter, s, cs, [own, expert])?;
         if uneven_chunks.is_none() && st.1 {
             uneven_chunks = Some(s);
@@ -439,6 +434,48 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
     })
 }
 
+/// The parameters one GPU of stage `s` (its layers in `chunks`) holds before ZeRO:
+/// `[non-expert, expert]`, the embedding on the first stage, the final norm and the LM head
+/// on the last.
+fn stage_params(
+    spec: &ModelSpec,
+    stack: &Stack,
+    t: &Training,
+    s: u64,
+    chunks: &[[u64; 2]],
+) -> Result<[u64; 2]> {
+    let m = &spec.model;
+    let norm = stack.norm_params();
+    let vocab_shard = product(&[m.vocab, m.hidden], WHAT)? / t.tp;
+    let (mut own, mut expert) = (0u64, 0u64);
+    for c in chunks {
+        for layer in stack
+            .layers()
+            .skip(c[0] as usize - 1)
+            .take((c[1] + 1 - c[0]) as usize)
+        {
+            let (d, e) = layer_shard(m.hidden, layer, norm, [t.tp, t.etp(), t.ep])?;
+            own = sum(&[own, d])?;
+            expert = sum(&[expert, e])?;
+        }
+    }
+    if s == 1 {
+        own = sum(&[own, vocab_shard])?;
+    }
+    if s == t.pp {
+        own = sum(&[own, norm])?;
+        // A tied head is a copy on the last stage when it is not the first; its bias is its
+        // own.
+        if !m.tie_embeddings || t.pp > 1 {
+            own = sum(&[own, vocab_shard])?;
+        }
+        if m.lm_head_bias {
+            own = sum(&[own, m.vocab / t.tp])?;
+        }
+    }
+    Ok([own, expert])
+}
+
 /// One stage's memory per GPU, from its chunks and its parameters per GPU before ZeRO
 /// (non-expert, expert); with whether its interleaved chunks save differently.
 fn stage(
@@ -461,7 +498,11 @@ fn stage(
     let optimizer = held(1, t.master_bytes + t.optimizer_bytes)?;
     let static_bytes = Bytes::sum(&[weights, grads, optimizer])?;
     let last = s == t.pp;
-    let head = if last { c.head()? } else { ActivationBytes::ZERO };
+    let head = if last {
+        c.head()?
+    } else {
+        ActivationBytes::ZERO
+    };
     // Each chunk's activations of one micro-batch (the head on the last chunk of the last
     // stage), and the transients over every kind of the stage.
     let mut per_chunk = Vec::with_capacity(chunks.len());
@@ -493,10 +534,7 @@ fn stage(
     };
     let [recompute, dispatch] = c.transients(&all_kinds)?;
     let optimizer_step = if c.policy().is_megatron() && t.grad_bytes < 4 {
-        let n = sum(&[
-            share(own, dp, t.zero >= 1),
-            share(expert, edp, t.zero >= 1),
-        ])?;
+        let n = sum(&[share(own, dp, t.zero >= 1), share(expert, edp, t.zero >= 1)])?;
         Bytes(product(&[n, 4], WHAT)?)
     } else {
         Bytes(0)
@@ -637,7 +675,8 @@ mean_doc_len = 16
     /// 1F1B's `pp`).
     #[test]
     fn interleaving_keeps_more_in_flight_on_the_first_stage() {
-        let text = SPEC.replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
+        let text = SPEC
+            .replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
             .replace("layers = 4\n", "layers = 8\n")
             .replace("[model.dense]\nlayers = [1]\nffn = 128\n", "");
         let spec = ModelSpec::from_toml_str(&text).unwrap();
@@ -653,7 +692,10 @@ mean_doc_len = 16
         assert_eq!(mem.stages[1].chunks, vec![[3, 4], [7, 8]]);
         assert_eq!(first.in_flight, 2 * (pp - 1) + (vp - 1) * pp + 1);
         let chunk = divide(first.activations_per_micro_batch, vp).unwrap();
-        assert_eq!(first.activations, chunk.checked_mul(first.in_flight).unwrap());
+        assert_eq!(
+            first.activations,
+            chunk.checked_mul(first.in_flight).unwrap()
+        );
         // pp + (pp - 1)/vp micro-batches: 2.5 of the stage's.
         assert_eq!(
             first.activations,
@@ -666,7 +708,8 @@ mean_doc_len = 16
     /// split the rest; Megatron's rules refused by name.
     #[test]
     fn uneven_stages_follow_megatron() {
-        let text = SPEC.replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
+        let text = SPEC
+            .replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
             .replace("layers = 4\n", "layers = 9\n")
             .replace("[model.dense]\nlayers = [1]\nffn = 128\n", "");
         let spec = ModelSpec::from_toml_str(&text).unwrap();
@@ -691,10 +734,7 @@ mean_doc_len = 16
             let err = training_memory(&spec, &t).unwrap_err().to_string();
             assert!(err.contains(field), "{err}");
         }
-        let t = Training {
-            vp: 2,
-            ..t
-        };
+        let t = Training { vp: 2, ..t };
         let err = training_memory(&spec, &t).unwrap_err().to_string();
         assert!(err.contains("training.vp"), "{err}");
     }
@@ -702,8 +742,12 @@ mean_doc_len = 16
     /// The Transformers policies are counted under data parallelism only.
     #[test]
     fn transformers_policies_take_data_parallelism_only() {
-        let text = SPEC.replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
-            .replace("shared_gate = true\n", "shared_gate = true\nrouter = \"softmax\"\n");
+        let text = SPEC
+            .replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
+            .replace(
+                "shared_gate = true\n",
+                "shared_gate = true\nrouter = \"softmax\"\n",
+            );
         let mut spec = ModelSpec::from_toml_str(&text).unwrap();
         spec.counting.activations = ActivationPolicy::TransformersSdpa;
         let dp = Training {
@@ -718,7 +762,10 @@ mean_doc_len = 16
             (Training { ep: 2, ..dp }, "training.ep"),
         ] {
             let err = training_memory(&spec, &t).unwrap_err().to_string();
-            assert!(err.contains(field) && err.contains("transformers-sdpa"), "{err}");
+            assert!(
+                err.contains(field) && err.contains("transformers-sdpa"),
+                "{err}"
+            );
         }
     }
 

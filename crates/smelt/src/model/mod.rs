@@ -53,11 +53,11 @@ pub use capability::{Consumer, Feature};
 pub use changes::WorkloadChanges;
 pub use knobs::Knobs;
 pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
+pub use recompute::{RecomputeModule, RecomputeModules};
 pub use stack::{
     AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,
     Stack, TokenMixer,
 };
-pub use recompute::{RecomputeModule, RecomputeModules};
 pub use training::Training;
 pub use workload::{ActivationPolicy, Attention, Counting, KvCount, Workload};
 

@@ -160,7 +160,10 @@ mod tests {
         assert!(m.has(RecomputeModule::CoreAttn) && m.has(RecomputeModule::MoeAct));
         assert!(!m.has(RecomputeModule::Mlp));
         assert_eq!(m.names(), "core_attn,moe_act");
-        assert_eq!(RecomputeModules::parse_list("none").unwrap().names(), "none");
+        assert_eq!(
+            RecomputeModules::parse_list("none").unwrap().names(),
+            "none"
+        );
         assert!(RecomputeModules::default().is_default());
         for bad in ["mhc", "attn", "core_attn,,mlp"] {
             let e = RecomputeModules::parse_list(bad).unwrap_err().to_string();

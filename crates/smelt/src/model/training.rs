@@ -330,7 +330,12 @@ impl Training {
         let (f, l) = (first.unwrap_or(0), last.unwrap_or(0));
         if !uneven {
             divides("training.pp", pp, "model.layers", layers)?;
-            divides("training.vp", vp, "the layers per pipeline stage", layers / pp)?;
+            divides(
+                "training.vp",
+                vp,
+                "the layers per pipeline stage",
+                layers / pp,
+            )?;
         } else {
             let middle_stages = pp - u64::from(first.is_some()) - u64::from(last.is_some());
             let middle = layers.checked_sub(f + l).ok_or_else(|| {
@@ -368,7 +373,12 @@ impl Training {
                 }
             }
             if middle_stages > 0 {
-                divides("training.vp", vp, "the layers per middle stage", middle / middle_stages)?;
+                divides(
+                    "training.vp",
+                    vp,
+                    "the layers per middle stage",
+                    middle / middle_stages,
+                )?;
             }
         }
         let middle_stages = pp - u64::from(first.is_some()) - u64::from(last.is_some());

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::is_false;
-use crate::error::{Error, Result};
 use super::recompute::RecomputeModules;
+use crate::error::{Error, Result};
 use crate::names::named_enum;
 
 named_enum! {

@@ -330,7 +330,10 @@ impl Rows {
             field(st.activations),
             flight,
         );
-        let transient = st.recompute_transient.checked_add(st.dispatch_transient).ok();
+        let transient = st
+            .recompute_transient
+            .checked_add(st.dispatch_transient)
+            .ok();
         if let Some(tr) = transient.filter(|t| *t != ActivationBytes::ZERO) {
             self.push(
                 format!("  stage {s} transients/GPU (bytes)"),

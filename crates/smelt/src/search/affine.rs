@@ -101,7 +101,9 @@ impl Linear {
     /// allowed when `offset` says the model has one (MLA's RoPE key, a hybrid's recurrent
     /// state in the cache at the context).
     pub fn kv_form(&self, offset: bool) -> Result<(i128, i128)> {
-        let others = [self.cf, self.cq, self.cd, self.ch, self.cg, self.ce, self.cfe];
+        let others = [
+            self.cf, self.cq, self.cd, self.ch, self.cg, self.ce, self.cfe,
+        ];
         if others.iter().any(|&c| c != 0) || (!offset && self.c1 != 0) {
             return Err(Error::Internal {
                 message: format!("a KV count that is not linear in the key width: {self:?}"),
@@ -405,26 +407,26 @@ impl AtHidden {
         // GQA with sinks (parameters per query head): heads 2, width 2 (q 1 -> 4, kv and d
         // 1 -> 2), to separate q from heads. Without sinks no term counts heads (the check
         // below would say so if one did).
-        let ph = if Self::heads_term(eval.budget) {
-            Some(v(Shape {
-                heads: 2,
-                width: 2,
-                ..s0
-            })?)
-        } else {
-            None
-        };
+        let ph = (Self::heads_term(eval.budget))
+            .then(|| {
+                v(Shape {
+                    heads: 2,
+                    width: 2,
+                    ..s0
+                })
+            })
+            .transpose()?;
         // Key/value heads apart from the key width: heads 2, kv_heads 2, width 2.
-        let pg = if Self::kv_heads_term(eval.budget) && !mla {
-            Some(v(Shape {
-                heads: 2,
-                kv_heads: 2,
-                width: 2,
-                ..s0
-            })?)
-        } else {
-            None
-        };
+        let pg = (Self::kv_heads_term(eval.budget) && !mla)
+            .then(|| {
+                v(Shape {
+                    heads: 2,
+                    kv_heads: 2,
+                    width: 2,
+                    ..s0
+                })
+            })
+            .transpose()?;
         let probes = Probes {
             p0,
             pf,
@@ -440,6 +442,13 @@ impl AtHidden {
             hidden,
             budgets: PerBudget::from_fn(|i| probes.solve(i, (f0, e0), mla)),
         };
+        at.check(eval, (f0, e0), mla)?;
+        Ok(at)
+    }
+
+    /// The check of the coefficients read around `(f0, e0)`: every knob changed at once.
+    fn check(&self, eval: &Eval, (f0, e0): (u64, u64), mla: bool) -> Result<()> {
+        let (hidden, v) = (self.hidden, |shape| eval.at(eval.point(self.hidden, shape)));
         // The check: every knob changed at once.
         let check = Shape {
             expert_ffn: f0 + 3,
@@ -450,7 +459,7 @@ impl AtHidden {
         };
         let want = v(check)?;
         let k = Knobs::of(mla, check);
-        let got = at.budgets.map(|l| l.at(k));
+        let got = self.budgets.map(|l| l.at(k));
         if got != want {
             return Err(Error::Internal {
                 message: format!(
@@ -459,7 +468,7 @@ impl AtHidden {
                 ),
             });
         }
-        Ok(at)
+        Ok(())
     }
 }
 
