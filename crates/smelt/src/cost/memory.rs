@@ -149,6 +149,10 @@ pub struct ActivationReport {
     pub activation_bytes: u64,
     /// The policy the activations budget counts (`[counting] activations`).
     pub budget: ActivationPolicy,
+    /// The modules it recomputes, when it is `megatron-selective` (`[counting]
+    /// recompute_modules`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recompute_modules: Option<crate::model::RecomputeModules>,
     /// One entry per policy, in the order of the unfused counts (`unfused-eager`,
     /// `-flash`, `-selective`, `-full`), then the budget's policy when it is a stack's and
     /// counts the model (none when the activation memory refuses the model).
@@ -440,6 +444,7 @@ pub fn activation_report(
         return Ok(ActivationReport {
             activation_bytes: counting.activation_bytes,
             budget: counting.activations,
+            recompute_modules: None,
             policies: Vec::new(),
             refused: Some(e.to_string()),
         });
@@ -465,6 +470,8 @@ pub fn activation_report(
     Ok(ActivationReport {
         activation_bytes: counting.activation_bytes,
         budget: counting.activations,
+        recompute_modules: (counting.activations == ActivationPolicy::MegatronSelective)
+            .then_some(counting.recompute_modules),
         policies,
         refused,
     })

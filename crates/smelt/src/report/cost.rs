@@ -237,12 +237,25 @@ impl Rows {
             self.push(
                 "activations/token (bytes)",
                 field(budget),
-                format!("{}, {}-byte", a.budget.as_str(), a.activation_bytes),
+                format!("{}-byte", a.activation_bytes),
             );
         }
         for p in &a.policies {
-            let label = format!("  {}", p.policy.as_str());
-            self.push(label, field(p.per_token), short(p.per_token.as_f64()));
+            // The budget's row says so; megatron-selective's its modules.
+            let (label, approx) = if p.policy != a.budget {
+                (format!("  {}", p.policy), short(p.per_token.as_f64()))
+            } else if p.policy == crate::model::ActivationPolicy::MegatronSelective {
+                (
+                    format!("  {} (budget)", p.policy),
+                    format!("[{}]", a.recompute_modules.unwrap_or_default().names()),
+                )
+            } else {
+                (
+                    format!("  {} (budget)", p.policy),
+                    short(p.per_token.as_f64()),
+                )
+            };
+            self.push(label, field(p.per_token), approx);
         }
     }
 
