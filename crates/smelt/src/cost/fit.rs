@@ -2,10 +2,10 @@
 //! memory, by how much, and which single knob would make it fit, found by re-evaluating
 //! the training memory with that knob changed (never by guessing):
 //!
-//! * **recompute**: under `megatron`, `megatron-selective` with the modules that drop the
-//!   most (`moe_act`, `layernorm`, then with `moe` or `mlp`, `mla_up_proj`), then
-//!   `megatron-full`; under `megatron-selective` the larger sets and `megatron-full`; under an
-//!   unfused policy `unfused-selective` and `unfused-full`;
+//! * **recompute**: under `megatron` or `megatron-selective`, Megatron's modules added to
+//!   those already recomputed (`moe_act`, then `layernorm`, `mlp`, `mla_up_proj`, then the
+//!   whole `moe` block), then `megatron-full`; under an unfused policy `unfused-selective`
+//!   and `unfused-full`;
 //! * **micro-batch**: halved, down to 1;
 //! * **pp**: doubled (the layers permitting), `dp` halved to keep the GPUs when it is even;
 //! * **ep**: doubled, the experts and the expert groups permitting;
@@ -70,7 +70,9 @@ pub struct FitReport {
     pub knobs: Vec<Knob>,
 }
 
-/// The recompute settings tried after `policy` (with `modules` for `megatron-selective`).
+/// The recompute settings tried after `policy` (with `modules` for `megatron-selective`):
+/// Megatron's modules added to the ones already recomputed, the cheapest to recompute
+/// first, then full recomputation.
 fn recompute_steps(
     policy: ActivationPolicy,
     modules: RecomputeModules,
@@ -80,25 +82,29 @@ fn recompute_steps(
     let none = RecomputeModules::NONE;
     match policy {
         P::Megatron | P::MegatronSelective => {
-            let mut sets = vec![
-                RecomputeModules::of(&[M::MoeAct]),
-                RecomputeModules::of(&[M::MoeAct, M::Layernorm]),
-                RecomputeModules::of(&[M::MoeAct, M::Layernorm, M::Mlp]),
+            let base = match policy {
+                P::MegatronSelective => modules.modules(),
+                _ => Vec::new(),
+            };
+            let mut steps = vec![
+                vec![M::MoeAct],
+                vec![M::MoeAct, M::Layernorm],
+                vec![M::MoeAct, M::Layernorm, M::Mlp],
             ];
             if mla {
-                sets.push(RecomputeModules::of(&[
-                    M::MoeAct,
-                    M::Layernorm,
-                    M::Mlp,
-                    M::MlaUpProj,
-                ]));
+                steps.push(vec![M::MoeAct, M::Layernorm, M::Mlp, M::MlaUpProj]);
+                steps.push(vec![M::Moe, M::Mlp, M::MlaUpProj, M::Layernorm]);
+            } else {
+                steps.push(vec![M::Moe, M::Mlp]);
             }
-            sets.push(RecomputeModules::of(&[M::Moe, M::Mlp]));
-            let mut out: Vec<_> = sets
-                .into_iter()
-                .filter(|&s| policy != P::MegatronSelective || s != modules)
-                .map(|s| (P::MegatronSelective, s))
-                .collect();
+            let mut out: Vec<(ActivationPolicy, RecomputeModules)> = Vec::new();
+            for step in steps {
+                let set = RecomputeModules::of(&[base.clone(), step].concat());
+                let current = policy == P::MegatronSelective && set == modules;
+                if !current && !out.iter().any(|(_, s)| *s == set) {
+                    out.push((P::MegatronSelective, set));
+                }
+            }
             out.push((P::MegatronFull, none));
             out
         }

@@ -1,5 +1,11 @@
 //! Activation memory: the bytes per token a training step saves for the backward pass, by
-//! component, under a named execution policy ([`ActivationPolicy`]).
+//! component, under a named execution policy ([`ActivationPolicy`]). This module counts the
+//! **unfused** policies, `unfused-eager`, `unfused-flash`, `unfused-selective` and
+//! `unfused-full` (`eager`, `flash`, `selective` and `full` below; those names read as
+//! them): what each op needs when every op is its own autograd node, a lower bound for
+//! such a step but not for fused kernels that recompute elementwise ops (Megatron-Core's,
+//! [`super::megatron`]). The stacks' counts are [`super::megatron`] and
+//! [`super::transformers`].
 //!
 //! Every count is per token and per **layer execution** (a looped layer visited twice saves
 //! its activations twice, unless recomputed), summed over the executions, exact, in bytes:

@@ -383,10 +383,11 @@ impl Rows {
             ),
         );
         for k in &f.knobs {
+            let verdict = if k.fits { "fits" } else { "too big" };
             self.push(
-                format!("  with {}", k.knob),
-                Field::text(if k.fits { "fits" } else { "does not fit" }),
-                format!("{}: peak {}", k.setting, gb(k.peak_bytes)),
+                format!("  {}: {verdict}", k.knob),
+                count(k.peak_bytes as u64),
+                k.setting.clone(),
             );
         }
     }
