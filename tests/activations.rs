@@ -24,7 +24,8 @@ fn under(spec: &ModelSpec, policy: ActivationPolicy) -> ModelSpec {
     s
 }
 
-/// The guide's table ("Training memory") of the 200M / S95 cell under each policy is what smelt computes.
+/// The guide's table ("Training memory") of the 200M / S95 cell under each policy, and the
+/// README's, are what smelt computes.
 #[test]
 fn readme_shows_the_200m_cell_under_every_policy() {
     let grid = GridSpec::load("budgets/smelt-grid.toml").unwrap();
@@ -35,6 +36,7 @@ fn readme_shows_the_200m_cell_under_every_policy() {
         .find(|c| c.scale == "200m" && c.sparsity_label == "s95")
         .expect("the grid has a 200m s95 cell");
     let guide = std::fs::read_to_string("docs/guide.md").unwrap();
+    let readme = std::fs::read_to_string("README.md").unwrap();
     let context = cell.baseline.workload.context;
     let policies = ActivationPolicy::UNFUSED
         .iter()
@@ -63,6 +65,23 @@ fn readme_shows_the_200m_cell_under_every_policy() {
         );
         if !guide.contains(&row) {
             missing.push(row);
+        }
+        // The README's table shows five of them, each row ending with the same figures.
+        let tail = format!("| {} | {} | {:.4} |", grouped(b), grouped(l), l as f64 / b as f64);
+        let named = format!("| `{}`", policy.as_str());
+        let shown = [
+            ActivationPolicy::Megatron,
+            ActivationPolicy::MegatronSelective,
+            ActivationPolicy::MegatronFull,
+            ActivationPolicy::Eager,
+            ActivationPolicy::Flash,
+        ];
+        if shown.contains(&policy)
+            && !readme
+                .lines()
+                .any(|line| line.starts_with(&named) && line.ends_with(&tail))
+        {
+            missing.push(format!("README: {named} ... {tail}"));
         }
         if policy == ActivationPolicy::default() {
             // The grid's ratio is the default policy's.
