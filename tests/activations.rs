@@ -24,7 +24,8 @@ fn under(spec: &ModelSpec, policy: ActivationPolicy) -> ModelSpec {
     s
 }
 
-/// The guide's table ("Training memory") of the 200M / S95 cell under each policy is what smelt computes.
+/// The guide's table ("Training memory") of the 200M / S95 cell under each policy, and the
+/// README's, are what smelt computes.
 #[test]
 fn readme_shows_the_200m_cell_under_every_policy() {
     let grid = GridSpec::load("budgets/smelt-grid.toml").unwrap();
@@ -35,8 +36,14 @@ fn readme_shows_the_200m_cell_under_every_policy() {
         .find(|c| c.scale == "200m" && c.sparsity_label == "s95")
         .expect("the grid has a 200m s95 cell");
     let guide = std::fs::read_to_string("docs/guide.md").unwrap();
+    let readme = std::fs::read_to_string("README.md").unwrap();
     let context = cell.baseline.workload.context;
-    for &policy in ActivationPolicy::LOWER_BOUNDS {
+    let policies = ActivationPolicy::UNFUSED
+        .iter()
+        .chain(ActivationPolicy::MEGATRON)
+        .copied();
+    let mut missing = Vec::new();
+    for policy in policies {
         let bytes = |spec: &ModelSpec| {
             cost(&under(spec, policy))
                 .unwrap()
@@ -56,12 +63,41 @@ fn readme_shows_the_200m_cell_under_every_policy() {
             gib(b),
             gib(l)
         );
-        assert!(guide.contains(&row), "the guide lacks the row\n{row}");
-        if policy == ActivationPolicy::Flash {
+        if !guide.contains(&row) {
+            missing.push(row);
+        }
+        // The README's table shows five of them, each row ending with the same figures.
+        let tail = format!(
+            "| {} | {} | {:.4} |",
+            grouped(b),
+            grouped(l),
+            l as f64 / b as f64
+        );
+        let named = format!("| `{}`", policy.as_str());
+        let shown = [
+            ActivationPolicy::Megatron,
+            ActivationPolicy::MegatronSelective,
+            ActivationPolicy::MegatronFull,
+            ActivationPolicy::Eager,
+            ActivationPolicy::Flash,
+        ];
+        if shown.contains(&policy)
+            && !readme
+                .lines()
+                .any(|line| line.starts_with(&named) && line.ends_with(&tail))
+        {
+            missing.push(format!("README: {named} ... {tail}"));
+        }
+        if policy == ActivationPolicy::default() {
             // The grid's ratio is the default policy's.
             assert_eq!(cell.ratios.activations, l as f64 / b as f64);
         }
     }
+    assert!(
+        missing.is_empty(),
+        "the guide lacks the rows\n{}",
+        missing.join("\n")
+    );
 }
 
 /// With `activations` weighed, the match trades the other budgets for it: its activation
@@ -93,16 +129,17 @@ fn weighing_activations_moves_the_match() {
 #[test]
 fn each_budget_carries_its_status() {
     use smelt::cost::{BudgetKind, Exactness, PerBudget, TermStatus};
-    let base = ModelSpec::load("budgets/base-200m-s95.toml").unwrap().model;
+    let base_spec = ModelSpec::load("budgets/base-200m-s95.toml").unwrap();
+    let base = base_spec.model.clone();
     let defaults = PerBudget::from_fn(BudgetKind::default_weight);
-    let s = PerBudget::statuses(&base, &defaults);
+    let s = PerBudget::statuses(&base, &base_spec.counting, &defaults);
     assert_eq!(s.flops, TermStatus::Matched);
     assert_eq!(s.activations, TermStatus::Reported);
-    let weighed = PerBudget::statuses(&base, &PerBudget::splat(1.0));
+    let weighed = PerBudget::statuses(&base, &base_spec.counting, &PerBudget::splat(1.0));
     assert_eq!(weighed.activations, TermStatus::Matched);
     let hybrid = smelt::budget::Budget::load("budgets/match-qwen3.5-style.toml").unwrap();
     let model = &hybrid.baseline().model;
-    let s = PerBudget::statuses(model, &PerBudget::splat(1.0));
+    let s = PerBudget::statuses(model, &hybrid.baseline().counting, &PerBudget::splat(1.0));
     assert_eq!(s.activations, TermStatus::NotCounted);
     assert_eq!(s.kv, TermStatus::Matched);
     assert!(

@@ -171,7 +171,7 @@ fn a_budgets_counting_keeps_the_keys_it_leaves_out() {
     assert_eq!(c.kv, smelt::KvCount::AtContext);
     assert_eq!(full.notes().len(), 1, "{:?}", full.notes());
     assert!(
-        full.notes()[0].contains("activations = \"full\"")
+        full.notes()[0].contains("activations = \"unfused-full\"")
             && full.notes()[0].contains("inline Baseline"),
         "{:?}",
         full.notes()

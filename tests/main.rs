@@ -26,6 +26,7 @@ mod hf_reading;
 mod hf_registry;
 mod launcher;
 mod launcher_flops;
+mod megatron;
 mod parsers;
 mod plot;
 mod predict;

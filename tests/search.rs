@@ -299,7 +299,7 @@ pub(crate) fn arb_budget() -> impl Strategy<Value = Budget> {
                 } else {
                     KvCount::PerToken
                 },
-                activations: ActivationPolicy::LOWER_BOUNDS[policy],
+                activations: ActivationPolicy::UNFUSED[policy],
                 ..baseline.counting
             };
             let mut mla_lattice = None;

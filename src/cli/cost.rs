@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use smelt::{ActivationPolicy, ModelSpec};
+use smelt::{ActivationPolicy, ModelSpec, RecomputeModules};
 
 use super::ReportArgs;
 
@@ -35,6 +35,12 @@ pub struct Args {
     activations: ActivationArgs,
     #[command(flatten)]
     training: TrainingArgs,
+    /// A card of the table (h100-sxm, h800, h200-sxm, b200, ...): says whether each GPU's
+    /// peak of the training layout ([training] or the flags; one GPU without either) fits
+    /// its memory, by how much, and which knob (recompute, micro-batch, pp, ep, ZeRO stage)
+    /// would make it fit, each re-evaluated.
+    #[arg(long, value_parser = super::card, conflicts_with = "against")]
+    card: Option<smelt::time::Card>,
 }
 
 /// The training recipe and layout ([training]; any of these flags adds the table, with
@@ -44,16 +50,32 @@ struct TrainingArgs {
     /// Tensor-parallel degree (Megatron, with sequence parallelism) [training] tp.
     #[arg(long, value_name = "N")]
     tp: Option<u64>,
-    /// Expert-parallel degree: routed experts split across N GPUs of the data-parallel
-    /// group (must divide --dp).
+    /// Expert-parallel degree: routed experts split across N GPUs (etp · ep must divide
+    /// tp · dp · cp).
     #[arg(long, value_name = "N")]
     ep: Option<u64>,
-    /// Pipeline stages (layers split evenly; 1F1B: the first stage keeps N micro-batches).
+    /// Expert tensor-parallel degree (Megatron's --expert-tensor-parallel-size; 1 by default).
+    #[arg(long, value_name = "N")]
+    etp: Option<u64>,
+    /// Pipeline stages (1F1B: the first stage keeps N micro-batches).
     #[arg(long, value_name = "N")]
     pp: Option<u64>,
+    /// Virtual pipeline stages per GPU (the interleaved schedule when above 1).
+    #[arg(long, value_name = "N")]
+    vp: Option<u64>,
+    /// Layers of the first pipeline stage (Megatron's --decoder-first-pipeline-num-layers);
+    /// the stages between split the rest evenly.
+    #[arg(long, value_name = "LAYERS")]
+    first_stage_layers: Option<u64>,
+    /// Layers of the last pipeline stage (Megatron's --decoder-last-pipeline-num-layers).
+    #[arg(long, value_name = "LAYERS")]
+    last_stage_layers: Option<u64>,
     /// Data-parallel degree.
     #[arg(long, value_name = "N")]
     dp: Option<u64>,
+    /// Context-parallel degree (the sequence split across N GPUs).
+    #[arg(long, value_name = "N")]
+    cp: Option<u64>,
     /// ZeRO stage: 0, 1 (optimizer states sharded across dp), 2 (+ gradients), 3 (+ weights).
     #[arg(long, value_name = "STAGE")]
     zero: Option<u64>,
@@ -76,13 +98,18 @@ struct TrainingArgs {
 
 impl TrainingArgs {
     /// `spec` with the flags given replacing its `[training]`'s (the table added when a
-    /// flag is given), validated.
-    fn apply(&self, mut spec: ModelSpec) -> anyhow::Result<ModelSpec> {
+    /// flag is given, or when `always`), validated.
+    fn apply(&self, mut spec: ModelSpec, always: bool) -> anyhow::Result<ModelSpec> {
         let flags = [
             self.tp,
             self.ep,
+            self.etp,
             self.pp,
+            self.vp,
+            self.first_stage_layers,
+            self.last_stage_layers,
             self.dp,
+            self.cp,
             self.zero,
             self.micro_batch,
             self.weight_bytes,
@@ -90,7 +117,7 @@ impl TrainingArgs {
             self.master_bytes,
             self.optimizer_bytes,
         ];
-        if flags.iter().all(Option::is_none) {
+        if flags.iter().all(Option::is_none) && !always {
             return Ok(spec);
         }
         let mut t = spec.training.unwrap_or_default();
@@ -98,7 +125,9 @@ impl TrainingArgs {
             (&mut t.tp, self.tp),
             (&mut t.ep, self.ep),
             (&mut t.pp, self.pp),
+            (&mut t.vp, self.vp),
             (&mut t.dp, self.dp),
+            (&mut t.cp, self.cp),
             (&mut t.zero, self.zero),
             (&mut t.micro_batch, self.micro_batch),
             (&mut t.weight_bytes, self.weight_bytes),
@@ -110,9 +139,19 @@ impl TrainingArgs {
                 *slot = v;
             }
         }
+        for (slot, flag) in [
+            (&mut t.etp, self.etp),
+            (&mut t.first_stage_layers, self.first_stage_layers),
+            (&mut t.last_stage_layers, self.last_stage_layers),
+        ] {
+            if flag.is_some() {
+                *slot = flag;
+            }
+        }
         spec.training = Some(t);
-        spec.validate()
-            .context("the training layout (--tp, --ep, --pp, --dp, --zero, ...)")?;
+        spec.validate().context(
+            "the training layout (--tp, --ep, --etp, --pp, --vp, --dp, --cp, --zero, ...)",
+        )?;
         Ok(spec)
     }
 }
@@ -120,13 +159,25 @@ impl TrainingArgs {
 /// What the activations budget counts (the table shows every policy).
 #[derive(Debug, clap::Args)]
 struct ActivationArgs {
-    /// The execution policy of the activations budget ([counting] activations): eager,
-    /// flash (the default), selective or full.
+    /// The execution policy of the activations budget ([counting] activations): megatron
+    /// (the default: Megatron-Core with Transformer Engine, no recomputation),
+    /// megatron-selective (with --recompute-modules), megatron-full, transformers-eager,
+    /// transformers-sdpa, or the unfused counts unfused-eager, unfused-flash,
+    /// unfused-selective, unfused-full (eager, flash, selective and full read as these).
     #[arg(long = "activations", value_name = "POLICY")]
     policy: Option<ActivationPolicy>,
+    /// Megatron-Core's recompute modules for megatron-selective ([counting]
+    /// recompute_modules), comma-separated: core_attn (the default), moe_act, layernorm,
+    /// mla_up_proj, mlp, moe, shared_experts.
+    #[arg(long, value_name = "MODULES", value_parser = recompute_modules)]
+    recompute_modules: Option<RecomputeModules>,
     /// Bytes per saved activation element ([counting] activation_bytes; 2 by default).
     #[arg(long, value_name = "BYTES")]
     activation_bytes: Option<u64>,
+}
+
+fn recompute_modules(text: &str) -> Result<RecomputeModules, String> {
+    RecomputeModules::parse_list(text).map_err(|e| e.to_string())
 }
 
 impl ActivationArgs {
@@ -135,10 +186,14 @@ impl ActivationArgs {
         if let Some(p) = self.policy {
             spec.counting.activations = p;
         }
+        if let Some(m) = self.recompute_modules {
+            spec.counting.recompute_modules = m;
+        }
         if let Some(b) = self.activation_bytes {
             spec.counting.activation_bytes = b;
         }
-        spec.validate().context("--activation-bytes")?;
+        spec.validate()
+            .context("--activations, --recompute-modules or --activation-bytes")?;
         Ok(spec)
     }
 }
@@ -153,16 +208,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let model = args.training.apply(
         args.activations
             .apply(args.report.workload.spec(load(&args.model)?)?)?,
+        args.card.is_some(),
     )?;
     match &args.against {
         None if args.conventions => args
             .report
             .emit(&smelt::launcher_flops::launcher_flops(&model)?)?,
-        None => args.report.emit(&smelt::cost(&model)?)?,
+        None => {
+            let mut cost = smelt::cost(&model)?;
+            if let (Some(card), Some(t)) = (args.card, &model.training) {
+                let Some(bytes) = card.spec().memory_capacity_bytes else {
+                    anyhow::bail!("card: the card table has no memory size for {card}");
+                };
+                cost.fit = Some(smelt::cost::fit::fit(&model, t, card.as_str(), bytes)?);
+            }
+            args.report.emit(&cost)?
+        }
         Some(path) => {
             let baseline = args.training.apply(
                 args.activations
                     .apply(args.report.workload.spec(load(path)?)?)?,
+                false,
             )?;
             let cmp = smelt::compare(&baseline, &model)?;
             for note in &cmp.harmonised {

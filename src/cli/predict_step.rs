@@ -27,7 +27,8 @@ pub struct StepFlags {
     /// Tensor parallelism (with sequence parallelism).
     #[arg(long, value_parser = degree(), requires = "global_batch")]
     tp: Option<u64>,
-    /// Expert parallelism (divides dp · cp).
+    /// Expert parallelism (divides tp · dp · cp, as Megatron-Core with expert tensor
+    /// parallelism 1 draws it).
     #[arg(long, value_parser = degree(), requires = "global_batch")]
     ep: Option<u64>,
     /// Pipeline stages (1F1B).
@@ -138,6 +139,23 @@ impl StepFlags {
                 _ => Dispatcher::AllToAll,
             },
         };
+        // The memory verdict counts the activations the step recomputes: under a Megatron
+        // policy (the default), the same recomputation (selective: the norms and the
+        // experts' activation, Megatron's `layernorm` and `moe_act`).
+        let mut spec = spec.clone();
+        if spec.counting.activations.is_megatron() {
+            use smelt::{ActivationPolicy as P, RecomputeModule as M};
+            spec.counting.activations = match recompute {
+                Recompute::None => P::Megatron,
+                Recompute::Selective => {
+                    spec.counting.recompute_modules =
+                        smelt::RecomputeModules::of(&[M::Layernorm, M::MoeAct]);
+                    P::MegatronSelective
+                }
+                Recompute::Full => P::MegatronFull,
+            };
+        }
+        let spec = &spec;
         let megatron = smelt::launcher_flops::training_flops(
             smelt::launcher_flops::Convention::Megatron,
             spec,

@@ -206,6 +206,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     kv_dtype_bytes: 2,
                 },
                 counting: Counting {
+                    recompute_modules: Default::default(),
                     embeddings: emb,
                     lm_head: lm,
                     mtp,
@@ -214,7 +215,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     } else {
                         KvCount::PerToken
                     },
-                    activations: ActivationPolicy::LOWER_BOUNDS[policy],
+                    activations: ActivationPolicy::UNFUSED[policy],
                     activation_bytes,
                 },
                 training: None,
@@ -634,7 +635,7 @@ fn check_activations(
     let saved = &counted.macs.saved;
     prop_assert_eq!(
         cost.activations.policies.len(),
-        ActivationPolicy::LOWER_BOUNDS.len()
+        ActivationPolicy::UNFUSED.len()
     );
     for p in &cost.activations.policies {
         let a = &p.breakdown;

@@ -33,7 +33,7 @@ pub const KEPT: &[ActivationPolicy] = &[
 pub struct Saved([[[u64; 2]; PARTS]; 4]);
 
 fn policy_index(p: ActivationPolicy) -> usize {
-    ActivationPolicy::LOWER_BOUNDS
+    ActivationPolicy::UNFUSED
         .iter()
         .position(|&q| q == p)
         .unwrap()

@@ -116,7 +116,8 @@ pub use error::{Error, Result};
 pub use model::{
     ActivationPolicy, Attention, AttentionBias, Blocks, Counting, Dense, ExpertActivation,
     FullAttention, GatedDeltaNet, Indexer, KvCount, Loop, Mamba2, Mixer, Mla, Model, ModelSpec,
-    Moe, QkNorm, Recurrent, Router, Training, Window, WindowKind, Workload,
+    Moe, QkNorm, RecomputeModule, RecomputeModules, Recurrent, Router, Training, Window,
+    WindowKind, Workload,
 };
 pub use search::{MatchReport, match_budget, solve};
 pub use study::{match_grid, sweep};

@@ -35,6 +35,12 @@ pub trait Named: Copy + PartialEq + 'static {
     /// The value's name.
     fn as_str(self) -> &'static str;
 
+    /// Other names the value is read under (kept for files and flags written before it was
+    /// renamed); never printed.
+    fn aliases(self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Every name, comma-separated.
     fn names() -> String {
         Self::ALL
@@ -49,7 +55,7 @@ pub trait Named: Copy + PartialEq + 'static {
         Self::ALL
             .iter()
             .copied()
-            .find(|v| v.as_str() == s)
+            .find(|v| v.as_str() == s || v.aliases().contains(&s))
             .ok_or_else(|| {
                 Error::invalid(
                     Self::KIND,
@@ -60,12 +66,13 @@ pub trait Named: Copy + PartialEq + 'static {
 }
 
 /// Declares a unit-only enum with a name per value: the enum (with the usual derives, and
-/// serde using the names), [`Named`], `FromStr` and `Display`.
+/// serde using the names), [`Named`], `FromStr` and `Display`. A value may list other names
+/// it is read under (`Value = "name" | "old-name"`), never printed.
 macro_rules! named_enum {
     (
         $(#[$meta:meta])*
         $vis:vis enum $name:ident: $kind:literal {
-            $( $(#[$vmeta:meta])* $variant:ident = $text:literal ),+ $(,)?
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal $(| $alias:literal)* ),+ $(,)?
         }
     ) => {
         $(#[$meta])*
@@ -73,7 +80,7 @@ macro_rules! named_enum {
             Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
         )]
         $vis enum $name {
-            $( $(#[$vmeta])* #[serde(rename = $text)] $variant ),+
+            $( $(#[$vmeta])* #[serde(rename = $text $(, alias = $alias)*)] $variant ),+
         }
 
         impl $name {
@@ -94,6 +101,12 @@ macro_rules! named_enum {
 
             fn as_str(self) -> &'static str {
                 $name::as_str(self)
+            }
+
+            fn aliases(self) -> &'static [&'static str] {
+                match self {
+                    $($name::$variant => &[$($alias),*]),+
+                }
             }
         }
 

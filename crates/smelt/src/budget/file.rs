@@ -14,7 +14,9 @@ use super::{BaselineSource, Budget, Mode, Placement, Recipe, Span, Tolerance, We
 use crate::cost::{BudgetKind, PerBudget};
 use crate::error::{Error, Result};
 use crate::model::validate::check_name;
-use crate::model::{ActivationPolicy, Counting, KvCount, ModelSpec, Training, Workload};
+use crate::model::{
+    ActivationPolicy, Counting, KvCount, ModelSpec, RecomputeModules, Training, Workload,
+};
 use crate::strict_toml::FileKind;
 
 /// The text format of a file.
@@ -206,6 +208,8 @@ pub(crate) struct CountingFile {
     #[serde(default)]
     activations: Option<ActivationPolicy>,
     #[serde(default)]
+    recompute_modules: Option<RecomputeModules>,
+    #[serde(default)]
     activation_bytes: Option<u64>,
 }
 
@@ -222,6 +226,7 @@ impl CountingFile {
             mtp,
             kv,
             activations,
+            recompute_modules,
             activation_bytes,
         } = base;
         let merged = Counting {
@@ -230,6 +235,7 @@ impl CountingFile {
             mtp: self.mtp.unwrap_or(mtp),
             kv: self.kv.unwrap_or(kv),
             activations: self.activations.unwrap_or(activations),
+            recompute_modules: self.recompute_modules.unwrap_or(recompute_modules),
             activation_bytes: self.activation_bytes.unwrap_or(activation_bytes),
         };
         let d = Counting::default();
@@ -254,6 +260,12 @@ impl CountingFile {
                 self.activations.is_some(),
                 format!("\"{activations}\""),
                 activations != d.activations,
+            ),
+            (
+                "recompute_modules",
+                self.recompute_modules.is_some(),
+                format!("\"{}\"", recompute_modules.names()),
+                recompute_modules != d.recompute_modules,
             ),
             (
                 "activation_bytes",

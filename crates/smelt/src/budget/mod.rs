@@ -148,7 +148,10 @@ impl Budget {
         check_mla_lattice(&stack, &lattice)?;
         check_recurrent_lattice(&stack, &lattice)?;
         for (kind, &weight) in weights.iter() {
-            if let Some(e) = kind.uncounted_in(&stack).filter(|_| weight > 0.0) {
+            if let Some(e) = kind
+                .uncounted_in(&stack, &baseline.counting)
+                .filter(|_| weight > 0.0)
+            {
                 return Err(Error::invalid(
                     format!("objective.weights.{}", kind.as_str()),
                     format!("must be 0: {e}"),

@@ -1,5 +1,11 @@
 //! Activation memory: the bytes per token a training step saves for the backward pass, by
-//! component, under a named execution policy ([`ActivationPolicy`]).
+//! component, under a named execution policy ([`ActivationPolicy`]). This module counts the
+//! **unfused** policies, `unfused-eager`, `unfused-flash`, `unfused-selective` and
+//! `unfused-full` (`eager`, `flash`, `selective` and `full` below; those names read as
+//! them): what each op needs when every op is its own autograd node, a lower bound for
+//! such a step but not for fused kernels that recompute elementwise ops (Megatron-Core's,
+//! [`super::megatron`]). The stacks' counts are [`super::megatron`] and
+//! [`super::transformers`].
 //!
 //! Every count is per token and per **layer execution** (a looped layer visited twice saves
 //! its activations twice, unless recomputed), summed over the executions, exact, in bytes:
@@ -149,11 +155,17 @@ pub struct ActivationReport {
     pub activation_bytes: u64,
     /// The policy the activations budget counts (`[counting] activations`).
     pub budget: ActivationPolicy,
-    /// One entry per policy, in the order `eager`, `flash`, `selective`, `full`, then the
-    /// budget's policy when it is a stack's (none when refused).
+    /// The modules it recomputes, when it is `megatron-selective` (`[counting]
+    /// recompute_modules`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recompute_modules: Option<crate::model::RecomputeModules>,
+    /// One entry per policy, in the order of the unfused counts (`unfused-eager`,
+    /// `-flash`, `-selective`, `-full`), then the budget's policy when it is a stack's and
+    /// counts the model (none when the activation memory refuses the model).
     pub policies: Vec<PolicyActivations>,
-    /// Why the activations are not counted for this model (recurrent layers), if they are
-    /// not: the activations budget is then 0 and cannot be weighed.
+    /// Why the activations budget is not counted for this model (recurrent layers, or a
+    /// feature the budget's Megatron-Core policy refuses), if it is not: the budget is then 0
+    /// and cannot be weighed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
 }
@@ -324,8 +336,7 @@ pub(super) fn activations_over(
         return Err(crate::Error::invalid(
             "counting.activations",
             format!(
-                "{policy} is counted for the whole model on one sequence (smelt cost), not per \
-                 pipeline stage: the training memory counts eager, flash, selective or full"
+                "{policy} is not an unfused count (the stacks are counted by their own modules)"
             ),
         ));
     }
@@ -383,8 +394,9 @@ pub(super) fn activations_over(
     })
 }
 
-/// [`activations`] of `stack` under any policy: the lower bounds, or a stack's count
-/// ([`super::transformers`]) on sequences of `context` tokens.
+/// [`activations`] of `stack` under any policy: the unfused counts, or a stack's count
+/// ([`super::transformers`] on sequences of `context` tokens, [`super::megatron`] on one
+/// GPU).
 pub(super) fn policy_activations(
     stack: &Stack,
     keys: &Keys,
@@ -392,17 +404,41 @@ pub(super) fn policy_activations(
     counting: &Counting,
     policy: ActivationPolicy,
 ) -> Result<ActivationBreakdown> {
-    if policy.is_stack() {
+    if policy.is_megatron() {
+        super::megatron::activations(
+            stack,
+            stack.kinds(),
+            counting,
+            policy,
+            super::megatron::Split::ONE,
+        )
+    } else if policy.is_stack() {
         super::transformers::activations(stack, keys, context, counting, policy)
     } else {
         activations_of(stack, keys, counting, policy)
     }
 }
 
-/// The activation report of `model` on a workload of `context` tokens: every lower-bound
-/// policy, and the budget's policy when it is a stack's (refused with its reason when that
-/// stack's count does not model the model); for a model holding a feature the activation
-/// memory does not model, no policy and the reason ([`ActivationReport::refused`]).
+/// Why `stack` has no activations budget under `counting`: a feature the activation memory
+/// does not model for any policy, or one the budget's Megatron-Core policy refuses (the
+/// Transformers policies, asked for by name, refuse when counted). `None` when counted.
+pub fn uncounted(stack: &Stack, counting: &Counting) -> Option<crate::Error> {
+    if let Err(e) = Consumer::Activations.check(stack) {
+        return Some(e);
+    }
+    let policy = counting.activations;
+    if policy.is_megatron() {
+        let split = super::megatron::Split::ONE;
+        return super::megatron::activations(stack, stack.kinds(), counting, policy, split).err();
+    }
+    None
+}
+
+/// The activation report of `model` on a workload of `context` tokens: every unfused
+/// policy, and the budget's policy when it is a stack's; for a model holding a feature the
+/// activation memory does not model, or one the budget's Megatron-Core policy refuses, the
+/// reason ([`ActivationReport::refused`]: the budget is then not counted), with the
+/// unfused counts.
 pub fn activation_report(
     model: &Model,
     keys: &Keys,
@@ -414,13 +450,17 @@ pub fn activation_report(
         return Ok(ActivationReport {
             activation_bytes: counting.activation_bytes,
             budget: counting.activations,
+            recompute_modules: None,
             policies: Vec::new(),
             refused: Some(e.to_string()),
         });
     }
     keys.check(&stack)?;
-    let stacks = [counting.activations].into_iter().filter(|p| p.is_stack());
-    let policies = (ActivationPolicy::LOWER_BOUNDS.iter().copied())
+    let refused = uncounted(&stack, counting).map(|e| e.to_string());
+    let stacks = [counting.activations]
+        .into_iter()
+        .filter(|p| p.is_stack() && refused.is_none());
+    let policies = (ActivationPolicy::UNFUSED.iter().copied())
         .chain(stacks)
         .map(|policy| {
             let breakdown = policy_activations(&stack, keys, context, counting, policy)?;
@@ -436,8 +476,10 @@ pub fn activation_report(
     Ok(ActivationReport {
         activation_bytes: counting.activation_bytes,
         budget: counting.activations,
+        recompute_modules: (counting.activations == ActivationPolicy::MegatronSelective)
+            .then_some(counting.recompute_modules),
         policies,
-        refused: None,
+        refused,
     })
 }
 

@@ -153,24 +153,44 @@
 //!   is the one that sees windows.
 //! * **Activation memory** ([`memory`]): the bytes per token a training step saves for the
 //!   backward pass, by component, counted per layer *execution* (each visit of a looped
-//!   layer saves its own) under a named policy: `eager` (a plain PyTorch step: every op
+//!   layer saves its own) under a named policy. The **activations budget** is the
+//!   per-token figure under `[counting] activations` (`megatron` unless set: the stack these
+//!   models are trained with at scale, [`megatron`]); its weight defaults to 0: reported,
+//!   not matched (and bounding nothing in conservative mode) unless the objective weighs it.
+//!   A model holding a feature the budget's Megatron policy does not count has it reported
+//!   as not counted ([`memory::uncounted`]).
+//! * **Unfused counts** ([`memory`]): `unfused-eager` (a plain PyTorch step: every op
 //!   saves what its backward reads, attention probabilities included, a row as long as the
-//!   document per query and head), `flash` (a fused attention kernel: `q`, `k`, `v`, its
-//!   output and an fp32 log-sum-exp per head), `selective` (Megatron's selective
-//!   recomputation: the attention core recomputed, its inputs and output kept) and `full`
-//!   (each execution's input only). Per execution, in elements of `activation_bytes` (2),
-//!   besides the scores: `2H` norm inputs (and q/k or MLA latent norm inputs), the
-//!   attention's normed input, `q`, `k`, `v` and output, the FFN's normed input, and in a
-//!   MoE layer `E + k` router probabilities and weights, `k·(2H + 4·expert_ffn)` for the
-//!   dispatched copies, SwiGLU intermediates and outputs (`7·expert_ffn` with gpt-oss's
-//!   clamped SwiGLU, `activation = "clamped_swiglu"`), `4·shared_ffn` per shared expert;
-//!   a dense layer `4·ffn`. The **activations budget** is the per-token figure under
-//!   `[counting] activations` (`flash` unless set); its weight defaults to 0: reported, not
-//!   matched (and bounding nothing in conservative mode) unless the objective weighs it.
-//!   It reproduces Korthikanti et al. (arXiv:2205.05198) for a GPT layer once their dropout
-//!   is added; the module's docs give every tensor and convention. These four are **lower
-//!   bounds**: what the arithmetic needs, which no stack saves as little of (a Transformers
-//!   step saves 1.5–2× the `eager` count in bf16).
+//!   document per query and head), `unfused-flash` (a fused attention kernel: `q`, `k`,
+//!   `v`, its output and an fp32 log-sum-exp per head), `unfused-selective` (the attention
+//!   core recomputed, its inputs and output kept) and `unfused-full` (each execution's input
+//!   only); the names `eager`, `flash`, `selective`, `full` read as them. Per execution, in
+//!   elements of `activation_bytes` (2), besides the scores: `2H` norm inputs (and q/k or
+//!   MLA latent norm inputs), the attention's normed input, `q`, `k`, `v` and output, the
+//!   FFN's normed input, and in a MoE layer `E + k` router probabilities and weights,
+//!   `k·(2H + 4·expert_ffn)` for the dispatched copies, SwiGLU intermediates and outputs
+//!   (`7·expert_ffn` with gpt-oss's clamped SwiGLU, `activation = "clamped_swiglu"`),
+//!   `4·shared_ffn` per shared expert; a dense layer `4·ffn`. They reproduce Korthikanti
+//!   et al. (arXiv:2205.05198) for a GPT layer once their dropout is added; the module's
+//!   docs give every tensor and convention. They are what an op-by-op step needs: a lower
+//!   bound for a step whose every op is its own autograd node (a Transformers step saves
+//!   1.1–1.8× the `unfused-eager` count), not for fused kernels that recompute elementwise
+//!   ops (Megatron's SwiGLU and weighted SwiGLU keep `H + 3F` per routed copy, not
+//!   `2H + 4F`).
+//! * **Activations as Megatron-Core saves them** ([`megatron`]): `megatron`,
+//!   `megatron-selective` (`recompute_granularity = "selective"`, `[counting]
+//!   recompute_modules`: `core_attn`, `moe_act`, `layernorm`, `mla_up_proj`, `mlp`, `moe`,
+//!   `shared_experts`) and `megatron-full`, tensor by tensor, from Megatron-LM and
+//!   Transformer Engine at pinned commits, as the Megatron-MoE model zoo's recipes configure
+//!   them (TE fused kernels and attention, sequence parallelism, grouped GEMM, the fused
+//!   all-to-all permutation and router). Per execution and token, on the `tp · cp` GPUs
+//!   holding it, `b` bytes per element: `2bH` norm inputs with an fp32 `rstd` each, the
+//!   attention's normed input `bH`, `q`, `k`, `v`, the output (`b(2q + 2kv)`; MLA: the
+//!   latents, their norms and `q`, `k`, `v` at their widths), fp32 softmax statistics
+//!   `4a`, the FFN's normed input `bH`, a router `9E` plus the permutation's int32 map
+//!   `4(2E + 1)`, per routed copy `etp·(bH + 12) + 3bF`, shared experts `3bF_s`, a dense FFN
+//!   `3bF_d`. The tests hold them to Korthikanti et al.'s formula for the dense parts on
+//!   Mixtral-8x7B, Qwen3-30B-A3B and DeepSeek-V3, every difference a named term.
 //! * **Activations as a stack saves them** ([`transformers`]): `transformers-eager` (eager
 //!   attention, eager experts) and `transformers-sdpa` (Transformers' defaults: SDPA
 //!   attention, `grouped_mm` experts) count, storage by storage, what Transformers 5.24 on
@@ -206,12 +226,15 @@
 //!   of each weight a matmul reads: not modelled. python/tests/test_saved_tensors.py checks
 //!   every figure against `saved_tensors_hooks` (each storage once) on the stock and looped
 //!   models of those four families, both stacks, both dtypes, two lengths: difference 0.
-//!   The training memory per GPU counts the lower bounds only.
+//!   The training memory counts them under data parallelism only.
 //! * **Training memory** ([`training`], only with a `[training]` table): the static bytes
 //!   of weights, gradients, master weights and optimizer moments (16 per parameter by
 //!   default, as ZeRO counts mixed-precision Adam; embedding and LM head included), and
-//!   per GPU under a layout of tensor, expert, pipeline and data parallelism with ZeRO
-//!   stage 0–3: the static share plus the activations of the micro-batches in flight.
+//!   per GPU under a layout of tensor, expert (and expert tensor), pipeline (uneven first
+//!   and last stages, virtual stages), context and data parallelism with ZeRO stage 0–3:
+//!   the static share plus the activations of the micro-batches in flight under 1F1B or
+//!   the interleaved schedule, the transients and the optimizer step's temporaries; and
+//!   whether it fits a card, with the single knob that would make it ([`fit`]).
 //! * **Sparsity** (SMELT Eq. 1): `N_act_eq = (F/F0)·N0`, `S = 1 − N_act_eq/N`, with `F0, N0`
 //!   the training FLOPs and parameters of the *fully-activated control*: same shapes, not
 //!   looped, `experts = top_k`. `smelt cost MODEL --against BASELINE` measures the model
@@ -283,9 +306,13 @@
 mod attention;
 mod compare;
 mod count;
+pub mod fit;
 mod layer;
+pub mod megatron;
 pub mod memory;
+mod peaks;
 mod per_budget;
+mod shard;
 pub mod training;
 pub mod transformers;
 mod types;
@@ -296,8 +323,9 @@ pub use count::layer_cost;
 pub use memory::{
     ActivationBreakdown, ActivationReport, PolicyActivations, activation_report, activations,
 };
+pub use peaks::{PeakPair, peak_pair};
 pub use per_budget::{BudgetKind, Exactness, PerBudget, Ratios, Residuals, Term, TermStatus};
-pub use training::{PeakPair, StageMemory, TrainingMemory, peak_pair, training_memory};
+pub use training::{StageMemory, TrainingMemory, training_memory};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,
     KvAtContext, KvReport, ParamBreakdown, ParamReport, RecurrentState, SelectedKeys, Sparsity,
@@ -453,7 +481,7 @@ pub fn budgets_with(
         kv: kv_budget(&stack, &cost, context, counting)?,
         // Not counted for what the activation memory does not model: 0, which the
         // objective refuses to weigh.
-        activations: match BudgetKind::Activations.uncounted_in(&stack) {
+        activations: match BudgetKind::Activations.uncounted_in(&stack, counting) {
             Some(_) => crate::units::ActivationBytes::ZERO,
             None => {
                 memory::policy_activations(&stack, keys, context, counting, counting.activations)?
@@ -558,6 +586,7 @@ pub fn cost_against(spec: &ModelSpec, baseline: &ModelSpec) -> Result<Cost> {
             .as_ref()
             .map(|t| training_memory(spec, t))
             .transpose()?,
+        fit: None,
         attention: AttentionReport {
             mean_keys_per_query: keys.full.as_f64(),
             mean_keys_exact: keys.full.to_string(),

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Budgets, Keys};
 use crate::error::Error;
-use crate::model::{Consumer, Model, Stack};
+use crate::model::{Consumer, Counting, Model, Stack};
 
 /// One of the budgets a fair comparison matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -76,24 +76,28 @@ impl BudgetKind {
         }
     }
 
-    /// Why `stack` does not count this budget (the consumer's refusal), if it does not:
-    /// then both models' values are 0, their ratio meaningless, and weighing it is refused.
-    pub fn uncounted_in(self, stack: &Stack) -> Option<Error> {
-        self.counted_by().and_then(|c| c.check(stack).err())
+    /// Why `stack` does not count this budget under `counting` (the consumer's refusal, or
+    /// the activations policy's: [`super::memory::uncounted`]), if it does not: then both
+    /// models' values are 0, their ratio meaningless, and weighing it is refused.
+    pub fn uncounted_in(self, stack: &Stack, counting: &Counting) -> Option<Error> {
+        match self.counted_by() {
+            None => None,
+            Some(_) => super::memory::uncounted(stack, counting),
+        }
     }
 
-    /// Whether `model` counts this budget ([`BudgetKind::uncounted_in`]; a model whose stack
-    /// does not resolve counts nothing beyond the budgets every model has).
-    pub fn counted_for(self, model: &Model) -> bool {
+    /// Whether `model` counts this budget under `counting` ([`BudgetKind::uncounted_in`]; a
+    /// model whose stack does not resolve counts nothing beyond the budgets every model has).
+    pub fn counted_for(self, model: &Model, counting: &Counting) -> bool {
         match Stack::of(model) {
-            Ok(stack) => self.uncounted_in(&stack).is_none(),
+            Ok(stack) => self.uncounted_in(&stack, counting).is_none(),
             Err(_) => self.counted_by().is_none(),
         }
     }
 
-    /// What the objective does with this budget for `model` under `weight`.
-    pub fn status(self, model: &Model, weight: f64) -> TermStatus {
-        match (self.counted_for(model), weight > 0.0) {
+    /// What the objective does with this budget for `model` under `counting` and `weight`.
+    pub fn status(self, model: &Model, counting: &Counting, weight: f64) -> TermStatus {
+        match (self.counted_for(model, counting), weight > 0.0) {
             (false, _) => TermStatus::NotCounted,
             (true, true) => TermStatus::Matched,
             (true, false) => TermStatus::Reported,
@@ -149,9 +153,9 @@ impl Term {
 
     /// Whether `model` has this term: a budget its stack counts ([`BudgetKind::counted_for`]),
     /// or the time, which every model a prediction was made for has.
-    pub fn counted_for(self, model: &Model) -> bool {
+    pub fn counted_for(self, model: &Model, counting: &Counting) -> bool {
         match self {
-            Term::Budget(k) => k.counted_for(model),
+            Term::Budget(k) => k.counted_for(model, counting),
             Term::Time => true,
         }
     }
@@ -189,9 +193,9 @@ pub enum TermStatus {
 }
 
 impl PerBudget<TermStatus> {
-    /// Each budget's status for `model` under `weights`.
-    pub fn statuses(model: &Model, weights: &PerBudget<f64>) -> Self {
-        PerBudget::from_fn(|k| k.status(model, weights[k]))
+    /// Each budget's status for `model` under `counting` and `weights`.
+    pub fn statuses(model: &Model, counting: &Counting, weights: &PerBudget<f64>) -> Self {
+        PerBudget::from_fn(|k| k.status(model, counting, weights[k]))
     }
 }
 

@@ -1,8 +1,9 @@
 //! Training memory: the static state (weights, gradients, master weights, optimizer
 //! moments) of a mixed-precision recipe, and what each GPU holds under a layout of tensor
-//! (TP), expert (EP), pipeline (PP) and data (DP) parallelism with ZeRO stage 0–3, at its
-//! peak with the activations of the micro-batches in flight. Given by `[training]`
-//! ([`Training`]); exact integers (the activations an exact fraction, as in [`super::memory`]).
+//! (TP), expert (EP, ETP), pipeline (PP, with virtual stages VP), context (CP) and data (DP)
+//! parallelism with ZeRO stage 0–3, at its peak with the activations of the micro-batches
+//! in flight. Given by `[training]` ([`Training`]); exact integers (the activations an exact
+//! fraction, as in [`super::memory`]).
 //!
 //! # Static memory
 //!
@@ -18,54 +19,84 @@
 //!
 //! # Per GPU
 //!
-//! `tp · pp · dp` GPUs; expert parallelism is carved out of data parallelism (`ep` divides
-//! `dp`), as in Megatron-Core and DeepSpeed-MoE. A layout that does not divide the model is
-//! refused, naming the field (`tp` must divide the heads, key/value heads, every FFN width
-//! and the vocabulary; `ep` the routed experts; `pp` the layers).
+//! `tp · cp · pp · dp` GPUs. A layout that does not divide the model is refused, naming the
+//! field (`tp` must divide the heads, key/value heads, the shared and dense FFN widths and
+//! the vocabulary; `etp` the expert width; `ep` the routed experts; `etp · ep` the GPUs of
+//! a stage, `tp · cp · dp`; the pipeline the layers, [`Training::stage_chunks`]).
 //!
 //! * **TP** (Megatron, Shoeybi et al. arXiv:1909.08053): the Q, K, V projections are split by
 //!   heads (column-parallel, with their biases and sinks; OLMoE's full-width q/k norms
 //!   with them), O by its input (row-parallel; its bias replicated); MLA's up-projections
 //!   and O are split by heads, its down-projections (`H → r_q`, `H → r + d_r`) and latent
-//!   norms replicated. Every SwiGLU — routed experts (expert tensor parallelism equal to
-//!   `tp`, Megatron-Core's default), shared experts, dense FFNs — is split along its width
-//!   (gate and up by column with their biases, down by row, its bias replicated). The
-//!   embedding and LM head are split by vocabulary. Replicated on every TP rank: the layer
-//!   norms, per-head q/k norms, the router (and its bias), the shared-expert gate, the
-//!   indexer. TP runs with sequence parallelism (Korthikanti et al., arXiv:2205.05198,
-//!   §4.2.2): every saved activation is split evenly, `1/tp` per GPU.
-//! * **EP** splits the routed experts only: each GPU holds `experts / ep` of every MoE
-//!   layer. With balanced routing every GPU processes as many expert tokens as it routes, so
-//!   the activations per GPU do not change.
-//! * **PP**: the physical layers are split evenly, `L / pp` consecutive layers per stage;
-//!   the first stage also holds the embedding, the last the final norm and the LM head (a
-//!   tied head is a copy there when `pp > 1`, as in Megatron-LM). A looped layer stays on
-//!   the stage that holds it: every execution of it runs there and saves its activations
-//!   there (a loop across a stage boundary passes its activations back and forth). The
-//!   schedule is 1F1B (Narayanan et al., arXiv:2104.04473, §2.2): stage `s` (1-based) keeps
-//!   the activations of `pp − s + 1` micro-batches, the first stage `pp`.
+//!   norms replicated. The shared experts and dense FFNs are split along their width (gate
+//!   and up by column with their biases, down by row, its bias replicated). The embedding
+//!   and LM head are split by vocabulary. Replicated on every TP rank: the layer norms,
+//!   per-head q/k norms, the router (and its bias), the shared-expert gate, the indexer. TP
+//!   runs with sequence parallelism (Korthikanti et al., arXiv:2205.05198, §4.2.2).
+//! * **ETP, EP**: each routed expert is split along its width across `etp` GPUs (Megatron's
+//!   `expert_tensor_parallel_size`, 1 unless given), the routed experts across `ep`: each
+//!   GPU holds `experts / ep` experts of every MoE layer, `1/etp` of each.
+//! * **PP**: a stage holds its layers ([`Training::stage_chunks`]: even, or Megatron's uneven
+//!   first and last stages, in `vp` interleaved chunks); the first stage also holds the
+//!   embedding, the last the final norm and the LM head (a tied head is a copy there when
+//!   `pp > 1`, as in Megatron-LM). A looped layer stays on the stage that holds it: every
+//!   execution of it runs there and saves its activations there.
 //! * **DP with ZeRO**: stage 1 shards the master weights and optimizer moments across the
 //!   data-parallel group, stage 2 also the gradients, stage 3 also the weights. The
-//!   non-expert parameters of a stage are sharded across `dp`, the expert parameters across
-//!   the expert data-parallel group of `dp / ep` GPUs (the GPUs holding the same experts).
-//!   Each flat buffer is padded to a multiple of its group: a GPU holds
-//!   `ceil(n / group)` of its `n` elements.
+//!   non-expert parameters of a stage are sharded across `dp · cp`, the expert parameters
+//!   across the expert data-parallel group of `tp · cp · dp / (etp · ep)` GPUs (Megatron's
+//!   `expert_data_parallel_size`). Each flat buffer is padded to a multiple of its group: a
+//!   GPU holds `ceil(n / group)` of its `n` elements.
 //!
-//! **Peak per GPU** of a stage = its static bytes + its layer executions' activations per
-//! token (the budget's policy, `[counting] activations`) × `context · micro_batch` / `tp` ×
-//! micro-batches in flight; the report gives every stage and the largest. Not counted:
-//! framework and allocator overheads, communication buffers, the transient memory of a
-//! recomputation, the embedding's output and the logits (the activation module's scope).
+//! # Activations in flight
+//!
+//! A micro-batch is `micro_batch` sequences of `context` tokens; a GPU holds
+//! `1 / (tp · cp)` of each saved tensor ([`super::megatron`]'s units; the unfused counts are
+//! split so too). The schedule's micro-batches in flight, read from Megatron-Core's
+//! `get_pp_rank_microbatches` (megatron/core/pipeline_parallel/schedules.py):
+//! * **1F1B** (`vp = 1`): stage `s` (1-based) runs `pp − s` warm-up forwards, then one more
+//!   before its first backward: it keeps `pp − s + 1` micro-batches (Narayanan et al.,
+//!   arXiv:2104.04473, §2.2), the first stage `pp`.
+//! * **Interleaved** (`vp > 1`): stage `s` runs `W = 2·(pp − s) + (vp − 1)·pp` warm-up
+//!   forwards of model chunks, then one more: it keeps `W + 1` chunk forwards, the `k`-th
+//!   (0-based) of chunk `⌊k / pp⌋ mod vp` (Megatron's schedule table, micro-batches in groups
+//!   of `microbatch_group_size_per_vp_stage = pp`). With equal chunks that is
+//!   `pp + (pp − 1)/vp` micro-batches on the first stage, Narayanan et al.'s
+//!   `(1 + (pp − 1)/(pp · vp))` times 1F1B's. Counted as the first `W + 1` forwards; exact
+//!   when the chunks of a stage save alike (a note says when they do not).
+//!   Both assume at least `W + 1` micro-batches per step.
+//!
+//! # Peak per GPU
+//!
+//! The peak of a stage is the larger of two moments: the backward pass, `static +
+//! activations in flight + transients`, and the optimizer step, `static + optimizer step
+//! temporaries` (the activations are freed by then). Under the Megatron-Core policies
+//! ([`super::megatron`]), which state them from source:
+//! * the last stage's activations include the LM head's and the loss's
+//!   ([`super::megatron`]'s `head`: the fp32 softmax over the vocabulary dominates);
+//! * transients, of one micro-batch: what recomputation rematerializes for the layer being
+//!   recomputed, and a MoE layer's dispatch buffers (the permuted copies and the all-to-all's
+//!   receive buffer);
+//! * the optimizer step: Megatron's optimizer copies each gradient of the shard it updates
+//!   to fp32 (`shard_model_grad.float()` in `_copy_model_grads_to_main_grads`), a new
+//!   tensor when the gradient buffer is not already fp32: `4` bytes per parameter of the
+//!   optimizer shard when `grad_bytes < 4`, else 0; Adam's update itself is in place.
+//!
+//! The unfused policies and the Transformers policies count the decoder layers' activations
+//! only (no head, no transients). The Transformers policies describe a step of the
+//! Transformers model classes, which split nothing but the batch: they are counted with
+//! data parallelism (and ZeRO) only, and refused under `tp`, `cp`, `pp`, `ep` or `etp`
+//! above 1. Not counted: framework and allocator overheads, communication buffers (NCCL,
+//! the gradient reduce-scatter's), CUDA graphs.
 
 use serde::Serialize;
 
 use super::Keys;
+use super::megatron::{self, Split};
 use super::memory::activations_over;
+use super::shard::{layer_shard, sum};
 use crate::error::{Error, Result};
-use crate::model::{
-    ActivationPolicy, AttentionBias, AttentionLayer, AttentionShape, Consumer, Counting, Ffn,
-    Layer, LayerKind, ModelSpec, QkNorm, Stack, TokenMixer, Training,
-};
+use crate::model::{ActivationPolicy, Consumer, Counting, LayerKind, ModelSpec, Stack, Training};
 use crate::units::{ActivationBytes, Bytes, Params, product};
 
 const WHAT: &str = "training memory";
@@ -75,13 +106,18 @@ const WHAT: &str = "training memory";
 pub struct StageMemory {
     /// The stage, 1-based.
     pub stage: u64,
-    /// Its physical layers, 1-based, first and last.
+    /// Its physical layers, 1-based: the first of its first chunk and the last of its last.
     pub layers: [u64; 2],
+    /// Its model chunks' layers, 1-based, when the schedule is interleaved (`vp > 1`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chunks: Vec<[u64; 2]>,
     /// Executions of its layers per forward pass.
     pub executions: u64,
-    /// Parameters one GPU holds before ZeRO: non-expert ones (sharded by ZeRO across `dp`).
+    /// Parameters one GPU holds before ZeRO: non-expert ones (sharded by ZeRO across
+    /// `dp · cp`).
     pub params: Params,
-    /// Routed-expert parameters one GPU holds before ZeRO (sharded across `dp / ep`).
+    /// Routed-expert parameters one GPU holds before ZeRO (sharded across the expert
+    /// data-parallel group).
     pub expert_params: Params,
     /// Weight bytes per GPU.
     pub weights: Bytes,
@@ -91,14 +127,31 @@ pub struct StageMemory {
     pub optimizer: Bytes,
     /// `weights + grads + optimizer`.
     pub static_bytes: Bytes,
-    /// Activation bytes per GPU of one micro-batch.
+    /// Activation bytes per GPU of one micro-batch through the whole stage (every chunk),
+    /// the LM head's and the loss's included on the last stage under a Megatron policy.
     pub activations_per_micro_batch: ActivationBytes,
-    /// Micro-batches whose activations the stage keeps at once (1F1B: `pp − stage + 1`).
+    /// Of which the LM head's and the loss's (last stage, Megatron policies).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub head: ActivationBytes,
+    /// Micro-batches whose activations the stage keeps at once (1F1B: `pp − stage + 1`);
+    /// with `vp > 1`, model-chunk forwards (`2·(pp − stage) + (vp − 1)·pp + 1`).
     pub in_flight: u64,
-    /// `activations_per_micro_batch · in_flight`.
+    /// The activations in flight.
     pub activations: ActivationBytes,
-    /// `static_bytes + activations`.
+    /// Transient bytes of one micro-batch at the backward pass: what recomputation
+    /// rematerializes for one layer (Megatron policies).
+    pub recompute_transient: ActivationBytes,
+    /// Transient bytes of one micro-batch's MoE dispatch (Megatron policies).
+    pub dispatch_transient: ActivationBytes,
+    /// Temporary bytes of the optimizer step (Megatron policies: the fp32 copy of the
+    /// shard's gradients when they are kept in fewer bytes).
+    pub optimizer_step: Bytes,
+    /// `max(static + activations + transients, static + optimizer_step)`.
     pub peak: ActivationBytes,
+}
+
+fn is_zero(a: &ActivationBytes) -> bool {
+    *a == ActivationBytes::ZERO
 }
 
 /// The training memory of a model under a recipe and layout (module docs).
@@ -124,140 +177,40 @@ pub struct TrainingMemory {
     pub peak_stage: u64,
     /// The largest peak per GPU.
     pub peak: ActivationBytes,
-    /// Set when a loop crosses a pipeline-stage boundary: each micro-batch then passes those
-    /// stages more than once, a schedule the 1F1B count of micro-batches in flight (`pp −
-    /// s + 1` on stage `s`) does not describe, so the activations per GPU are not exact.
+    /// Set when the activations per GPU are not exact: a loop crossing a model chunk's
+    /// boundary (each micro-batch then passes those stages more than once, a schedule the
+    /// count of micro-batches in flight does not describe), or interleaved chunks of one
+    /// stage that save differently.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pipeline_note: Option<String>,
 }
 
-/// [`TrainingMemory::pipeline_note`] for `stack`'s loop on stages of `per_stage` layers.
-fn pipeline_note(stack: &Stack, pp: u64, per_stage: u64) -> Option<String> {
-    let l = stack.looping().filter(|l| l.repeats > 1 && l.span > 0)?;
-    let (first, span) = (l.first as u64 + 1, l.span as u64);
-    let last = first + span - 1;
-    let (from, to) = ((first - 1) / per_stage + 1, (last - 1) / per_stage + 1);
-    (pp > 1 && from != to).then(|| {
-        format!(
-            "the loop (layers {first}-{last}, x{}) crosses pipeline stages {from}-{to}: each \
-             micro-batch passes them {} times, which the 1F1B count of micro-batches in \
-             flight (pp - s + 1 on stage s) does not describe; the activations per GPU of \
-             those stages are not exact",
-            l.repeats, l.repeats
-        )
+/// The chunk (stage, chunk index) holding layer `layer` (1-based), if any.
+fn chunk_of(chunks: &[Vec<[u64; 2]>], layer: u64) -> Option<(usize, usize)> {
+    chunks.iter().enumerate().find_map(|(s, cs)| {
+        cs.iter()
+            .position(|c| (c[0]..=c[1]).contains(&layer))
+            .map(|c| (s, c))
     })
 }
 
-/// The checked sum of `xs`.
-fn sum(xs: &[u64]) -> Result<u64> {
-    xs.iter()
-        .try_fold(0u64, |s, &x| s.checked_add(x))
-        .ok_or(Error::Overflow { what: WHAT })
-}
-
-/// Parameters of the attention block `a` (with its sinks and indexer) on one GPU of `t`
-/// tensor-parallel ranks, on a residual stream of width `h`.
-fn attention_shard(h: u64, a: &AttentionLayer, t: u64) -> Result<u64> {
-    let heads = a.shape.heads();
-    let sinks = if a.sinks { heads / t } else { 0 };
-    let attention = match &a.shape {
-        AttentionShape::Gqa {
-            kv_heads, head_dim, ..
-        } => {
-            let (q, kv) = (
-                product(&[heads, *head_dim], WHAT)?,
-                kv_heads.saturating_mul(*head_dim),
-            );
-            let qkv = sum(&[q, kv, kv])?;
-            let bias = match a.bias {
-                AttentionBias::None => 0,
-                AttentionBias::Qkv => qkv / t,
-                AttentionBias::All => qkv / t + h,
-            };
-            let norms = match a.qk_norm {
-                QkNorm::None => 0,
-                QkNorm::PerHead => 2 * head_dim,
-                QkNorm::Full => (q + kv) / t,
-            };
-            sum(&[product(&[h, sum(&[qkv, q])?], WHAT)? / t, bias, norms])?
-        }
-        AttentionShape::Mla { mla: a, .. } => {
-            let qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
-            let q = if a.q_lora_rank > 0 {
-                sum(&[
-                    product(&[h, a.q_lora_rank], WHAT)?,
-                    product(&[a.q_lora_rank, heads, qk], WHAT)? / t,
-                ])?
-            } else {
-                product(&[h, heads, qk], WHAT)? / t
-            };
-            sum(&[
-                q,
-                product(&[h, a.kv_lora_rank + a.qk_rope_head_dim], WHAT)?,
-                product(
-                    &[a.kv_lora_rank, heads, a.qk_nope_head_dim + a.v_head_dim],
-                    WHAT,
-                )? / t,
-                product(&[heads, a.v_head_dim, h], WHAT)? / t,
-                a.q_lora_rank + a.kv_lora_rank,
-            ])?
-        }
-    };
-    let indexer = match &a.indexer {
-        Some(ix) => {
-            let r_q = match &a.shape {
-                AttentionShape::Mla { mla, .. } => mla.q_lora_rank,
-                AttentionShape::Gqa { .. } => 0,
-            };
-            sum(&[
-                product(&[r_q, ix.heads, ix.head_dim], WHAT)?,
-                product(&[h, ix.head_dim], WHAT)?,
-                product(&[h, ix.heads], WHAT)?,
-                2 * ix.head_dim,
-            ])?
-        }
-        None => 0,
-    };
-    sum(&[attention, sinks, indexer])
-}
-
-/// Parameters of one physical layer `layer` on one GPU, on a residual stream of width `h`
-/// with norms of `norm` parameters: `(non-expert, expert)`.
-fn layer_shard(h: u64, layer: &Layer, norm: u64, t: u64, ep: u64) -> Result<(u64, u64)> {
-    let attention = match &layer.mixer {
-        Some(TokenMixer::Attention(a)) => attention_shard(h, a, t)?,
-        _ => 0,
-    };
-    let common = sum(&[attention, product(&[layer.norms.count, norm], WHAT)?])?;
-    let e = match &layer.ffn {
-        Some(Ffn::Moe(e)) => e,
-        Some(Ffn::Dense { width, activation }) => {
-            let ffn = product(&[activation.matrices(), h, *width], WHAT)? / t;
-            return Ok((sum(&[common, ffn])?, 0));
-        }
-        None => return Ok((common, 0)),
-    };
-    let matrices = e.activation.matrices();
-    let router = sum(&[
-        product(&[h, e.experts], WHAT)?,
-        if e.router_bias { e.experts } else { 0 },
-    ])?;
-    let shared = sum(&[
-        product(&[matrices, h, e.shared_ffn, e.shared_experts], WHAT)? / t,
-        if e.shared_gate { h } else { 0 },
-    ])?;
-    let one = sum(&[
-        product(&[matrices, h, e.expert_ffn], WHAT)? / t,
-        if e.expert_bias {
-            2 * e.expert_ffn / t + h
-        } else {
-            0
-        },
-    ])?;
-    Ok((
-        sum(&[common, router, shared])?,
-        product(&[one, e.experts / ep], WHAT)?,
-    ))
+/// [`TrainingMemory::pipeline_note`] for `stack`'s loop on `chunks`.
+fn loop_note(stack: &Stack, chunks: &[Vec<[u64; 2]>]) -> Option<String> {
+    let l = stack.looping().filter(|l| l.repeats > 1 && l.span > 0)?;
+    let (first, span) = (l.first as u64 + 1, l.span as u64);
+    let last = first + span - 1;
+    let (a, b) = (chunk_of(chunks, first)?, chunk_of(chunks, last)?);
+    (a != b).then(|| {
+        format!(
+            "the loop (layers {first}-{last}, x{}) crosses pipeline stages {}-{}: each \
+             micro-batch passes them {} times, which the schedule's count of micro-batches in \
+             flight does not describe; the activations per GPU of those stages are not exact",
+            l.repeats,
+            a.0 + 1,
+            b.0 + 1,
+            l.repeats
+        )
+    })
 }
 
 /// `ceil(n / group)` when `sharded`, else `n`.
@@ -272,6 +225,128 @@ fn divide(a: ActivationBytes, n: u64) -> Result<ActivationBytes> {
         .checked_mul(u128::from(n))
         .ok_or(Error::Overflow { what: WHAT })?;
     ActivationBytes::ratio(a.numer(), den)
+}
+
+/// The refusal of a Transformers policy under a layout that splits more than the batch.
+fn refuse_transformers(t: &Training, policy: ActivationPolicy) -> Result<()> {
+    for (field, v) in [
+        ("training.tp", t.tp),
+        ("training.cp", t.cp),
+        ("training.pp", t.pp),
+        ("training.ep", t.ep),
+        ("training.etp", t.etp()),
+    ] {
+        if v > 1 {
+            return Err(Error::invalid(
+                field,
+                format!(
+                    "{policy} counts a step of the Transformers model classes, which split \
+                     nothing but the batch: its training memory takes data parallelism (and \
+                     ZeRO) only; got {} = {v} (use a megatron policy for a Megatron layout)",
+                    field.trim_start_matches("training.")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What a pipeline's activations are counted under: the spec, its keys and layout.
+struct Counter<'a> {
+    spec: &'a ModelSpec,
+    stack: &'a Stack,
+    keys: &'a Keys,
+    t: Training,
+    split: Split,
+}
+
+impl Counter<'_> {
+    fn policy(&self) -> ActivationPolicy {
+        self.spec.counting.activations
+    }
+
+    fn counting(&self) -> &Counting {
+        &self.spec.counting
+    }
+
+    /// Tokens of a micro-batch.
+    fn tokens(&self) -> Result<u64> {
+        product(&[self.spec.workload.context, self.t.micro_batch], WHAT)
+    }
+
+    /// Bytes per GPU of one micro-batch from `per_token` in [`super::megatron`]'s units.
+    fn per_gpu(&self, per_token: ActivationBytes) -> Result<ActivationBytes> {
+        divide(
+            per_token.checked_mul(self.tokens()?)?,
+            product(&[self.t.tp, self.t.cp], WHAT)?,
+        )
+    }
+
+    fn int(x: u128) -> Result<ActivationBytes> {
+        u64::try_from(x)
+            .map(ActivationBytes::from_int)
+            .map_err(|_| Error::Overflow { what: WHAT })
+    }
+
+    /// One micro-batch's activations per GPU through the layers of `kinds`.
+    fn chunk(&self, kinds: &[LayerKind]) -> Result<ActivationBytes> {
+        let policy = self.policy();
+        let per_token = if policy.is_megatron() {
+            megatron::activations(self.stack, kinds, self.counting(), policy, self.split)?
+                .total()?
+        } else if policy.is_transformers() {
+            // The whole model on one GPU (the layout was checked).
+            let context = self.spec.workload.context;
+            super::memory::policy_activations(
+                self.stack,
+                self.keys,
+                context,
+                self.counting(),
+                policy,
+            )?
+            .total()?
+        } else {
+            activations_over(
+                self.stack.hidden(),
+                kinds,
+                self.keys,
+                self.counting(),
+                policy,
+            )?
+            .total()?
+        };
+        self.per_gpu(per_token)
+    }
+
+    /// The LM head's and the loss's activations per GPU of one micro-batch (Megatron
+    /// policies), else 0.
+    fn head(&self) -> Result<ActivationBytes> {
+        if !self.policy().is_megatron() {
+            return Ok(ActivationBytes::ZERO);
+        }
+        let per_token = megatron::head(
+            self.stack,
+            self.spec.model.vocab,
+            self.counting(),
+            self.split,
+        )?;
+        self.per_gpu(Self::int(per_token)?)
+    }
+
+    /// `(recompute, dispatch)` transients per GPU of one micro-batch (Megatron policies).
+    fn transients(&self, kinds: &[LayerKind]) -> Result<[ActivationBytes; 2]> {
+        if !self.policy().is_megatron() {
+            return Ok([ActivationBytes::ZERO; 2]);
+        }
+        let (r, d) = megatron::transients(
+            self.stack,
+            kinds,
+            self.counting(),
+            self.policy(),
+            self.split,
+        )?;
+        Ok([self.per_gpu(Self::int(r)?)?, self.per_gpu(Self::int(d)?)?])
+    }
 }
 
 /// The training memory of `spec` under `training` (module docs).
@@ -290,14 +365,9 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
     let params = breakdown.total()?;
     let keys = Keys::of(&spec.workload, m)?;
     let t = *training;
-    if t.vp > 1 {
-        return Err(Error::invalid(
-            "training.vp",
-            format!(
-                "the training memory does not model the interleaved schedule's micro-batches in flight yet; got vp = {} (use vp = 1)",
-                t.vp
-            ),
-        ));
+    let policy = spec.counting.activations;
+    if policy.is_transformers() {
+        refuse_transformers(&t, policy)?;
     }
     if !spec.workload.context.is_multiple_of(t.cp) {
         return Err(Error::invalid(
@@ -308,49 +378,28 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
             ),
         ));
     }
-    let (tp, pp) = (t.tp, t.pp);
-    let per_stage = m.layers / pp;
-    let norm = stack.norm_params();
-    let vocab_shard = product(&[m.vocab, m.hidden], WHAT)? / tp;
+    let chunks = t.stage_chunks(m.layers)?;
+    let counter = Counter {
+        spec,
+        stack: &stack,
+        keys: &keys,
+        t,
+        split: Split {
+            tp: t.tp,
+            etp: t.etp(),
+            ep: t.ep,
+        },
+    };
     let mut stages = Vec::new();
-    for s in 1..=pp {
-        let (first, last) = ((s - 1) * per_stage + 1, s * per_stage);
-        let (mut own, mut expert) = (0u64, 0u64);
-        for layer in stack
-            .layers()
-            .skip(first as usize - 1)
-            .take(per_stage as usize)
-        {
-            let (d, e) = layer_shard(m.hidden, layer, norm, tp, t.ep)?;
-            own = own.checked_add(d).ok_or(Error::Overflow { what: WHAT })?;
-            expert = expert
-                .checked_add(e)
-                .ok_or(Error::Overflow { what: WHAT })?;
+    let mut uneven_chunks = None;
+    for (i, cs) in chunks.iter().enumerate() {
+        let s = i as u64 + 1;
+        let [own, expert] = stage_params(spec, &stack, &t, s, cs)?;
+        let st = stage(&counter, s, cs, [own, expert])?;
+        if uneven_chunks.is_none() && st.1 {
+            uneven_chunks = Some(s);
         }
-        if s == 1 {
-            own += vocab_shard;
-        }
-        if s == pp {
-            own += norm;
-            // A tied head is a copy on the last stage when it is not the first; its bias
-            // is its own.
-            if !m.tie_embeddings || pp > 1 {
-                own += vocab_shard;
-            }
-            if m.lm_head_bias {
-                own += m.vocab / tp;
-            }
-        }
-        let kinds = stack.kinds_within(first, last);
-        stages.push(stage(
-            spec,
-            &keys,
-            &t,
-            s,
-            [first, last],
-            &kinds,
-            [own, expert],
-        )?);
+        stages.push(st.0);
     }
     let (peak_stage, peak) = stages
         .iter()
@@ -361,6 +410,15 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
                 (bs, bp)
             }
         });
+    let note = loop_note(&stack, &chunks).or_else(|| {
+        uneven_chunks.map(|s| {
+            format!(
+                "stage {s}'s model chunks save different activations: its chunk forwards in \
+                 flight are counted as the interleaved schedule's first ones, not the largest \
+                 set it holds later"
+            )
+        })
+    });
     Ok(TrainingMemory {
         training: t,
         gpus: t.gpus(),
@@ -368,53 +426,133 @@ pub fn training_memory(spec: &ModelSpec, training: &Training) -> Result<Training
         params,
         embedding: breakdown.embeddings,
         static_bytes: Bytes(product(&[params.0, t.bytes_per_param()], WHAT)?),
-        policy: spec.counting.activations,
+        policy,
         stages,
         peak_stage,
         peak,
-        pipeline_note: pipeline_note(&stack, pp, per_stage),
+        pipeline_note: note,
     })
 }
 
-/// One stage's memory per GPU, from the kinds of its layers and its parameters per GPU
-/// before ZeRO (non-expert, expert).
-fn stage(
+/// The parameters one GPU of stage `s` (its layers in `chunks`) holds before ZeRO:
+/// `[non-expert, expert]`, the embedding on the first stage, the final norm and the LM head
+/// on the last.
+fn stage_params(
     spec: &ModelSpec,
-    keys: &Keys,
+    stack: &Stack,
     t: &Training,
     s: u64,
-    layers: [u64; 2],
-    kinds: &[LayerKind],
+    chunks: &[[u64; 2]],
+) -> Result<[u64; 2]> {
+    let m = &spec.model;
+    let norm = stack.norm_params();
+    let vocab_shard = product(&[m.vocab, m.hidden], WHAT)? / t.tp;
+    let (mut own, mut expert) = (0u64, 0u64);
+    for c in chunks {
+        for layer in stack
+            .layers()
+            .skip(c[0] as usize - 1)
+            .take((c[1] + 1 - c[0]) as usize)
+        {
+            let (d, e) = layer_shard(m.hidden, layer, norm, [t.tp, t.etp(), t.ep])?;
+            own = sum(&[own, d])?;
+            expert = sum(&[expert, e])?;
+        }
+    }
+    if s == 1 {
+        own = sum(&[own, vocab_shard])?;
+    }
+    if s == t.pp {
+        own = sum(&[own, norm])?;
+        // A tied head is a copy on the last stage when it is not the first; its bias is its
+        // own.
+        if !m.tie_embeddings || t.pp > 1 {
+            own = sum(&[own, vocab_shard])?;
+        }
+        if m.lm_head_bias {
+            own = sum(&[own, m.vocab / t.tp])?;
+        }
+    }
+    Ok([own, expert])
+}
+
+/// One stage's memory per GPU, from its chunks and its parameters per GPU before ZeRO
+/// (non-expert, expert); with whether its interleaved chunks save differently.
+fn stage(
+    c: &Counter,
+    s: u64,
+    chunks: &[[u64; 2]],
     [own, expert]: [u64; 2],
-) -> Result<StageMemory> {
-    let (dp, edp) = (t.dp_cp(), t.dp_cp() / t.ep);
+) -> Result<(StageMemory, bool)> {
+    let t = &c.t;
+    let (dp, edp) = (t.dp_cp(), t.edp());
     let held = |zero: u64, bytes: u64| {
-        let n = share(own, dp, t.zero >= zero) + share(expert, edp, t.zero >= zero);
+        let n = sum(&[
+            share(own, dp, t.zero >= zero),
+            share(expert, edp, t.zero >= zero),
+        ])?;
         product(&[n, bytes], WHAT).map(Bytes)
     };
     let weights = held(3, t.weight_bytes)?;
     let grads = held(2, t.grad_bytes)?;
     let optimizer = held(1, t.master_bytes + t.optimizer_bytes)?;
     let static_bytes = Bytes::sum(&[weights, grads, optimizer])?;
-    let per_token = activations_over(
-        spec.model.hidden,
-        kinds,
-        keys,
-        &spec.counting,
-        spec.counting.activations,
-    )?
-    .total()?;
-    let tokens = product(&[spec.workload.context, t.micro_batch], WHAT)?;
-    let per_micro_batch = divide(
-        per_token.checked_mul(tokens)?,
-        product(&[t.tp, t.cp], WHAT)?,
-    )?;
-    let in_flight = t.pp - s + 1;
-    let activations = per_micro_batch.checked_mul(in_flight)?;
-    Ok(StageMemory {
+    let last = s == t.pp;
+    let head = if last {
+        c.head()?
+    } else {
+        ActivationBytes::ZERO
+    };
+    // Each chunk's activations of one micro-batch (the head on the last chunk of the last
+    // stage), and the transients over every kind of the stage.
+    let mut per_chunk = Vec::with_capacity(chunks.len());
+    let mut all_kinds = Vec::new();
+    let mut executions = 0u64;
+    for ch in chunks {
+        let kinds = c.stack.kinds_within(ch[0], ch[1]);
+        executions = sum(&[executions, kinds.iter().map(|k| k.executions).sum()])?;
+        per_chunk.push(c.chunk(&kinds)?);
+        all_kinds.extend(kinds);
+    }
+    let differ = t.vp > 1 && per_chunk.windows(2).any(|w| w[0] != w[1]);
+    if let Some(last) = per_chunk.last_mut() {
+        *last = last.checked_add(head)?;
+    }
+    let per_micro_batch = ActivationBytes::sum(&per_chunk)?;
+    let vp = t.vp;
+    let (in_flight, activations) = if vp == 1 {
+        let n = t.pp - s + 1;
+        (n, per_micro_batch.checked_mul(n)?)
+    } else {
+        // Interleaved: W + 1 chunk forwards, the k-th of chunk (k / pp) mod vp.
+        let w = 2 * (t.pp - s) + (vp - 1) * t.pp;
+        let mut acc = ActivationBytes::ZERO;
+        for k in 0..=w {
+            acc = acc.checked_add(per_chunk[((k / t.pp) % vp) as usize])?;
+        }
+        (w + 1, acc)
+    };
+    let [recompute, dispatch] = c.transients(&all_kinds)?;
+    let optimizer_step = if c.policy().is_megatron() && t.grad_bytes < 4 {
+        let n = sum(&[share(own, dp, t.zero >= 1), share(expert, edp, t.zero >= 1)])?;
+        Bytes(product(&[n, 4], WHAT)?)
+    } else {
+        Bytes(0)
+    };
+    let static_a = ActivationBytes::from_int(static_bytes.0);
+    let backward = static_a
+        .checked_add(activations)?
+        .checked_add(recompute)?
+        .checked_add(dispatch)?;
+    let step = static_a.checked_add(ActivationBytes::from_int(optimizer_step.0))?;
+    let memory = StageMemory {
         stage: s,
-        layers,
-        executions: kinds.iter().map(|k| k.executions).sum(),
+        layers: [
+            chunks.first().map_or(0, |c| c[0]),
+            chunks.last().map_or(0, |c| c[1]),
+        ],
+        chunks: if vp > 1 { chunks.to_vec() } else { Vec::new() },
+        executions,
         params: Params(own),
         expert_params: Params(expert),
         weights,
@@ -422,63 +560,15 @@ fn stage(
         optimizer,
         static_bytes,
         activations_per_micro_batch: per_micro_batch,
+        head,
         in_flight,
         activations,
-        peak: activations.checked_add(ActivationBytes::from_int(static_bytes.0))?,
-    })
-}
-
-/// The per-GPU peaks of a Baseline and its looped match under the Baseline's
-/// `[training]` (what `match`, `grid` and `sweep` report when a layout is given).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PeakPair {
-    /// The Baseline's peak per GPU, bytes.
-    pub baseline: ActivationBytes,
-    /// The looped model's, when the layout divides it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub looped: Option<ActivationBytes>,
-    /// `looped / baseline`, when the layout divides the looped model.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio: Option<f64>,
-    /// Why the layout does not split the looped model (the field and the rule).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub refused: Option<String>,
-    /// The looped model's [`TrainingMemory::pipeline_note`]: its peak is not exact.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-/// The per-GPU peaks of `baseline` and `looped` (costed under the Baseline's counting and
-/// workload) under the Baseline's `[training]`; `None` without one. A layout that does not
-/// split the looped model is reported (`refused`), not an error.
-pub fn peak_pair(baseline: &ModelSpec, looped: &ModelSpec) -> Result<Option<PeakPair>> {
-    let Some(t) = &baseline.training else {
-        return Ok(None);
+        recompute_transient: recompute,
+        dispatch_transient: dispatch,
+        optimizer_step,
+        peak: backward.max(step),
     };
-    let base = training_memory(baseline, t)?.peak;
-    let under = ModelSpec {
-        counting: baseline.counting,
-        workload: baseline.workload.clone(),
-        training: None,
-        ..looped.clone()
-    };
-    Ok(Some(match training_memory(&under, t) {
-        Ok(m) => PeakPair {
-            baseline: base,
-            looped: Some(m.peak),
-            ratio: Some(m.peak.as_f64() / base.as_f64()),
-            refused: None,
-            note: m.pipeline_note,
-        },
-        Err(e @ Error::InvalidSpec { .. }) => PeakPair {
-            baseline: base,
-            looped: None,
-            ratio: None,
-            refused: Some(format!("the looped model: {e}")),
-            note: None,
-        },
-        Err(e) => return Err(e),
-    }))
+    Ok((memory, differ))
 }
 
 #[cfg(test)]
@@ -513,7 +603,8 @@ mean_doc_len = 16
 "#;
 
     /// With no parallelism one GPU holds every parameter, 16 bytes each, and the activations
-    /// of one sequence.
+    /// of one sequence: the activations budget's, plus under Megatron-Core the LM head's
+    /// and the loss's, and the transients.
     #[test]
     fn one_gpu_holds_everything() {
         let spec = ModelSpec::from_toml_str(SPEC).unwrap();
@@ -529,13 +620,35 @@ mean_doc_len = 16
         assert_eq!(st.params.0 + st.expert_params.0, mem.params.0);
         assert_eq!(st.static_bytes.0, 16 * mem.params.0);
         let act = super::super::cost(&spec).unwrap().budgets().activations;
-        assert_eq!(st.activations, act.checked_mul(64).unwrap());
+        // The head: final norm input and rstd, the LM head's input, the fp32 softmax over
+        // the 96-token vocabulary, the target mask and index.
+        let head = (2 * 64 + 4 + 2 * 64 + 4 * 96 + 9) * 64;
+        assert_eq!(st.head, ActivationBytes::from_int(head));
+        assert_eq!(
+            st.activations,
+            act.checked_mul(64)
+                .unwrap()
+                .checked_add(ActivationBytes::from_int(head))
+                .unwrap()
+        );
+        // Under the unfused count: the layers only, no transient, no optimizer step.
+        let mut flash = spec.clone();
+        flash.counting.activations = ActivationPolicy::Flash;
+        let f = training_memory(&flash, &Training::default()).unwrap();
+        let fact = super::super::cost(&flash).unwrap().budgets().activations;
+        assert_eq!(f.stages[0].activations, fact.checked_mul(64).unwrap());
+        assert_eq!(
+            f.peak,
+            fact.checked_mul(64)
+                .unwrap()
+                .checked_add(ActivationBytes::from_int(st.static_bytes.0))
+                .unwrap()
+        );
         assert_eq!(mem.peak, st.peak);
     }
 
     /// Context parallelism splits every micro-batch's activations across `cp` GPUs and
-    /// widens the optimizer's data-parallel group to `dp · cp`; an interleaved schedule is
-    /// refused until its micro-batches in flight are modelled.
+    /// widens the optimizer's data-parallel group to `dp · cp`.
     #[test]
     fn context_parallelism_splits_activations_and_shards_over_dp_cp() {
         let spec = ModelSpec::from_toml_str(SPEC).unwrap();
@@ -554,13 +667,106 @@ mean_doc_len = 16
             a.activations_per_micro_batch,
             b.activations_per_micro_batch.checked_mul(2).unwrap()
         );
-        let vp = Training {
-            pp: 2,
-            vp: 2,
+    }
+
+    /// The interleaved schedule keeps `2·(pp − s) + (vp − 1)·pp + 1` chunk forwards, the
+    /// `k`-th of chunk `⌊k/pp⌋ mod vp`; with equal chunks the first stage holds
+    /// `pp + (pp − 1)/vp` micro-batches (Narayanan et al.'s `1 + (pp − 1)/(pp·vp)` times
+    /// 1F1B's `pp`).
+    #[test]
+    fn interleaving_keeps_more_in_flight_on_the_first_stage() {
+        let text = SPEC
+            .replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
+            .replace("layers = 4\n", "layers = 8\n")
+            .replace("[model.dense]\nlayers = [1]\nffn = 128\n", "");
+        let spec = ModelSpec::from_toml_str(&text).unwrap();
+        let (pp, vp) = (2u64, 2u64);
+        let t = Training {
+            pp,
+            vp,
             ..Training::default()
         };
-        let err = training_memory(&spec, &vp).unwrap_err().to_string();
+        let mem = training_memory(&spec, &t).unwrap();
+        let first = &mem.stages[0];
+        assert_eq!(first.chunks, vec![[1, 2], [5, 6]]);
+        assert_eq!(mem.stages[1].chunks, vec![[3, 4], [7, 8]]);
+        assert_eq!(first.in_flight, 2 * (pp - 1) + (vp - 1) * pp + 1);
+        let chunk = divide(first.activations_per_micro_batch, vp).unwrap();
+        assert_eq!(
+            first.activations,
+            chunk.checked_mul(first.in_flight).unwrap()
+        );
+        // pp + (pp - 1)/vp micro-batches: 2.5 of the stage's.
+        assert_eq!(
+            first.activations,
+            divide(first.activations_per_micro_batch.checked_mul(5).unwrap(), 2).unwrap()
+        );
+        assert!(mem.pipeline_note.is_none(), "{:?}", mem.pipeline_note);
+    }
+
+    /// An uneven pipeline: the first and last stages hold what they are given, the others
+    /// split the rest; Megatron's rules refused by name.
+    #[test]
+    fn uneven_stages_follow_megatron() {
+        let text = SPEC
+            .replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
+            .replace("layers = 4\n", "layers = 9\n")
+            .replace("[model.dense]\nlayers = [1]\nffn = 128\n", "");
+        let spec = ModelSpec::from_toml_str(&text).unwrap();
+        let t = Training {
+            pp: 4,
+            first_stage_layers: Some(3),
+            last_stage_layers: Some(2),
+            ..Training::default()
+        };
+        let mem = training_memory(&spec, &t).unwrap();
+        let layers: Vec<[u64; 2]> = mem.stages.iter().map(|s| s.layers).collect();
+        assert_eq!(layers, vec![[1, 3], [4, 5], [6, 7], [8, 9]]);
+        for (first, last, field) in [
+            (Some(4), Some(2), "training.pp"),
+            (Some(8), Some(2), "training.first_stage_layers"),
+        ] {
+            let t = Training {
+                first_stage_layers: first,
+                last_stage_layers: last,
+                ..t
+            };
+            let err = training_memory(&spec, &t).unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        }
+        let t = Training { vp: 2, ..t };
+        let err = training_memory(&spec, &t).unwrap_err().to_string();
         assert!(err.contains("training.vp"), "{err}");
+    }
+
+    /// The Transformers policies are counted under data parallelism only.
+    #[test]
+    fn transformers_policies_take_data_parallelism_only() {
+        let text = SPEC
+            .replace("[model.loop]\nfirst = 2\nspan = 2\nrepeats = 2\n", "")
+            .replace(
+                "shared_gate = true\n",
+                "shared_gate = true\nrouter = \"softmax\"\n",
+            );
+        let mut spec = ModelSpec::from_toml_str(&text).unwrap();
+        spec.counting.activations = ActivationPolicy::TransformersSdpa;
+        let dp = Training {
+            dp: 4,
+            zero: 3,
+            ..Training::default()
+        };
+        assert!(training_memory(&spec, &dp).is_ok());
+        for (t, field) in [
+            (Training { tp: 2, ..dp }, "training.tp"),
+            (Training { pp: 2, ..dp }, "training.pp"),
+            (Training { ep: 2, ..dp }, "training.ep"),
+        ] {
+            let err = training_memory(&spec, &t).unwrap_err().to_string();
+            assert!(
+                err.contains(field) && err.contains("transformers-sdpa"),
+                "{err}"
+            );
+        }
     }
 
     /// Layouts that do not divide are refused, naming the field.
@@ -589,6 +795,14 @@ mean_doc_len = 16
                     ..Training::default()
                 },
                 "model.moe.experts",
+            ),
+            (
+                Training {
+                    etp: Some(64),
+                    dp: 64,
+                    ..Training::default()
+                },
+                "training.etp",
             ),
             (
                 Training {

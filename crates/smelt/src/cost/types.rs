@@ -374,6 +374,9 @@ pub struct Cost {
     /// Static and per-GPU training memory (only with `[training]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub training: Option<super::TrainingMemory>,
+    /// Whether the layout fits a card (only when one is asked for: `smelt cost --card`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<super::fit::FitReport>,
 }
 
 impl Cost {

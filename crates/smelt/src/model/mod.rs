@@ -43,6 +43,7 @@ pub mod capability;
 mod changes;
 mod knobs;
 mod mixer;
+mod recompute;
 mod stack;
 mod training;
 pub(crate) mod validate;
@@ -53,6 +54,7 @@ pub use changes::WorkloadChanges;
 pub use knobs::Knobs;
 pub(crate) use mixer::{Budget as MixerBudget, MixerWords, RecurrentBlock};
 pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
+pub use recompute::{RecomputeModule, RecomputeModules};
 pub use stack::{
     AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,
     Stack, TokenMixer,

@@ -4,8 +4,11 @@
 //! ```toml
 //! [training]            # every key optional; the defaults below
 //! tp = 1                # tensor parallelism (Megatron, with sequence parallelism)
-//! ep = 1                # expert parallelism (routed experts only; divides dp)
-//! pp = 1                # pipeline stages (layers split evenly; 1F1B schedule)
+//! ep = 1                # expert parallelism (routed experts only)
+//! etp = 1               # expert tensor parallelism (Megatron's expert_tensor_parallel_size)
+//! pp = 1                # pipeline stages (1F1B schedule)
+//! first_stage_layers = 4  # optional: layers of the first stage (uneven pipeline)
+//! last_stage_layers = 1   # optional: layers of the last stage (uneven pipeline)
 //! dp = 1                # data parallelism
 //! cp = 1                # context parallelism (the sequence split across cp GPUs)
 //! vp = 1                # virtual pipeline stages per GPU (interleaved 1F1B when > 1)
@@ -16,6 +19,21 @@
 //! master_bytes = 4      # fp32 master weights (0: none)
 //! optimizer_bytes = 8   # two fp32 Adam moments (0: SGD without momentum)
 //! ```
+//!
+//! The layout follows Megatron-Core's rules (megatron/core/parallel_state.py and
+//! transformer_config.py at the commit [`crate::cost::megatron`] pins): the GPUs of one
+//! pipeline stage, `tp · cp · dp`, are also cut as `etp · ep · edp` for the routed experts
+//! (`etp · ep` must divide `tp · cp · dp`; `edp` is the expert data-parallel group the
+//! distributed optimizer shards the expert parameters over). `etp` defaults to 1, as the
+//! Megatron-MoE model zoo's recipes set `--expert-tensor-parallel-size 1` (Megatron's own
+//! default, when the flag is absent, is `tp`: write `etp = tp` for it).
+//!
+//! Without `first_stage_layers` / `last_stage_layers` the layers are split evenly, `pp`
+//! dividing them; with either (Megatron's `decoder_first_pipeline_num_layers` /
+//! `decoder_last_pipeline_num_layers`) the first or last stage holds that many and the
+//! stages between split the rest evenly. With `vp > 1` each stage's layers are cut into
+//! `vp` equal chunks, interleaved across the stages as Megatron places them
+//! (`get_transformer_layer_offset`).
 //!
 //! The default recipe keeps `2 + 2 + 4 + 8 = 16` bytes per parameter, the count of
 //! Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter
@@ -34,13 +52,26 @@ pub struct Training {
     /// Tensor-parallel degree (with Megatron's sequence parallelism).
     #[serde(default = "one")]
     pub tp: u64,
-    /// Expert-parallel degree: the routed experts of a layer are split across `ep` GPUs of
-    /// the data-parallel group (it must divide `dp`).
+    /// Expert-parallel degree: the routed experts of a layer are split across `ep` GPUs
+    /// (`etp · ep` must divide `tp · cp · dp`).
     #[serde(default = "one")]
     pub ep: u64,
-    /// Pipeline stages: the physical layers are split evenly.
+    /// Expert tensor-parallel degree: each routed expert's width split across `etp` GPUs
+    /// (Megatron's `expert_tensor_parallel_size`); 1 when not given. Written only when
+    /// given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etp: Option<u64>,
+    /// Pipeline stages: the physical layers are split evenly, or as `first_stage_layers` /
+    /// `last_stage_layers` say.
     #[serde(default = "one")]
     pub pp: u64,
+    /// Layers of the first pipeline stage (Megatron's `decoder_first_pipeline_num_layers`);
+    /// the stages between the first and the last split the others evenly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_stage_layers: Option<u64>,
+    /// Layers of the last pipeline stage (Megatron's `decoder_last_pipeline_num_layers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_stage_layers: Option<u64>,
     /// Data-parallel degree.
     #[serde(default = "one")]
     pub dp: u64,
@@ -95,7 +126,10 @@ impl Default for Training {
         Self {
             tp: 1,
             ep: 1,
+            etp: None,
             pp: 1,
+            first_stage_layers: None,
+            last_stage_layers: None,
             dp: 1,
             cp: 1,
             vp: 1,
@@ -157,6 +191,18 @@ impl Training {
         self.dp.saturating_mul(self.cp)
     }
 
+    /// The expert tensor-parallel degree (1 when not given).
+    pub fn etp(&self) -> u64 {
+        self.etp.unwrap_or(1)
+    }
+
+    /// The expert data-parallel group the distributed optimizer shards the routed experts'
+    /// parameters over: `tp · cp · dp / (etp · ep)` GPUs.
+    pub fn edp(&self) -> u64 {
+        let pool = self.tp.saturating_mul(self.dp_cp());
+        pool / self.etp().saturating_mul(self.ep).max(1)
+    }
+
     /// Checks every field on its own.
     pub fn validate(&self) -> Result<()> {
         positive("training.tp", self.tp, MAX_COUNT)?;
@@ -181,15 +227,37 @@ impl Training {
                 format!("must be a ZeRO stage, 0 to 3; got {}", self.zero),
             ));
         }
-        if !self.dp_cp().is_multiple_of(self.ep) {
+        if let Some(etp) = self.etp {
+            positive("training.etp", etp, MAX_COUNT)?;
+        }
+        let pool = self.tp.saturating_mul(self.dp_cp());
+        let experts = self.etp().saturating_mul(self.ep);
+        if !pool.is_multiple_of(experts) {
             return Err(Error::invalid(
                 "training.ep",
                 format!(
-                    "must divide training.dp · training.cp ({}); got {}",
-                    self.dp_cp(),
+                    "training.etp · training.ep ({} · {} = {experts}) must divide training.tp · \
+                     training.dp · training.cp ({pool}): Megatron-Core cuts a stage's GPUs into \
+                     expert tensor-, expert- and expert data-parallel groups \
+                     (parallel_state.initialize_model_parallel)",
+                    self.etp(),
                     self.ep
                 ),
             ));
+        }
+        for (field, v) in [
+            ("training.first_stage_layers", self.first_stage_layers),
+            ("training.last_stage_layers", self.last_stage_layers),
+        ] {
+            if let Some(v) = v {
+                positive(field, v, MAX_COUNT)?;
+                if self.pp == 1 {
+                    return Err(Error::invalid(
+                        field,
+                        format!("an uneven pipeline needs pp > 1; got {v} layers with pp = 1"),
+                    ));
+                }
+            }
         }
         bytes_in(
             "training.weight_bytes",
@@ -212,16 +280,17 @@ impl Training {
         )
     }
 
-    /// Checks that the layout splits `model`: `tp` divides the heads, key/value heads and
-    /// every FFN width (and the vocabulary when the model has one), `ep` the routed experts,
-    /// `pp` the physical layers.
+    /// Checks that the layout splits `model`: `tp` divides the heads, key/value heads, the
+    /// shared and dense FFN widths (and the vocabulary when the model has one), `etp` the
+    /// expert width, `ep` the routed experts, and the pipeline its physical layers
+    /// ([`Training::stage_chunks`]).
     pub fn validate_for(&self, model: &Model) -> Result<()> {
         self.validate()?;
         divides("training.tp", self.tp, "model.heads", model.heads)?;
         divides("training.tp", self.tp, "model.kv_heads", model.kv_heads)?;
         divides(
-            "training.tp",
-            self.tp,
+            "training.etp",
+            self.etp(),
             "model.moe.expert_ffn",
             model.moe.expert_ffn,
         )?;
@@ -241,13 +310,107 @@ impl Training {
             "model.moe.experts",
             model.moe.experts,
         )?;
-        divides("training.pp", self.pp, "model.layers", model.layers)?;
-        divides(
-            "training.vp",
-            self.vp,
-            "the layers per pipeline stage",
-            model.layers / self.pp,
-        )
+        self.stage_chunks(model.layers).map(|_| ())
+    }
+
+    /// The physical layers of each pipeline stage, as Megatron-Core places them: per stage,
+    /// its `vp` model chunks in order, each a range `[first, last]` of 1-based layers
+    /// (`get_transformer_layer_offset`). Even: `L / (pp · vp)` layers per chunk, chunk `c` of
+    /// stage `s` (0-based) starting after `c · L / vp + s · L / (pp · vp)` layers. Uneven:
+    /// the first and last stages hold `first_stage_layers` / `last_stage_layers`, the `m`
+    /// stages between split the other `M` layers evenly, and chunk `c` of stage `s > 0`
+    /// starts after `c · (f + M + l) / vp + f / vp + (s − 1) · M / (vp · m)` layers
+    /// (`f`, `l` 0 when not given). The rules are Megatron's (`TransformerConfig`): each
+    /// stage's layer count a multiple of `vp`, the middle layers a multiple of the middle
+    /// stages, and middle layers only with middle stages.
+    pub fn stage_chunks(&self, layers: u64) -> Result<Vec<Vec<[u64; 2]>>> {
+        let (pp, vp) = (self.pp, self.vp);
+        let (first, last) = (self.first_stage_layers, self.last_stage_layers);
+        let uneven = first.is_some() || last.is_some();
+        let (f, l) = (first.unwrap_or(0), last.unwrap_or(0));
+        if !uneven {
+            divides("training.pp", pp, "model.layers", layers)?;
+            divides(
+                "training.vp",
+                vp,
+                "the layers per pipeline stage",
+                layers / pp,
+            )?;
+        } else {
+            let middle_stages = pp - u64::from(first.is_some()) - u64::from(last.is_some());
+            let middle = layers.checked_sub(f + l).ok_or_else(|| {
+                Error::invalid(
+                    "training.first_stage_layers",
+                    format!(
+                        "the first and last stages' layers ({f} + {l}) exceed model.layers ({layers})"
+                    ),
+                )
+            })?;
+            if (middle == 0) != (middle_stages == 0) {
+                return Err(Error::invalid(
+                    "training.pp",
+                    format!(
+                        "{middle} layers are left for {middle_stages} stages between the first and \
+                         the last: Megatron needs middle layers exactly when there are middle stages"
+                    ),
+                ));
+            }
+            if middle_stages > 0 && !middle.is_multiple_of(middle_stages) {
+                return Err(Error::invalid(
+                    "training.pp",
+                    format!(
+                        "the {middle_stages} stages between the first and the last must split the \
+                         other {middle} layers evenly (model.layers {layers} − {f} first − {l} last)"
+                    ),
+                ));
+            }
+            for (field, n) in [
+                ("training.first_stage_layers", first),
+                ("training.last_stage_layers", last),
+            ] {
+                if let Some(n) = n {
+                    divides("training.vp", vp, field, n)?;
+                }
+            }
+            if middle_stages > 0 {
+                divides(
+                    "training.vp",
+                    vp,
+                    "the layers per middle stage",
+                    middle / middle_stages,
+                )?;
+            }
+        }
+        let middle_stages = pp - u64::from(first.is_some()) - u64::from(last.is_some());
+        let per_middle = if uneven {
+            (layers - f - l).checked_div(middle_stages).unwrap_or(0)
+        } else {
+            layers / pp
+        };
+        // Layers of stage `s` (0-based) and where its chunk `c` starts.
+        let count = |s: u64| match (first, last) {
+            (Some(f), _) if s == 0 => f,
+            (_, Some(l)) if s == pp - 1 => l,
+            _ => per_middle,
+        };
+        let start = |s: u64, c: u64| {
+            let all = c * (layers / vp);
+            if !uneven {
+                all + s * count(s) / vp
+            } else if s == 0 {
+                all
+            } else {
+                let middle_rank = if first.is_some() { s - 1 } else { s };
+                all + f / vp + middle_rank * per_middle / vp
+            }
+        };
+        Ok((0..pp)
+            .map(|s| {
+                (0..vp)
+                    .map(|c| [start(s, c) + 1, start(s, c) + count(s) / vp])
+                    .collect()
+            })
+            .collect())
     }
 }
 

@@ -548,6 +548,18 @@ impl ModelSpec {
                 "must be 1 to 8 (bytes per saved activation element)",
             ));
         }
+        if !self.counting.recompute_modules.is_default()
+            && self.counting.activations != super::ActivationPolicy::MegatronSelective
+        {
+            return Err(Error::invalid(
+                "counting.recompute_modules",
+                format!(
+                    "is read by the megatron-selective policy only; the activations policy is {} \
+                     (set activations = \"megatron-selective\", or leave the modules out)",
+                    self.counting.activations
+                ),
+            ));
+        }
         if let Some(t) = &self.training {
             t.validate_for(&self.model)?;
             if self.counting.mtp && self.model.mtp_layers > 0 {

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::is_false;
+use super::recompute::RecomputeModules;
 use crate::error::{Error, Result};
 use crate::names::named_enum;
 
@@ -118,11 +119,17 @@ pub struct Counting {
     #[serde(default, skip_serializing_if = "KvCount::is_per_token")]
     pub kv: KvCount,
     /// What the activations budget counts: the bytes per token a training step saves for
-    /// the backward pass under this execution policy (`flash`, the default; `eager`,
-    /// `selective` or `full`: the lower bounds; `transformers-eager` or `transformers-sdpa`:
-    /// what that stack saves).
-    #[serde(default, skip_serializing_if = "ActivationPolicy::is_flash")]
+    /// the backward pass under this execution policy (`megatron`, the default: Megatron-Core
+    /// with Transformer Engine, no recomputation; `megatron-selective` with
+    /// `recompute_modules`, `megatron-full`; `transformers-eager` or `transformers-sdpa`;
+    /// `unfused-eager`, `-flash`, `-selective`, `-full`: what an op-by-op step needs, a
+    /// lower bound for unfused stacks).
+    #[serde(default, skip_serializing_if = "ActivationPolicy::is_default")]
     pub activations: ActivationPolicy,
+    /// The submodules `megatron-selective` recomputes (Megatron-Core's `recompute_modules`;
+    /// default `["core_attn"]`, Megatron's). Read by `megatron-selective` only.
+    #[serde(default, skip_serializing_if = "RecomputeModules::is_default")]
+    pub recompute_modules: RecomputeModules,
     /// Bytes per element of a saved activation (2: bf16 or fp16).
     #[serde(
         default = "default_activation_bytes",
@@ -138,7 +145,8 @@ impl Default for Counting {
             lm_head: false,
             mtp: false,
             kv: KvCount::PerToken,
-            activations: ActivationPolicy::Flash,
+            activations: ActivationPolicy::Megatron,
+            recompute_modules: RecomputeModules::default(),
             activation_bytes: default_activation_bytes(),
         }
     }
@@ -157,44 +165,75 @@ named_enum! {
     /// memory, [`crate::cost::memory`]).
     #[derive(Default)]
     pub enum ActivationPolicy: "activation policy" {
-        /// A plain PyTorch step: every op saves what its backward reads, attention
-        /// probabilities included (one row per query, as long as its document).
-        Eager = "eager",
-        /// Attention as a fused kernel: it saves its output and log-sum-exp, not the
-        /// probabilities.
-        #[default]
-        Flash = "flash",
-        /// Megatron's selective recomputation: the attention core is recomputed, its inputs
-        /// and output kept.
-        Selective = "selective",
-        /// Full recomputation: only each layer execution's input is kept.
-        Full = "full",
+        /// Unfused: a plain PyTorch step where every op saves what its backward reads,
+        /// attention probabilities included (one row per query, as long as its document).
+        Eager = "unfused-eager" | "eager",
+        /// Unfused, but for attention as a fused kernel, which saves its output and
+        /// log-sum-exp, not the probabilities.
+        Flash = "unfused-flash" | "flash",
+        /// Unfused, with the attention core recomputed, its inputs and output kept.
+        Selective = "unfused-selective" | "selective",
+        /// Unfused, with every layer execution recomputed: only its input is kept.
+        Full = "unfused-full" | "full",
         /// What a Transformers 5.24 training step saves with eager attention and eager
         /// experts, tensor by tensor ([`crate::cost::transformers`]).
         TransformersEager = "transformers-eager",
         /// What a Transformers 5.24 training step saves with its defaults: SDPA attention
         /// and `grouped_mm` experts ([`crate::cost::transformers`]).
         TransformersSdpa = "transformers-sdpa",
+        /// What Megatron-Core with Transformer Engine saves, tensor by tensor, with no
+        /// recomputation ([`crate::cost::megatron`]).
+        #[default]
+        Megatron = "megatron",
+        /// Megatron-Core with `recompute_granularity = "selective"` and `[counting]
+        /// recompute_modules` ([`crate::cost::megatron`]).
+        MegatronSelective = "megatron-selective",
+        /// Megatron-Core with `recompute_granularity = "full"` (`recompute_method =
+        /// "uniform"`, `recompute_num_layers = 1`): each layer's input
+        /// ([`crate::cost::megatron`]).
+        MegatronFull = "megatron-full",
     }
 }
 
 impl ActivationPolicy {
-    fn is_flash(&self) -> bool {
-        *self == ActivationPolicy::Flash
+    fn is_default(&self) -> bool {
+        *self == ActivationPolicy::default()
     }
 
-    /// The lower-bound counts ([`crate::cost::memory`]), which every model's report shows.
-    pub const LOWER_BOUNDS: &'static [ActivationPolicy] = &[
+    /// The unfused counts ([`crate::cost::memory`]), which every model's report shows: a
+    /// lower bound for a step whose every op saves what its own backward reads (not for
+    /// fused kernels that recompute elementwise ops, as Megatron-Core's).
+    pub const UNFUSED: &'static [ActivationPolicy] = &[
         ActivationPolicy::Eager,
         ActivationPolicy::Flash,
         ActivationPolicy::Selective,
         ActivationPolicy::Full,
     ];
 
-    /// Whether the policy is a stack's count ([`crate::cost::transformers`]), not a lower
-    /// bound.
+    /// The Megatron-Core policies ([`crate::cost::megatron`]).
+    pub const MEGATRON: &'static [ActivationPolicy] = &[
+        ActivationPolicy::Megatron,
+        ActivationPolicy::MegatronSelective,
+        ActivationPolicy::MegatronFull,
+    ];
+
+    /// Whether the policy is a stack's count ([`crate::cost::transformers`],
+    /// [`crate::cost::megatron`]), not an unfused one.
     pub fn is_stack(self) -> bool {
-        !Self::LOWER_BOUNDS.contains(&self)
+        !Self::UNFUSED.contains(&self)
+    }
+
+    /// Whether the policy is one of Megatron-Core's.
+    pub fn is_megatron(self) -> bool {
+        Self::MEGATRON.contains(&self)
+    }
+
+    /// Whether the policy is one of Transformers'.
+    pub fn is_transformers(self) -> bool {
+        matches!(
+            self,
+            ActivationPolicy::TransformersEager | ActivationPolicy::TransformersSdpa
+        )
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::{Document, Field, Report, Table, cost_row, group_digits, percent, short};
 use crate::cost::{Comparison, Cost, TrainingMemory};
-use crate::model::{ActivationPolicy, KvCount};
+use crate::model::KvCount;
 use crate::units::{ActivationBytes, Flops};
 
 /// FLOPs with digit groups, and three decimals when not whole.
@@ -231,25 +231,31 @@ impl Rows {
             self.push(
                 "activations/token (bytes)",
                 Field::text("not counted"),
-                format!("refused for {field}"),
+                format!("{} refuses {field}", a.budget.as_str()),
             );
-            return;
+        } else {
+            self.push(
+                "activations/token (bytes)",
+                field(budget),
+                format!("{}-byte", a.activation_bytes),
+            );
         }
-        self.push(
-            "activations/token (bytes)",
-            field(budget),
-            format!("{}, {}-byte", a.budget.as_str(), a.activation_bytes),
-        );
         for p in &a.policies {
-            let label = match p.policy {
-                ActivationPolicy::Eager => "  eager",
-                ActivationPolicy::Flash => "  flash",
-                ActivationPolicy::Selective => "  selective",
-                ActivationPolicy::Full => "  full",
-                ActivationPolicy::TransformersEager => "  transformers-eager",
-                ActivationPolicy::TransformersSdpa => "  transformers-sdpa",
+            // The budget's row says so; megatron-selective's its modules.
+            let (label, approx) = if p.policy != a.budget {
+                (format!("  {}", p.policy), short(p.per_token.as_f64()))
+            } else if p.policy == crate::model::ActivationPolicy::MegatronSelective {
+                (
+                    format!("  {} (budget)", p.policy),
+                    format!("[{}]", a.recompute_modules.unwrap_or_default().names()),
+                )
+            } else {
+                (
+                    format!("  {} (budget)", p.policy),
+                    short(p.per_token.as_f64()),
+                )
             };
-            self.push(label, field(p.per_token), short(p.per_token.as_f64()));
+            self.push(label, field(p.per_token), approx);
         }
     }
 
@@ -275,30 +281,28 @@ impl Rows {
             count(m.static_bytes.0),
             short(m.static_bytes.as_f64()),
         );
+        let vp = if t.vp > 1 {
+            format!(" vp {}", t.vp)
+        } else {
+            String::new()
+        };
         self.push(
             "layout (GPUs)",
             count(m.gpus),
             format!(
-                "tp {} ep {} pp {} dp {}, ZeRO-{}, micro-batch {}",
-                t.tp, t.ep, t.pp, t.dp, t.zero, t.micro_batch
+                "tp {} etp {} ep {} pp {}{vp} cp {} dp {}, ZeRO-{}, micro-batch {}",
+                t.tp,
+                t.etp(),
+                t.ep,
+                t.pp,
+                t.cp,
+                t.dp,
+                t.zero,
+                t.micro_batch
             ),
         );
         for st in &m.stages {
-            let s = st.stage;
-            self.push(
-                format!("  stage {s} static/GPU (bytes)"),
-                count(st.static_bytes.0),
-                format!("layers {}-{}", st.layers[0], st.layers[1]),
-            );
-            self.push(
-                format!("  stage {s} activations/GPU (bytes)"),
-                field(st.activations),
-                format!(
-                    "{} x {} in flight",
-                    short(st.activations_per_micro_batch.as_f64()),
-                    st.in_flight
-                ),
-            );
+            self.stage(st, t.vp);
         }
         self.push(
             PEAK,
@@ -310,6 +314,82 @@ impl Rows {
                 m.policy.as_str()
             ),
         );
+    }
+
+    /// One pipeline stage's rows.
+    fn stage(&mut self, st: &crate::cost::StageMemory, vp: u64) {
+        let field = |v: ActivationBytes| Field::shown(activation_bytes(v), v.as_f64());
+        let s = st.stage;
+        self.push(
+            format!("  stage {s} static/GPU (bytes)"),
+            count(st.static_bytes.0),
+            format!("layers {}-{}", st.layers[0], st.layers[1]),
+        );
+        let flight = if vp > 1 {
+            format!(
+                "{} chunk forwards in flight ({}/micro-batch)",
+                st.in_flight,
+                short(st.activations_per_micro_batch.as_f64())
+            )
+        } else {
+            format!(
+                "{} x {} in flight",
+                short(st.activations_per_micro_batch.as_f64()),
+                st.in_flight
+            )
+        };
+        self.push(
+            format!("  stage {s} activations/GPU (bytes)"),
+            field(st.activations),
+            flight,
+        );
+        let transient = st
+            .recompute_transient
+            .checked_add(st.dispatch_transient)
+            .ok();
+        if let Some(tr) = transient.filter(|t| *t != ActivationBytes::ZERO) {
+            self.push(
+                format!("  stage {s} transients/GPU (bytes)"),
+                field(tr),
+                format!(
+                    "recompute {} + dispatch {}",
+                    short(st.recompute_transient.as_f64()),
+                    short(st.dispatch_transient.as_f64())
+                ),
+            );
+        }
+        if st.optimizer_step.0 > 0 {
+            self.push(
+                format!("  stage {s} optimizer step/GPU (bytes)"),
+                count(st.optimizer_step.0),
+                "fp32 copy of the shard's gradients".to_owned(),
+            );
+        }
+    }
+
+    /// The verdict on a card and the knobs that would make it fit.
+    fn fit(&mut self, f: &crate::cost::fit::FitReport) {
+        let gb = |x: f64| format!("{:.2} GB", x / 1e9);
+        let verdict = if f.fits { "fits" } else { "does not fit" };
+        self.push(
+            format!("fits {} ({})", f.card, gb(f.card_bytes)),
+            Field::text(verdict),
+            format!(
+                "peak {} (stage {}), {} {}",
+                gb(f.peak_bytes),
+                f.peak_stage,
+                gb(f.margin_bytes.abs()),
+                if f.fits { "free" } else { "over" }
+            ),
+        );
+        for k in &f.knobs {
+            let verdict = if k.fits { "fits" } else { "too big" };
+            self.push(
+                format!("  {}: {verdict}", k.knob),
+                count(k.peak_bytes as u64),
+                k.setting.clone(),
+            );
+        }
     }
 
     fn attention(&mut self, c: &Cost) {
@@ -397,6 +477,9 @@ fn rows(c: &Cost, all: bool, extras: Extras) -> Vec<Row> {
     r.activations(c);
     if let Some(t) = &c.training {
         r.training(t);
+    }
+    if let Some(f) = &c.fit {
+        r.fit(f);
     }
     r.attention(c);
     r.sparsity(c);

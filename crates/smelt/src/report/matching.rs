@@ -51,7 +51,7 @@ impl MatchReport {
                 _ => term_label(term).quantity,
             };
             let values = match term {
-                _ if !term.counted_for(&self.baseline.model) => None,
+                _ if !term.counted_for(&self.baseline.model, &self.baseline.counting) => None,
                 Term::Budget(kind) => Some((exact(b, kind), exact(l, kind))),
                 Term::Time => self.predicted_time.as_ref().map(|p| {
                     (
@@ -233,7 +233,7 @@ impl MatchReport {
     /// activations of recurrent layers or Gemma 4's pieces), the predicted time with them.
     fn shown_terms(&self) -> Vec<Term> {
         (self.terms())
-            .filter(|t| t.counted_for(&self.baseline.model))
+            .filter(|t| t.counted_for(&self.baseline.model, &self.baseline.counting))
             .collect()
     }
 

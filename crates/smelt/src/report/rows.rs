@@ -11,7 +11,7 @@
 use super::short;
 use super::{Document, Field, NOT_CHECKED, Report, SHAPE_COLUMNS, Table, label};
 use crate::cost::{BudgetKind, PeakPair, PerBudget, Ratios};
-use crate::model::Model;
+use crate::model::{Model, ModelSpec};
 use crate::study::{GridCell, GridReport, SweepReport};
 
 fn arrow((a, b): (u64, u64)) -> Field {
@@ -101,8 +101,8 @@ fn budget_columns(name: fn(label::Label) -> String) -> impl Iterator<Item = Stri
 
 /// The ratio per budget of a row whose Baseline is `base`: `n/a` for a budget the model
 /// does not count (both values 0, their ratio meaningless).
-fn ratios<'a>(r: &'a Ratios, base: &Model) -> impl Iterator<Item = Field> + 'a {
-    let counted = PerBudget::from_fn(|k| k.counted_for(base));
+fn ratios<'a>(r: &'a Ratios, base: &ModelSpec) -> impl Iterator<Item = Field> + 'a {
+    let counted = PerBudget::from_fn(|k| k.counted_for(&base.model, &base.counting));
     r.iter().map(move |(k, x)| match counted[k] {
         false => Field::text("n/a"),
         true => Field::ratio(*x),
@@ -384,7 +384,7 @@ impl Report for GridReport {
             ];
             r.extend(shape(&c.baseline.model, &c.looped.model));
             r.extend(mixer.then(|| mixer_field(&c.baseline.model, &c.looped.model)));
-            r.extend(ratios(&c.ratios, &c.baseline.model));
+            r.extend(ratios(&c.ratios, &c.baseline));
             r.extend(peak.then(|| peak_field(c.peak_per_gpu.as_ref())));
             r.push(Field::shown(format!("{:.4}", c.score[0]), c.score[0]));
             r.push(verdict(c, BudgetKind::as_str));
@@ -456,7 +456,7 @@ impl Report for GridReport {
             let mut r = vec![Field::text(format!("{} {}", c.scale, c.sparsity_label))];
             r.extend(changed_shape(&c.baseline.model, &c.looped.model, changed));
             r.extend(mixer.then(|| mixer_field(&c.baseline.model, &c.looped.model)));
-            r.extend(ratios(&c.ratios, &c.baseline.model));
+            r.extend(ratios(&c.ratios, &c.baseline));
             r.extend(peak.then(|| peak_field(c.peak_per_gpu.as_ref())));
             r.push(verdict(c, |k| label(k).letter));
             r.extend(timed.then(|| time_field(c)));
@@ -537,7 +537,7 @@ impl Report for SweepReport {
             ];
             out.extend(shape(base, &r.looped.model));
             out.extend(mixer.then(|| mixer_field(base, &r.looped.model)));
-            out.extend(ratios(&r.ratios, base));
+            out.extend(ratios(&r.ratios, &self.baseline));
             out.extend(peak.then(|| peak_field(r.peak_per_gpu.as_ref())));
             out.push(Field::share(r.sparsity.looped));
             out.push(yes_no(r.within_tolerance));
@@ -569,7 +569,7 @@ impl Report for SweepReport {
             let mut out = vec![Field::text(r.value.to_string())];
             out.extend(changed_shape(base, &r.looped.model, changed));
             out.extend(mixer.then(|| mixer_field(base, &r.looped.model)));
-            out.extend(ratios(&r.ratios, base));
+            out.extend(ratios(&r.ratios, &self.baseline));
             out.extend(peak.then(|| peak_field(r.peak_per_gpu.as_ref())));
             out.push(yes_no(r.within_tolerance));
             t.rows.push(out);

@@ -6,11 +6,13 @@
 //! At a fixed hidden size `H` (with the loop, the dense layers and the shared experts
 //! fixed, their widths tied to `H`), every budget is
 //!
-//! `c1 + cf·f + cq·q + ckv·kv + cd·d + ch·heads + ce·E + cfe·f·E`
+//! `c1 + cf·f + cq·q + ckv·kv + cd·d + ch·heads + cg·kv_heads + ce·E + cfe·f·E`
 //!
 //! in the expert width `f`, the query width `q = heads·head_dim`, the key width
 //! `kv = kv_heads·head_dim`, the head width `d` (per-head q/k norms), the number of query
-//! heads (attention sinks, and the activations' per-head rows or log-sum-exp) and the expert count `E` (the experts' weights are the one
+//! heads (attention sinks, and the activations' per-head rows or log-sum-exp), the number
+//! of key/value heads (the fp32 row per key head of a per-head key norm that the stacks'
+//! activations count) and the expert count `E` (the experts' weights are the one
 //! product term). The coefficients are exact integers, read off seven cost-model
 //! evaluations (eight with sinks), and checked at one more point that changes every knob: a cost model that
 //! ever stopped being of this form would be reported as an error, not searched on.
@@ -36,7 +38,7 @@ use crate::model::{ActivationPolicy, Counting, Loop, Mixer};
 
 use super::{Point, looped_model};
 
-/// `c1 + cf·f + cq·q + ckv·kv + cd·d + ch·heads + ce·E + cfe·f·E`.
+/// `c1 + cf·f + cq·q + ckv·kv + cd·d + ch·heads + cg·kv_heads + ce·E + cfe·f·E`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Linear {
     c1: i128,
@@ -45,6 +47,7 @@ pub(crate) struct Linear {
     ckv: i128,
     cd: i128,
     ch: i128,
+    cg: i128,
     ce: i128,
     cfe: i128,
 }
@@ -73,6 +76,8 @@ pub(crate) struct Knobs {
     pub d: u64,
     /// Query heads (GQA; with MLA `q` is the heads and this is 0).
     pub h: u64,
+    /// Key/value heads (GQA; 0 with MLA).
+    pub g: u64,
     pub e: u64,
 }
 
@@ -86,6 +91,7 @@ impl Linear {
             + self.ckv * k.kv as i128
             + self.cd * k.d as i128
             + self.ch * k.h as i128
+            + self.cg * k.g as i128
             + self.ce * e
             + self.cfe * f * e
     }
@@ -95,7 +101,9 @@ impl Linear {
     /// allowed when `offset` says the model has one (MLA's RoPE key, a hybrid's recurrent
     /// state in the cache at the context).
     pub fn kv_form(&self, offset: bool) -> Result<(i128, i128)> {
-        let others = [self.cf, self.cq, self.cd, self.ch, self.ce, self.cfe];
+        let others = [
+            self.cf, self.cq, self.cd, self.ch, self.cg, self.ce, self.cfe,
+        ];
         if others.iter().any(|&c| c != 0) || (!offset && self.c1 != 0) {
             return Err(Error::Internal {
                 message: format!("a KV count that is not linear in the key width: {self:?}"),
@@ -151,7 +159,7 @@ impl Linear {
             (self.c1 + self.ckv * width, self.cq + self.cd * width)
         } else {
             (
-                self.c1 + self.ckv * kv_heads * width + self.cd * width,
+                self.c1 + self.ckv * kv_heads * width + self.cd * width + self.cg * kv_heads,
                 self.cq * width + self.ch,
             )
         };
@@ -312,7 +320,8 @@ impl AtHidden {
 
     /// Whether a term counts query heads apart from the query width: GQA with sinks, or
     /// with an activations policy that saves something per head (eager's rows of
-    /// probabilities, flash's log-sum-exp).
+    /// probabilities, flash's log-sum-exp, a fused attention's statistics and per-head q/k
+    /// norms' fp32 rows under Megatron-Core).
     pub fn heads_term(budget: &Budget) -> bool {
         let b = budget.baseline();
         let per_head = matches!(
@@ -321,15 +330,35 @@ impl AtHidden {
                 | ActivationPolicy::Flash
                 | ActivationPolicy::TransformersEager
                 | ActivationPolicy::TransformersSdpa
+                | ActivationPolicy::Megatron
+                | ActivationPolicy::MegatronSelective
         );
         let stack = budget.baseline_stack();
         crate::budget::mla_of(stack).is_none() && (stack.counts_per_head() || per_head)
     }
 
+    /// Whether a term counts key/value heads apart from the key width: a per-head key norm
+    /// under a stack's activations policy (its fp32 row per key head).
+    pub fn kv_heads_term(budget: &Budget) -> bool {
+        let b = budget.baseline();
+        let rows = matches!(
+            b.counting.activations,
+            ActivationPolicy::TransformersEager
+                | ActivationPolicy::TransformersSdpa
+                | ActivationPolicy::Megatron
+                | ActivationPolicy::MegatronSelective
+        );
+        rows && Self::heads_term(budget)
+            && (budget.baseline_stack().attention())
+                .any(|(a, _)| a.qk_norm == crate::model::QkNorm::PerHead)
+    }
+
     /// Reads the coefficients off the cost model at `hidden` (eight evaluations, nine with
-    /// attention sinks).
+    /// attention sinks, ten with a key/value-heads term).
     pub fn new(eval: &Eval, hidden: u64) -> Result<Self> {
-        let (f0, e0) = (1u64, eval.budget.baseline().model.moe.top_k);
+        // Two experts at least: a stack's MoE dispatch sorts tokens by local expert only
+        // when there is more than one, a step the coefficients must not straddle.
+        let (f0, e0) = (1u64, eval.budget.baseline().model.moe.top_k.max(2));
         let mla = crate::budget::mla_of(eval.budget.baseline_stack()).is_some();
         let v = |shape| eval.at(eval.point(hidden, shape));
         // One knob changed at a time from `s0`.
@@ -378,15 +407,26 @@ impl AtHidden {
         // GQA with sinks (parameters per query head): heads 2, width 2 (q 1 -> 4, kv and d
         // 1 -> 2), to separate q from heads. Without sinks no term counts heads (the check
         // below would say so if one did).
-        let ph = if Self::heads_term(eval.budget) {
-            Some(v(Shape {
-                heads: 2,
-                width: 2,
-                ..s0
-            })?)
-        } else {
-            None
-        };
+        let ph = (Self::heads_term(eval.budget))
+            .then(|| {
+                v(Shape {
+                    heads: 2,
+                    width: 2,
+                    ..s0
+                })
+            })
+            .transpose()?;
+        // Key/value heads apart from the key width: heads 2, kv_heads 2, width 2.
+        let pg = (Self::kv_heads_term(eval.budget) && !mla)
+            .then(|| {
+                v(Shape {
+                    heads: 2,
+                    kv_heads: 2,
+                    width: 2,
+                    ..s0
+                })
+            })
+            .transpose()?;
         let probes = Probes {
             p0,
             pf,
@@ -396,11 +436,19 @@ impl AtHidden {
             pkv,
             pd,
             ph,
+            pg,
         };
         let at = Self {
             hidden,
             budgets: PerBudget::from_fn(|i| probes.solve(i, (f0, e0), mla)),
         };
+        at.check(eval, (f0, e0), mla)?;
+        Ok(at)
+    }
+
+    /// The check of the coefficients read around `(f0, e0)`: every knob changed at once.
+    fn check(&self, eval: &Eval, (f0, e0): (u64, u64), mla: bool) -> Result<()> {
+        let (hidden, v) = (self.hidden, |shape| eval.at(eval.point(self.hidden, shape)));
         // The check: every knob changed at once.
         let check = Shape {
             expert_ffn: f0 + 3,
@@ -411,7 +459,7 @@ impl AtHidden {
         };
         let want = v(check)?;
         let k = Knobs::of(mla, check);
-        let got = at.budgets.map(|l| l.at(k));
+        let got = self.budgets.map(|l| l.at(k));
         if got != want {
             return Err(Error::Internal {
                 message: format!(
@@ -420,7 +468,7 @@ impl AtHidden {
                 ),
             });
         }
-        Ok(at)
+        Ok(())
     }
 }
 
@@ -437,6 +485,9 @@ struct Probes {
     pd: PerBudget<i128>,
     /// Heads and width (GQA with a per-head term only, [`AtHidden::heads_term`]).
     ph: Option<PerBudget<i128>>,
+    /// Heads, key/value heads and width (GQA with a key/value-heads term only,
+    /// [`AtHidden::kv_heads_term`]).
+    pg: Option<PerBudget<i128>>,
 }
 
 impl Probes {
@@ -447,30 +498,38 @@ impl Probes {
         let (f0, e0) = (f0 as i128, e0 as i128);
         let cf = self.pf[i] - self.p0[i] - cfe * e0;
         let ce = self.pe[i] - self.p0[i] - cfe * f0;
-        let (cq, ckv, cd, ch) = if mla {
+        let (cq, ckv, cd, ch, cg) = if mla {
             let (a, b, c) = (
                 self.pq[i] - self.p0[i],
                 self.pkv[i] - self.p0[i],
                 self.pd[i] - self.p0[i],
             );
             let cd = c - a - b;
-            (a - cd, b - cd, cd, 0)
+            (a - cd, b - cd, cd, 0, 0)
         } else if let Some(ph) = self.ph {
-            // pq - p0 = cq + ch; pd - p0 = cq + ckv + cd; ph - p0 = 3cq + ckv + cd + ch.
+            // pq - p0 = cq + ch; pd - p0 = cq + ckv + cd; ph - p0 = 3cq + ckv + cd + ch;
+            // pkv - pq = ckv + cg; pg - ph = 2ckv + cg.
             let (a, dd, x) = (
                 self.pq[i] - self.p0[i],
                 self.pd[i] - self.p0[i],
                 ph[i] - self.p0[i],
             );
             let cq = x - dd - a;
-            let ckv = self.pkv[i] - self.pq[i];
-            (cq, ckv, dd - cq - ckv, a - cq)
+            let kv_step = self.pkv[i] - self.pq[i];
+            let (ckv, cg) = match self.pg {
+                Some(pg) => {
+                    let ckv = pg[i] - ph[i] - kv_step;
+                    (ckv, kv_step - ckv)
+                }
+                None => (kv_step, 0),
+            };
+            (cq, ckv, dd - cq - ckv, a - cq, cg)
         } else {
             let cq = self.pq[i] - self.p0[i];
             let ckv = self.pkv[i] - self.pq[i];
-            (cq, ckv, self.pd[i] - self.pkv[i], 0)
+            (cq, ckv, self.pd[i] - self.pkv[i], 0, 0)
         };
-        let c1 = self.p0[i] - cf * f0 - cq - ckv - cd - ch - ce * e0 - cfe * f0 * e0;
+        let c1 = self.p0[i] - cf * f0 - cq - ckv - cd - ch - cg - ce * e0 - cfe * f0 * e0;
         Linear {
             c1,
             cf,
@@ -478,6 +537,7 @@ impl Probes {
             ckv,
             cd,
             ch,
+            cg,
             ce,
             cfe,
         }
@@ -502,6 +562,7 @@ impl Knobs {
                 kv: d,
                 d: heads * d,
                 h: 0,
+                g: 0,
                 e,
             }
         } else {
@@ -511,6 +572,7 @@ impl Knobs {
                 kv: kv_heads * d,
                 d,
                 h: heads,
+                g: kv_heads,
                 e,
             }
         }
@@ -527,12 +589,12 @@ mod tests {
         /// ([`InHeads`], [`InFfn`]) is [`Linear::in_experts`], exactly.
         #[test]
         fn the_inner_loop_reads_the_coefficients_exactly(
-            c in proptest::array::uniform8(-(1i128 << 60)..(1i128 << 60)),
+            c in proptest::array::uniform9(-(1i128 << 60)..(1i128 << 60)),
             mla in any::<bool>(),
             (heads, kv_heads, width, f) in (1u64..512, 1u64..64, 1u64..1024, 1u64..65536),
         ) {
-            let [c1, cf, cq, ckv, cd, ch, ce, cfe] = c;
-            let l = Linear { c1, cf, cq, ckv, cd, ch, ce, cfe };
+            let [c1, cf, cq, ckv, cd, ch, cg, ce, cfe] = c;
+            let l = Linear { c1, cf, cq, ckv, cd, ch, cg, ce, cfe };
             let shape = Shape { expert_ffn: f, heads, kv_heads, width, experts: 0 };
             let fast = l.in_heads(mla, kv_heads, width).in_ffn(heads).in_experts(f);
             prop_assert_eq!(fast, l.in_experts(Knobs::of(mla, shape)));

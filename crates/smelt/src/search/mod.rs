@@ -460,7 +460,9 @@ impl Search<'_> {
         let mut at = Vec::with_capacity(hiddens.len());
         for &h in hiddens {
             at.push(AtHidden::new(eval, h)?);
-            part.evaluated += AtHidden::EVALUATIONS + u64::from(AtHidden::heads_term(budget));
+            part.evaluated += AtHidden::EVALUATIONS
+                + u64::from(AtHidden::heads_term(budget))
+                + u64::from(AtHidden::kv_heads_term(budget));
             let ffns = lattice.expert_ffn.values(h).len() as u128;
             part.points += count_at(lattice, h) * ffns * routable;
         }
