@@ -37,7 +37,13 @@
 //! optimizer step (30 bytes per parameter of the GPU's shard at the HBM share), plus the
 //! data-parallel reduce-scatter and all-gather that do not overlap the first forward and
 //! last backward micro-batch.
+//!
+//! A looped model's layer executions each count (every visit runs its kernels, its
+//! collectives and its all-to-alls; its weights, gradients and optimizer state count
+//! once), and its loop sits on one pipeline stage, whose extra executions make the stages
+//! uneven: [`looped`].
 
+pub mod looped;
 pub mod published;
 pub mod report;
 
@@ -156,6 +162,10 @@ pub struct StepPrediction {
     pub step_seconds: f64,
     /// Tokens per second per GPU.
     pub tokens_per_second_per_gpu: f64,
+    /// A looped model's placement on the pipeline and its stages' times ([`looped`]);
+    /// `micro_batch` is then its slowest stage's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<looped::Pipeline>,
 }
 
 /// The attention curve the step model uses for `card` and `pass` (module docs).
@@ -268,7 +278,8 @@ pub fn predict_step_host(
     let peak = spec_c.peak_flops_per_second;
     let hbm = spec_c.memory_bytes_per_second * SHIPPED.memory_share;
     let launch = SHIPPED.launch_seconds;
-    let (h, v, layers) = (m.hidden as f64, m.vocab as f64, m.layers as f64);
+    // Layer executions (the physical layers without a loop; a loop's visits each count).
+    let (h, v, layers) = (m.hidden as f64, m.vocab as f64, m.executions() as f64);
     let stage_layers = layers / pp;
     let tokens = (mbs * seq) as f64 / cp;
     // GEMMs other than the experts', and the LM head (on the last stage).
@@ -300,21 +311,45 @@ pub fn predict_step_host(
     };
     let attention = attention_seconds(spec, req, fwd, bwd, share * peak, hbm);
     let memory_bound = memory_bound_seconds(m, tokens / tp, stage_layers, hbm);
-    let recompute = match req.recompute {
-        Recompute::None => 0.0,
-        Recompute::Selective => 0.25 * memory_bound,
-        Recompute::Full => (gemm + experts + attention) / 3.0 + 0.4 * memory_bound,
-    };
+    let recompute = recompute_seconds(req.recompute, gemm, experts, attention, memory_bound);
     let sys = &req.system;
     let (tp_comm, ep_comm, pp_comm) = collectives(m, t, sys, tokens, stage_layers);
     let gpu = gemm + experts + attention + memory_bound + recompute + tp_comm + ep_comm + pp_comm;
     let host = host_per_layer * stage_layers;
-    let micro = gpu.max(host);
-    let vp = t.vp as f64;
-    let bubble = if t.pp > 1 {
-        (pp - 1.0) / vp * micro
-    } else {
-        0.0
+    let mean = MicroBatch {
+        gemm,
+        experts,
+        attention,
+        memory_bound,
+        recompute,
+        tp_comm,
+        ep_comm,
+        pp_comm,
+        gpu,
+        host,
+    };
+    let (micro_batch, micro, bubble, pipeline) = match looped::place(m, t)? {
+        Some(stages) => {
+            // The LM head's GEMMs and the cross-entropy, which do not scale with a stage's
+            // layer executions.
+            let fixed = (
+                lm_head / (share * peak),
+                20.0 * v * tokens / hbm,
+                req.recompute,
+            );
+            let s = looped::staged(m, t, &stages, mean, fixed, micro_batches);
+            (s.micro_batch, s.micro, s.bubble, Some(s.pipeline))
+        }
+        None => {
+            let micro = gpu.max(host);
+            let vp = t.vp as f64;
+            let bubble = if t.pp > 1 {
+                (pp - 1.0) / vp * micro
+            } else {
+                0.0
+            };
+            (mean, micro, bubble, None)
+        }
     };
     let (optimizer, dp_comm) = optimizer_and_dp(m, t, sys, hbm, micro);
     let steps = micro_batches as f64;
@@ -327,25 +362,31 @@ pub fn predict_step_host(
         gpus,
         micro_batches,
         rows_per_expert: rows,
-        micro_batch: MicroBatch {
-            gemm,
-            experts,
-            attention,
-            memory_bound,
-            recompute,
-            tp_comm,
-            ep_comm,
-            pp_comm,
-            gpu,
-            host,
-        },
-        host_bound: host > gpu,
+        micro_batch,
+        host_bound: micro_batch.host > micro_batch.gpu,
         bubble,
         optimizer,
         dp_comm,
         step_seconds,
         tokens_per_second_per_gpu,
+        pipeline,
     })
+}
+
+/// Seconds of recomputed forward work in a micro-batch of these GEMM, grouped-GEMM,
+/// attention and memory-bound seconds (module docs).
+fn recompute_seconds(
+    recompute: Recompute,
+    gemm: f64,
+    experts: f64,
+    attention: f64,
+    memory_bound: f64,
+) -> f64 {
+    match recompute {
+        Recompute::None => 0.0,
+        Recompute::Selective => 0.25 * memory_bound,
+        Recompute::Full => (gemm + experts + attention) / 3.0 + 0.4 * memory_bound,
+    }
 }
 
 /// Seconds of one micro-batch's attention on one GPU (module docs).
@@ -359,10 +400,11 @@ fn attention_seconds(
 ) -> f64 {
     let (m, t) = (&spec.model, &req.training);
     let (tp, cp, pp) = (t.tp as f64, t.cp as f64, t.pp as f64);
-    let (mbs, seq, layers) = (t.micro_batch, spec.workload.context, m.layers as f64);
+    // Layer executions (a loop's visits each count).
+    let (mbs, seq, layers) = (t.micro_batch, spec.workload.context, m.executions() as f64);
     let (share, peak) = (1.0, gemm_flops_per_second);
     let (heads, d) = (m.heads as f64, m.head_dim as f64);
-    let windowed = m.window.as_ref().map_or(0, |w| w.layers.len()) as f64;
+    let windowed = m.window.as_ref().map_or(0, |w| m.executions_of(&w.layers)) as f64;
     let size = m.window.as_ref().map(|w| w.size as f64);
     let s = seq as f64;
     let seff = |w: Option<f64>| match w {
@@ -417,7 +459,8 @@ fn collectives(
         // on the published Megatron-Core runs (tp 2, ep 8 on 8-GPU nodes runs at the
         // network's all-to-all speed there), not from Megatron-Core's rank order.
         let span = t.ep * t.tp * t.cp;
-        let moe_layers = m.moe_layers() as f64 / pp;
+        // Each execution of an MoE layer dispatches and combines its tokens.
+        let moe_layers = looped::moe_executions(m) as f64 / pp;
         let each = if span <= sys.gpus_per_nvlink_domain {
             bytes / nvlink
         } else {
@@ -489,12 +532,6 @@ fn checked(
             "model",
             "hybrid layers (linear attention or Mamba) have no kernels in the plan; the step \
              model refuses them",
-        ));
-    }
-    if m.looping.is_some() {
-        return Err(refuse(
-            "model",
-            "a looped model's step is not modelled yet (its pipeline placement is open)",
         ));
     }
     if !m.heads.is_multiple_of(t.tp)
