@@ -31,6 +31,7 @@ mod matching;
 pub mod plot;
 mod predict;
 mod rows;
+mod step_grid;
 mod table;
 mod time_validation;
 mod toml;
@@ -40,6 +41,7 @@ use serde::Serialize;
 pub use crate::units::percent;
 pub use launcher::WithConventions;
 pub use matching::{commented_model_file, imported_model_file, match_comment, model_file};
+pub use step_grid::WithStepTimes;
 
 use crate::error::{Error, Result};
 use crate::names::named_enum;
