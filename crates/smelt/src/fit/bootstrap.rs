@@ -189,6 +189,9 @@ pub fn gain_table_with(
     let (opts, boot) = (&gain.fit, gain.bootstrap);
     let ref_fit = super::fit_with(reference.0, reference.1, opts, progress)?;
     let tgt_fit = super::fit_with(target.0, target.1, opts, progress)?;
+    for (field, f) in [("reference", &ref_fit), ("target", &tgt_fit)] {
+        has_frontier(field, f)?;
+    }
     let mut cells: Vec<String> = reference
         .1
         .iter()
@@ -227,6 +230,25 @@ pub fn gain_table_with(
         cells: cells.len(),
         rows,
     })
+}
+
+/// An error unless `fit`'s exponents `a` and `c` are positive: otherwise its loss does not
+/// fall with `F` (or with `D`), the surface has no compute-optimal loss, and no gain can
+/// be read from it.
+fn has_frontier(field: &str, fit: &Fit) -> Result<()> {
+    let s = &fit.surface;
+    if s.a > 0.0 && s.c > 0.0 {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        field,
+        format!(
+            "the fit of '{}' has exponents a = {:.4} and c = {:.4}; both must be positive for \
+             the surface to have a compute-optimal loss, so no gain can be read from it (more \
+             endpoints, nearer compute-optimal, may determine it)",
+            fit.group, s.a, s.c
+        ),
+    ))
 }
 
 /// An error unless the two names differ, the bootstrap is not too large, every compute is

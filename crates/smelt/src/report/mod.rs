@@ -35,6 +35,7 @@ mod step_grid;
 mod table;
 mod time_validation;
 mod toml;
+mod wall_clock;
 
 use serde::Serialize;
 
@@ -42,6 +43,7 @@ pub use crate::units::percent;
 pub use launcher::WithConventions;
 pub use matching::{commented_model_file, imported_model_file, match_comment, model_file};
 pub use step_grid::WithStepTimes;
+pub use wall_clock::WithWallClock;
 
 use crate::error::{Error, Result};
 use crate::names::named_enum;

@@ -94,8 +94,7 @@ fn head(g: &StepGrid, doc: &mut Document) {
     ));
     doc.line(
         "drivers: each part's change over the Baseline's step, adding up to ratio - 1: experts \
-         (grouped GEMMs; eff = their efficiency at the rows per expert over the best shape's), \
-         all-to-all (EP dispatch and combine per MoE layer execution), host (launch time beyond \
+         (grouped GEMMs), all-to-all (EP dispatch and combine per MoE layer execution), host (launch time beyond \
          the GPU's), imbalance (the loop's uneven pipeline stages), other (the rest)",
     );
 }
@@ -117,13 +116,6 @@ fn fits(m: &ModelStep) -> &'static str {
     }
 }
 
-fn step_field(m: &ModelStep) -> Field {
-    match &m.step {
-        Some(s) => Field::shown(seconds_text(s.step_seconds), s.step_seconds),
-        None => Field::text("refused"),
-    }
-}
-
 fn pair(c: &CellStep, f: impl Fn(&StepParts) -> f64, show: impl Fn(f64) -> String) -> Field {
     match (&c.baseline.parts, &c.looped.parts) {
         (Some(b), Some(l)) => Field::text(format!("{}→{}", show(f(b)), show(f(l)))),
@@ -138,6 +130,38 @@ fn raw(p: &Option<StepParts>, f: impl Fn(&StepParts) -> f64) -> Field {
     }
 }
 
+/// Seconds to three significant digits, shortest unit (`803 ms`, `1.20 s`).
+fn short_seconds(s: f64) -> String {
+    let (x, unit) = if s >= 1.0 {
+        (s, "s")
+    } else if s >= 1e-3 {
+        (s * 1e3, "ms")
+    } else {
+        (s * 1e6, "µs")
+    };
+    let digits = if x >= 100.0 {
+        0
+    } else if x >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{x:.digits$} {unit}")
+}
+
+fn step_field(m: &ModelStep, wide: bool) -> Field {
+    match &m.step {
+        Some(s) if wide => Field::shown(seconds_text(s.step_seconds), s.step_seconds),
+        Some(s) => Field::shown(short_seconds(s.step_seconds), s.step_seconds),
+        None => Field::text("refused"),
+    }
+}
+
+/// A driver's entry: a signed percentage of the Baseline's step, one decimal to read.
+fn driver(x: f64) -> Field {
+    Field::shown(format!("{:+.1}%", x * 100.0), x)
+}
+
 fn section(g: &StepGrid, wide: bool, doc: &mut Document) {
     head(g, doc);
     let mut header: Vec<&str> = vec!["cell", "Baseline step", "looped step", "ratio"];
@@ -149,7 +173,7 @@ fn section(g: &StepGrid, wide: bool, doc: &mut Document) {
             "looped eff",
         ]);
     } else {
-        header.extend(["rows/expert", "eff"]);
+        header.push("eff");
     }
     header.extend([
         "experts",
@@ -163,8 +187,8 @@ fn section(g: &StepGrid, wide: bool, doc: &mut Document) {
     for c in &g.cells {
         let mut row = vec![
             Field::text(format!("{} {}", c.scale, c.sparsity_label)),
-            step_field(&c.baseline),
-            step_field(&c.looped),
+            step_field(&c.baseline, wide),
+            step_field(&c.looped, wide),
             c.ratio.map_or(Field::text("n/a"), Field::ratio),
         ];
         if wide {
@@ -176,13 +200,12 @@ fn section(g: &StepGrid, wide: bool, doc: &mut Document) {
                 raw(l, |p| p.expert_efficiency),
             ]);
         } else {
-            row.push(pair(c, |p| p.rows_per_expert, |x| format!("{x:.0}")));
             row.push(pair(c, |p| p.expert_efficiency, |x| format!("{x:.2}")));
         }
         match &c.drivers {
-            Some(d) => row.extend(
-                [d.experts, d.all_to_all, d.host, d.imbalance, d.other].map(Field::percent),
-            ),
+            Some(d) => {
+                row.extend([d.experts, d.all_to_all, d.host, d.imbalance, d.other].map(driver))
+            }
             None => row.extend((0..5).map(|_| Field::text("-"))),
         }
         row.push(Field::text(format!(
@@ -201,6 +224,9 @@ fn section(g: &StepGrid, wide: bool, doc: &mut Document) {
             g.cells.len()
         )),
         _ => doc.line(format!("no cell predicted ({} cells)", g.cells.len())),
+    }
+    if !wide {
+        doc.line("eff: the grouped GEMMs' efficiency at their rows per expert, Baseline→looped");
     }
     doc.line(
         "fits: the layout within each GPU's memory, Baseline→looped (training-memory model; ?: \

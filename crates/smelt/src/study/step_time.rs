@@ -203,6 +203,12 @@ pub struct CellStep {
     pub scale: String,
     /// Sparsity label.
     pub sparsity_label: String,
+    /// The Baseline's compute-equivalent sparsity.
+    pub sparsity: f64,
+    /// The Baseline's training FLOPs per token (the exact count).
+    pub flops_per_token: f64,
+    /// Looped / Baseline training FLOPs per token.
+    pub flop_ratio: f64,
     /// The Baseline's step.
     pub baseline: ModelStep,
     /// The looped model's step.
@@ -284,9 +290,10 @@ pub fn predict_steps(report: &GridReport, basis: &StepBasis) -> Result<StepGrid>
             )),
         })
         .collect::<Result<Vec<Training>>>()?;
-    let cells: Vec<CellStep> = crate::par::map(
+    let cells = crate::par::map(
         &report.cells.iter().zip(layouts).collect::<Vec<_>>(),
-        |(c, t)| {
+        |(c, t)| -> Result<CellStep> {
+            let flops_per_token = crate::cost::cost(&c.baseline)?.budgets().flops.as_f64();
             let baseline = model_step(&c.baseline, basis, *t);
             let looped = model_step(&c.looped, basis, *t);
             let (ratio, drivers) = match (&baseline, &looped) {
@@ -315,16 +322,21 @@ pub fn predict_steps(report: &GridReport, basis: &StepBasis) -> Result<StepGrid>
                 }
                 _ => (None, None),
             };
-            CellStep {
+            Ok(CellStep {
                 scale: c.scale.clone(),
                 sparsity_label: c.sparsity_label.clone(),
+                sparsity: c.sparsity.baseline,
+                flops_per_token,
+                flop_ratio: c.ratios.flops,
                 baseline,
                 looped,
                 ratio,
                 drivers,
-            }
+            })
         },
-    );
+    )
+    .into_iter()
+    .collect::<Result<Vec<CellStep>>>()?;
     let ratios: Vec<f64> = cells.iter().filter_map(|c| c.ratio).collect();
     let n = ratios.len();
     Ok(StepGrid {
