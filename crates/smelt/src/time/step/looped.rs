@@ -195,11 +195,11 @@ pub(super) fn scaled(
     }
 }
 
-/// What the stages of a looped model take: the pipeline, and the bottleneck stage's
+/// What the stages take: a looped model's pipeline, and the bottleneck stage's
 /// micro-batch, its seconds and the bubble.
 pub(super) struct Staged {
-    /// The placement and its times.
-    pub pipeline: Pipeline,
+    /// A looped model's placement and its times.
+    pub pipeline: Option<Pipeline>,
     /// The bottleneck stage's micro-batch.
     pub micro_batch: MicroBatch,
     /// Its seconds (GPU and host overlapped).
@@ -208,9 +208,36 @@ pub(super) struct Staged {
     pub bubble: f64,
 }
 
+/// The micro-batch of the step's slowest stage, its seconds and the bubble, from the mean
+/// stage's micro-batch `mean`: every stage alike without a loop (`(pp − 1) / vp` of a
+/// micro-batch of bubble), or a looped model's stages ([`place`], [`staged`]).
+pub(super) fn stages_of(
+    m: &Model,
+    t: &Training,
+    mean: MicroBatch,
+    fixed: (f64, f64, Recompute),
+    micro_batches: u64,
+) -> Result<Staged> {
+    if let Some(stages) = place(m, t)? {
+        return Ok(staged(m, t, &stages, mean, fixed, micro_batches));
+    }
+    let micro = mean.gpu.max(mean.host);
+    let bubble = if t.pp > 1 {
+        (t.pp as f64 - 1.0) / t.vp as f64 * micro
+    } else {
+        0.0
+    };
+    Ok(Staged {
+        pipeline: None,
+        micro_batch: mean,
+        micro,
+        bubble,
+    })
+}
+
 /// The times of `stages` (`(physical layers, executions)` each) from the mean stage's
 /// micro-batch `mean` (module docs); `micro_batches` per step, `vp` virtual stages.
-pub(super) fn staged(
+fn staged(
     m: &Model,
     t: &Training,
     stages: &[(u64, u64)],
@@ -259,7 +286,7 @@ pub(super) fn staged(
     }
     let even = (stages.iter()).all(|&(layers, _)| layers * t.pp == m.layers);
     Staged {
-        pipeline: Pipeline {
+        pipeline: Some(Pipeline {
             stage_layers: stages.iter().map(|s| s.0).collect(),
             stage_executions: stages.iter().map(|s| s.1).collect(),
             loop_stage,
@@ -268,7 +295,7 @@ pub(super) fn staged(
             bottleneck: slow as u64 + 1,
             balanced: mean,
             imbalance,
-        },
+        }),
         micro_batch: batches[slow],
         micro,
         bubble,

@@ -328,29 +328,19 @@ pub fn predict_step_host(
         gpu,
         host,
     };
-    let (micro_batch, micro, bubble, pipeline) = match looped::place(m, t)? {
-        Some(stages) => {
-            // The LM head's GEMMs and the cross-entropy, which do not scale with a stage's
-            // layer executions.
-            let fixed = (
-                lm_head / (share * peak),
-                20.0 * v * tokens / hbm,
-                req.recompute,
-            );
-            let s = looped::staged(m, t, &stages, mean, fixed, micro_batches);
-            (s.micro_batch, s.micro, s.bubble, Some(s.pipeline))
-        }
-        None => {
-            let micro = gpu.max(host);
-            let vp = t.vp as f64;
-            let bubble = if t.pp > 1 {
-                (pp - 1.0) / vp * micro
-            } else {
-                0.0
-            };
-            (mean, micro, bubble, None)
-        }
-    };
+    // The LM head's GEMMs and the cross-entropy, which do not scale with a stage's layer
+    // executions.
+    let fixed = (
+        lm_head / (share * peak),
+        20.0 * v * tokens / hbm,
+        req.recompute,
+    );
+    let looped::Staged {
+        micro_batch,
+        micro,
+        bubble,
+        pipeline,
+    } = looped::stages_of(m, t, mean, fixed, micro_batches)?;
     let (optimizer, dp_comm) = optimizer_and_dp(m, t, sys, hbm, micro);
     let steps = micro_batches as f64;
     let step_seconds = steps * micro + bubble + optimizer + dp_comm;
