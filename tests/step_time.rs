@@ -444,7 +444,7 @@ fn gain_reports_the_wall_clock_gain() {
         (budget("smelt-grid.toml").as_str(), "not JSON"),
         ("/no/such/file", "neither a number nor a readable file"),
     ] {
-        let (code, _, err) = gain(&["--time-ratio", bad]);
+        let (code, _, err) = gain(&[&format!("--time-ratio={bad}")]);
         assert_eq!(code, Some(1), "{bad}");
         assert!(err.contains(want), "{bad}: {err}");
     }
