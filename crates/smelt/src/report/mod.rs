@@ -24,6 +24,7 @@ mod csv;
 mod fit;
 mod isoflop;
 mod json;
+mod kernel_check;
 mod label;
 mod launcher;
 mod markdown;

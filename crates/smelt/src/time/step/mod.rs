@@ -43,6 +43,7 @@
 //! once), and its loop sits on one pipeline stage, whose extra executions make the stages
 //! uneven: [`looped`].
 
+pub mod kernel_check;
 pub mod looped;
 pub mod published;
 pub mod report;
