@@ -491,3 +491,133 @@ fn gain_refuses_a_fit_without_a_compute_optimal_loss() {
         "{err}"
     );
 }
+
+/// The layout of the README's and the guide's tables.
+const DOC_LAYOUT: [&str; 8] = [
+    "--global-batch",
+    "256",
+    "--gpus",
+    "16",
+    "--ep",
+    "8",
+    "--micro-batch",
+    "4",
+];
+
+fn doc_grid(card: &str) -> serde_json::Value {
+    let grid = budget("smelt-grid.toml");
+    let mut args = vec!["grid", grid.as_str(), "--predict", card, "--format", "json"];
+    args.extend(DOC_LAYOUT);
+    args.push("--quiet");
+    run_json(&args)
+}
+
+/// The rows of the Markdown table after `marker` in `file` (relative to the package root).
+fn doc_rows(file: &str, marker: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let table = text
+        .split(marker)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{file}: {marker}"));
+    (table.lines().skip(3))
+        .take_while(|l| l.starts_with('|'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The README's per-cell ratios on H100 and B200 (`*` host-bound, `†` does not fit) and the
+/// guide's drivers are what the grid predicts under the layout they state.
+#[test]
+fn the_docs_step_tables_are_what_the_grid_predicts() {
+    let (h, b) = (doc_grid("h100"), doc_grid("b200"));
+    let cells = |j: &serde_json::Value| j["step_time"]["cells"].as_array().unwrap().clone();
+    let (hc, bc, grid) = (cells(&h), cells(&b), h["cells"].as_array().unwrap().clone());
+    let mark = |c: &serde_json::Value| {
+        let mut s = format!("{:.4}", c["ratio"].as_f64().unwrap());
+        if c["looped"]["step"]["step"]["host_bound"] == true {
+            s.push('*');
+        }
+        let fits = |w: &str| c[w]["step"]["memory"]["verdict"] == "fits";
+        if !(fits("baseline") && fits("looped")) {
+            s.push('†');
+        }
+        s
+    };
+    let name = |c: &serde_json::Value| {
+        format!(
+            "{} {}",
+            c["scale"].as_str().unwrap(),
+            c["sparsity_label"].as_str().unwrap()
+        )
+    };
+    let readme = doc_rows("README.md", "<!-- step-ratios: smelt grid");
+    assert_eq!(readme.len(), 16);
+    let pct = |x: &serde_json::Value| format!("{:+.1}%", x.as_f64().unwrap() * 100.0);
+    let guide = doc_rows("docs/guide.md", "<!-- step-drivers: smelt grid");
+    assert_eq!(guide.len(), 16);
+    for i in 0..16 {
+        let f = grid[i]["ratios"]["flops"].as_f64().unwrap();
+        let want = format!(
+            "| {} | {f:.4} | {} | {} |",
+            name(&hc[i]),
+            mark(&hc[i]),
+            mark(&bc[i])
+        );
+        assert_eq!(readme[i], want);
+        let (c, d) = (&hc[i], &hc[i]["drivers"]);
+        let secs = |w: &str| c[w]["step"]["step_seconds"].as_f64().unwrap();
+        let want = format!(
+            "| {} | {f:.4} | {:.3} | {:.3} | {:.4} | {} | {} | {} | {} | {:.4} | {} |",
+            name(c),
+            secs("baseline"),
+            secs("looped"),
+            c["ratio"].as_f64().unwrap(),
+            pct(&d["experts"]),
+            pct(&d["all_to_all"]),
+            pct(&d["host"]),
+            pct(&d["other"]),
+            bc[i]["ratio"].as_f64().unwrap(),
+            pct(&bc[i]["drivers"]["host"]),
+        );
+        assert_eq!(guide[i], want);
+        // No pipeline in this layout: nothing is imbalanced.
+        assert_eq!(d["imbalance"].as_f64(), Some(0.0));
+    }
+}
+
+/// The README's wall-clock table is what `gain --time-ratio` prints on the synthetic
+/// endpoints (`examples/synthetic_endpoints.rs`) and the H100 grid.
+#[test]
+fn the_readme_wall_clock_gain_is_what_gain_prints() {
+    let (b, s) = smelt::fit::data::paper_like_endpoints(&[0.85, 0.95, 0.97], 0.002);
+    let csv = temp_file(
+        "csv",
+        &smelt::fit::data::to_csv(&[("baseline", &b), ("smelt", &s)]),
+    );
+    let grid = temp_file("json", &doc_grid("h100").to_string());
+    let out = crate::common::smelt()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("COLUMNS")
+        .args([
+            "gain",
+            csv.to_str().unwrap(),
+            "--reference",
+            "baseline",
+            "--target",
+            "smelt",
+        ])
+        .args(["--time-ratio", grid.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = String::from_utf8(out.stdout).unwrap();
+    let readme =
+        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let block = readme
+        .split("--time-ratio h100.json\n```\n\n```text\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("the README's wall-clock block");
+    assert!(block.lines().count() >= 9, "{block}");
+    assert!(out.contains(block), "the README's block is not in:\n{out}");
+}

@@ -34,6 +34,8 @@ pub struct CellTime {
     pub step_ratio: f64,
     /// Looped / Baseline training FLOPs per token.
     pub flop_ratio: f64,
+    /// Whether both models' layouts fit the card's memory (the grid's memory verdicts).
+    pub fits: bool,
 }
 
 impl CellTime {
@@ -128,12 +130,16 @@ impl TimeRatios {
                 ));
             }
             let label = |k: &str| c[k].as_str().unwrap_or("?").to_owned();
+            let fits = ["baseline", "looped"]
+                .iter()
+                .all(|w| c[*w]["step"]["memory"]["verdict"] == "fits");
             cells.push(CellTime {
                 cell: format!("{} {}", label("scale"), label("sparsity_label")),
                 sparsity,
                 flops_per_token,
                 step_ratio,
                 flop_ratio,
+                fits,
             });
         }
         if cells.is_empty() {
@@ -188,6 +194,9 @@ pub struct WallClockRow {
     /// Its step-time ratio (seconds per token), when from a grid.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_ratio: Option<f64>,
+    /// Whether the grid's layout fits that cell's models in the card's memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fits: Option<bool>,
     /// `1 − (1 − g) · r`.
     pub wall_clock_gain: Option<f64>,
 }
@@ -213,6 +222,7 @@ pub fn wall_clock(table: &GainTable, ratios: TimeRatios) -> WallClock {
                 time_per_flop_ratio: r,
                 cell: cell.map(|c| c.cell.clone()),
                 step_ratio: cell.map(|c| c.step_ratio),
+                fits: cell.map(|c| c.fits),
                 wall_clock_gain: row.gain.map(|g| 1.0 - (1.0 - g) * r),
             }
         })

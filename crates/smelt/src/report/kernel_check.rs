@@ -58,13 +58,22 @@ impl Report for KernelCheck {
             ]);
         }
         doc.table(t);
-        let mut s = Table::new(["class", "shapes", "median |error|", "summed error", "measured"])
-            .right_from(1);
+        let mut s = Table::new([
+            "class",
+            "shapes",
+            "median |error|",
+            "summed error",
+            "measured",
+        ])
+        .right_from(1);
         for c in &self.classes {
             s.rows.push(vec![
                 Field::text(class_name(c.class)),
                 Field::text(c.kernels.to_string()),
-                Field::shown(format!("{:.1}%", c.median_abs_error * 100.0), c.median_abs_error),
+                Field::shown(
+                    format!("{:.1}%", c.median_abs_error * 100.0),
+                    c.median_abs_error,
+                ),
                 error(c.total_error),
                 Field::shown(seconds_text(c.measured_seconds), c.measured_seconds),
             ]);

@@ -40,9 +40,13 @@ fn sentence(r: &WallClockRow, reference: &str) -> String {
     let per_token = r
         .step_ratio
         .map_or(String::new(), |s| format!(" ({s:.3}x per token)"));
+    let memory = match r.fits {
+        Some(false) => " (the layout does not fit that cell in the card's memory)",
+        _ => "",
+    };
     format!(
         "{at}: {saves} {:.1}% {} FLOPs to reach the loss but runs {:.3}x the {reference}'s \
-         time per FLOP{per_token}: {gains} {:.1}% of the time",
+         time per FLOP{per_token}: {gains} {:.1}% of the time{memory}",
         g.abs() * 100.0,
         if g >= 0.0 { "of the" } else { "more" },
         r.time_per_flop_ratio,
@@ -84,6 +88,7 @@ impl WithWallClock<'_> {
             "cell",
             "time/FLOP ratio",
             "wall-clock gain",
+            "fits",
         ])
         .data();
         for r in &self.wall_clock.rows {
@@ -97,6 +102,11 @@ impl WithWallClock<'_> {
                     r.time_per_flop_ratio,
                 ),
                 r.wall_clock_gain.map_or(Field::text("-"), pct),
+                Field::text(match r.fits {
+                    Some(true) => "yes",
+                    Some(false) => "NO",
+                    None => "-",
+                }),
             ]);
         }
         doc.table(t);

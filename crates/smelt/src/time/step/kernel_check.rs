@@ -137,7 +137,10 @@ pub fn check_bench(json: &str, source: &str, card: Option<Card>) -> Result<Kerne
         })?,
     };
     let share = gemm_share(card).ok_or_else(|| {
-        Error::invalid("card", format!("{card} has no published best-shape GEMM row"))
+        Error::invalid(
+            "card",
+            format!("{card} has no published best-shape GEMM row"),
+        )
     })?;
     let peak = card.spec().peak_flops_per_second;
     let launch = SHIPPED.launch_seconds;
@@ -166,7 +169,11 @@ pub fn check_bench(json: &str, source: &str, card: Option<Card>) -> Result<Kerne
             }
             let flops_per_launch = kk.flops() as f64 / kk.count as f64;
             let (class, rows_per_expert, e) = if kk.component == Component::Experts {
-                let r = if kk.pass == Pass::BackwardWeight { kk.k } else { kk.m };
+                let r = if kk.pass == Pass::BackwardWeight {
+                    kk.k
+                } else {
+                    kk.m
+                };
                 let e = share * g.share(r as f64) / g.max_share;
                 (KernelClass::Grouped, Some(r), e)
             } else {
