@@ -71,12 +71,12 @@ pub struct Args {
 /// `--time-ratio`: a number, or a grid JSON file.
 fn time_ratios(arg: &str) -> anyhow::Result<TimeRatios> {
     if let Ok(x) = arg.trim().parse::<f64>() {
-        return Ok(TimeRatios::given(x).context("--time-ratio")?);
+        return TimeRatios::given(x).context("--time-ratio");
     }
     let text = std::fs::read_to_string(arg).with_context(|| {
         format!("--time-ratio: '{arg}' is neither a number nor a readable file")
     })?;
-    Ok(TimeRatios::from_grid_json(&text, arg).context("--time-ratio")?)
+    TimeRatios::from_grid_json(&text, arg).context("--time-ratio")
 }
 
 /// Runs `smelt gain`.
