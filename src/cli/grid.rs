@@ -31,7 +31,8 @@ pub struct Args {
     #[command(flatten)]
     layout: LayoutArgs,
     /// Also draw the three residuals per cell as an SVG heatmap into this file (with
-    /// --predict, a fourth panel: each cell's predicted time ratio less 1, on its own scale).
+    /// --predict and no --global-batch, a fourth panel: each cell's predicted time ratio
+    /// less 1, on its own scale).
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
     /// Search lattices larger than the documented limit (docs/guide.md, "Budget files").

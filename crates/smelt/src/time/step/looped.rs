@@ -176,6 +176,9 @@ pub(super) fn scaled(
     cross_entropy: f64,
     recompute: Recompute,
 ) -> MicroBatch {
+    if k == 1.0 {
+        return *mean;
+    }
     let gemm = (mean.gemm - lm_head) * k + lm_head;
     let memory_bound = (mean.memory_bound - cross_entropy) * k + cross_entropy;
     let (experts, attention) = (mean.experts * k, mean.attention * k);
