@@ -4,7 +4,7 @@
 
 use smelt::study::StepBasis;
 use smelt::time::Card;
-use smelt::time::step::{Framework, Recompute, StepPrediction, predict_step};
+use smelt::time::step::{Dispatcher, Framework, Recompute, StepPrediction, predict_step};
 use smelt::{Loop, ModelSpec, Training};
 
 use crate::common::{budget, run, run_json, temp_file};
@@ -42,6 +42,7 @@ fn step(s: &ModelSpec, t: Training, global_batch: u64) -> smelt::Result<StepPred
         global_batch,
         Recompute::Selective,
         Framework::MegatronCore,
+        Dispatcher::AllToAll,
     )?;
     predict_step(s, &basis.request(s, t))
 }
@@ -487,7 +488,7 @@ fn gain_refuses_a_fit_without_a_compute_optimal_loss() {
     ]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("reference") && err.contains("compute-optimal loss"),
+        err.contains("reference") && err.contains("compute-optimal frontier"),
         "{err}"
     );
 }

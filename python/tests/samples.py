@@ -21,7 +21,10 @@ TRAINING = {"tp": 2, "ep": 2, "pp": 1, "dp": 4, "zero": 1, "micro_batch": 1}
 
 
 def two_architectures(tmp):
-    """An endpoints CSV of two architectures on one synthetic surface (as conftest's)."""
+    """An endpoints CSV of two architectures on one synthetic surface (the second with a
+    smaller A: a positive gain), 27 endpoints each (three token counts: with two, E, K and c
+    would not be determined, and smelt refuses the fit), written into `tmp`; conftest's
+    fixture of the same name."""
     rows = ["arch,cell,F,S,D,loss"]
     for arch, a in (("base", 400.0), ("smelt", 300.0)):
         for i, f in enumerate((1e9, 3e9, 1e10)):

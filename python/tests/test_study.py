@@ -102,9 +102,11 @@ def test_the_cpu_study_runs_end_to_end_in_quick_mode(tmp_path):
         exact = Fraction(run["training_flops_per_token_exact"]) * int(row["D"])
         assert float(row["C"]) == float(exact) == run["compute_reached"], row["run"]
         assert int(row["D"]) == run["tokens"]
-    # The fit and the gain ran, one surface per architecture.
+    # The fit ran, one surface per architecture; the gain ran, or was refused because a fit
+    # has no compute-optimal frontier (and only then).
     assert [f["group"] for f in summary["fits"]["fits"]] == ["baseline", "looped"]
-    assert summary["gain"]["rows"], summary["gain"]
+    gain = summary["gain"]
+    assert gain.get("rows") or "no compute-optimal frontier" in gain.get("refused", ""), gain
     # What was trained is logged: tokens and validation loss per run.
     log = [json.loads(line) for line in open(tmp_path / "study" / "log.jsonl")]
     assert {e["id"] for e in log} == set(planned)

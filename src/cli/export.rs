@@ -24,12 +24,21 @@ pub struct ExportArgs {
     #[arg(long, value_name = "FORMAT", default_value = "hf", requires = "export",
           value_parser = super::named::<ExportFormat>())]
     export_format: ExportFormat,
-    /// The Hugging Face family of --export-format hf (default: the Baseline's, when it is
-    /// a config.json smelt reads; else the one whose conventions the model follows).
+    #[command(flatten)]
+    hf: HfExportArgs,
+}
+
+/// The flags of an `--export DIR` written for Hugging Face Transformers (`grid`, `sweep`,
+/// `plan`): its family, its vocabulary, and what it may replace.
+#[derive(Debug, clap::Args)]
+pub struct HfExportArgs {
+    /// The Hugging Face family of the models --export writes for Transformers (default: the
+    /// Baseline's, when it is a config.json smelt reads; else the one whose conventions the
+    /// model follows).
     #[arg(long, value_name = "MODEL_TYPE", requires = "export",
           value_parser = super::import::families())]
     hf_family: Option<Family>,
-    /// The vocabulary written for --export-format hf when the Baseline has none.
+    /// The vocabulary --export writes for Transformers when the Baseline has none.
     #[arg(long, value_name = "N", requires = "export",
           value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     vocab: Option<u64>,
@@ -37,6 +46,18 @@ pub struct ExportArgs {
     /// as a model directory's own config.json; never an input of the run.
     #[arg(long, requires = "export")]
     overwrite: bool,
+}
+
+impl HfExportArgs {
+    /// The options of an export in `format` with these flags.
+    pub fn options(&self, format: ExportFormat) -> ExportOptions {
+        ExportOptions {
+            format,
+            family: self.hf_family,
+            vocab: self.vocab,
+            overwrite: overwrite(self.overwrite),
+        }
+    }
 }
 
 /// What `--overwrite` lets an export replace.
@@ -66,12 +87,7 @@ impl ExportArgs {
         let Some(dir) = &self.export else {
             return Ok(());
         };
-        let options = ExportOptions {
-            format: self.export_format,
-            family: self.hf_family,
-            vocab: self.vocab,
-            overwrite: overwrite(self.overwrite),
-        };
+        let options = self.hf.options(self.export_format);
         let written = export::write_all(items, &options, dir, inputs)
             .with_context(|| format!("--export '{}'", dir.display()))?;
         say(dir, options.format, &written);

@@ -6,8 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use smelt::budget::{Budget, GridSpec};
-use smelt::export::{self, ExportFormat, ExportOptions};
-use smelt::hf::Family;
+use smelt::export::{self, ExportFormat};
 use smelt::progress::Terminal;
 use smelt::report::Format;
 use smelt::search::{MatchReport, SearchOptions};
@@ -68,19 +67,8 @@ pub struct Args {
     /// smelt did not write without --overwrite.
     #[arg(long, value_name = "DIR")]
     export: Option<PathBuf>,
-    /// The Hugging Face family of the export (default: the Baseline's, when it is a
-    /// config.json smelt reads; else the one whose conventions the model follows).
-    #[arg(long, value_name = "MODEL_TYPE", requires = "export",
-          value_parser = super::import::families())]
-    hf_family: Option<Family>,
-    /// The vocabulary written in the export when the Baseline has none.
-    #[arg(long, value_name = "N", requires = "export",
-          value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
-    vocab: Option<u64>,
-    /// Let --export replace files smelt did not write (or that changed since it did); never
-    /// an input of the run.
-    #[arg(long, requires = "export")]
-    overwrite: bool,
+    #[command(flatten)]
+    hf: super::export::HfExportArgs,
 }
 
 /// What the input matched: a grid's cells or one budget's match.
@@ -151,12 +139,7 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
     };
     inputs.extend(args.workload.inputs());
     if let Some(dir) = &args.export {
-        let options = ExportOptions {
-            format: ExportFormat::Hf,
-            family: args.hf_family,
-            vocab: args.vocab,
-            overwrite: super::export::overwrite(args.overwrite),
-        };
+        let options = args.hf.options(ExportFormat::Hf);
         let written = export::write_plan(&mut plan, &configs, &options, dir, &inputs)
             .with_context(|| format!("--export '{}'", dir.display()))?;
         let looped = written.iter().filter(|w| w.looped).count();

@@ -5,7 +5,7 @@ use smelt::model::{ModelSpec, Training};
 use smelt::study::{LayoutSource, StepBasis};
 use smelt::time::Card;
 use smelt::time::step::report::{StepReport, step_report};
-use smelt::time::step::{Framework, Recompute};
+use smelt::time::step::{Dispatcher, Framework, Recompute};
 
 /// A parallel layout for `smelt predict` (with --global-batch, the step model runs).
 #[derive(Debug, Clone, clap::Args)]
@@ -48,6 +48,10 @@ pub struct StepFlags {
     /// The framework whose host cost applies: megatron-core or fsdp2.
     #[arg(long, value_parser = ["megatron-core", "fsdp2"], requires = "global_batch")]
     framework: Option<String>,
+    /// How the routed experts' tokens cross nodes: alltoall (every copy) or deepep (one copy
+    /// per node, forwarded inside it).
+    #[arg(long, value_parser = ["alltoall", "deepep"], requires = "global_batch")]
+    dispatcher: Option<String>,
 }
 
 impl StepFlags {
@@ -112,6 +116,14 @@ impl StepFlags {
         }
     }
 
+    /// `--dispatcher` (default alltoall).
+    pub fn dispatcher(&self) -> Dispatcher {
+        match self.dispatcher.as_deref() {
+            Some("deepep") => Dispatcher::DeepEp,
+            _ => Dispatcher::AllToAll,
+        }
+    }
+
     /// `--recompute` (default none).
     pub fn recompute(&self) -> Recompute {
         match self.recompute.as_deref() {
@@ -144,6 +156,7 @@ impl StepFlags {
             global_batch,
             self.recompute(),
             self.framework(),
+            self.dispatcher(),
         )?)
     }
 
@@ -158,6 +171,7 @@ impl StepFlags {
             global_batch,
             self.recompute(),
             self.framework(),
+            self.dispatcher(),
         )?;
         let req = basis.request(spec, self.training()?);
         let megatron = smelt::launcher_flops::training_flops(

@@ -170,6 +170,24 @@ pub fn items_of_sweep<'a>(report: &'a SweepReport, budget: Option<&'a Budget>) -
         .collect()
 }
 
+/// The item named `name` of `looped`, its comment naming the Baseline (`baseline`), what
+/// the item is (`what`: a match's mode, a cell's labels, a sweep's value) and its residuals.
+fn item<'a>(
+    name: String,
+    what: &str,
+    looped: &'a ModelSpec,
+    baseline: Option<&str>,
+    residuals: &Residuals,
+    baseline_config: Option<&'a Value>,
+) -> Item<'a> {
+    Item {
+        name,
+        looped,
+        baseline_config,
+        comment: crate::report::match_comment(baseline, what, residuals),
+    }
+}
+
 /// The item of a match named `name` (or `match`), its Baseline named `baseline`.
 pub(crate) fn match_item<'a>(
     name: Option<&str>,
@@ -179,16 +197,14 @@ pub(crate) fn match_item<'a>(
     residuals: &Residuals,
     baseline_config: Option<&'a Value>,
 ) -> Item<'a> {
-    Item {
-        name: name.map_or("match".into(), |n| entry_name(&[n])),
+    item(
+        name.map_or("match".into(), |n| entry_name(&[n])),
+        &format!("{} mode", mode.as_str()),
         looped,
+        baseline,
+        residuals,
         baseline_config,
-        comment: crate::report::match_comment(
-            baseline,
-            &format!("{} mode", mode.as_str()),
-            residuals,
-        ),
-    }
+    )
 }
 
 /// The item of a grid's cell of `[scale, sparsity]` labels.
@@ -200,16 +216,14 @@ pub(crate) fn cell_item<'a>(
     residuals: &Residuals,
     baseline_config: Option<&'a Value>,
 ) -> Item<'a> {
-    Item {
-        name: entry_name(&[scale, sparsity]),
+    item(
+        entry_name(&[scale, sparsity]),
+        &format!("{scale} {sparsity}, {} mode", mode.as_str()),
         looped,
+        baseline,
+        residuals,
         baseline_config,
-        comment: crate::report::match_comment(
-            baseline,
-            &format!("{scale} {sparsity}, {} mode", mode.as_str()),
-            residuals,
-        ),
-    }
+    )
 }
 
 /// The item of a sweep's value `value` of `knob`.
@@ -222,12 +236,14 @@ pub(crate) fn row_item<'a>(
     baseline_config: Option<&'a Value>,
 ) -> Item<'a> {
     let knob = knob.as_str();
-    Item {
-        name: entry_name(&[knob, &value.to_string()]),
+    item(
+        entry_name(&[knob, &value.to_string()]),
+        &format!("{knob} {value}"),
         looped,
+        baseline,
+        residuals,
         baseline_config,
-        comment: crate::report::match_comment(baseline, &format!("{knob} {value}"), residuals),
-    }
+    )
 }
 
 /// The files of one item in `options.format`: `(file name, contents)`, `config.json` first

@@ -6,8 +6,11 @@ use super::Keys;
 use super::layer::{FfnCost, KindCost, StackCost};
 use super::types::{FlopBreakdown, ParamBreakdown};
 use crate::error::Result;
-use crate::model::{Counting, Layer, LayerKind, Model};
+use crate::model::{Counting, Layer, LayerKind, MixerBudget as Budget, MixerWords, Model};
 use crate::units::{Flops, KvElements, Params, add, product};
+
+/// What else a recurrent count over the layers grows with, for its refusal.
+const OVER_LAYERS: &str = "the recurrent layers (model.recurrent.layers, [model.loop] repeats)";
 
 /// The embedding and LM-head matrices counted: `(embeddings, lm_head)`.
 pub(super) fn vocab_matrices(model: &Model, counting: &Counting) -> Result<(Params, Params)> {
@@ -45,7 +48,15 @@ pub(super) fn layer_params(kinds: &[KindCost]) -> Result<(ParamBreakdown, ParamB
         }
         total.norms = total.norms.checked_add(times(k.norms)?)?;
         if let Some(r) = &k.recurrent {
-            total.recurrent = total.recurrent.checked_add(times(r.params)?)?;
+            total.recurrent = (times(r.params).and_then(|p| total.recurrent.checked_add(p)))
+                .map_err(|e| {
+                    r.kind.overflow(
+                        e,
+                        Budget::Params,
+                        "params.recurrent (the weights over the layers)",
+                        Some("model.recurrent.layers"),
+                    )
+                })?;
         }
         match &k.ffn {
             Some(FfnCost::Moe(f)) => {
@@ -157,6 +168,8 @@ struct Macs {
     recurrent: u64,
     /// Multiply-adds of the recurrent convolution and scan over one `sequence` of tokens.
     recurrent_sequence: u64,
+    /// The recurrent mixer (one kind per model), if any.
+    recurrent_kind: Option<MixerWords>,
     /// `(keys attended, core width, executions)`, one entry per distinct keys and width.
     cores: Vec<(super::MeanKeys, u64, u64)>,
     /// `(score width, executions)` of the indexers, which score the full keys.
@@ -187,13 +200,17 @@ impl Macs {
                 }
             }
             if let (Some(r), Some(t)) = (k.recurrent, keys.sequence) {
-                sum(&mut m.recurrent, r.macs, x, "flops.recurrent")?;
+                m.recurrent_kind = Some(r.kind);
+                let over = |e, what| r.kind.overflow(e, Budget::Flops, what, Some(OVER_LAYERS));
+                sum(&mut m.recurrent, r.macs, x, "flops.recurrent")
+                    .map_err(|e| over(e, "flops.recurrent (the projections)"))?;
                 sum(
                     &mut m.recurrent_sequence,
                     r.sequence_macs(t)?,
                     x,
                     "flops.recurrent",
-                )?;
+                )
+                .map_err(|e| over(e, "flops.recurrent (the convolutions and scans)"))?;
             }
             match &k.ffn {
                 Some(FfnCost::Moe(f)) => {
@@ -222,13 +239,18 @@ impl Macs {
             indexer = indexer.checked_add(keys.full.attention_flops(width)?.checked_mul(x)?)?;
         }
         // The convolution and the scan run over the `context`-token sequence: per token of it.
+        let over = |e, what| match self.recurrent_kind {
+            Some(kind) => kind.overflow(e, Budget::Flops, what, Some(OVER_LAYERS)),
+            None => e,
+        };
         let recurrent_core = match keys.sequence {
-            Some(t) => Flops::ratio(
-                u128::from(product(&[2, self.recurrent_sequence], "flops.recurrent")?),
-                u128::from(t),
-            )?,
+            Some(t) => product(&[2, self.recurrent_sequence], "flops.recurrent")
+                .and_then(|macs| Flops::ratio(u128::from(macs), u128::from(t)))
+                .map_err(|e| over(e, "flops.recurrent (the convolutions and scans)"))?,
             None => Flops::ZERO,
         };
+        let recurrent_projections = flops(self.recurrent, "flops.recurrent")
+            .map_err(|e| over(e, "flops.recurrent (the projections)"))?;
         Ok(FlopBreakdown {
             projections: flops(self.projections, "flops.projections")?,
             attention_core,
@@ -239,7 +261,7 @@ impl Macs {
             lm_head: Flops::ZERO,
             mtp: Flops::ZERO,
             indexer,
-            recurrent_projections: flops(self.recurrent, "flops.recurrent")?,
+            recurrent_projections,
             recurrent_core,
         })
     }
@@ -306,8 +328,17 @@ pub(super) fn kv_elements(
             kv = add(kv, entries, if at.is_some() { HELD } else { WHAT })?;
         }
         if let Some(r) = &k.recurrent {
-            conv = add(conv, product(&[r.conv_state, x], STATE)?, STATE)?;
-            delta = add(delta, product(&[r.delta_state, x], STATE)?, STATE)?;
+            let held = |acc: u64, per: u64| add(acc, product(&[per, x], STATE)?, STATE);
+            (conv, delta) = held(conv, r.conv_state)
+                .and_then(|c| Ok((c, held(delta, r.delta_state)?)))
+                .map_err(|e| {
+                    r.kind.overflow(
+                        e,
+                        Budget::Kv,
+                        "kv_cache.state (the state one sequence holds)",
+                        Some(OVER_LAYERS),
+                    )
+                })?;
         }
     }
     Ok((KvElements(kv), (conv, delta)))

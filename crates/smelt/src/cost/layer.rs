@@ -7,8 +7,8 @@
 
 use crate::error::Result;
 use crate::model::{
-    AttentionBias, AttentionLayer, AttentionShape, AttentionWindow, DELTA_RULE_CHUNK, Ffn,
-    GatedDeltaNet, Layer, LayerKind, Mamba2, Mixer, Moe, QkNorm, Stack, TokenMixer,
+    AttentionBias, AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, Moe,
+    QkNorm, RecurrentBlock, Stack, TokenMixer,
 };
 use crate::units::{add, product};
 
@@ -97,8 +97,7 @@ impl KindCost {
             _ => None,
         };
         let recurrent = match mixer {
-            Some(TokenMixer::Recurrent(Mixer::GatedDeltanet(g))) => Some(gated_deltanet(h, g)?),
-            Some(TokenMixer::Recurrent(Mixer::Mamba2(x))) => Some(mamba2(h, x)?),
+            Some(TokenMixer::Recurrent(m)) => Some(m.block(h)?),
             _ => None,
         };
         let (ffn, branch) = match ffn {
@@ -349,166 +348,5 @@ fn moe(h: u64, e: &Moe) -> Result<MoeBlock> {
         router_macs: router_weights,
         expert_macs: product(&[weights, e.top_k], "flops.experts")?,
         shared_macs: add(shared_experts, gate, "flops.shared")?,
-    })
-}
-
-/// The recurrent token mixer of one layer, for one sequence of `T` tokens.
-///
-/// Gated DeltaNet, with `n_k` query/key heads of width `d_k`, `n_v` value heads of width
-/// `d_v`, key width `K = n_k·d_k`, value width `V = n_v·d_v`, a `w`-tap convolution over
-/// `c = 2K + V` channels and chunks of `C = 64`, as `torch_chunk_gated_delta_rule` runs it
-/// on a sequence padded to `P = C·⌈T/C⌉`:
-/// * projections: `H·(2K + 2V + 2·n_v)` (q, k, v, z, b, a) `+ V·H` (out) per token;
-/// * convolution: `(T + w − 1)·c·w` per sequence (`Conv1d` with `padding = w − 1` computes
-///   `T + w − 1` outputs per channel, the last `w − 1` dropped);
-/// * delta rule, per value head and chunk (queries and keys repeated to the value heads):
-///   `k_β·kᵀ` and `q·kᵀ` (`2·C²·d_k`), then in the scan `k_cumdecay·S` and `q·S`
-///   (`2·C·d_k·d_v`), `attn·v_new` (`C²·d_v`) and `kᵀ·v_new` (`C·d_k·d_v`): per sequence
-///   `P·n_v·(2·C·d_k + C·d_v + 3·d_k·d_v)`.
-///
-/// Not counted: the two unit-triangular solves per chunk (`solve_triangular`, about
-/// `C²·(d_k + d_v)/2`), the cumulative sums, exponentials, masks, the l2 norms of q and k,
-/// the scaling, `β`, the decays, the gated RMSNorm and the activations, as elsewhere.
-///
-/// Mamba-2, with `n_h` heads of width `d`, inner width `I = n_h·d`, state `N`, `g` groups, a
-/// `w`-tap convolution over `c = I + 2·g·N` channels and chunks of `C` (the config's
-/// `chunk_size`), as `NemotronHMamba2Mixer.torch_forward` runs it on a sequence padded to
-/// `P = C·⌈T/C⌉` in `Z = P/C + 1` state slots (a zero initial state, then one per chunk):
-/// * projections: `H·(2I + 2·g·N + n_h)` (`in_proj`: z, x, B, C, dt) `+ I·H` (`out_proj`);
-/// * convolution: `(T + w − 1)·c·w`, as for Gated DeltaNet;
-/// * the SSD scan, per head (`B`, `C` repeated to the heads): per chunk `C·Bᵀ` (`C²·N`), the
-///   masked scores times `x` (`C²·d`), the chunk's state `Σ B·x` (`C·N·d`) and its read-out
-///   `C·state` (`C·N·d`): `P·n_h·(C·N + C·d + 2·N·d)`; and the chunk-to-chunk recurrence
-///   computed as a `Z x Z` decay matrix applied to the `Z` states (`Z²·n_h·N·d`).
-///
-/// Not counted: the elementwise products by `dt`, the decays `L` and `exp(A_cumsum)`, the
-/// `D` skip, the softplus of `dt`, cumulative sums, exponentials, masks, the gated RMSNorm
-/// and the activations, as elsewhere.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct RecurrentBlock {
-    /// Every weight: projections, convolution, `A_log`, `dt_bias`, the gated norm.
-    pub params: u64,
-    /// Multiply-adds per token of the projections.
-    pub macs: u64,
-    /// Convolution channels times taps (`c·w`): multiply-adds per convolution output.
-    pub conv_macs: u64,
-    /// Taps of the convolution.
-    pub conv_kernel: u64,
-    /// Multiply-adds of the delta rule per padded token: `n_v·(2·C·d_k + C·d_v + 3·d_k·d_v)`.
-    pub core_macs: u64,
-    /// Chunk length `C`.
-    pub chunk: u64,
-    /// Multiply-adds per pair of state slots of the chunk-to-chunk recurrence (Mamba-2's
-    /// `n_h·N·d`; 0 for Gated DeltaNet, whose scan is counted per chunk).
-    pub slot_macs: u64,
-    /// The state one sequence holds per layer execution, elements: the convolution's last
-    /// `w` inputs per channel (`c·w`, as Transformers' cache holds it) and the recurrence's
-    /// (the delta rule's `n_v·d_k·d_v`, Mamba-2's SSM state `n_h·d·N`).
-    pub conv_state: u64,
-    pub delta_state: u64,
-}
-
-impl RecurrentBlock {
-    /// Multiply-adds of the convolution and the scan over one sequence of `t` tokens.
-    pub fn sequence_macs(&self, t: u64) -> Result<u64> {
-        const WHAT: &str = "flops.recurrent";
-        let outputs = add(t, self.conv_kernel - 1, WHAT)?;
-        let chunks = t.div_ceil(self.chunk);
-        let padded = product(&[chunks, self.chunk], WHAT)?;
-        let slots = add(chunks, 1, WHAT)?;
-        [
-            product(&[padded, self.core_macs], WHAT)?,
-            product(&[slots, slots, self.slot_macs], WHAT)?,
-        ]
-        .into_iter()
-        .try_fold(product(&[outputs, self.conv_macs], WHAT)?, |s, x| {
-            add(s, x, WHAT)
-        })
-    }
-}
-
-/// A Gated DeltaNet mixer on a residual stream of width `h`.
-fn gated_deltanet(h: u64, g: &GatedDeltaNet) -> Result<RecurrentBlock> {
-    const WHAT: &str = "params.recurrent";
-    let (k, v) = (
-        product(&[g.key_heads, g.key_head_dim], WHAT)?,
-        product(&[g.value_heads, g.value_head_dim], WHAT)?,
-    );
-    let channels = add(product(&[2, k], WHAT)?, v, WHAT)?;
-    let in_width = [product(&[2, v], WHAT)?, product(&[2, g.value_heads], WHAT)?]
-        .into_iter()
-        .try_fold(product(&[2, k], WHAT)?, |s, x| add(s, x, WHAT))?;
-    let macs = add(
-        product(&[h, in_width], WHAT)?,
-        product(&[v, h], WHAT)?,
-        WHAT,
-    )?;
-    let conv_macs = product(&[channels, g.conv_kernel], WHAT)?;
-    let c = DELTA_RULE_CHUNK;
-    let (dk, dv) = (g.key_head_dim, g.value_head_dim);
-    let per_head = [product(&[c, dv], WHAT)?, product(&[3, dk, dv], WHAT)?]
-        .into_iter()
-        .try_fold(product(&[2, c, dk], WHAT)?, |s, x| add(s, x, WHAT))?;
-    // The gated RMSNorm's weight is one vector of `d_v`, shared by the value heads.
-    let params = [conv_macs, product(&[2, g.value_heads], WHAT)?, dv]
-        .into_iter()
-        .try_fold(macs, |s, x| add(s, x, WHAT))?;
-    Ok(RecurrentBlock {
-        params,
-        macs,
-        conv_macs,
-        conv_kernel: g.conv_kernel,
-        core_macs: product(&[g.value_heads, per_head], WHAT)?,
-        chunk: c,
-        slot_macs: 0,
-        conv_state: conv_macs,
-        delta_state: product(&[g.value_heads, dk, dv], "kv_cache.state")?,
-    })
-}
-
-/// A Mamba-2 mixer on a residual stream of width `h`.
-fn mamba2(h: u64, x: &Mamba2) -> Result<RecurrentBlock> {
-    const WHAT: &str = "params.recurrent";
-    let inner = product(&[x.heads, x.head_dim], WHAT)?;
-    let bc = product(&[2, x.groups, x.state], WHAT)?;
-    let channels = add(inner, bc, WHAT)?;
-    // in_proj: z (inner), x·B·C (channels), dt (heads).
-    let in_width = add(add(inner, channels, WHAT)?, x.heads, WHAT)?;
-    let macs = add(
-        product(&[h, in_width], WHAT)?,
-        product(&[inner, h], WHAT)?,
-        WHAT,
-    )?;
-    let conv_macs = product(&[channels, x.conv_kernel], WHAT)?;
-    let conv_bias = if x.conv_bias { channels } else { 0 };
-    let proj_bias = if x.proj_bias {
-        add(in_width, h, WHAT)?
-    } else {
-        0
-    };
-    // A_log, D and dt_bias per head; the gated RMSNorm's weight of the inner width.
-    let params = [
-        conv_macs,
-        conv_bias,
-        proj_bias,
-        product(&[3, x.heads], WHAT)?,
-        inner,
-    ]
-    .into_iter()
-    .try_fold(macs, |s, y| add(s, y, WHAT))?;
-    let (c, n, d) = (x.chunk, x.state, x.head_dim);
-    let per_head = [product(&[c, d], WHAT)?, product(&[2, n, d], WHAT)?]
-        .into_iter()
-        .try_fold(product(&[c, n], WHAT)?, |s, y| add(s, y, WHAT))?;
-    Ok(RecurrentBlock {
-        params,
-        macs,
-        conv_macs,
-        conv_kernel: x.conv_kernel,
-        core_macs: product(&[x.heads, per_head], WHAT)?,
-        chunk: c,
-        slot_macs: product(&[x.heads, n, d], WHAT)?,
-        conv_state: conv_macs,
-        delta_state: product(&[x.heads, d, n], "kv_cache.state")?,
     })
 }

@@ -296,7 +296,7 @@ pub use count::layer_cost;
 pub use memory::{
     ActivationBreakdown, ActivationReport, PolicyActivations, activation_report, activations,
 };
-pub use per_budget::{BudgetKind, Exactness, PerBudget, Ratios, Residuals, TermStatus};
+pub use per_budget::{BudgetKind, Exactness, PerBudget, Ratios, Residuals, Term, TermStatus};
 pub use training::{PeakPair, StageMemory, TrainingMemory, peak_pair, training_memory};
 pub use types::{
     AttentionReport, Budgets, ControlReport, Conventions, Cost, FlopBreakdown, FlopReport,

@@ -12,10 +12,11 @@
 //! file's `[objective.weights]` (`budget/file.rs`), the reports' words (`report/label.rs`)
 //! and the binding floor's explanation (`search/advice.rs`).
 //!
-//! The predicted step time ([`crate::budget::time`]) is not one of these budgets: it exists
-//! only on a named card, and it is a float from a roofline, not an exact count of the cost
-//! model; it enters the objective as one more component of the score
-//! ([`crate::budget::Score::with_time`]).
+//! The predicted step time ([`crate::budget::time`]) is not a budget: it exists only on a
+//! named card, and it is a float from the time model, not an exact count of the cost model;
+//! it enters the objective as one more component of the score
+//! ([`crate::budget::Score::with_time`]). With the budgets it makes the objective's terms
+//! ([`Term`]), which the reports iterate over.
 
 use serde::{Deserialize, Serialize};
 
@@ -106,6 +107,61 @@ impl BudgetKind {
             BudgetKind::Params => "params",
             BudgetKind::Kv => "kv",
             BudgetKind::Activations => "activations",
+        }
+    }
+}
+
+/// A term of the objective: one of the budgets, or the predicted step time. The budgets
+/// are exact counts every model has (or that its stack does not count); the time exists
+/// only where a card is named (`[objective.time]`, `grid --predict`) and is a float from
+/// the time model. Reports iterate over the terms of a result ([`Term::of`]) and ask each
+/// for its status, words and residual, so that no term has a special case of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Term {
+    /// A budget ([`BudgetKind`]).
+    Budget(BudgetKind),
+    /// The predicted step time per token, on a named card.
+    Time,
+}
+
+impl Term {
+    /// The terms of a result: every budget in report order, then the time when the result
+    /// carries a prediction (`timed`).
+    pub fn of(timed: bool) -> impl Iterator<Item = Term> {
+        (BudgetKind::ALL.into_iter().map(Term::Budget)).chain(timed.then_some(Term::Time))
+    }
+
+    /// How its value is known.
+    pub fn exactness(self) -> Exactness {
+        match self {
+            Term::Budget(k) => k.exactness(),
+            Term::Time => Exactness::Float,
+        }
+    }
+
+    /// Its key: a budget's JSON key, or `"time"` (`[objective.weights]`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Term::Budget(k) => k.as_str(),
+            Term::Time => "time",
+        }
+    }
+
+    /// Whether `model` has this term: a budget its stack counts ([`BudgetKind::counted_for`]),
+    /// or the time, which every model a prediction was made for has.
+    pub fn counted_for(self, model: &Model) -> bool {
+        match self {
+            Term::Budget(k) => k.counted_for(model),
+            Term::Time => true,
+        }
+    }
+
+    /// This term's residual in a row that has the budgets' `residuals` (if costed) and the
+    /// predicted time's `time` residual (if predicted).
+    pub fn residual(self, residuals: Option<&Residuals>, time: Option<f64>) -> Option<f64> {
+        match self {
+            Term::Budget(k) => residuals.map(|r| r[k]),
+            Term::Time => time,
         }
     }
 }

@@ -189,8 +189,19 @@ pub fn gain_table_with(
     let (opts, boot) = (&gain.fit, gain.bootstrap);
     let ref_fit = super::fit_with(reference.0, reference.1, opts, progress)?;
     let tgt_fit = super::fit_with(target.0, target.1, opts, progress)?;
-    for (field, f) in [("reference", &ref_fit), ("target", &tgt_fit)] {
-        has_frontier(field, f)?;
+    for (role, fit) in [("reference", &ref_fit), ("target", &tgt_fit)] {
+        if let Some(why) = fit.surface.frontier_defect() {
+            return Err(Error::invalid(
+                role,
+                format!(
+                    "'{}': {why}; its frontier loss (loss_{role} in the gain table) cannot be \
+                     computed, so no gain is. The endpoints do not determine the surface: \
+                     add runs nearer the compute-optimal frontier, over a wider range of F and \
+                     D, and check the fit with smelt fit",
+                    fit.group
+                ),
+            ));
+        }
     }
     let mut cells: Vec<String> = reference
         .1
@@ -230,25 +241,6 @@ pub fn gain_table_with(
         cells: cells.len(),
         rows,
     })
-}
-
-/// An error unless `fit`'s exponents `a` and `c` are positive: otherwise its loss does not
-/// fall with `F` (or with `D`), the surface has no compute-optimal loss, and no gain can
-/// be read from it.
-fn has_frontier(field: &str, fit: &Fit) -> Result<()> {
-    let s = &fit.surface;
-    if s.a > 0.0 && s.c > 0.0 {
-        return Ok(());
-    }
-    Err(Error::invalid(
-        field,
-        format!(
-            "the fit of '{}' has exponents a = {:.4} and c = {:.4}; both must be positive for \
-             the surface to have a compute-optimal loss, so no gain can be read from it (more \
-             endpoints, nearer compute-optimal, may determine it)",
-            fit.group, s.a, s.c
-        ),
-    ))
 }
 
 /// An error unless the two names differ, the bootstrap is not too large, every compute is

@@ -296,7 +296,7 @@ pub(crate) fn check_fit(surface: &Surface, points: &[Endpoint]) -> Vec<String> {
     let spread = range(&|p| p.loss);
     let compute = range(&|p| s.A * (1.0 - p.s).powf(s.b) / p.f.powf(s.a));
     let data = range(&|p| s.K / p.d.powf(s.c));
-    let mut out = Vec::new();
+    let mut out: Vec<String> = surface.frontier_defect().into_iter().collect();
     for (name, r, params) in [
         ("A(1-S)^b/F^a", compute, "A, a and b"),
         ("K/D^c", data, "K and c"),

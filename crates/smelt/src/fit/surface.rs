@@ -44,6 +44,28 @@ impl Surface {
         self.a * self.c / (self.a + self.c)
     }
 
+    /// Whether the surface has a compute-optimal frontier: `F*`, `L*` and the gain are
+    /// defined only when both exponents `a` and `c` are positive and finite (otherwise more
+    /// compute spent on `F` or on `D` does not lower the loss, and `F*` has no minimum).
+    /// `None` when it has one; otherwise which exponent fails, in words.
+    pub fn frontier_defect(&self) -> Option<String> {
+        let bad = |x: f64| !(x.is_finite() && x > 0.0);
+        let which: Vec<String> = [("a", self.a), ("c", self.c)]
+            .into_iter()
+            .filter(|(_, x)| bad(*x))
+            .map(|(name, x)| format!("{name} = {x:.3}"))
+            .collect();
+        (!which.is_empty()).then(|| {
+            format!(
+                "the fitted exponent{} {} {} not positive, so the surface has no \
+                 compute-optimal frontier (F*, L* and the gain are undefined)",
+                if which.len() > 1 { "s" } else { "" },
+                which.join(" and "),
+                if which.len() > 1 { "are" } else { "is" },
+            )
+        })
+    }
+
     /// Compute-optimal `F*` at compute `c_total = F·D` and sparsity `s`.
     pub fn f_star(&self, c_total: f64, s: f64) -> f64 {
         let a_s = self.A * (1.0 - s).powf(self.b);
@@ -99,8 +121,11 @@ impl Surface {
 
 /// Compute-efficiency gain of `target` over `reference` at compute `c_total` and sparsity
 /// `s`: `1 - C / C_ref` (module docs). `None` when the reference cannot reach the target's
-/// frontier loss.
+/// frontier loss, or when either surface has no frontier ([`Surface::frontier_defect`]).
 pub fn ce_gain(reference: &Surface, target: &Surface, c_total: f64, s: f64) -> Option<f64> {
+    if reference.frontier_defect().is_some() || target.frontier_defect().is_some() {
+        return None;
+    }
     let loss = target.l_star(c_total, s);
     reference
         .compute_for_loss(loss, s)

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use super::support::Support;
 use super::{Common, Parts, field_names, read};
 use crate::error::{Error, Result};
-use crate::model::Model;
+use crate::model::{Model, Router};
 use crate::names::named_enum;
 
 named_enum! {
@@ -88,6 +88,14 @@ pub(super) trait FamilyConfig: Sync {
     /// routed experts of the common shape ([`Support::ROUTED`]).
     fn support(&self) -> &Support {
         &Support::ROUTED
+    }
+
+    /// The routers (`[model.moe] router`) its Transformers class builds, as its import
+    /// states them: the export refuses a model stating any other. Empty (the default) for
+    /// a family whose router is none of smelt's (sigmoid scores, group-limited choice,
+    /// SparseMixer, a softmax over the top-k logits...) or whose import does not state it.
+    fn routers(&self) -> &'static [Router] {
+        &[]
     }
 
     /// Its config keys for the model's fields, so import errors use the file's words.
@@ -198,6 +206,9 @@ pub(super) struct Words {
     /// The routed experts a token uses (`model.moe.top_k`): read and written in place of
     /// the common `num_experts_per_tok` when it differs (Gemma 4's `top_k_experts`).
     pub top_k: &'static str,
+    /// The family's own fields and their keys (a mixer's shape, a layer pattern), read
+    /// before the common ones: `(model field, config key)`, the longer field first.
+    pub own: &'static [(&'static str, &'static str)],
 }
 
 /// The common key of the routed experts a token uses.
@@ -212,6 +223,7 @@ impl Words {
         dense_ffn: "intermediate_size",
         window: "sliding_window",
         top_k: TOP_K,
+        own: &[],
     };
 
     /// DeepSeek's MoE words (DeepSeek, Kimi-K2, GLM-4.5).

@@ -73,6 +73,13 @@ const WORDS: Words = Words {
     expert_ffn: "moe_intermediate_size",
     shared_ffn: "intermediate_size",
     top_k: "top_k_experts",
+    own: &[
+        (
+            "model.full_attention.kv_heads",
+            "num_global_key_value_heads",
+        ),
+        ("model.full_attention.head_dim", "global_head_dim"),
+    ],
     ..Words::LOCAL
 };
 

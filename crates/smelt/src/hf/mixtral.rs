@@ -8,7 +8,7 @@ use super::family::{FamilyConfig, OneStruct, OwnKeys};
 use super::support::{Feature, Support, every_layer, window_on_every_layer};
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::model::Model;
+use crate::model::{Model, Router};
 
 /// The `mixtral` family.
 pub(super) struct Mixtral;
@@ -33,6 +33,10 @@ impl FamilyConfig for Mixtral {
     }
     fn support(&self) -> &Support {
         &SUPPORT
+    }
+    fn routers(&self) -> &'static [Router] {
+        // MixtralTopKRouter: a float32 softmax, the top-k renormalised, kept in float32.
+        &[Router::SoftmaxRenormalisedFp32]
     }
 }
 

@@ -56,6 +56,17 @@ const WORDS: Words = Words {
     expert_ffn: "moe_intermediate_size",
     shared_ffn: "moe_shared_expert_intermediate_size",
     dense_ffn: "intermediate_size",
+    own: &[
+        ("model.recurrent.mixer.mamba2.heads", "mamba_num_heads"),
+        ("model.recurrent.mixer.mamba2.head_dim", "mamba_head_dim"),
+        ("model.recurrent.mixer.mamba2.state", "ssm_state_size"),
+        ("model.recurrent.mixer.mamba2.groups", "n_groups"),
+        ("model.recurrent.mixer.mamba2.conv_kernel", "conv_kernel"),
+        ("model.recurrent.mixer.mamba2.chunk", "chunk_size"),
+        ("model.blocks.mixer_only", "layers_block_type"),
+        ("model.blocks.ffn_only", "layers_block_type"),
+        ("model.blocks", "layers_block_type"),
+    ],
     ..Words::LOCAL
 };
 

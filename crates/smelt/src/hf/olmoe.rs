@@ -7,7 +7,7 @@ use super::family::{FamilyConfig, OneStruct, OwnKeys, Words};
 use super::support::Support;
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::model::{AttentionBias, Model, QkNorm};
+use crate::model::{AttentionBias, Model, QkNorm, Router};
 
 /// The `olmoe` family.
 pub(super) struct Olmoe;
@@ -28,6 +28,9 @@ impl FamilyConfig for Olmoe {
     }
     fn support(&self) -> &Support {
         &SUPPORT
+    }
+    fn routers(&self) -> &'static [Router] {
+        super::qwen::NORM_TOPK_PROB
     }
     fn words(&self) -> Words {
         Words {

@@ -10,7 +10,12 @@ use super::family::{ConfigKeys, FamilyConfig, Words, object};
 use super::support::{Shared, Support, refuse_qwen_windows};
 use super::{Common, Family, Parts, field_names, read, yes};
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, Dense, Model, QkNorm};
+use crate::model::{AttentionBias, Dense, Model, QkNorm, Router};
+
+/// The routers of the families with `norm_topk_prob` (their `...TopKRouter`: a float32
+/// softmax over every expert, the top-k divided by their sum when the key is true, cast to
+/// the model's dtype).
+pub(super) const NORM_TOPK_PROB: &[Router] = &[Router::Softmax, Router::SoftmaxRenormalised];
 
 /// What both Qwen MoE families add to a family's words.
 const WORDS: Words = Words {
@@ -51,6 +56,9 @@ impl FamilyConfig for Qwen2MoeFamily {
     }
     fn support(&self) -> &Support {
         &Qwen2Moe::SUPPORT
+    }
+    fn routers(&self) -> &'static [Router] {
+        NORM_TOPK_PROB
     }
     fn words(&self) -> Words {
         Words {
@@ -106,6 +114,9 @@ impl FamilyConfig for Qwen3MoeFamily {
     }
     fn support(&self) -> &Support {
         &Qwen3Moe::SUPPORT
+    }
+    fn routers(&self) -> &'static [Router] {
+        NORM_TOPK_PROB
     }
     fn words(&self) -> Words {
         WORDS

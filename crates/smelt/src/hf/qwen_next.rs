@@ -48,6 +48,28 @@ const WORDS: Words = Words {
     experts: "num_experts",
     expert_ffn: "moe_intermediate_size",
     shared_ffn: "shared_expert_intermediate_size",
+    own: &[
+        (
+            "model.recurrent.mixer.gated_deltanet.key_heads",
+            "linear_num_key_heads",
+        ),
+        (
+            "model.recurrent.mixer.gated_deltanet.value_heads",
+            "linear_num_value_heads",
+        ),
+        (
+            "model.recurrent.mixer.gated_deltanet.key_head_dim",
+            "linear_key_head_dim",
+        ),
+        (
+            "model.recurrent.mixer.gated_deltanet.value_head_dim",
+            "linear_value_head_dim",
+        ),
+        (
+            "model.recurrent.mixer.gated_deltanet.conv_kernel",
+            "linear_conv_kernel_dim",
+        ),
+    ],
     ..Words::LOCAL
 };
 

@@ -145,11 +145,6 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         ("model.moe.expert_ffn", w.expert_ffn),
         ("model.moe.experts", w.experts),
         ("model.moe.top_k", w.top_k),
-        (
-            "model.full_attention.kv_heads",
-            "num_global_key_value_heads",
-        ),
-        ("model.full_attention.head_dim", "global_head_dim"),
         ("model.mla.q_lora_rank", "q_lora_rank"),
         ("model.mla.kv_lora_rank", "kv_lora_rank"),
         ("model.mla.qk_nope_head_dim", "qk_nope_head_dim"),
@@ -162,36 +157,7 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         ("model.indexer.head_dim", "index_head_dim"),
         ("model.indexer.topk", "index_topk"),
         ("model.indexer", "index_*"),
-        (
-            "model.recurrent.mixer.gated_deltanet.key_heads",
-            "linear_num_key_heads",
-        ),
-        (
-            "model.recurrent.mixer.gated_deltanet.value_heads",
-            "linear_num_value_heads",
-        ),
-        (
-            "model.recurrent.mixer.gated_deltanet.key_head_dim",
-            "linear_key_head_dim",
-        ),
-        (
-            "model.recurrent.mixer.gated_deltanet.value_head_dim",
-            "linear_value_head_dim",
-        ),
-        (
-            "model.recurrent.mixer.gated_deltanet.conv_kernel",
-            "linear_conv_kernel_dim",
-        ),
-        ("model.recurrent.mixer.mamba2.heads", "mamba_num_heads"),
-        ("model.recurrent.mixer.mamba2.head_dim", "mamba_head_dim"),
-        ("model.recurrent.mixer.mamba2.state", "ssm_state_size"),
-        ("model.recurrent.mixer.mamba2.groups", "n_groups"),
-        ("model.recurrent.mixer.mamba2.conv_kernel", "conv_kernel"),
-        ("model.recurrent.mixer.mamba2.chunk", "chunk_size"),
         ("model.recurrent.layers", "layer_types"),
-        ("model.blocks.mixer_only", "layers_block_type"),
-        ("model.blocks.ffn_only", "layers_block_type"),
-        ("model.blocks", "layers_block_type"),
         ("model.kv_heads", "num_key_value_heads"),
         ("model.heads", "num_attention_heads"),
         ("model.head_dim", "head_dim"),
@@ -206,7 +172,7 @@ pub(super) fn in_config_words(e: Error, family: Family) -> Error {
         ("model.loop", "loop_*"),
     ];
     let translate = |s: &str| {
-        words.iter().fold(s.to_owned(), |acc, (ours, theirs)| {
+        (w.own.iter().chain(&words)).fold(s.to_owned(), |acc, (ours, theirs)| {
             acc.replace(ours, theirs)
         })
     };

@@ -111,6 +111,7 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
     let mut out = object(Common::of(spec, family))?;
     let config = family.config();
     config.support().check(m, family)?;
+    router_built(m, family)?;
     buildable(m, family)?;
     out.extend(config.write(m)?);
     // A family that names the experts per token otherwise writes only its own key.
@@ -129,6 +130,51 @@ pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
         );
     }
     Ok(Value::Object(out))
+}
+
+/// Refuses a model whose stated router (`[model.moe] router`) `family`'s Transformers class
+/// does not build ([`super::family::FamilyConfig::routers`]), naming the families that do.
+fn router_built(m: &crate::model::Model, family: Family) -> Result<()> {
+    let Some(router) = m.moe.router else {
+        return Ok(());
+    };
+    let builds = family.config().routers();
+    if builds.contains(&router) {
+        return Ok(());
+    }
+    let names = |routers: &[crate::model::Router]| {
+        routers
+            .iter()
+            .map(|r| format!("\"{r}\""))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
+    let (theirs, set) = if builds.is_empty() {
+        ("a router smelt does not describe".to_owned(), "")
+    } else {
+        (
+            format!("router = {}", names(builds)),
+            "set the router it builds, ",
+        )
+    };
+    let others: Vec<&str> = (Family::ALL.iter())
+        .filter(|f| f.config().routers().contains(&router))
+        .map(|f| f.as_str())
+        .collect();
+    let elsewhere = if others.is_empty() {
+        String::new()
+    } else {
+        format!("export a family that builds it ({}), ", others.join(", "))
+    };
+    Err(Error::invalid(
+        "model.moe.router",
+        format!(
+            "is \"{router}\", but {family}'s Transformers class ({}) builds {theirs}: \
+             {elsewhere}{set}or remove the line (the router changes only what a \
+             Transformers training step saves)",
+            family.architecture()
+        ),
+    ))
 }
 
 /// What Transformers' own config classes refuse, refused here first with the reason.

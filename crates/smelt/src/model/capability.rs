@@ -264,31 +264,20 @@ impl Consumer {
         Consumer::Export,
     ];
 
-    /// The features every consumer but the counts and the export refuses: recurrent
-    /// mixers, the attention gate, one-block layers, relu2 and Gemma 4's pieces (none of
-    /// them is described by the activation and training memory nor planned).
-    const UNDESCRIBED: [Feature; 11] = [
-        Feature::GatedDeltanet,
-        Feature::Mamba2,
-        Feature::AttentionGate,
-        Feature::Blocks,
-        Feature::Relu2,
-        Feature::FullAttention,
-        Feature::VNorm,
-        Feature::PostNorms,
-        Feature::BranchNorms,
-        Feature::RouterScale,
-        Feature::GeluTanh,
-    ];
+    /// Whether every consumer but the counts and the export refuses `feature`: the
+    /// features from the recurrent mixers on in [`Feature::ALL`]'s order (the recurrent
+    /// mixers, the attention gate, one-block layers, relu2 and Gemma 4's pieces), none of
+    /// which is described by the activation and training memory nor planned.
+    fn undescribed(feature: Feature) -> bool {
+        feature >= Feature::GatedDeltanet
+    }
 
     /// The capability table: whether the consumer handles `feature`.
     pub fn handles(self, feature: Feature) -> bool {
         match self {
             Consumer::Counts | Consumer::Export => true,
-            Consumer::Activations | Consumer::KernelPlan => !Self::UNDESCRIBED.contains(&feature),
-            Consumer::TrainingMemory => {
-                feature != Feature::Mtp && !Self::UNDESCRIBED.contains(&feature)
-            }
+            Consumer::Activations | Consumer::KernelPlan => !Self::undescribed(feature),
+            Consumer::TrainingMemory => feature != Feature::Mtp && !Self::undescribed(feature),
             Consumer::LauncherFlops => feature != Feature::FullAttention,
         }
     }
@@ -453,6 +442,15 @@ mod tests {
             let end = docs.find("<!-- capabilities:end -->").unwrap();
             assert_eq!(&docs[start..end], markdown(None));
         }
+    }
+
+    /// [`Feature::ALL`] lists every feature once, in the declaration order the refusals
+    /// and [`Consumer::undescribed`] read.
+    #[test]
+    fn all_is_in_declaration_order() {
+        assert!(Feature::ALL.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(Feature::ALL[0], Feature::Mla);
+        assert_eq!(*Feature::ALL.last().unwrap(), Feature::GeluTanh);
     }
 
     /// Every refusal is worded one way and names the feature's field.

@@ -51,6 +51,7 @@ mod workload;
 pub use capability::{Consumer, Feature};
 pub use changes::WorkloadChanges;
 pub use knobs::Knobs;
+pub(crate) use mixer::{Budget as MixerBudget, MixerWords, RecurrentBlock};
 pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
 pub use stack::{
     AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,
@@ -521,7 +522,7 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-fn is_false(v: &bool) -> bool {
+pub(crate) fn is_false(v: &bool) -> bool {
     !*v
 }
 

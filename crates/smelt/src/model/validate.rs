@@ -3,8 +3,8 @@
 //! and no loop runs over an absurd range.
 
 use super::{
-    AttentionBias, Blocks, ExpertActivation, FullAttention, GatedDeltaNet, Indexer, Mamba2, Mixer,
-    Mla, Model, ModelSpec, QkNorm, Recurrent, Workload,
+    AttentionBias, Blocks, ExpertActivation, FullAttention, Indexer, Mla, Model, ModelSpec, QkNorm,
+    Recurrent, Workload,
 };
 use super::{
     MAX_CONTEXT, MAX_COUNT, MAX_EXPERTS, MAX_HISTOGRAM_TOKENS, MAX_REPEATS, MAX_VOCAB, MAX_WIDTH,
@@ -12,7 +12,7 @@ use super::{
 use crate::error::{Error, Result};
 
 /// `Ok` when `ok`, else the field and the rule `rule()` describes.
-fn ensure(ok: bool, field: &str, rule: impl FnOnce() -> String) -> Result<()> {
+pub(crate) fn ensure(ok: bool, field: &str, rule: impl FnOnce() -> String) -> Result<()> {
     if ok {
         Ok(())
     } else {
@@ -144,83 +144,6 @@ impl Model {
         }
         Ok(())
     }
-}
-
-impl Mixer {
-    /// Checks the mixer's shapes (the errors name `model.recurrent.mixer.<kind>.<field>`).
-    pub fn validate(&self) -> Result<()> {
-        match self {
-            Mixer::GatedDeltanet(g) => validate_gated_deltanet(g),
-            Mixer::Mamba2(m) => validate_mamba2(m),
-        }
-    }
-
-    /// Whether `self` differs from `other` at most in the knobs a lattice searches (Gated
-    /// DeltaNet's heads and head widths, Mamba-2's heads, head width and state): the same
-    /// kind, the same convolution, and for Mamba-2 the same groups, chunk and biases.
-    pub fn same_but_knobs(&self, other: &Mixer) -> bool {
-        match (*self, *other) {
-            (Mixer::GatedDeltanet(a), Mixer::GatedDeltanet(b)) => {
-                GatedDeltaNet {
-                    key_heads: b.key_heads,
-                    value_heads: b.value_heads,
-                    key_head_dim: b.key_head_dim,
-                    value_head_dim: b.value_head_dim,
-                    ..a
-                } == b
-            }
-            (Mixer::Mamba2(a), Mixer::Mamba2(b)) => {
-                Mamba2 {
-                    heads: b.heads,
-                    head_dim: b.head_dim,
-                    state: b.state,
-                    ..a
-                } == b
-            }
-            _ => false,
-        }
-    }
-}
-
-fn validate_gated_deltanet(g: &GatedDeltaNet) -> Result<()> {
-    const AT: &str = "model.recurrent.mixer.gated_deltanet";
-    positive(&format!("{AT}.key_heads"), g.key_heads, MAX_COUNT)?;
-    positive(&format!("{AT}.value_heads"), g.value_heads, MAX_COUNT)?;
-    positive(&format!("{AT}.key_head_dim"), g.key_head_dim, MAX_WIDTH)?;
-    positive(&format!("{AT}.value_head_dim"), g.value_head_dim, MAX_WIDTH)?;
-    positive(&format!("{AT}.conv_kernel"), g.conv_kernel, MAX_COUNT)?;
-    ensure(
-        g.value_heads.is_multiple_of(g.key_heads),
-        &format!("{AT}.value_heads"),
-        || {
-            format!(
-                "must be a multiple of key_heads ({}): each query/key head serves \
-                 value_heads / key_heads value heads; got {}",
-                g.key_heads, g.value_heads
-            )
-        },
-    )
-}
-
-fn validate_mamba2(m: &Mamba2) -> Result<()> {
-    const AT: &str = "model.recurrent.mixer.mamba2";
-    positive(&format!("{AT}.heads"), m.heads, MAX_COUNT)?;
-    positive(&format!("{AT}.head_dim"), m.head_dim, MAX_WIDTH)?;
-    positive(&format!("{AT}.state"), m.state, MAX_WIDTH)?;
-    positive(&format!("{AT}.groups"), m.groups, MAX_COUNT)?;
-    positive(&format!("{AT}.conv_kernel"), m.conv_kernel, MAX_COUNT)?;
-    positive(&format!("{AT}.chunk"), m.chunk, MAX_CONTEXT)?;
-    ensure(
-        m.heads.is_multiple_of(m.groups),
-        &format!("{AT}.groups"),
-        || {
-            format!(
-                "must divide {AT}.heads ({}): each group's B and C serve heads / groups heads; \
-             got {}",
-                m.heads, m.groups
-            )
-        },
-    )
 }
 
 /// A list of 1-based layers: not empty, strictly increasing, each a layer of the model.

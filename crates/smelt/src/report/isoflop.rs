@@ -2,7 +2,7 @@
 
 use super::{Document, Field, Report, Table, group_digits, short};
 use crate::launcher_flops::Convention;
-use crate::study::{IsoflopPlan, Run, compute_label};
+use crate::study::{ConventionPlan, IsoflopPlan, Run, compute_label};
 
 fn sci(x: f64) -> Field {
     Field::shown(short(x), x)
@@ -12,25 +12,48 @@ fn count(n: u64) -> Field {
     Field::shown(group_digits(u128::from(n)), n)
 }
 
-/// The ratio a plan by `convention` reaches, or a dash when it cannot count the model.
-fn plan_by(r: &Run, convention: Convention) -> Field {
-    match r.conventions.iter().find(|c| c.convention == convention) {
-        Some(c) => match c.reached_over_compute {
-            Some(x) => Field::ratio(x),
-            None => Field::text("-"),
-        },
-        None => Field::text("-"),
-    }
+/// The field `value` gives of `r`'s count under `convention`, or a dash when there is none
+/// (the convention cannot count the model).
+fn by(r: &Run, convention: Convention, value: impl Fn(&ConventionPlan) -> Option<Field>) -> Field {
+    (r.conventions.iter())
+        .find(|c| c.convention == convention)
+        .and_then(value)
+        .unwrap_or_else(|| Field::text("-"))
 }
 
+/// The ratio a plan by `convention` reaches, or a dash when it cannot count the model.
+fn plan_by(r: &Run, convention: Convention) -> Field {
+    by(r, convention, |c| c.reached_over_compute.map(Field::ratio))
+}
+
+/// The training FLOPs per token under `convention`, or a dash.
 fn per_token(r: &Run, convention: Convention) -> Field {
-    match r.conventions.iter().find(|c| c.convention == convention) {
-        Some(c) => match c.training_flops_per_token {
-            Some(x) => sci(x),
-            None => Field::text("-"),
-        },
-        None => Field::text("-"),
-    }
+    by(r, convention, |c| c.training_flops_per_token.map(sci))
+}
+
+/// The columns of a run's compute, shared by the wide and the compact table.
+const COMPUTE_COLUMNS: [&str; 6] = [
+    "C",
+    "F/token",
+    "tokens",
+    "steps",
+    "C reached",
+    "reached / C",
+];
+
+/// A run's fields under [`COMPUTE_COLUMNS`].
+fn compute_fields(r: &Run) -> [Field; 6] {
+    [
+        sci(r.compute),
+        sci(r.training_flops_per_token),
+        count(r.tokens),
+        count(r.steps),
+        sci(r.compute_reached),
+        Field::shown(
+            format!("{:.6}", r.reached_over_compute),
+            r.reached_over_compute,
+        ),
+    ]
 }
 
 impl IsoflopPlan {
@@ -83,46 +106,36 @@ impl IsoflopPlan {
 impl Report for IsoflopPlan {
     fn document(&self) -> Document {
         let mut doc = self.head();
-        let mut t = Table::new([
-            "run",
-            "cell",
-            "arch",
-            "S",
-            "C",
-            "F/token",
-            "tokens",
-            "steps",
-            "C reached",
-            "reached / C",
-            "6N/token",
-            "6N plan / C",
-            "6N-attn plan / C",
-            "Megatron plan / C",
-            "torchtitan plan / C",
-        ])
-        .right_from(3)
-        .data();
+        let header = ["run", "cell", "arch", "S"]
+            .into_iter()
+            .chain(COMPUTE_COLUMNS)
+            .chain([
+                "6N/token",
+                "6N plan / C",
+                "6N-attn plan / C",
+                "Megatron plan / C",
+                "torchtitan plan / C",
+            ]);
+        let mut t = Table::new(header).right_from(3).data();
         for r in &self.runs {
-            t.rows.push(vec![
+            let mut row = vec![
                 Field::text(&r.id),
                 Field::text(&r.cell),
                 Field::text(r.arch.as_str()),
                 Field::ratio(r.sparsity),
-                sci(r.compute),
-                sci(r.training_flops_per_token),
-                count(r.tokens),
-                count(r.steps),
-                sci(r.compute_reached),
-                Field::shown(
-                    format!("{:.6}", r.reached_over_compute),
-                    r.reached_over_compute,
-                ),
-                per_token(r, Convention::SixN),
-                plan_by(r, Convention::SixN),
-                plan_by(r, Convention::SixNAttn),
-                plan_by(r, Convention::Megatron),
-                plan_by(r, Convention::Torchtitan),
-            ]);
+            ];
+            row.extend(compute_fields(r));
+            row.push(per_token(r, Convention::SixN));
+            row.extend(
+                [
+                    Convention::SixN,
+                    Convention::SixNAttn,
+                    Convention::Megatron,
+                    Convention::Torchtitan,
+                ]
+                .map(|c| plan_by(r, c)),
+            );
+            t.rows.push(row);
         }
         doc.table(t);
         doc
@@ -130,32 +143,16 @@ impl Report for IsoflopPlan {
 
     fn compact(&self) -> Document {
         let mut doc = self.head();
-        let mut t = Table::new([
-            "run",
-            "C",
-            "F/token",
-            "tokens",
-            "steps",
-            "C reached",
-            "reached / C",
-            "6N plan / C",
-        ])
-        .right_from(1)
-        .droppable([5]);
+        let header = ["run"]
+            .into_iter()
+            .chain(COMPUTE_COLUMNS)
+            .chain(["6N plan / C"]);
+        let mut t = Table::new(header).right_from(1).droppable([5]);
         for r in &self.runs {
-            t.rows.push(vec![
-                Field::text(&r.id),
-                sci(r.compute),
-                sci(r.training_flops_per_token),
-                count(r.tokens),
-                count(r.steps),
-                sci(r.compute_reached),
-                Field::shown(
-                    format!("{:.6}", r.reached_over_compute),
-                    r.reached_over_compute,
-                ),
-                plan_by(r, Convention::SixN),
-            ]);
+            let mut row = vec![Field::text(&r.id)];
+            row.extend(compute_fields(r));
+            row.push(plan_by(r, Convention::SixN));
+            t.rows.push(row);
         }
         doc.table(t);
         doc

@@ -4,7 +4,7 @@
 //! arm here (in [`exact`] and in [`cost_row`]).
 
 use super::cost::{activation_bytes, flops, int};
-use crate::cost::{BudgetKind, Budgets};
+use crate::cost::{BudgetKind, Budgets, Term};
 use crate::model::KvCount;
 
 /// The words for one budget.
@@ -59,6 +59,21 @@ pub(crate) fn label(kind: BudgetKind) -> Label {
             quantity: "activation bytes/token",
             panel: "activations",
             note: "activations",
+        },
+    }
+}
+
+/// The words for a term of the objective: a budget's ([`label`]), or the predicted time's
+/// (its column letter `P`, as `grid --predict`'s `P ratio`).
+pub(crate) fn term_label(term: Term) -> Label {
+    match term {
+        Term::Budget(kind) => label(kind),
+        Term::Time => Label {
+            letter: "P",
+            word: "predicted time",
+            quantity: "predicted time/token",
+            panel: "predicted time",
+            note: "predicted time",
         },
     }
 }

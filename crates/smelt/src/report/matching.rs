@@ -2,9 +2,9 @@
 
 use super::{
     Document, Field, Format, NOT_CHECKED, Report, SHAPE_COLUMNS, Table, exact, group_digits, label,
-    percent,
+    percent, term_label,
 };
-use crate::cost::{BudgetKind, Residuals};
+use crate::cost::{BudgetKind, Residuals, Term};
 use crate::error::Result;
 use crate::model::{AttentionLayer, AttentionShape, Ffn, Layer, ModelSpec, Stack, TokenMixer};
 use crate::search::MatchReport;
@@ -39,16 +39,28 @@ impl MatchReport {
         let (b, l) = (&self.budgets.baseline, &self.budgets.looped);
         let hybrid = self.baseline.model.knobs().mixer.is_some();
         let at_context = self.baseline.counting.kv == crate::model::KvCount::AtContext;
-        for (kind, r) in self.residuals.iter() {
+        for term in self.terms() {
             // A hybrid's rows say what they hold: the KV budget at the context includes the
             // recurrent state, and its activations are not counted.
-            let quantity = match kind {
-                BudgetKind::Kv if hybrid && at_context => "KV + recurrent state at context",
-                BudgetKind::Kv if hybrid => "KV elements/token (attention layers)",
-                BudgetKind::Kv if at_context => "KV elements at context",
-                _ => label(kind).quantity,
+            let quantity = match term {
+                Term::Budget(BudgetKind::Kv) if hybrid && at_context => {
+                    "KV + recurrent state at context"
+                }
+                Term::Budget(BudgetKind::Kv) if hybrid => "KV elements/token (attention layers)",
+                Term::Budget(BudgetKind::Kv) if at_context => "KV elements at context",
+                _ => term_label(term).quantity,
             };
-            if !kind.counted_for(&self.baseline.model) {
+            let values = match term {
+                _ if !term.counted_for(&self.baseline.model) => None,
+                Term::Budget(kind) => Some((exact(b, kind), exact(l, kind))),
+                Term::Time => self.predicted_time.as_ref().map(|p| {
+                    (
+                        super::predict::seconds_text(p.baseline_seconds_per_token),
+                        super::predict::seconds_text(p.looped_seconds_per_token),
+                    )
+                }),
+            };
+            let Some((base, looped)) = values else {
                 t.push_texts([
                     quantity.to_owned(),
                     "not counted".to_owned(),
@@ -56,44 +68,12 @@ impl MatchReport {
                     String::new(),
                 ]);
                 continue;
-            }
-            t.push_texts([
-                quantity.to_owned(),
-                exact(b, kind),
-                exact(l, kind),
-                percent(*r),
-            ]);
-        }
-        if hybrid && at_context {
-            // The two parts of the cache at the context, each model's.
-            let kv = |spec: &ModelSpec| {
-                crate::cost::kv_cache(&spec.model, &spec.workload, &spec.counting).ok()
             };
-            if let (Some(kb), Some(kl)) = (kv(&self.baseline), kv(&self.looped))
-                && let (Some(sb), Some(sl)) = (kb.recurrent_state, kl.recurrent_state)
-            {
-                let rel = |a: u64, b: u64| percent(b as f64 / a as f64 - 1.0);
-                t.push_texts([
-                    "  KV/token, attention layers".to_owned(),
-                    group_digits(u128::from(kb.elements.0)),
-                    group_digits(u128::from(kl.elements.0)),
-                    rel(kb.elements.0, kl.elements.0),
-                ]);
-                t.push_texts([
-                    "  recurrent state/sequence".to_owned(),
-                    group_digits(u128::from(sb.elements.0)),
-                    group_digits(u128::from(sl.elements.0)),
-                    rel(sb.elements.0, sl.elements.0),
-                ]);
+            let residual = self.term_residual(term).map_or(String::new(), percent);
+            t.push_texts([quantity.to_owned(), base, looped, residual]);
+            if term == Term::Budget(BudgetKind::Kv) && hybrid && at_context {
+                self.kv_parts(&mut t);
             }
-        }
-        if let Some(p) = &self.predicted_time {
-            t.push_texts([
-                "predicted time/token".to_owned(),
-                super::predict::seconds_text(p.baseline_seconds_per_token),
-                super::predict::seconds_text(p.looped_seconds_per_token),
-                percent(p.residual),
-            ]);
         }
         t.push_texts([
             "sparsity S".to_owned(),
@@ -103,6 +83,43 @@ impl MatchReport {
         ]);
         doc.table(t);
         doc
+    }
+
+    /// The two parts of a hybrid's cache at the context, each model's: the attention
+    /// layers' KV and the recurrent state.
+    fn kv_parts(&self, t: &mut Table) {
+        // The two parts of the cache at the context, each model's.
+        let kv = |spec: &ModelSpec| {
+            crate::cost::kv_cache(&spec.model, &spec.workload, &spec.counting).ok()
+        };
+        if let (Some(kb), Some(kl)) = (kv(&self.baseline), kv(&self.looped))
+            && let (Some(sb), Some(sl)) = (kb.recurrent_state, kl.recurrent_state)
+        {
+            let rel = |a: u64, b: u64| percent(b as f64 / a as f64 - 1.0);
+            t.push_texts([
+                "  KV/token, attention layers".to_owned(),
+                group_digits(u128::from(kb.elements.0)),
+                group_digits(u128::from(kl.elements.0)),
+                rel(kb.elements.0, kl.elements.0),
+            ]);
+            t.push_texts([
+                "  recurrent state/sequence".to_owned(),
+                group_digits(u128::from(sb.elements.0)),
+                group_digits(u128::from(sl.elements.0)),
+                rel(sb.elements.0, sl.elements.0),
+            ]);
+        }
+    }
+
+    /// The terms this result shows: every budget, then the predicted time when it has one.
+    fn terms(&self) -> impl Iterator<Item = Term> {
+        Term::of(self.predicted_time.is_some())
+    }
+
+    /// The residual of `term` for the matched model.
+    fn term_residual(&self, term: Term) -> Option<f64> {
+        let time = self.predicted_time.as_ref().map(|p| p.residual);
+        term.residual(Some(&self.residuals), time)
     }
 
     /// The shapes of both models.
@@ -212,33 +229,28 @@ impl MatchReport {
         }
     }
 
-    /// The budgets the tables of alternatives show: every one the model counts (not the
-    /// activations of recurrent layers or Gemma 4's pieces).
-    fn shown_budgets(&self) -> Vec<BudgetKind> {
-        (BudgetKind::ALL.into_iter())
-            .filter(|k| k.counted_for(&self.baseline.model))
+    /// The terms the tables of alternatives show: every one the model counts (not the
+    /// activations of recurrent layers or Gemma 4's pieces), the predicted time with them.
+    fn shown_terms(&self) -> Vec<Term> {
+        (self.terms())
+            .filter(|t| t.counted_for(&self.baseline.model))
             .collect()
     }
 
     /// The single-knob refinements of the lattice, with the residuals each gives.
     fn advice_table(&self) -> Table {
-        let timed = self.predicted_time.is_some();
-        let shown = self.shown_budgets();
+        let shown = self.shown_terms();
         let header = ["refinement".to_owned(), "change".to_owned()]
             .into_iter()
-            .chain(shown.iter().map(|&k| label(k).letter.to_owned()))
-            .chain(timed.then(|| TIME_LETTER.to_owned()))
+            .chain(shown.iter().map(|&t| term_label(t).letter.to_owned()))
             .chain(["in tolerance".to_owned()]);
         let mut a = Table::new(header);
         for r in &self.advice {
             let mut row = vec![Field::text(&r.knob), Field::text(&r.change)];
-            row.extend(shown.iter().map(|&k| match &r.residuals {
-                Some(res) => Field::percent(*res.get(k)),
-                None => Field::blank(),
+            row.extend(shown.iter().map(|&t| {
+                (t.residual(r.residuals.as_ref(), r.time_residual))
+                    .map_or(Field::blank(), Field::percent)
             }));
-            if timed {
-                row.push(r.time_residual.map_or(Field::blank(), Field::percent));
-            }
             row.push(Field::text(match (&r.not_tried, r.within_tolerance) {
                 (Some(why), _) => format!("not tried: {why}"),
                 (None, Some(true)) => "yes".to_owned(),
@@ -253,14 +265,12 @@ impl MatchReport {
     /// The best distinct configurations, ranked (a hybrid's with its mixer's shape; without
     /// the activations where they are not counted).
     fn ranked_table(&self) -> Table {
-        let timed = self.predicted_time.is_some();
         let hybrid = self.baseline.model.knobs().mixer.is_some();
-        let shown = self.shown_budgets();
+        let shown = self.shown_terms();
         let header = std::iter::once("rank".to_owned())
             .chain(SHAPE_COLUMNS.map(str::to_owned))
             .chain(hybrid.then(|| "recurrent".to_owned()))
-            .chain(shown.iter().map(|&k| label(k).letter.to_owned()))
-            .chain(timed.then(|| TIME_LETTER.to_owned()))
+            .chain(shown.iter().map(|&t| term_label(t).letter.to_owned()))
             .chain(["largest |r|".to_owned()]);
         let mut r = Table::new(header).right_from(0);
         for a in &self.ranked {
@@ -282,10 +292,10 @@ impl MatchReport {
                     x.knobs().mixer.map_or(String::new(), |m| m.shape_compact()),
                 ));
             }
-            row.extend(shown.iter().map(|&k| Field::percent(*a.residuals.get(k))));
-            if timed {
-                row.push(a.time_residual.map_or(Field::blank(), Field::percent));
-            }
+            row.extend(shown.iter().map(|&t| {
+                (t.residual(Some(&a.residuals), a.time_residual))
+                    .map_or(Field::blank(), Field::percent)
+            }));
             row.push(Field::shown(
                 format!("{:.3}%", a.score[0] * 100.0),
                 a.score[0],
@@ -295,10 +305,6 @@ impl MatchReport {
         r
     }
 }
-
-/// The column of the predicted time's residual (a budget with a time budget), under the
-/// letter of `grid --predict`'s `P ratio`.
-const TIME_LETTER: &str = "P";
 
 impl Report for MatchReport {
     fn document(&self) -> Document {

@@ -49,7 +49,7 @@ pub use wall_clock::WithWallClock;
 use crate::error::{Error, Result};
 use crate::names::named_enum;
 
-pub(crate) use label::{cost_row, exact, label};
+pub(crate) use label::{cost_row, exact, label, term_label};
 
 /// A verdict column's entry for a row whose budget sets no `[tolerance]`: nothing was
 /// checked, so nothing reads as passed.

@@ -12,6 +12,39 @@ fn abs_pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
+impl TimeValidation {
+    /// The summary of the three predictors and what is fitted, as lines of `doc`.
+    fn summary_lines(&self, doc: &mut Document) {
+        let names = [
+            "step model",
+            "constant MFU per card",
+            "FLOP-proportional time",
+        ];
+        for (name, (med, mean, max)) in names.iter().zip(self.summary) {
+            doc.line(format!(
+                "{name}: median |error| {}, mean {}, max {}",
+                abs_pct(med),
+                abs_pct(mean),
+                abs_pct(max)
+            ));
+        }
+        doc.line(format!(
+            "fitted on these rows: host seconds per layer execution (a token mixer and an FFN; \
+             a one-block layer counts half) per micro-batch {} (Megatron-Core) and {} \
+             (PyTorch FSDP2); the trivial predictors are fitted on the same rows; nothing else \
+             of the step model is fitted on them",
+            super::predict::seconds_text(self.host_seconds[0].1),
+            super::predict::seconds_text(self.host_seconds[1].1),
+        ));
+        doc.line(
+            "not in the rows, from public sources (crates/smelt/data/published/supplement.toml): \
+             Llama-3.1-70B's model (its Hugging Face config), and NeMo AutoModel cells the \
+             table leaves out (EP, dispatcher, activation checkpointing) as the benchmark's \
+             recipe sets them",
+        );
+    }
+}
+
 impl Report for TimeValidation {
     fn document(&self) -> Document {
         let mut doc = Document::titled(
@@ -68,26 +101,7 @@ impl Report for TimeValidation {
             ]);
         }
         doc.table(t);
-        let names = [
-            "step model",
-            "constant MFU per card",
-            "FLOP-proportional time",
-        ];
-        for (name, (med, mean, max)) in names.iter().zip(self.summary) {
-            doc.line(format!(
-                "{name}: median |error| {}, mean {}, max {}",
-                abs_pct(med),
-                abs_pct(mean),
-                abs_pct(max)
-            ));
-        }
-        doc.line(format!(
-            "fitted on these rows: host seconds per layer execution per micro-batch {} \
-             (Megatron-Core) and {} (PyTorch FSDP2); the trivial predictors are fitted on the \
-             same rows",
-            super::predict::seconds_text(self.host_seconds[0].1),
-            super::predict::seconds_text(self.host_seconds[1].1),
-        ));
+        self.summary_lines(&mut doc);
         let mut k =
             Table::new(["kernel class", "rows", "median |error|", "max |error|"]).right_from(1);
         for (class, n, med, max) in &self.kernel_summary {
@@ -101,7 +115,6 @@ impl Report for TimeValidation {
 
 impl Report for crate::time::step::report::StepReport {
     fn document(&self) -> Document {
-        use crate::time::step::report::MemoryVerdict;
         let s = &self.step;
         let r = &s.request;
         let t = &r.training;
@@ -110,20 +123,22 @@ impl Report for crate::time::step::report::StepReport {
             self.model, s.gpus, r.card, r.system.name
         ));
         doc.line(format!(
-            "layout: tp {} ep {} pp {} vp {} cp {} dp {}, micro-batch {}, global batch {} \
-             ({} micro-batches), recompute {:?}, {:?}, attention {:?}",
+            "layout: tp {} ep {} pp {} vp {} cp {} dp {}, zero {}, micro-batch {}, global \
+             batch {} ({} micro-batches), recompute {:?}, {:?}, attention {:?}, dispatcher {:?}",
             t.tp,
             t.ep,
             t.pp,
             t.vp,
             t.cp,
             t.dp,
+            t.zero,
             t.micro_batch,
             r.global_batch,
             s.micro_batches,
             r.recompute,
             r.framework,
-            r.attention
+            r.attention,
+            r.dispatcher
         ));
         let mb = &s.micro_batch;
         let mut table = Table::new(["per micro-batch", "seconds"]).right_from(1);
@@ -131,6 +146,7 @@ impl Report for crate::time::step::report::StepReport {
             ("GEMMs (LM head included)", mb.gemm),
             ("routed experts (grouped GEMMs)", mb.experts),
             ("attention", mb.attention),
+            ("recurrent mixers (scan, conv, gated norm)", mb.recurrent),
             ("memory-bound kernels", mb.memory_bound),
             ("recompute", mb.recompute),
             ("TP collectives", mb.tp_comm),
@@ -138,6 +154,10 @@ impl Report for crate::time::step::report::StepReport {
             ("PP p2p", mb.pp_comm),
             ("GPU total", mb.gpu),
             ("host (launches)", mb.host),
+            (
+                "ZeRO 3 gathers and reduce-scatters (overlapped)",
+                mb.fsdp_comm,
+            ),
         ] {
             table.push_texts([name.to_owned(), super::predict::seconds_text(x)]);
         }
@@ -146,7 +166,13 @@ impl Report for crate::time::step::report::StepReport {
             "rows per expert {:.0}; micro-batch {}-bound; bubble {}, optimizer {}, exposed DP \
              communication {}",
             s.rows_per_expert,
-            if s.host_bound { "host" } else { "GPU" },
+            if s.host_bound {
+                "host"
+            } else if mb.fsdp_comm > mb.gpu {
+                "ZeRO-3-traffic"
+            } else {
+                "GPU"
+            },
             super::predict::seconds_text(s.bubble),
             super::predict::seconds_text(s.optimizer),
             super::predict::seconds_text(s.dp_comm)
@@ -170,28 +196,7 @@ impl Report for crate::time::step::report::StepReport {
                 self.megatron_refused.as_deref().unwrap_or("not counted")
             )),
         }
-        let gb = |b: f64| format!("{:.1} GB", b / 1e9);
-        doc.line(match &self.memory {
-            MemoryVerdict::Fits {
-                peak_bytes,
-                card_bytes,
-            } => format!(
-                "memory: fits ({} peak per GPU of {}, {} spare)",
-                gb(*peak_bytes),
-                gb(*card_bytes),
-                gb(card_bytes - peak_bytes)
-            ),
-            MemoryVerdict::DoesNotFit {
-                peak_bytes,
-                card_bytes,
-            } => format!(
-                "memory: does NOT fit ({} peak per GPU of {}, {} over)",
-                gb(*peak_bytes),
-                gb(*card_bytes),
-                gb(peak_bytes - card_bytes)
-            ),
-            MemoryVerdict::NotChecked { reason } => format!("memory: not checked ({reason})"),
-        });
+        doc.line(memory_line(&self.memory));
         doc.line(
             "(the memory verdict is the training-memory model's, with its own activation \
              policy: --recompute and --framework do not change it)",
@@ -225,4 +230,31 @@ fn pipeline_line(p: &crate::time::step::looped::Pipeline) -> String {
         p.bottleneck,
         super::predict::seconds_text(p.imbalance)
     )
+}
+
+/// The memory verdict of a step report, as a line.
+fn memory_line(memory: &crate::time::step::report::MemoryVerdict) -> String {
+    use crate::time::step::report::MemoryVerdict;
+    let gb = |b: f64| format!("{:.1} GB", b / 1e9);
+    match memory {
+        MemoryVerdict::Fits {
+            peak_bytes,
+            card_bytes,
+        } => format!(
+            "memory: fits ({} peak per GPU of {}, {} spare)",
+            gb(*peak_bytes),
+            gb(*card_bytes),
+            gb(card_bytes - peak_bytes)
+        ),
+        MemoryVerdict::DoesNotFit {
+            peak_bytes,
+            card_bytes,
+        } => format!(
+            "memory: does NOT fit ({} peak per GPU of {}, {} over)",
+            gb(*peak_bytes),
+            gb(*card_bytes),
+            gb(peak_bytes - card_bytes)
+        ),
+        MemoryVerdict::NotChecked { reason } => format!("memory: not checked ({reason})"),
+    }
 }

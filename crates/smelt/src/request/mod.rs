@@ -24,7 +24,7 @@ pub use export::{ExportReply, ExportRequest, ExportSource};
 pub use ops::{
     BenchRequest, CalibrateRequest, CostReply, CostRequest, FitRequest, GainRequest, GridRequest,
     ImportRequest, LauncherReply, LauncherRequest, MatchRequest, MergeRequest, MfuRequest,
-    PredictRequest, SweepRequest, Values,
+    ModelPair, PairReply, PredictRequest, SweepRequest, Values,
 };
 pub use source::{BudgetSource, DocLengths, JsonOrPath, ModelSource, WorkloadRequest};
 pub use study::{CollectReply, CollectRequest, PlanReply, PlanRequest};

@@ -23,12 +23,12 @@ fn one() -> usize {
     1
 }
 
-/// `smelt cost`: a model's parameters, FLOPs, KV cache and sparsity; with `against` (its
-/// Baseline), the comparison (`smelt cost --against`).
+/// A model, with its Baseline to compare it with (`against`), at the workload asked for:
+/// what [`CostRequest`] and [`LauncherRequest`] read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CostRequest {
-    /// The model.
+pub struct ModelPair {
+    /// The model (the looped one, with `against`).
     pub spec: ModelSource,
     /// A Baseline to compare with.
     #[serde(default)]
@@ -36,16 +36,6 @@ pub struct CostRequest {
     /// Workload changes.
     #[serde(default)]
     pub workload: WorkloadRequest,
-}
-
-/// What [`CostRequest`] returns.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum CostReply {
-    /// One model.
-    Cost(Box<Cost>),
-    /// A model against its Baseline.
-    Comparison(Box<Comparison>),
 }
 
 /// The model and Baseline of a request with `against`, at the workload asked for.
@@ -59,58 +49,65 @@ fn pair(
     Ok((model.load(&w)?, base))
 }
 
+impl ModelPair {
+    /// The model and the Baseline (with `against`), at the workload asked for.
+    fn load(&self) -> Result<(ModelSpec, Option<ModelSpec>)> {
+        pair(&self.spec, self.against.as_ref(), &self.workload)
+    }
+}
+
+/// What a [`ModelPair`]'s operation returns: `One` for the model alone, `Pair` with
+/// `against`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum PairReply<One, Pair> {
+    /// The model alone.
+    One(Box<One>),
+    /// The model against its Baseline.
+    Pair(Box<Pair>),
+}
+
+/// `smelt cost`: a model's parameters, FLOPs, KV cache and sparsity; with `against` (its
+/// Baseline), the comparison (`smelt cost --against`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CostRequest(pub ModelPair);
+
+/// What [`CostRequest`] returns: the cost, or the comparison.
+pub type CostReply = PairReply<Cost, Comparison>;
+
 impl Request for CostRequest {
     type Output = CostReply;
 
     fn run(&self, _: &dyn Progress) -> Result<CostReply> {
-        Ok(
-            match pair(&self.spec, self.against.as_ref(), &self.workload)? {
-                (m, None) => CostReply::Cost(Box::new(crate::cost(&m)?)),
-                (m, Some(b)) => CostReply::Comparison(Box::new(crate::compare(&b, &m)?)),
-            },
-        )
+        Ok(match self.0.load()? {
+            (m, None) => PairReply::One(Box::new(crate::cost(&m)?)),
+            (m, Some(b)) => PairReply::Pair(Box::new(crate::compare(&b, &m)?)),
+        })
     }
 }
 
 /// `smelt cost --conventions`: per-token training FLOPs under each launcher's formula; with
 /// `against` (the Baseline), the pair's ratios.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LauncherRequest {
-    /// The model (the looped one, with `against`).
-    pub spec: ModelSource,
-    /// The Baseline.
-    #[serde(default)]
-    pub against: Option<ModelSource>,
-    /// Workload changes.
-    #[serde(default)]
-    pub workload: WorkloadRequest,
-}
+#[serde(transparent)]
+pub struct LauncherRequest(pub ModelPair);
 
-/// What [`LauncherRequest`] returns.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum LauncherReply {
-    /// One model.
-    One(Box<LauncherFlops>),
-    /// A looped model against its Baseline.
-    Pair(Box<LauncherPair>),
-}
+/// What [`LauncherRequest`] returns: one model's counts, or the pair's.
+pub type LauncherReply = PairReply<LauncherFlops, LauncherPair>;
 
 impl Request for LauncherRequest {
     type Output = LauncherReply;
 
     fn run(&self, _: &dyn Progress) -> Result<LauncherReply> {
         use crate::launcher_flops::{launcher_flops, pair as flops_pair};
-        Ok(
-            match pair(&self.spec, self.against.as_ref(), &self.workload)? {
-                (m, None) => LauncherReply::One(Box::new(launcher_flops(&m)?)),
-                (m, Some(b)) => {
-                    let label = m.name.clone().unwrap_or_else(|| "looped".to_owned());
-                    LauncherReply::Pair(Box::new(flops_pair(&label, &b, &m)?))
-                }
-            },
-        )
+        Ok(match self.0.load()? {
+            (m, None) => PairReply::One(Box::new(launcher_flops(&m)?)),
+            (m, Some(b)) => {
+                let label = m.name.clone().unwrap_or_else(|| "looped".to_owned());
+                PairReply::Pair(Box::new(flops_pair(&label, &b, &m)?))
+            }
+        })
     }
 }
 

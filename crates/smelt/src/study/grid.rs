@@ -163,8 +163,21 @@ impl GridSummary {
 pub(crate) fn predicted_stats(ratios: &[f64]) -> (f64, f64) {
     (
         ratios.iter().copied().fold(f64::NAN, f64::max),
-        ratios.iter().sum::<f64>() / ratios.len() as f64,
+        mean(ratios),
     )
+}
+
+/// The mean of `values` (finite, non-negative), finite whenever they are: the plain sum over
+/// the count, or, where that sum overflows, each value over the largest summed first (every
+/// term at most 1).
+pub(crate) fn mean(values: &[f64]) -> f64 {
+    let n = values.len() as f64;
+    let sum = values.iter().sum::<f64>();
+    if sum.is_finite() {
+        return sum / n;
+    }
+    let max = values.iter().copied().fold(0.0, f64::max);
+    max * (values.iter().map(|v| v / max).sum::<f64>() / n)
 }
 
 /// The summary of the cells' time ratios (`(time, failed)` per cell): the largest and mean
@@ -184,7 +197,7 @@ pub(crate) fn time_summary_of(
         backend,
         device,
         max_ratio: quoted.iter().copied().reduce(f64::max),
-        mean_ratio: (!quoted.is_empty()).then(|| quoted.iter().sum::<f64>() / quoted.len() as f64),
+        mean_ratio: (!quoted.is_empty()).then(|| mean(&quoted)),
         noisy_cells: timed.len() - quoted.len(),
         failed_cells,
     })

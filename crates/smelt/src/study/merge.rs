@@ -44,18 +44,47 @@ fn shard_info(v: &Value, i: usize) -> Result<(u64, u64, String)> {
     }
 }
 
-/// An error if `shard` has a time on a cell it does not time (`owns`).
+/// An error if `shard` has a time on a cell it does not time (`owns`), or a cell it times
+/// without exactly one of a time and the reason it has none (`time_failed`).
 fn check_owned(shard: &Value, owns: Shard) -> Result<()> {
     let cells = shard["cells"].as_array().into_iter().flatten();
     for (i, cell) in cells.enumerate() {
-        if !owns.has(i) && TIMED.iter().any(|key| cell.get(*key).is_some()) {
+        let at = || format!("shard {}/{}: cells[{i}]", owns.index, owns.of);
+        let [time, failed] = TIMED.map(|key| cell.get(key).is_some());
+        if !owns.has(i) && (time || failed) {
             return Err(Error::invalid(
-                format!("shard {}/{}: cells[{i}]", owns.index, owns.of),
+                at(),
                 "has a time, but that shard does not time this cell (an edited file?)",
+            ));
+        }
+        if owns.has(i) && time == failed {
+            return Err(Error::invalid(
+                at(),
+                format!(
+                    "{}: smelt grid --bench --shard gives every cell it times one of `time` \
+                     and `time_failed` (an edited file? rerun that shard)",
+                    if time {
+                        "has both a time and a failure"
+                    } else {
+                        "is timed by this shard but has neither a time nor a failure"
+                    }
+                ),
             ));
         }
     }
     Ok(())
+}
+
+/// The backend of `shard`'s summary (`summary.time_ratio.backend`), which every shard has:
+/// it times at least one cell.
+fn shard_backend(shard: &Value, at: &str) -> Result<Backend> {
+    serde_json::from_value(shard["summary"]["time_ratio"]["backend"].clone()).map_err(|_| {
+        Error::invalid(
+            format!("{at}: summary.time_ratio.backend"),
+            "missing or not a backend: a shard of smelt grid --bench --shard K/N states the \
+             backend it timed on (an edited file?)",
+        )
+    })
 }
 
 /// A cell's `time` read back from a shard ([`check_time`]).
@@ -66,8 +95,41 @@ fn read_time(t: &Value, field: &str) -> Result<TimeRatio> {
     Ok(t)
 }
 
+/// How far apart a measured ratio (the median of the rounds' ratios) and the ratio of its
+/// own seconds per token (the rounds' kernel times summed) may be: both come from the same
+/// rounds, and differ by a few percent on a quiet machine and by tens of percent on a busy
+/// one (a noisy cell of 3 rounds on a loaded 2-core machine: 0.68 against 1.01); a factor of
+/// 10 between them is not a measurement.
+const SECONDS_AGREEMENT: f64 = 10.0;
+
+/// How far apart a predicted ratio and the ratio of its own predicted seconds may be: the
+/// one is the other's quotient, written to JSON and read back (a unit in the last place).
+const PREDICTED_AGREEMENT: f64 = 1e-12;
+
+/// `x` as a message shows it: in full between 0.001 and 10^6, in scientific notation
+/// otherwise (`1e308`, not 309 digits).
+fn shown(x: f64) -> String {
+    if (1e-3..1e6).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// Whether `ratio` and `looped / baseline` agree within a factor of `within` (a relative
+/// difference for a `within` below 1).
+fn agrees(ratio: f64, baseline: f64, looped: f64, within: f64) -> bool {
+    let of_seconds = looped / baseline;
+    if within >= 1.0 {
+        ratio <= of_seconds * within && of_seconds <= ratio * within
+    } else {
+        (ratio - of_seconds).abs() <= within * of_seconds
+    }
+}
+
 /// A measured time ratio read back from a shard: positive finite seconds and ratios, an
-/// interval around the ratio, at least one round.
+/// interval around the ratio, at least one round, and a ratio its own seconds per token do
+/// not contradict ([`SECONDS_AGREEMENT`]).
 fn check_time(t: &TimeRatio, field: &str) -> Result<()> {
     let [lo, hi] = t.interval;
     let positive = |x: f64| x.is_finite() && x > 0.0;
@@ -82,6 +144,24 @@ fn check_time(t: &TimeRatio, field: &str) -> Result<()> {
         .all(positive)
     {
         "the seconds per token must be positive finite numbers"
+    } else if !agrees(
+        t.ratio,
+        t.baseline_seconds_per_token,
+        t.looped_seconds_per_token,
+        SECONDS_AGREEMENT,
+    ) {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "ratio {} contradicts its own seconds per token (looped {} / Baseline {} = \
+                 {}, more than a factor of {SECONDS_AGREEMENT} apart): not what smelt grid \
+                 --bench writes (an edited file?)",
+                shown(t.ratio),
+                shown(t.looped_seconds_per_token),
+                shown(t.baseline_seconds_per_token),
+                shown(t.looped_seconds_per_token / t.baseline_seconds_per_token)
+            ),
+        ));
     } else {
         return Ok(());
     };
@@ -151,9 +231,22 @@ pub fn merge(parts: &[Value]) -> Result<Value> {
             "is missing: give every shard's output",
         ));
     }
+    let mut backend = None;
     for (&k, shard) in &by_index {
         check_owned(shard, Shard { index: k, of })?;
+        let at = format!("shard {k}/{of}");
+        let b = shard_backend(shard, &at)?;
+        match backend {
+            Some(first) if first != b => {
+                return Err(Error::invalid(
+                    format!("{at}: summary.time_ratio.backend"),
+                    format!("is {b}, but shard 1/{of}'s is {first}: merge the shards of one run"),
+                ));
+            }
+            _ => backend = Some(b),
+        }
     }
+    let backend = backend.ok_or_else(|| Error::invalid("shards", "none given"))?;
     let mut merged = first.clone();
     let mut times: Vec<(Option<TimeRatio>, bool)> = Vec::with_capacity(cells.len());
     let merged_cells = merged["cells"]
@@ -175,15 +268,25 @@ pub fn merge(parts: &[Value]) -> Result<Value> {
             }
         }
         let time = match from.get("time") {
-            Some(t) => Some(read_time(t, &format!("shard {k}/{of}: cells[{i}].time"))?),
+            Some(t) => {
+                let field = format!("shard {k}/{of}: cells[{i}].time");
+                let t = read_time(t, &field)?;
+                if t.backend != backend {
+                    return Err(Error::invalid(
+                        format!("{field}.backend"),
+                        format!(
+                            "is {}, but the shards' summaries say {backend}: a cell is timed \
+                             on its run's backend (an edited file?)",
+                            t.backend
+                        ),
+                    ));
+                }
+                Some(t)
+            }
             None => None,
         };
         times.push((time, from.get("time_failed").is_some()));
     }
-    let backend = parts
-        .iter()
-        .find_map(|p| serde_json::from_value(p["summary"]["time_ratio"]["backend"].clone()).ok())
-        .unwrap_or(Backend::Cuda);
     let summary = time_summary_of(&times, backend);
     merged["summary"]["time_ratio"] =
         serde_json::to_value(summary).map_err(|e| Error::serialize("JSON", e))?;
@@ -205,17 +308,41 @@ fn repredict_summary(merged: &mut Value) -> Result<()> {
         .map(Vec::as_slice)
         .unwrap_or_default();
     let ratios = (cells.iter().enumerate())
-        .map(|(i, c)| {
-            c["predicted"]["ratio"].as_f64().ok_or_else(|| {
-                Error::invalid(
-                    format!("cells[{i}].predicted.ratio"),
-                    "missing, but the summary has predicted ratios (an edited file?)",
-                )
-            })
-        })
+        .map(|(i, c)| predicted(&c["predicted"], &format!("cells[{i}].predicted")))
         .collect::<Result<Vec<f64>>>()?;
     let (max, mean) = predicted_stats(&ratios);
     merged["summary"]["predicted"]["max_ratio"] = serde_json::json!(max);
     merged["summary"]["predicted"]["mean_ratio"] = serde_json::json!(mean);
     Ok(())
+}
+
+/// A cell's predicted ratio (`field`, its `predicted`): positive finite seconds per token and
+/// their quotient ([`PREDICTED_AGREEMENT`]).
+fn predicted(p: &Value, field: &str) -> Result<f64> {
+    let get = |key: &str| p[key].as_f64().filter(|x| x.is_finite() && *x > 0.0);
+    let (Some(ratio), Some(b), Some(l)) = (
+        get("ratio"),
+        get("baseline_seconds_per_token"),
+        get("looped_seconds_per_token"),
+    ) else {
+        return Err(Error::invalid(
+            field,
+            "needs a positive finite ratio, baseline_seconds_per_token and \
+             looped_seconds_per_token, as the summary has predicted ratios (an edited file?)",
+        ));
+    };
+    if !agrees(ratio, b, l, PREDICTED_AGREEMENT) {
+        return Err(Error::invalid(
+            format!("{field}.ratio"),
+            format!(
+                "{} is not looped_seconds_per_token / baseline_seconds_per_token ({} / {} = \
+                 {}): not what smelt grid --predict writes (an edited file?)",
+                shown(ratio),
+                shown(l),
+                shown(b),
+                shown(l / b)
+            ),
+        ));
+    }
+    Ok(ratio)
 }

@@ -33,7 +33,9 @@ use crate::model::{ModelSpec, Training};
 use crate::time::Card;
 use crate::time::kernels::SHIPPED;
 use crate::time::step::report::{StepReport, step_report};
-use crate::time::step::{AttentionImpl, Framework, Recompute, StepPrediction, StepRequest};
+use crate::time::step::{
+    AttentionImpl, Dispatcher, Framework, Recompute, StepPrediction, StepRequest,
+};
 use crate::time::{System, SystemSpec};
 
 /// Where the layout of a grid's step predictions comes from.
@@ -66,6 +68,8 @@ pub struct StepBasis {
     pub recompute: Recompute,
     /// Framework.
     pub framework: Framework,
+    /// How the routed experts' tokens cross nodes.
+    pub dispatcher: Dispatcher,
 }
 
 impl StepBasis {
@@ -78,6 +82,7 @@ impl StepBasis {
         global_batch: u64,
         recompute: Recompute,
         framework: Framework,
+        dispatcher: Dispatcher,
     ) -> Result<Self> {
         let system = System::of_card(card).ok_or_else(|| {
             Error::invalid(
@@ -96,6 +101,7 @@ impl StepBasis {
             global_batch,
             recompute,
             framework,
+            dispatcher,
         })
     }
 
@@ -115,6 +121,7 @@ impl StepBasis {
             recompute: self.recompute,
             framework: self.framework,
             attention,
+            dispatcher: self.dispatcher,
         }
     }
 }

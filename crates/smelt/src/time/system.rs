@@ -8,7 +8,18 @@
 //!   "900 GB/s" for a Hopper GPU's NVLink 4: 450 GB/s each way). A collective moving bytes
 //!   one way runs at half of it ([`SystemSpec::nvlink_bytes_per_second_each_way`]).
 //! * **Network**: the scale-out NIC per GPU, one direction, in bytes per second (a
-//!   400 Gb/s ConnectX-7 is 50 GB/s).
+//!   400 Gb/s ConnectX-7 is 50 GB/s). A ring collective (all-gather, reduce-scatter,
+//!   all-reduce) over a group with `g` GPUs in each NVLink domain runs NCCL's rings one per
+//!   NIC, so the group gets `g` NICs per domain ([`SystemSpec::ring_bytes_per_second`]); an
+//!   all-to-all or a point-to-point transfer gets one NIC port per GPU
+//!   ([`SystemSpec::network_port_bytes_per_second`]): "Alltoall cannot aggregate the
+//!   bandwidth of multiple NICs" (NCCL's maintainer, <https://github.com/NVIDIA/nccl-tests/issues/267>).
+//!   A ConnectX-8 carries its 800 Gb/s as two 400 Gb/s ports ("800GbE link speed is not
+//!   supported on a single port"; planarized topology: ConnectX-8 SuperNIC firmware release
+//!   notes, <https://docs.nvidia.com/networking/display/connectx8firmwarev40441036/changes+and+new+feature+history>),
+//!   so a B300 or GB300 GPU's all-to-all runs at one port's 50 GB/s. The published B300 rows
+//!   agree: with EP 64 across eight nodes a DGX B300 loses as much time to the all-to-all as
+//!   a DGX B200 with 400 Gb/s NICs (`smelt validate-time`, R157 and R158).
 //! * **Names**: a system is named by its id (`dgx-h100`, case ignored) or by its card's name:
 //!   [`System::of_card`] is the system the card is sold in (an H100 SXM in a DGX H100, a
 //!   GB200 in a GB200 NVL72).
@@ -55,6 +66,9 @@ pub struct SystemSpec {
     pub nvlink_bytes_per_second: f64,
     /// Scale-out network bandwidth per GPU, one direction, bytes per second.
     pub network_bytes_per_second: f64,
+    /// The share of it one NIC port carries, bytes per second: what an all-to-all or a
+    /// point-to-point transfer gets (module docs).
+    pub network_port_bytes_per_second: f64,
     /// Where the figures come from.
     pub source: &'static str,
 }
@@ -67,6 +81,7 @@ const SYSTEMS: &[SystemSpec] = &[
         gpus_per_nvlink_domain: 8,
         nvlink_bytes_per_second: 900e9,
         network_bytes_per_second: 50e9,
+        network_port_bytes_per_second: 50e9,
         source: "https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html \
                  (8 H100 SXM, 900 GB/s NVLink per GPU, 8 single-port ConnectX-7 400 Gb/s \
                  for the compute fabric)",
@@ -78,6 +93,7 @@ const SYSTEMS: &[SystemSpec] = &[
         gpus_per_nvlink_domain: 8,
         nvlink_bytes_per_second: 900e9,
         network_bytes_per_second: 50e9,
+        network_port_bytes_per_second: 50e9,
         source: "https://www.nvidia.com/en-us/data-center/dgx-h200/ (8 H200 SXM, 900 GB/s \
                  NVLink per GPU, 8 ConnectX-7 400 Gb/s)",
     },
@@ -88,6 +104,7 @@ const SYSTEMS: &[SystemSpec] = &[
         gpus_per_nvlink_domain: 8,
         nvlink_bytes_per_second: 400e9,
         network_bytes_per_second: 50e9,
+        network_port_bytes_per_second: 50e9,
         source: "DeepSeek-V3 technical report, arXiv:2412.19437, section 3.2.2 (8 H800 per \
                  node on NVLink and NVSwitch, 400 Gb/s InfiniBand per GPU, about 50 GB/s)",
     },
@@ -98,6 +115,7 @@ const SYSTEMS: &[SystemSpec] = &[
         gpus_per_nvlink_domain: 8,
         nvlink_bytes_per_second: 1.8e12,
         network_bytes_per_second: 50e9,
+        network_port_bytes_per_second: 50e9,
         source: "https://www.nvidia.com/en-us/data-center/dgx-b200/ (8 B200, 14.4 TB/s \
                  NVLink in all, 8 single-port ConnectX-7 400 Gb/s)",
     },
@@ -108,8 +126,9 @@ const SYSTEMS: &[SystemSpec] = &[
         gpus_per_nvlink_domain: 8,
         nvlink_bytes_per_second: 1.8e12,
         network_bytes_per_second: 100e9,
+        network_port_bytes_per_second: 50e9,
         source: "https://www.nvidia.com/en-us/data-center/dgx-b300/ (8 B300, 14.4 TB/s \
-                 NVLink in all, 8 ConnectX-8 up to 800 Gb/s)",
+                 NVLink in all, 8 ConnectX-8 up to 800 Gb/s, two 400 Gb/s ports each)",
     },
     SystemSpec {
         id: System::Gb200Nvl72,
@@ -118,6 +137,7 @@ const SYSTEMS: &[SystemSpec] = &[
         gpus_per_nvlink_domain: 72,
         nvlink_bytes_per_second: 1.8e12,
         network_bytes_per_second: 50e9,
+        network_port_bytes_per_second: 50e9,
         source: "https://www.nvidia.com/en-us/data-center/gb200-nvl72/ (72 GPUs in one \
                  NVLink domain, 130 TB/s in all; ConnectX-7 400 Gb/s per GPU)",
     },
@@ -128,8 +148,10 @@ const SYSTEMS: &[SystemSpec] = &[
         gpus_per_nvlink_domain: 72,
         nvlink_bytes_per_second: 1.8e12,
         network_bytes_per_second: 100e9,
+        network_port_bytes_per_second: 50e9,
         source: "https://www.nvidia.com/en-us/data-center/gb300-nvl72/ (72 GPUs in one \
-                 NVLink domain, 130 TB/s in all; ConnectX-8 800 Gb/s per GPU)",
+                 NVLink domain, 130 TB/s in all; ConnectX-8 800 Gb/s per GPU, two 400 Gb/s \
+                 ports)",
     },
     SystemSpec {
         id: System::DgxA100,
@@ -138,6 +160,7 @@ const SYSTEMS: &[SystemSpec] = &[
         gpus_per_nvlink_domain: 8,
         nvlink_bytes_per_second: 600e9,
         network_bytes_per_second: 25e9,
+        network_port_bytes_per_second: 25e9,
         source: "https://www.nvidia.com/en-us/data-center/dgx-a100/ (8 A100 80 GB, 600 GB/s \
                  NVLink per GPU, 8 single-port ConnectX-6 200 Gb/s)",
     },
@@ -218,6 +241,24 @@ impl SystemSpec {
             self.network_bytes_per_second
         }
     }
+
+    /// Whether a group of `group` GPUs `stride` apart fits one NVLink domain.
+    pub fn fits_domain(&self, group: u64, stride: u64) -> bool {
+        group.saturating_mul(stride.max(1)) <= self.gpus_per_nvlink_domain
+    }
+
+    /// The bus bandwidth per GPU, one direction, of a ring collective (all-gather,
+    /// reduce-scatter) over `group` GPUs `stride` apart: NVLink inside one domain; across
+    /// domains, one ring per NIC of the group's `g = domain / stride` GPUs in each domain
+    /// (at most `group`), so `g` NICs' bandwidth, at most NVLink's (module docs).
+    pub fn ring_bytes_per_second(&self, group: u64, stride: u64) -> f64 {
+        let nvlink = self.nvlink_bytes_per_second_each_way();
+        if self.fits_domain(group, stride) {
+            return nvlink;
+        }
+        let per_domain = (self.gpus_per_nvlink_domain / stride.max(1)).clamp(1, group.max(1));
+        (per_domain as f64 * self.network_bytes_per_second).min(nvlink)
+    }
 }
 
 impl std::fmt::Display for System {
@@ -236,6 +277,8 @@ mod tests {
             assert_eq!(SYSTEMS.iter().filter(|o| o.id == s.id).count(), 1);
             assert_eq!(s.id.spec().id, s.id);
             assert!(s.nvlink_bytes_per_second > 2.0 * s.network_bytes_per_second);
+            assert!(s.network_port_bytes_per_second <= s.network_bytes_per_second);
+            assert!(s.network_port_bytes_per_second > 0.0);
             assert!(s.gpus_per_nvlink_domain >= 8);
             assert!(s.source.contains("https://") || s.source.contains("arXiv"));
             assert_eq!(System::parse(s.id.as_str()).unwrap(), s.id);
@@ -263,6 +306,25 @@ mod tests {
         assert_eq!(
             System::Gb200Nvl72.spec().group_bytes_per_second(64, 1),
             900e9
+        );
+    }
+
+    #[test]
+    fn rings_across_nodes_use_one_nic_per_member_and_all_to_all_one_port() {
+        let h = System::DgxH100.spec();
+        // Eight GPUs of the group in each node: eight rings, eight NICs.
+        assert_eq!(h.ring_bytes_per_second(64, 1), 400e9);
+        // Four per node (ranks two apart): four NICs.
+        assert_eq!(h.ring_bytes_per_second(128, 2), 200e9);
+        // One per node: one NIC.
+        assert_eq!(h.ring_bytes_per_second(32, 8), 50e9);
+        assert_eq!(h.ring_bytes_per_second(8, 1), 450e9);
+        let b300 = System::DgxB300.spec();
+        assert_eq!(b300.network_port_bytes_per_second, 50e9);
+        assert_eq!(b300.network_bytes_per_second, 100e9);
+        assert_eq!(
+            System::DgxB200.spec().network_port_bytes_per_second,
+            System::DgxB200.spec().network_bytes_per_second
         );
     }
 }

@@ -32,14 +32,15 @@
 //! # Time
 //!
 //! The mean stage (the model's `E` layer executions spread evenly, `E / pp` per stage) is
-//! the unlooped model's micro-batch ([`super::predict_step_host`], every per-layer term
-//! counted per layer execution: each visit runs its GEMMs, grouped GEMMs, attention,
-//! memory-bound kernels, TP collectives and EP dispatch and combine, and the host issues
-//! it). Stage `s`, with `x_s` executions, takes that micro-batch with its per-execution work
-//! scaled by `x_s / (E / pp)`; the LM head, the cross-entropy and the p2p stay charged to
-//! every stage, as in the unlooped model (whose stage is its last). Recomputation follows
-//! the scaled work. A stage's micro-batch takes the larger of its GPU and host times
-//! (`t_s`); the step is
+//! the unlooped model's micro-batch ([`super::predict_step_host`]) with every count per
+//! layer taken on the model [`unrolled`] (each visit a layer of its own: it runs its GEMMs,
+//! grouped GEMMs, attention or recurrent mixer, memory-bound kernels, TP collectives and EP
+//! dispatch and combine, and the host issues it), while its parameters (the optimizer step,
+//! the data-parallel traffic, ZeRO 3's per-micro-batch gathers) are the model's own. Stage `s`, with `x_s` executions, takes that micro-batch with its per-execution work
+//! scaled by `x_s / (E / pp)`; the LM head, the cross-entropy, the p2p and ZeRO 3's
+//! gathers stay charged to every stage, as in the unlooped model (whose stage is its
+//! last). Recomputation follows the scaled work. A stage's micro-batch takes the longest of
+//! its GPU, host and ZeRO 3 times (`t_s`); the step is
 //!
 //! ```text
 //! m · max t_s + (Σ t_s − max t_s) / vp + optimizer + exposed DP communication
@@ -53,7 +54,7 @@ use serde::Serialize;
 
 use super::{MicroBatch, Recompute, recompute_seconds};
 use crate::error::{Error, Result};
-use crate::model::{Model, Training};
+use crate::model::{Model, ModelSpec, Training};
 
 /// Where a looped model's layers sit in the pipeline, and what its stages take.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -182,18 +183,34 @@ pub(super) fn scaled(
     let gemm = (mean.gemm - lm_head) * k + lm_head;
     let memory_bound = (mean.memory_bound - cross_entropy) * k + cross_entropy;
     let (experts, attention) = (mean.experts * k, mean.attention * k);
-    let recompute = recompute_seconds(recompute, gemm, experts, attention, memory_bound);
+    let recurrent = mean.recurrent * k;
+    let recompute = recompute_seconds(
+        recompute,
+        [gemm, experts, attention, recurrent],
+        memory_bound,
+    );
     let (tp_comm, ep_comm, pp_comm) = (mean.tp_comm * k, mean.ep_comm * k, mean.pp_comm);
+    let gpu = gemm
+        + experts
+        + attention
+        + recurrent
+        + memory_bound
+        + recompute
+        + tp_comm
+        + ep_comm
+        + pp_comm;
     MicroBatch {
         gemm,
         experts,
         attention,
+        recurrent,
         memory_bound,
         recompute,
         tp_comm,
         ep_comm,
         pp_comm,
-        gpu: gemm + experts + attention + memory_bound + recompute + tp_comm + ep_comm + pp_comm,
+        fsdp_comm: mean.fsdp_comm,
+        gpu,
         host: mean.host * k,
     }
 }
@@ -224,7 +241,7 @@ pub(super) fn stages_of(
     if let Some(stages) = place(m, t)? {
         return Ok(staged(m, t, &stages, mean, fixed, micro_batches));
     }
-    let micro = mean.gpu.max(mean.host);
+    let micro = seconds(&mean);
     let bubble = if t.pp > 1 {
         (t.pp as f64 - 1.0) / t.vp as f64 * micro
     } else {
@@ -250,7 +267,7 @@ fn staged(
 ) -> Staged {
     let pp = stages.len() as f64;
     let per_stage = m.executions() as f64 / pp;
-    let micro_of = |b: &MicroBatch| b.gpu.max(b.host);
+    let micro_of = seconds;
     let batches: Vec<MicroBatch> = (stages.iter())
         .map(|&(_, x)| {
             scaled(
@@ -305,13 +322,53 @@ fn staged(
     }
 }
 
-/// Executions of the MoE layers per forward pass (a looped one counted once per visit).
-pub fn moe_executions(m: &Model) -> u64 {
-    let dense = m.dense_executions();
-    let mixer_only = m.executions_of(m.mixer_only());
-    m.executions()
-        .saturating_sub(dense)
-        .saturating_sub(mixer_only)
+/// A micro-batch's seconds: the longest of its GPU work, its host's launches and ZeRO 3's
+/// gathers (they overlap).
+fn seconds(b: &MicroBatch) -> f64 {
+    b.gpu.max(b.host).max(b.fsdp_comm)
+}
+
+/// `spec` with its layers as they execute: a loop's block repeated in place, each visit a
+/// layer of its own, and every list of layers (windowed, dense, recurrent, one-block)
+/// holding each visit of the layers it lists; a model without a loop that runs more than
+/// once is returned as it is. Counts per layer on it are counts per layer execution.
+pub fn unrolled(spec: &ModelSpec) -> ModelSpec {
+    let m = &spec.model;
+    if !m.looping.as_ref().is_some_and(|l| l.repeats > 1) {
+        return spec.clone();
+    }
+    let order = m.execution_order();
+    // The 1-based positions at which the listed 1-based physical layers execute.
+    let visits = |layers: &[u64]| -> Vec<u64> {
+        let mut listed = vec![false; m.layers as usize];
+        for &l in layers {
+            if let Some(x) = listed.get_mut((l as usize).wrapping_sub(1)) {
+                *x = true;
+            }
+        }
+        (order.iter().enumerate())
+            .filter(|(_, l)| listed.get(**l as usize).copied().unwrap_or(false))
+            .map(|(i, _)| i as u64 + 1)
+            .collect()
+    };
+    let mut u = spec.clone();
+    let model = &mut u.model;
+    model.layers = order.len() as u64;
+    model.looping = None;
+    if let Some(w) = model.window.as_mut() {
+        w.layers = visits(&w.layers);
+    }
+    if let Some(d) = model.dense.as_mut() {
+        d.layers = visits(&d.layers);
+    }
+    if let Some(r) = model.recurrent.as_mut() {
+        r.layers = visits(&r.layers);
+    }
+    if let Some(b) = model.blocks.as_mut() {
+        b.mixer_only = visits(&b.mixer_only);
+        b.ffn_only = visits(&b.ffn_only);
+    }
+    u
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
-//! The training step of a parallel run, per GPU: a model's GEMMs (from the kernel plan),
-//! its fused (or unfused) attention, its routed experts as grouped GEMMs at their rows per
-//! expert, its memory-bound kernels, the collectives of its layout (TP with sequence
-//! parallelism, EP all-to-all on NVLink inside the domain and the network across, PP p2p and
-//! the 1F1B bubble, CP, the data-parallel gradient reduce-scatter and parameter all-gather),
-//! the optimizer step, gradient accumulation, recomputation, and the host's launch time.
+//! The training step of a parallel run, per GPU: a model's GEMMs (their FLOPs from the
+//! cost model, [`crate::cost::forward_flops`]), its fused (or unfused) attention, its routed
+//! experts as grouped GEMMs at their rows per expert, the recurrent mixers of hybrid models
+//! ([`mixers`]), its memory-bound kernels, the collectives of its layout ([`comm`]: TP with
+//! sequence parallelism, EP all-to-all on NVLink inside the domain and the network across,
+//! PP p2p and the 1F1B bubble, CP, the data-parallel gradient reduce-scatter and parameter
+//! all-gather, once per step or per micro-batch under ZeRO 3), the optimizer step, gradient
+//! accumulation, recomputation, and the host's launch time.
 //!
 //! # The model
 //!
@@ -11,51 +13,63 @@
 //! GPU (a stage of `L / pp` layers, `T = micro_batch · context / cp` tokens, `1/tp` of every
 //! GEMM and attention head) takes on the GPU:
 //!
-//! * GEMMs (projections, router, shared and dense FFNs, indexer, LM head): their FLOPs at
-//!   the card's best-shape share of the peak, plus [`super::kernels::KernelConstants::launch_seconds`]
-//!   per launch;
+//! * GEMMs (projections, the recurrent mixers' projections, router, shared and dense FFNs,
+//!   indexer, LM head): their training FLOPs (3 x the cost model's forward count) at the
+//!   card's best-shape share of the peak, plus
+//!   [`super::kernels::KernelConstants::launch_seconds`] per launch;
 //! * routed experts: their FLOPs at the best-shape share times `r / (r + r½)`, `r` the rows
 //!   per expert (`T/tp · top_k · ep / experts`, balanced routing, as every published MoE
 //!   row forces), `r½` the grouped-GEMM fit's;
-//! * attention: fused, each pass's FLOPs (cuDNN's convention) at the fitted curve of the
-//!   card (a card without measurements uses its generation's: H100 and H800 the H100's
-//!   forward and the H200's backward, B300 the B200's, GB300 the GB200's); unfused (a model
-//!   with attention sinks under Megatron-Core, which needs cuDNN ≥ 9.18 for them fused),
-//!   the GEMMs of the whole square at the GEMM share plus 24 bytes per score through memory;
+//! * attention, on the layers with an attention block: fused, each pass's FLOPs (cuDNN's
+//!   convention) at the fitted curve of the card (a card without measurements uses its
+//!   generation's: H100 and H800 the H100's forward and the H200's backward, B300 the
+//!   B200's, GB300 the GB200's); unfused (a model with attention sinks under Megatron-Core,
+//!   which needs cuDNN ≥ 9.18 for them fused), the GEMMs of the whole square at the GEMM
+//!   share plus 24 bytes per score through memory;
+//! * recurrent mixers (Mamba-2, Gated DeltaNet): their chunked scan as a roofline of its
+//!   FLOPs and its state traffic, and their convolution and gated norm through memory
+//!   ([`mixers`]);
 //! * memory-bound kernels (norms, residual adds, activations, RoPE, router softmax,
-//!   permute/unpermute, cross-entropy): their bytes (below) at the fitted share of HBM;
-//! * TP: 8 all-gathers/reduce-scatters of `T · hidden` bf16 per layer (forward and
-//!   backward); EP: 4 all-to-alls of `T/tp · top_k · hidden` bf16 per MoE layer; PP: one
-//!   activation sent and one gradient received per micro-batch; all exposed;
+//!   permute/unpermute, cross-entropy): their bytes ([`memory_bound_seconds`]'s) at the
+//!   fitted share of HBM;
+//! * TP, EP and PP communication, all exposed ([`comm`]);
 //! * recompute: `selective` (norms and activations) adds their forward bytes, `full` a
 //!   forward of everything.
 //!
-//! The host issues the same micro-batch in `c · L/pp` seconds (`c`, seconds per layer
-//! execution per micro-batch, fitted per framework on the published runs:
-//! [`HOST_SECONDS`]); a micro-batch takes the larger of the two (host and GPU overlap). The
-//! step is `m` micro-batches, plus the 1F1B bubble `(pp − 1) / vp` micro-batches, plus the
-//! optimizer step (30 bytes per parameter of the GPU's shard at the HBM share), plus the
-//! data-parallel reduce-scatter and all-gather that do not overlap the first forward and
-//! last backward micro-batch.
+//! The host issues the same micro-batch in `c · B / 2` seconds, `B` the stage's blocks (a
+//! token mixer or an FFN: two per layer, one per one-block layer; [`blocks`]) and `c`,
+//! seconds per layer execution per micro-batch, fitted per framework on the published runs
+//! ([`HOST_SECONDS`]). Under ZeRO 3 each micro-batch also all-gathers and reduce-scatters
+//! the parameters ([`comm`]). A micro-batch takes the longest of the three (they overlap).
+//! The step is `m` micro-batches, plus the 1F1B bubble `(pp − 1) / vp` micro-batches, plus
+//! the optimizer step (30 bytes per parameter of the GPU's shard at the HBM share), plus
+//! the distributed optimizer's reduce-scatter and all-gather beyond one micro-batch (the
+//! rest overlaps the first forward and the last backward).
 //!
 //! A looped model's layer executions each count (every visit runs its kernels, its
-//! collectives and its all-to-alls; its weights, gradients and optimizer state count
-//! once), and its loop sits on one pipeline stage, whose extra executions make the stages
-//! uneven: [`looped`].
+//! collectives and its all-to-alls, and the host issues it; its weights, gradients and
+//! optimizer state count once), and its loop sits on one pipeline stage, whose extra
+//! executions make the stages uneven: [`looped`].
 
+pub mod comm;
 pub mod kernel_check;
 pub mod looped;
+pub mod mixers;
 pub mod published;
 pub mod report;
+#[cfg(test)]
+mod tests;
+
+pub use comm::Dispatcher;
 
 use serde::Serialize;
 
 use super::card::Card;
 use super::kernels::{AttentionCurve, AttentionKernel, AttentionPass, Dtype, SHIPPED};
 use super::system::SystemSpec;
+use crate::cost::{self, FlopBreakdown};
 use crate::error::{Error, Result};
-use crate::model::{ModelSpec, Training};
-use crate::plan::{self, Component, Routing};
+use crate::model::{Counting, ModelSpec, Training};
 
 /// The training framework, whose host cost per layer differs ([`HOST_SECONDS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -67,10 +81,11 @@ pub enum Framework {
     Fsdp2,
 }
 
-/// Host seconds per layer execution per micro-batch (forward and backward), per framework:
+/// Host seconds per layer execution per micro-batch (forward and backward; a layer is a
+/// token mixer and an FFN, a one-block layer counts half: [`blocks`] / 2), per framework:
 /// fitted on the published runs ([`published::fit_host`]), 1 ms steps.
 pub const HOST_SECONDS: [(Framework, f64); 2] =
-    [(Framework::MegatronCore, 10e-3), (Framework::Fsdp2, 28e-3)];
+    [(Framework::MegatronCore, 13e-3), (Framework::Fsdp2, 28e-3)];
 
 /// Activation recomputation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -111,6 +126,8 @@ pub struct StepRequest {
     pub framework: Framework,
     /// Attention kernel.
     pub attention: AttentionImpl,
+    /// How the routed experts' tokens are exchanged.
+    pub dispatcher: Dispatcher,
 }
 
 /// Seconds of one micro-batch on one GPU, by what takes them.
@@ -122,6 +139,9 @@ pub struct MicroBatch {
     pub experts: f64,
     /// Attention core.
     pub attention: f64,
+    /// Recurrent mixers' scans and memory-bound kernels (hybrid models; their projections
+    /// are in `gemm`).
+    pub recurrent: f64,
     /// Memory-bound kernels.
     pub memory_bound: f64,
     /// Recomputed forward work.
@@ -132,7 +152,10 @@ pub struct MicroBatch {
     pub ep_comm: f64,
     /// PP p2p.
     pub pp_comm: f64,
-    /// The GPU's total.
+    /// ZeRO 3's parameter all-gathers and gradient reduce-scatters, overlapped with the
+    /// micro-batch's work.
+    pub fsdp_comm: f64,
+    /// The GPU's total (without `fsdp_comm`).
     pub gpu: f64,
     /// The host's time to issue it.
     pub host: f64,
@@ -151,7 +174,7 @@ pub struct StepPrediction {
     pub rows_per_expert: f64,
     /// One micro-batch.
     pub micro_batch: MicroBatch,
-    /// Whether the host (not the GPU) bounds a micro-batch.
+    /// Whether the host (not the GPU or ZeRO 3's traffic) bounds a micro-batch.
     pub host_bound: bool,
     /// Pipeline bubble, seconds.
     pub bubble: f64,
@@ -258,6 +281,28 @@ pub fn predict_step(spec: &ModelSpec, req: &StepRequest) -> Result<StepPredictio
     predict_step_host(spec, req, host_seconds(req.framework))
 }
 
+/// The model's forward FLOPs per token by component, and its parameters `(dense, routed
+/// experts)` with the embedding and the LM head, from the cost model.
+fn counts(spec: &ModelSpec) -> Result<(FlopBreakdown, f64, f64)> {
+    let m = &spec.model;
+    let counting = Counting {
+        embeddings: true,
+        lm_head: true,
+        ..Counting::default()
+    };
+    let flops = cost::forward_flops(m, &spec.workload, &Counting::default())?;
+    let (params, _) = cost::params(m, &counting)?;
+    let total = params.total()?.as_f64();
+    let experts = params.experts.as_f64();
+    Ok((flops, total - experts, experts))
+}
+
+/// Blocks (token mixers and FFNs) of the model's layers: two per layer, one per one-block
+/// layer.
+pub fn blocks(m: &crate::model::Model) -> u64 {
+    (2 * m.layers).saturating_sub((m.mixer_only().len() + m.ffn_only().len()) as u64)
+}
+
 /// [`predict_step`] with `host_per_layer` seconds of host time per layer execution per
 /// micro-batch.
 pub fn predict_step_host(
@@ -265,39 +310,45 @@ pub fn predict_step_host(
     req: &StepRequest,
     host_per_layer: f64,
 ) -> Result<StepPrediction> {
-    let m = &spec.model;
     let t = &req.training;
     let (share, fwd, bwd, micro_batches) = checked(spec, req)?;
+    let (flops, dense_params, expert_params) = counts(spec)?;
+    // The layers as they execute (a loop's visits each a layer): what every count per layer
+    // below counts. Parameters and FLOPs are the model's own (above).
+    let unrolled = looped::unrolled(spec);
+    let m = &unrolled.model;
     let card = req.card;
     let spec_c = card.spec();
     let mbs = t.micro_batch;
     let seq = spec.workload.context;
-    let docs = vec![seq; mbs as usize];
-    let p = plan::plan(m, &docs, spec.workload.attention, Routing::Balanced)?;
     let (tp, cp, pp, ep) = (t.tp as f64, t.cp as f64, t.pp as f64, t.ep as f64);
     let split = tp * cp * pp;
     let peak = spec_c.peak_flops_per_second;
     let hbm = spec_c.memory_bytes_per_second * SHIPPED.memory_share;
     let launch = SHIPPED.launch_seconds;
-    // Layer executions (the physical layers without a loop; a loop's visits each count).
-    let (h, v, layers) = (m.hidden as f64, m.vocab as f64, m.executions() as f64);
+    let (h, v, layers) = (m.hidden as f64, m.vocab as f64, m.layers as f64);
     let stage_layers = layers / pp;
+    let stage_blocks = blocks(m) as f64 / pp;
     let tokens = (mbs * seq) as f64 / cp;
-    // GEMMs other than the experts', and the LM head (on the last stage).
-    let other: u128 = [
-        Component::Projections,
-        Component::Router,
-        Component::Shared,
-        Component::Dense,
-        Component::Indexer,
+    // Training FLOPs of this GPU's share of the micro-batch's `mbs · seq` tokens.
+    let gpu_flops = |forward_per_token: f64| 3.0 * forward_per_token * (mbs * seq) as f64 / split;
+    // GEMMs other than the experts' (the recurrent mixers' projections included), and the
+    // LM head (on the last stage).
+    let other = [
+        flops.projections,
+        flops.router,
+        flops.shared,
+        flops.dense,
+        flops.indexer,
+        flops.recurrent_projections,
     ]
     .iter()
-    .map(|&c| p.component_flops(c))
-    .sum();
+    .map(|f| f.as_f64())
+    .sum::<f64>();
     let lm_head = 6.0 * h * v * tokens / tp;
-    let gemm = (other as f64 / split + lm_head) / (share * peak) + 18.0 * stage_layers * launch;
+    let gemm = (gpu_flops(other) + lm_head) / (share * peak) + 18.0 * stage_layers * launch;
     // Routed experts.
-    let experts_flops = p.component_flops(Component::Experts) as f64 / split;
+    let experts_flops = gpu_flops(flops.experts.as_f64());
     let (e, k) = (m.moe.experts as f64, m.moe.top_k as f64);
     let rows = if e > 0.0 {
         tokens / tp * k * ep / e
@@ -310,27 +361,51 @@ pub fn predict_step_host(
     } else {
         0.0
     };
-    let attention = attention_seconds(spec, req, fwd, bwd, share * peak, hbm);
-    let memory_bound = memory_bound_seconds(m, tokens / tp, stage_layers, hbm);
-    let recompute = recompute_seconds(req.recompute, gemm, experts, attention, memory_bound);
+    let attention = attention_seconds(&unrolled, req, fwd, bwd, share * peak, hbm);
+    let recurrent = mixers::seconds(
+        m,
+        gpu_flops(flops.recurrent_core.as_f64()),
+        tokens / tp,
+        m.recurrent_layers() as f64 / pp,
+        share * peak,
+        hbm,
+    );
+    let memory_bound = memory_bound_seconds(m, tokens / tp, pp, hbm);
+    let recompute = recompute_seconds(
+        req.recompute,
+        [gemm, experts, attention, recurrent],
+        memory_bound,
+    );
     let sys = &req.system;
-    let (tp_comm, ep_comm, pp_comm) = collectives(m, t, sys, tokens, stage_layers);
-    let gpu = gemm + experts + attention + memory_bound + recompute + tp_comm + ep_comm + pp_comm;
-    let host = host_per_layer * stage_layers;
+    let moe_layers = m.moe_layers() as f64 / pp;
+    let (tp_comm, ep_comm, pp_comm) =
+        comm::collectives(m, t, sys, req.dispatcher, tokens, stage_blocks, moe_layers);
+    let gpu = gemm
+        + experts
+        + attention
+        + recurrent
+        + memory_bound
+        + recompute
+        + tp_comm
+        + ep_comm
+        + pp_comm;
+    let host = host_per_layer * stage_blocks / 2.0;
+    let (optimizer, fsdp, dp_step) = comm::data_parallel(t, sys, hbm, dense_params, expert_params);
     let mean = MicroBatch {
         gemm,
         experts,
         attention,
+        recurrent,
         memory_bound,
         recompute,
         tp_comm,
         ep_comm,
         pp_comm,
+        fsdp_comm: fsdp,
         gpu,
         host,
     };
-    // The LM head's GEMMs and the cross-entropy, which do not scale with a stage's layer
-    // executions.
+    // The LM head's GEMMs and the cross-entropy do not scale with a stage's executions.
     let fixed = (
         lm_head / (share * peak),
         20.0 * v * tokens / hbm,
@@ -341,8 +416,8 @@ pub fn predict_step_host(
         micro,
         bubble,
         pipeline,
-    } = looped::stages_of(m, t, mean, fixed, micro_batches)?;
-    let (optimizer, dp_comm) = optimizer_and_dp(m, t, sys, hbm, micro);
+    } = looped::stages_of(&spec.model, t, mean, fixed, micro_batches)?;
+    let dp_comm = (dp_step - micro).max(0.0);
     let steps = micro_batches as f64;
     let step_seconds = steps * micro + bubble + optimizer + dp_comm;
     let gpus = t.gpus();
@@ -354,7 +429,7 @@ pub fn predict_step_host(
         micro_batches,
         rows_per_expert: rows,
         micro_batch,
-        host_bound: micro_batch.host > micro_batch.gpu,
+        host_bound: micro_batch.host > micro_batch.gpu && micro_batch.host >= fsdp,
         bubble,
         optimizer,
         dp_comm,
@@ -365,18 +440,13 @@ pub fn predict_step_host(
 }
 
 /// Seconds of recomputed forward work in a micro-batch of these GEMM, grouped-GEMM,
-/// attention and memory-bound seconds (module docs).
-fn recompute_seconds(
-    recompute: Recompute,
-    gemm: f64,
-    experts: f64,
-    attention: f64,
-    memory_bound: f64,
-) -> f64 {
+/// attention and recurrent-mixer seconds and memory-bound seconds (module docs).
+fn recompute_seconds(recompute: Recompute, compute: [f64; 4], memory_bound: f64) -> f64 {
+    let [gemm, experts, attention, recurrent] = compute;
     match recompute {
         Recompute::None => 0.0,
         Recompute::Selective => 0.25 * memory_bound,
-        Recompute::Full => (gemm + experts + attention) / 3.0 + 0.4 * memory_bound,
+        Recompute::Full => (gemm + experts + attention + recurrent) / 3.0 + 0.4 * memory_bound,
     }
 }
 
@@ -391,11 +461,12 @@ fn attention_seconds(
 ) -> f64 {
     let (m, t) = (&spec.model, &req.training);
     let (tp, cp, pp) = (t.tp as f64, t.cp as f64, t.pp as f64);
-    // Layer executions (a loop's visits each count).
-    let (mbs, seq, layers) = (t.micro_batch, spec.workload.context, m.executions() as f64);
+    let (mbs, seq) = (t.micro_batch, spec.workload.context);
+    // Attention runs on the layers with an attention block (not recurrent, not FFN-only).
+    let layers = m.attention_layers() as f64;
     let (share, peak) = (1.0, gemm_flops_per_second);
     let (heads, d) = (m.heads as f64, m.head_dim as f64);
-    let windowed = m.window.as_ref().map_or(0, |w| m.executions_of(&w.layers)) as f64;
+    let windowed = m.windowed_layers() as f64;
     let size = m.window.as_ref().map(|w| w.size as f64);
     let s = seq as f64;
     let seff = |w: Option<f64>| match w {
@@ -426,90 +497,6 @@ fn attention_seconds(
     attention
 }
 
-/// Seconds of one micro-batch's TP, EP and PP communication on one GPU (module docs).
-fn collectives(
-    m: &crate::model::Model,
-    t: &Training,
-    sys: &SystemSpec,
-    tokens: f64,
-    stage_layers: f64,
-) -> (f64, f64, f64) {
-    let (tp, pp, ep) = (t.tp as f64, t.pp as f64, t.ep as f64);
-    let (h, e, k) = (m.hidden as f64, m.moe.experts as f64, m.moe.top_k as f64);
-    let nvlink = sys.nvlink_bytes_per_second_each_way();
-    let tp_comm = if t.tp > 1 {
-        8.0 * stage_layers * tokens * h * 2.0 * (tp - 1.0)
-            / tp
-            / sys.group_bytes_per_second(t.tp, 1)
-    } else {
-        0.0
-    };
-    let ep_comm = if t.ep > 1 && e > 0.0 {
-        let bytes = tokens / tp * k * h * 2.0 * (ep - 1.0) / ep;
-        // The EP group taken to span `ep · tp · cp` GPUs (its ranks `tp · cp` apart): chosen
-        // on the published Megatron-Core runs (tp 2, ep 8 on 8-GPU nodes runs at the
-        // network's all-to-all speed there), not from Megatron-Core's rank order.
-        let span = t.ep * t.tp * t.cp;
-        // Each execution of an MoE layer dispatches and combines its tokens.
-        let moe_layers = looped::moe_executions(m) as f64 / pp;
-        let each = if span <= sys.gpus_per_nvlink_domain {
-            bytes / nvlink
-        } else {
-            let inside = (sys.gpus_per_nvlink_domain / (t.tp * t.cp)).max(1) as f64;
-            let cross = bytes * (1.0 - inside / ep);
-            (cross / sys.network_bytes_per_second).max((bytes - cross) / nvlink)
-        };
-        4.0 * moe_layers * each
-    } else {
-        0.0
-    };
-    let pp_comm = if t.pp > 1 {
-        2.0 * tokens * h * 2.0 / tp / sys.network_bytes_per_second
-    } else {
-        0.0
-    };
-    (tp_comm, ep_comm, pp_comm)
-}
-
-/// The optimizer step and the exposed data-parallel communication of one step, seconds.
-fn optimizer_and_dp(
-    m: &crate::model::Model,
-    t: &Training,
-    sys: &SystemSpec,
-    hbm: f64,
-    micro: f64,
-) -> (f64, f64) {
-    let (tp, pp, ep) = (t.tp as f64, t.pp as f64, t.ep as f64);
-    let (h, v, layers) = (m.hidden as f64, m.vocab as f64, m.layers as f64);
-    let (e, fe) = (m.moe.experts as f64, m.moe.expert_ffn as f64);
-    let (heads, d) = (m.heads as f64, m.head_dim as f64);
-    let qk_cols = (m.heads + m.kv_heads) as f64 * d;
-    // Parameters of this GPU's stage: attention and embeddings, then experts.
-    let attn_params = layers * (h * qk_cols + heads * d * h + h * (m.kv_heads as f64) * d);
-    let dense_params = attn_params
-        + (m.moe_layers() as f64)
-            * (h * e + 3.0 * h * (m.moe.shared_experts * m.moe.shared_ffn) as f64)
-        + m.dense
-            .as_ref()
-            .map_or(0.0, |dn| dn.layers.len() as f64 * 3.0 * h * dn.ffn as f64)
-        + 2.0 * v * h;
-    let expert_params = m.moe_layers() as f64 * e * 3.0 * h * fe;
-    let dense_gpu = dense_params / (tp * pp);
-    let expert_gpu = if e > 0.0 {
-        expert_params / (ep * pp)
-    } else {
-        0.0
-    };
-    let dp_dense = (t.dp * t.cp) as f64;
-    let dp_expert = (dp_dense * tp / ep).max(1.0);
-    let optimizer = 30.0 * (dense_gpu / dp_dense + expert_gpu / dp_expert) / hbm;
-    let ring = |n: f64| if n > 1.0 { (n - 1.0) / n } else { 0.0 };
-    let dp_bytes = 2.0 * (dense_gpu * ring(dp_dense) + expert_gpu * ring(dp_expert));
-    let dp_comm_total = 2.0 * dp_bytes / sys.network_bytes_per_second;
-    let dp_comm = (dp_comm_total - micro).max(0.0);
-    (optimizer, dp_comm)
-}
-
 /// The checks of a request, and what they find: the card's GEMM share, its attention
 /// curves and the micro-batches per step.
 fn checked(
@@ -518,11 +505,10 @@ fn checked(
 ) -> Result<(f64, &'static AttentionCurve, &'static AttentionCurve, u64)> {
     let (m, t) = (&spec.model, &req.training);
     validate_layout(t)?;
-    if m.recurrent.is_some() || m.blocks.is_some() {
+    if m.full_attention.is_some() {
         return Err(refuse(
-            "model",
-            "hybrid layers (linear attention or Mamba) have no kernels in the plan; the step \
-             model refuses them",
+            "model.full_attention",
+            "full-attention layers of their own shape are not timed by the step model",
         ));
     }
     if !m.heads.is_multiple_of(t.tp)
@@ -576,25 +562,30 @@ fn checked(
     Ok((share, fwd, bwd, micro_batches))
 }
 
-/// Seconds of one micro-batch's memory-bound kernels on one GPU, `tokens` its tokens.
-fn memory_bound_seconds(m: &crate::model::Model, tokens: f64, stage_layers: f64, hbm: f64) -> f64 {
+/// Seconds of one micro-batch's memory-bound kernels on one GPU, `tokens` its tokens per
+/// layer, over `pp` stages.
+pub fn memory_bound_seconds(m: &crate::model::Model, tokens: f64, pp: f64, hbm: f64) -> f64 {
     let (h, v, d) = (m.hidden as f64, m.vocab as f64, m.head_dim as f64);
     let (e, k, fe) = (
         m.moe.experts as f64,
         m.moe.top_k as f64,
         m.moe.expert_ffn as f64,
     );
-    let tp = 1.0;
-    // Memory-bound kernels, bytes per token per layer (bf16): norms 20h, residual adds 12h,
-    // activations 16 per FFN column (routed and shared), RoPE 8 per q/k column,
-    // permute/unpermute 8h(1 + top_k), router 12 per expert; cross-entropy 20 per logit.
+    // Memory-bound kernels, bytes per token (bf16): per block (token mixer or FFN) its norm
+    // 10h and residual add 6h; per attention block RoPE 8 per q/k column; per MoE block
+    // activations 16 per FFN column (routed and shared), permute/unpermute 8h(1 + top_k)
+    // and the router 12 per expert; per dense FFN 16 per column; cross-entropy 20 per logit.
     let ffn_cols = k * fe + (m.moe.shared_experts * m.moe.shared_ffn) as f64;
     let qk_cols = (m.heads + m.kv_heads) as f64 * d;
     let moe_bytes = if e > 0.0 {
-        8.0 * h * (1.0 + k) + 12.0 * e
+        16.0 * ffn_cols + 8.0 * h * (1.0 + k) + 12.0 * e
     } else {
         0.0
     };
-    let layer_bytes = 32.0 * h + 16.0 * ffn_cols + 8.0 * qk_cols + moe_bytes;
-    (layer_bytes * stage_layers + 20.0 * v) * tokens / tp / hbm
+    let dense_ffn = m.dense.as_ref().map_or(0.0, |dn| dn.ffn as f64);
+    let bytes = 16.0 * h * blocks(m) as f64
+        + 8.0 * qk_cols * m.attention_layers() as f64
+        + moe_bytes * m.moe_layers() as f64
+        + 16.0 * dense_ffn * m.dense_layers() as f64;
+    (bytes / pp + 20.0 * v) * tokens / hbm
 }

@@ -1,0 +1,175 @@
+//! The step model's physics, one effect at a time.
+
+use super::*;
+use crate::model::Workload;
+use crate::time::system::System;
+
+fn model(config: &str) -> ModelSpec {
+    let workload = Workload {
+        context: 4096,
+        mean_doc_len: Some(4096),
+        ..ModelSpec::default_workload()
+    };
+    crate::hf::import(config, workload).unwrap()
+}
+
+fn qwen3_30b() -> ModelSpec {
+    model(include_str!(
+        "../../../../../tests/data/hf/qwen3-30b-a3b.json"
+    ))
+}
+
+fn request(card: Card, training: Training, global_batch: u64) -> StepRequest {
+    StepRequest {
+        card,
+        system: *System::of_card(card).unwrap().spec(),
+        training,
+        global_batch,
+        recompute: Recompute::None,
+        framework: Framework::MegatronCore,
+        attention: AttentionImpl::Fused,
+        dispatcher: Dispatcher::AllToAll,
+    }
+}
+
+fn layout(tp: u64, ep: u64, dp: u64, zero: u64) -> Training {
+    Training {
+        tp,
+        ep,
+        dp,
+        zero,
+        micro_batch: 1,
+        ..Training::default()
+    }
+}
+
+#[test]
+fn an_ep_group_of_consecutive_ranks_stays_on_nvlink_inside_a_node() {
+    let spec = qwen3_30b();
+    let h100 = Card::H100Sxm;
+    // tp 2, ep 8: the eight EP ranks are eight consecutive GPUs, one node.
+    let inside = predict_step(&spec, &request(h100, layout(2, 8, 8, 1), 64)).unwrap();
+    // ep 16: two nodes.
+    let across = predict_step(&spec, &request(h100, layout(2, 16, 8, 1), 64)).unwrap();
+    let (a, b) = (inside.micro_batch.ep_comm, across.micro_batch.ep_comm);
+    assert!(a > 0.0 && b > 4.0 * a, "inside {a} across {b}");
+    // Inside the node: the copies for the other seven ranks at NVLink's 450 GB/s each way.
+    let tokens = 4096.0 / 2.0;
+    let bytes = tokens * 8.0 * 2048.0 * 2.0 * 7.0 / 8.0;
+    let expected = 4.0 * 48.0 * bytes / 450e9;
+    assert!((a / expected - 1.0).abs() < 1e-9, "{a} {expected}");
+}
+
+#[test]
+fn a_b300s_all_to_all_across_nodes_costs_what_a_b200s_does() {
+    let spec = model(include_str!(
+        "../../../../../tests/data/hf/gpt-oss-120b.json"
+    ));
+    let t = Training {
+        ep: 64,
+        dp: 64,
+        micro_batch: 4,
+        ..Training::default()
+    };
+    let b200 = predict_step(&spec, &request(Card::B200, t, 1280)).unwrap();
+    let b300 = predict_step(&spec, &request(Card::B300, t, 1280)).unwrap();
+    assert!(
+        b200.micro_batch.ep_comm > 0.5,
+        "{}",
+        b200.micro_batch.ep_comm
+    );
+    assert_eq!(b200.micro_batch.ep_comm, b300.micro_batch.ep_comm);
+    // The ring collectives do use both of a B300's ports.
+    let d = |c: Card| {
+        System::of_card(c)
+            .unwrap()
+            .spec()
+            .ring_bytes_per_second(8, 8)
+    };
+    assert_eq!(d(Card::B300), 2.0 * d(Card::B200));
+}
+
+#[test]
+fn deepep_sends_fewer_bytes_across_nodes_and_the_same_inside_one() {
+    let spec = qwen3_30b();
+    let h100 = Card::H100Sxm;
+    for (ep, fewer) in [(32, true), (8, false)] {
+        let t = layout(1, ep, 32, 1);
+        let a2a = predict_step(&spec, &request(h100, t, 64)).unwrap();
+        let deepep = StepRequest {
+            dispatcher: Dispatcher::DeepEp,
+            ..request(h100, t, 64)
+        };
+        let d = predict_step(&spec, &deepep).unwrap();
+        let (x, y) = (a2a.micro_batch.ep_comm, d.micro_batch.ep_comm);
+        if fewer {
+            assert!(y < 0.8 * x, "ep {ep}: {y} vs {x}");
+        } else {
+            assert_eq!(x, y);
+        }
+    }
+}
+
+#[test]
+fn zero_3_gathers_the_parameters_every_micro_batch() {
+    let spec = qwen3_30b();
+    let h100 = Card::H100Sxm;
+    let z1 = predict_step(&spec, &request(h100, layout(1, 8, 64, 1), 512)).unwrap();
+    let z3 = predict_step(&spec, &request(h100, layout(1, 8, 64, 3), 512)).unwrap();
+    assert_eq!(z1.micro_batch.fsdp_comm, 0.0);
+    assert!(z3.micro_batch.fsdp_comm > 0.0);
+    assert_eq!(z3.dp_comm, 0.0);
+    // Per micro-batch 8 bytes per parameter (two bf16 gathers, an fp32 reduce-scatter)
+    // against the distributed optimizer's 6 once per step.
+    let (_, fsdp, _) = comm::data_parallel(&z3.request.training, &z3.request.system, 1.0, 1e9, 0.0);
+    let (_, _, once) = comm::data_parallel(&z1.request.training, &z1.request.system, 1.0, 1e9, 0.0);
+    assert!((fsdp / once - 8.0 / 6.0).abs() < 1e-12);
+}
+
+#[test]
+fn hybrid_models_time_their_recurrent_mixers_and_only_their_attention_layers() {
+    let h100 = Card::H100Sxm;
+    for config in [
+        include_str!("../../../../../tests/data/hf/nemotron-3-nano-30b-a3b.json"),
+        include_str!("../../../../../tests/data/hf/qwen3-next-80b-a3b.json"),
+    ] {
+        let spec = model(config);
+        let one = predict_step(&spec, &request(h100, layout(1, 8, 8, 1), 64)).unwrap();
+        let mb = &one.micro_batch;
+        assert!(mb.recurrent > 0.0 && mb.attention > 0.0, "{mb:?}");
+        // Attention over the attention layers alone: a stack of only those costs the same.
+        let m = &spec.model;
+        assert!(m.attention_layers() < m.layers);
+        let per_layer = mb.attention / m.attention_layers() as f64;
+        assert!(per_layer > 0.0);
+        // Twice the tokens per micro-batch, twice the scan's traffic.
+        let two = predict_step(
+            &spec,
+            &request(
+                h100,
+                Training {
+                    micro_batch: 2,
+                    ..layout(1, 8, 8, 1)
+                },
+                64,
+            ),
+        )
+        .unwrap();
+        assert!((two.micro_batch.recurrent / mb.recurrent - 2.0).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn a_model_without_moe_layers_has_no_expert_work() {
+    let text = include_str!("../../../data/published/models/llama-3.1-70b.toml");
+    let spec = ModelSpec::from_toml_str(text).unwrap();
+    let t = Training {
+        dp: 8,
+        ep: 1,
+        ..Training::default()
+    };
+    let p = predict_step(&spec, &request(Card::H100Sxm, t, 8)).unwrap();
+    assert_eq!(p.micro_batch.experts, 0.0);
+    assert_eq!(p.micro_batch.ep_comm, 0.0);
+    assert!(p.micro_batch.gemm > 1.0, "{:?}", p.micro_batch);
+}
