@@ -35,6 +35,7 @@ mod search;
 mod search_ties;
 mod search_time;
 mod snapshots;
+mod step_time;
 mod structure;
 mod training_memory;
 mod validation;

@@ -369,6 +369,8 @@ fn first_screens() -> Vec<Vec<String>> {
         "grid budgets/smelt-grid.toml --conventions",
         "mfu budgets/base-200m-s95.toml --tokens-per-second 1.2e6 --gpus 8 --card h100-sxm",
         "grid budgets/smelt-grid.toml --predict h200",
+        "grid budgets/smelt-grid.toml --predict h100 --global-batch 256 --gpus 16 --ep 8 --micro-batch 4",
+        "grid budgets/smelt-grid.toml --predict b200 --global-batch 256 --gpus 16 --ep 8 --pp 2 --micro-batch 4",
         "predict budgets/smelt-200m-s95.toml --against budgets/base-200m-s95.toml --card h200",
     ]
     .iter()

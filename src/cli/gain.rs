@@ -4,9 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use smelt::fit::wall_clock::{TimeRatios, wall_clock};
 use smelt::fit::{self, GainOptions, Search, Starts};
 use smelt::progress::Terminal;
-use smelt::report::Format;
+use smelt::report::{Format, WithWallClock};
 
 use super::{LayoutArgs, all_formats, emit, named, write_file};
 
@@ -58,10 +59,30 @@ pub struct Args {
     /// Also draw the two fitted frontiers as an SVG into this file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Also report each row's wall-clock gain, 1 - (1 - CE gain) x r, with r the target's
+    /// seconds per training FLOP over the reference's: a number, or the JSON of `smelt grid
+    /// GRID --predict CARD --global-batch N --format json`, whose cells give their
+    /// step-time ratio over their FLOP ratio (each row takes the cell nearest the
+    /// reference's compute-optimal model in ln F and ln(1 - S)).
+    #[arg(long, value_name = "RATIO|GRID.json")]
+    time_ratio: Option<String>,
+}
+
+/// `--time-ratio`: a number, or a grid JSON file.
+fn time_ratios(arg: &str) -> anyhow::Result<TimeRatios> {
+    if let Ok(x) = arg.trim().parse::<f64>() {
+        return TimeRatios::given(x).context("--time-ratio");
+    }
+    let text = std::fs::read_to_string(arg).with_context(|| {
+        format!("--time-ratio: '{arg}' is neither a number nor a readable file")
+    })?;
+    TimeRatios::from_grid_json(&text, arg).context("--time-ratio")
 }
 
 /// Runs `smelt gain`.
 pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
+    // Read before the fits, so that a bad file fails at once.
+    let ratios = args.time_ratio.as_deref().map(time_ratios).transpose()?;
     let groups = fit::data::load(&args.endpoints, Some(&args.group))
         .with_context(|| format!("endpoints '{}'", args.endpoints.display()))?;
     let get = |name: &str, flag: &str| {
@@ -79,11 +100,29 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         .with_bootstrap(args.bootstrap as usize, args.seed);
     opts.fit.search = args.search;
     let table = fit::gain_table_with(reference, target, &opts, progress)?;
-    let text = smelt::report::render_with(&table, args.format, args.layout.layout())?;
+    let text = match ratios {
+        Some(r) => {
+            let wall = wall_clock(&table, r);
+            let with = WithWallClock {
+                table: &table,
+                wall_clock: &wall,
+            };
+            smelt::report::render_with(&with, args.format, args.layout.layout())?
+        }
+        None => smelt::report::render_with(&table, args.format, args.layout.layout())?,
+    };
     if let Some(path) = &args.plot {
         let svg = smelt::report::plot::frontiers(&table)?;
-        let inputs = std::slice::from_ref(&args.endpoints);
-        write_file(path, &svg, "the frontiers", inputs)?;
+        let mut inputs = vec![args.endpoints.clone()];
+        // A --time-ratio that is a file is an input too (a number is not).
+        if let Some(t) = args
+            .time_ratio
+            .as_deref()
+            .filter(|t| t.trim().parse::<f64>().is_err())
+        {
+            inputs.push(PathBuf::from(t));
+        }
+        write_file(path, &svg, "the frontiers", &inputs)?;
     }
     emit(&text)?;
     Ok(ExitCode::SUCCESS)

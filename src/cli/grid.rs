@@ -31,7 +31,8 @@ pub struct Args {
     #[command(flatten)]
     layout: LayoutArgs,
     /// Also draw the three residuals per cell as an SVG heatmap into this file (with
-    /// --predict, a fourth panel: each cell's predicted time ratio less 1, on its own scale).
+    /// --predict and no --global-batch, a fourth panel: each cell's predicted time ratio
+    /// less 1, on its own scale).
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
     /// Search lattices larger than the documented limit (docs/guide.md, "Budget files").
@@ -49,6 +50,11 @@ pub struct Args {
     shard: Option<smelt::study::Shard>,
     #[command(flatten)]
     predict: super::predict::PredictFlag,
+    /// With --predict: each cell's training step under a parallel layout (the step model of
+    /// `smelt predict --global-batch`) instead of the layer stack's roofline: the layout
+    /// from these flags or the grid file's [training].
+    #[command(flatten)]
+    step: super::predict_step::StepFlags,
     #[command(flatten)]
     export: ExportArgs,
     #[command(flatten)]
@@ -83,15 +89,23 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         smelt::io::refuse_inputs(path, &inputs, None).context("--plot")?;
     }
     args.export.refuse_inputs(&inputs)?;
+    let basis = step_basis(&args, &grid)?;
     let mut r = smelt::study::match_grid_with(&grid, &options, progress)?;
-    if let Some((roof, opts)) = args.predict.roofline()? {
-        smelt::study::predict_cells(&mut r, &roof, &opts)?;
-    }
+    let steps = match &basis {
+        Some(b) => Some(smelt::study::predict_steps(&r, b)?),
+        None => {
+            if let Some((roof, opts)) = args.predict.roofline()? {
+                smelt::study::predict_cells(&mut r, &roof, &opts)?;
+            }
+            None
+        }
+    };
     if let Some(opts) = args.bench.options() {
         smelt::study::time_shard(&mut r, &opts, args.shard, progress)?;
     }
     let layout = args.layout.layout();
-    let text = super::launcher::render_grid(&r, args.format, layout, &args.conventions)?;
+    let text =
+        super::launcher::render_grid(&r, args.format, layout, &args.conventions, steps.as_ref())?;
     if let Some(path) = &args.plot {
         let svg = smelt::report::plot::residual_heatmap(&r)?;
         write_file(path, &svg, "the residual heatmap", &inputs)?;
@@ -103,6 +117,37 @@ pub fn run(args: Args, progress: &Terminal) -> anyhow::Result<ExitCode> {
         untimed_cells(&r, backend)?;
     }
     Ok(tolerance_exit(&r))
+}
+
+/// The basis of the step predictions (`--predict CARD --global-batch N`), if asked for;
+/// an error for a flag that does nothing with it, or a step flag without `--predict`.
+fn step_basis(args: &Args, grid: &GridSpec) -> anyhow::Result<Option<smelt::study::StepBasis>> {
+    if !args.step.asked() {
+        return Ok(None);
+    }
+    let Some(card) = args.predict.card() else {
+        anyhow::bail!(
+            "--global-batch predicts each cell's training step on the card of --predict CARD: \
+             give --predict"
+        );
+    };
+    if args.predict.calibrated() {
+        anyhow::bail!(
+            "--calibration is the layer-stack roofline's; the step model (--global-batch) uses \
+             the card's fitted kernel constants"
+        );
+    }
+    if args.conventions.asked() && args.format == Format::Csv {
+        anyhow::bail!(
+            "--format csv writes one table: with --global-batch, the step-time table, so \
+             --conventions would print nothing; drop one of them"
+        );
+    }
+    let file_layout = grid
+        .cells
+        .iter()
+        .any(|c| c.budget.baseline().training.is_some());
+    Ok(Some(args.step.grid_basis(card, file_layout)?))
 }
 
 /// After `--bench`: an error when no cell this run was to time was timed (a job whose

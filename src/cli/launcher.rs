@@ -2,9 +2,9 @@
 //! looped model against its Baseline, after the report.
 
 use smelt::launcher_flops::pair;
-use smelt::report::{Format, Layout, WithConventions, render_with};
+use smelt::report::{Format, Layout, WithConventions, WithStepTimes, render_with};
 use smelt::search::MatchReport;
-use smelt::study::GridReport;
+use smelt::study::{GridReport, StepGrid};
 
 /// `--conventions`.
 #[derive(Debug, clap::Args)]
@@ -15,6 +15,13 @@ pub struct ConventionsFlag {
     /// it, CSV writes that table.
     #[arg(long)]
     conventions: bool,
+}
+
+impl ConventionsFlag {
+    /// Whether `--conventions` is given.
+    pub fn asked(&self) -> bool {
+        self.conventions
+    }
 }
 
 /// The match in `format`, with the launcher section when the flag asks for it.
@@ -32,15 +39,20 @@ pub fn render_match(
     Ok(render_with(&with, format, layout)?)
 }
 
-/// The grid in `format`, with the launcher section (a row per cell) when the flag asks.
+/// The grid in `format`, with the launcher section (a row per cell) when the flag asks,
+/// and the cells' training steps after it when predicted (`--global-batch`).
 pub fn render_grid(
     r: &GridReport,
     format: Format,
     layout: Layout,
     flag: &ConventionsFlag,
+    steps: Option<&StepGrid>,
 ) -> anyhow::Result<String> {
     if !flag.conventions {
-        return Ok(render_with(r, format, layout)?);
+        return Ok(match steps {
+            Some(s) => render_with(&WithStepTimes::new(r, s), format, layout)?,
+            None => render_with(r, format, layout)?,
+        });
     }
     let pairs = r
         .cells
@@ -50,9 +62,9 @@ pub fn render_grid(
             pair(&label, &c.baseline, &c.looped)
         })
         .collect::<smelt::Result<Vec<_>>>()?;
-    Ok(render_with(
-        &WithConventions::cells(r, pairs),
-        format,
-        layout,
-    )?)
+    let with = WithConventions::cells(r, pairs);
+    Ok(match steps {
+        Some(s) => render_with(&WithStepTimes::new(&with, s), format, layout)?,
+        None => render_with(&with, format, layout)?,
+    })
 }

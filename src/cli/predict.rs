@@ -205,9 +205,12 @@ pub fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
 #[derive(Debug, Clone, clap::Args)]
 pub struct PredictFlag {
     /// Also predict every cell's time ratio on this card (an id of the table or a driver's
-    /// name for it: h200 is the SXM card), from a roofline over the bench's kernel plan
-    /// (16384 tokens, balanced routing, attention fused, experts grouped): the `P ratio` column, `predicted`
-    /// in the JSON. See `smelt predict --help`.
+    /// name for it: h200 is the SXM card). Alone: a lower bound from a one-GPU roofline of
+    /// the layer stack (16384 tokens, balanced routing, attention fused, experts grouped,
+    /// efficiency 1 unless calibrated): the `P ratio` column, `predicted` in the JSON. With
+    /// --global-batch and a layout: each cell's training step (the step model), its ratio
+    /// and drivers in a table after the grid, `step_time` in the JSON. See `smelt predict
+    /// --help`.
     #[arg(long, value_name = "CARD", value_parser = card)]
     predict: Option<Card>,
     /// With --predict: efficiencies from a calibration (`smelt calibrate`) instead of the
@@ -217,6 +220,16 @@ pub struct PredictFlag {
 }
 
 impl PredictFlag {
+    /// The card of `--predict`, if given.
+    pub fn card(&self) -> Option<Card> {
+        self.predict
+    }
+
+    /// Whether `--calibration` is given.
+    pub fn calibrated(&self) -> bool {
+        self.calibration.is_some()
+    }
+
     /// The file the flags read (the calibration), which no output may be written over.
     pub fn inputs(&self) -> Vec<PathBuf> {
         self.calibration.iter().cloned().collect()

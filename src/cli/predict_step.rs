@@ -2,10 +2,10 @@
 //! model, `smelt::time::step`).
 
 use smelt::model::{ModelSpec, Training};
+use smelt::study::{LayoutSource, StepBasis};
 use smelt::time::Card;
-use smelt::time::System;
 use smelt::time::step::report::{StepReport, step_report};
-use smelt::time::step::{AttentionImpl, Dispatcher, Framework, Recompute, StepRequest};
+use smelt::time::step::{Dispatcher, Framework, Recompute};
 
 /// The largest parallel degree, GPU count or micro-batch a flag takes (the step model's
 /// own bound on each degree and on their product).
@@ -70,11 +70,26 @@ impl StepFlags {
         self.global_batch.is_some()
     }
 
-    /// The step report of `spec` on `card`.
-    pub fn report(&self, spec: &ModelSpec, card: Card) -> anyhow::Result<StepReport> {
-        let Some(global_batch) = self.global_batch else {
-            anyhow::bail!("--global-batch is required for a step prediction");
-        };
+    /// Whether any layout flag is given (`--tp`, `--ep`, `--pp`, `--vp`, `--cp`, `--dp`,
+    /// `--gpus`, `--zero`, `--micro-batch`).
+    pub fn layout_given(&self) -> bool {
+        [
+            self.tp,
+            self.ep,
+            self.pp,
+            self.vp,
+            self.cp,
+            self.dp,
+            self.gpus,
+            self.zero,
+            self.micro_batch,
+        ]
+        .iter()
+        .any(Option::is_some)
+    }
+
+    /// The layout of the flags (1 where a flag is not given, ZeRO 1).
+    pub fn training(&self) -> anyhow::Result<Training> {
         let one = |x: Option<u64>| x.unwrap_or(1);
         let (tp, pp, cp) = (one(self.tp), one(self.pp), one(self.cp));
         // Each degree is at most 2^20 (its parser), so these products fit in 128 bits.
@@ -95,7 +110,7 @@ impl StepFlags {
             ),
             (None, None) => 1,
         };
-        let training = Training {
+        Ok(Training {
             tp,
             ep: one(self.ep),
             pp,
@@ -105,39 +120,65 @@ impl StepFlags {
             zero: self.zero.unwrap_or(1),
             micro_batch: one(self.micro_batch),
             ..Training::default()
-        };
-        let framework = match self.framework.as_deref() {
+        })
+    }
+
+    /// `--framework` (default megatron-core).
+    pub fn framework(&self) -> Framework {
+        match self.framework.as_deref() {
             Some("fsdp2") => Framework::Fsdp2,
             _ => Framework::MegatronCore,
-        };
-        let recompute = match self.recompute.as_deref() {
+        }
+    }
+
+    /// `--dispatcher` (default alltoall).
+    pub fn dispatcher(&self) -> Dispatcher {
+        match self.dispatcher.as_deref() {
+            Some("deepep") => Dispatcher::DeepEp,
+            _ => Dispatcher::AllToAll,
+        }
+    }
+
+    /// `--recompute` (default none).
+    pub fn recompute(&self) -> Recompute {
+        match self.recompute.as_deref() {
             Some("selective") => Recompute::Selective,
             Some("full") => Recompute::Full,
             _ => Recompute::None,
+        }
+    }
+
+    /// What `grid --predict CARD --global-batch N` predicts the cells under: the flags'
+    /// layout; without layout flags, the grid file's `[training]` when `file_layout`, else
+    /// the defaults.
+    pub fn grid_basis(&self, card: Card, file_layout: bool) -> anyhow::Result<StepBasis> {
+        let Some(global_batch) = self.global_batch else {
+            anyhow::bail!("--global-batch is required for a step prediction");
         };
-        let Some(system) = System::of_card(card) else {
-            anyhow::bail!(
-                "card: {card} has no system in the table (GPUs per NVLink domain, NVLink and \
-                 network bandwidth); the step model needs one"
-            );
+        let layout = match (self.layout_given(), file_layout) {
+            (true, true) => anyhow::bail!(
+                "the grid file's [training] sets the layout; give it there or by the layout \
+                 flags (--tp, --ep, --pp, --vp, --cp, --dp, --gpus, --zero, --micro-batch), \
+                 not both"
+            ),
+            (true, false) => (Some(self.training()?), LayoutSource::Flags),
+            (false, true) => (None, LayoutSource::GridFile),
+            (false, false) => (Some(self.training()?), LayoutSource::Defaults),
         };
-        let attention = if spec.model.attention_sinks && framework == Framework::MegatronCore {
-            AttentionImpl::Unfused
-        } else {
-            AttentionImpl::Fused
-        };
-        let req = StepRequest {
+        Ok(StepBasis::new(
             card,
-            system: *system.spec(),
-            training,
+            layout,
             global_batch,
-            recompute,
-            framework,
-            attention,
-            dispatcher: match self.dispatcher.as_deref() {
-                Some("deepep") => Dispatcher::DeepEp,
-                _ => Dispatcher::AllToAll,
-            },
+            self.recompute(),
+            self.framework(),
+            self.dispatcher(),
+        )?)
+    }
+
+    /// The step report of `spec` on `card`.
+    pub fn report(&self, spec: &ModelSpec, card: Card) -> anyhow::Result<StepReport> {
+        let Some(global_batch) = self.global_batch else {
+            anyhow::bail!("--global-batch is required for a step prediction");
         };
         // The memory verdict counts the activations the step recomputes: under a Megatron
         // policy (the default), the same recomputation (selective: the norms and the
@@ -145,7 +186,7 @@ impl StepFlags {
         let mut spec = spec.clone();
         if spec.counting.activations.is_megatron() {
             use smelt::{ActivationPolicy as P, RecomputeModule as M};
-            spec.counting.activations = match recompute {
+            spec.counting.activations = match self.recompute() {
                 Recompute::None => P::Megatron,
                 Recompute::Selective => {
                     spec.counting.recompute_modules =
@@ -156,6 +197,15 @@ impl StepFlags {
             };
         }
         let spec = &spec;
+        let basis = StepBasis::new(
+            card,
+            (None, LayoutSource::Flags),
+            global_batch,
+            self.recompute(),
+            self.framework(),
+            self.dispatcher(),
+        )?;
+        let req = basis.request(spec, self.training()?);
         let megatron = smelt::launcher_flops::training_flops(
             smelt::launcher_flops::Convention::Megatron,
             spec,

@@ -34,6 +34,7 @@ pub mod lbfgs;
 mod objective;
 pub mod search;
 mod surface;
+pub mod wall_clock;
 
 use serde::Serialize;
 

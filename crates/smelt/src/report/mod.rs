@@ -24,6 +24,7 @@ mod csv;
 mod fit;
 mod isoflop;
 mod json;
+mod kernel_check;
 mod label;
 mod launcher;
 mod markdown;
@@ -31,15 +32,19 @@ mod matching;
 pub mod plot;
 mod predict;
 mod rows;
+mod step_grid;
 mod table;
 mod time_validation;
 mod toml;
+mod wall_clock;
 
 use serde::Serialize;
 
 pub use crate::units::percent;
 pub use launcher::WithConventions;
 pub use matching::{commented_model_file, imported_model_file, match_comment, model_file};
+pub use step_grid::WithStepTimes;
+pub use wall_clock::WithWallClock;
 
 use crate::error::{Error, Result};
 use crate::names::named_enum;

@@ -307,7 +307,8 @@ impl GridReport {
         }
         if let Some(p) = &self.summary.predicted {
             doc.line(format!(
-                "P ratio: predicted looped / Baseline time per token of the layer stack, {}",
+                "P ratio: predicted looped / Baseline time per token of the layer stack on one GPU \
+                 (no layout, no communication; --global-batch predicts a training step), {}",
                 p.basis.summary()
             ));
         }

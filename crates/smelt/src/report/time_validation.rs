@@ -177,6 +177,9 @@ impl Report for crate::time::step::report::StepReport {
             super::predict::seconds_text(s.optimizer),
             super::predict::seconds_text(s.dp_comm)
         ));
+        if let Some(p) = &s.pipeline {
+            doc.line(pipeline_line(p));
+        }
         doc.line(format!(
             "step {}, {:.0} tokens/s/GPU",
             super::predict::seconds_text(self.step_seconds),
@@ -204,6 +207,29 @@ impl Report for crate::time::step::report::StepReport {
     fn formats(&self) -> &'static [super::Format] {
         &[super::Format::Table, super::Format::Json]
     }
+}
+
+/// A looped model's placement in one line: its stages, the loop's, the bottleneck whose
+/// micro-batch the table shows, and what the imbalance costs.
+fn pipeline_line(p: &crate::time::step::looped::Pipeline) -> String {
+    let join = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join("/");
+    if p.stage_layers.len() == 1 {
+        return format!(
+            "loop on the one pipeline stage: {} layer executions of {} physical layers",
+            join(&p.stage_executions),
+            join(&p.stage_layers)
+        );
+    }
+    format!(
+        "loop on pipeline stage {} of {}: physical layers {}, layer executions {} per stage; \
+         the table is stage {}'s (the slowest); pipeline imbalance {} of the step",
+        p.loop_stage,
+        p.stage_layers.len(),
+        join(&p.stage_layers),
+        join(&p.stage_executions),
+        p.bottleneck,
+        super::predict::seconds_text(p.imbalance)
+    )
 }
 
 /// The memory verdict of a step report, as a line.

@@ -24,7 +24,8 @@
 //! ([`mod@crate::bench`]) and the time model ([`crate::time`]) and imports them; nothing
 //! below imports it. Its files import each other one way only (a test keeps it so):
 //! `shard.rs` (which share of the cells a process times) under `grid.rs` (the grid's report
-//! and its cells matched), under `timing.rs` (their time ratios) and `merge.rs` (shards
+//! and its cells matched), under `timing.rs` (their time ratios), `step_time.rs` (their
+//! training steps under a parallel layout, [`predict_steps`]) and `merge.rs` (shards
 //! joined); `sweep.rs` stands alone, and so do `isoflop.rs` (an IsoFLOP study's run
 //! matrix over matched cells) and `collect.rs` (its runs' results checked against it and
 //! written as endpoints), which imports it.
@@ -41,6 +42,7 @@ mod grid;
 mod isoflop;
 mod merge;
 mod shard;
+mod step_time;
 mod sweep;
 mod timing;
 
@@ -54,6 +56,9 @@ pub use isoflop::{
 };
 pub use merge::merge;
 pub use shard::{Shard, ShardInfo};
+pub use step_time::{
+    CellStep, Drivers, LayoutSource, ModelStep, StepBasis, StepGrid, StepParts, predict_steps,
+};
 pub use sweep::{
     Knob, MAX_SWEEP_VALUES, SweepReport, SweepRow, check_values, parse_values, sweep, sweep_with,
 };

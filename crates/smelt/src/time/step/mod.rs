@@ -45,8 +45,15 @@
 //! the optimizer step (30 bytes per parameter of the GPU's shard at the HBM share), plus
 //! the distributed optimizer's reduce-scatter and all-gather beyond one micro-batch (the
 //! rest overlaps the first forward and the last backward).
+//!
+//! A looped model's layer executions each count (every visit runs its kernels, its
+//! collectives and its all-to-alls, and the host issues it; its weights, gradients and
+//! optimizer state count once), and its loop sits on one pipeline stage, whose extra
+//! executions make the stages uneven: [`looped`].
 
 pub mod comm;
+pub mod kernel_check;
+pub mod looped;
 pub mod mixers;
 pub mod published;
 pub mod report;
@@ -179,6 +186,10 @@ pub struct StepPrediction {
     pub step_seconds: f64,
     /// Tokens per second per GPU.
     pub tokens_per_second_per_gpu: f64,
+    /// A looped model's placement on the pipeline and its stages' times ([`looped`]);
+    /// `micro_batch` is then its slowest stage's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<looped::Pipeline>,
 }
 
 /// The attention curve the step model uses for `card` and `pass` (module docs).
@@ -299,10 +310,13 @@ pub fn predict_step_host(
     req: &StepRequest,
     host_per_layer: f64,
 ) -> Result<StepPrediction> {
-    let m = &spec.model;
     let t = &req.training;
     let (share, fwd, bwd, micro_batches) = checked(spec, req)?;
     let (flops, dense_params, expert_params) = counts(spec)?;
+    // The layers as they execute (a loop's visits each a layer): what every count per layer
+    // below counts. Parameters and FLOPs are the model's own (above).
+    let unrolled = looped::unrolled(spec);
+    let m = &unrolled.model;
     let card = req.card;
     let spec_c = card.spec();
     let mbs = t.micro_batch;
@@ -347,7 +361,7 @@ pub fn predict_step_host(
     } else {
         0.0
     };
-    let attention = attention_seconds(spec, req, fwd, bwd, share * peak, hbm);
+    let attention = attention_seconds(&unrolled, req, fwd, bwd, share * peak, hbm);
     let recurrent = mixers::seconds(
         m,
         gpu_flops(flops.recurrent_core.as_f64()),
@@ -357,11 +371,11 @@ pub fn predict_step_host(
         hbm,
     );
     let memory_bound = memory_bound_seconds(m, tokens / tp, pp, hbm);
-    let recompute = match req.recompute {
-        Recompute::None => 0.0,
-        Recompute::Selective => 0.25 * memory_bound,
-        Recompute::Full => (gemm + experts + attention + recurrent) / 3.0 + 0.4 * memory_bound,
-    };
+    let recompute = recompute_seconds(
+        req.recompute,
+        [gemm, experts, attention, recurrent],
+        memory_bound,
+    );
     let sys = &req.system;
     let moe_layers = m.moe_layers() as f64 / pp;
     let (tp_comm, ep_comm, pp_comm) =
@@ -377,13 +391,32 @@ pub fn predict_step_host(
         + pp_comm;
     let host = host_per_layer * stage_blocks / 2.0;
     let (optimizer, fsdp, dp_step) = comm::data_parallel(t, sys, hbm, dense_params, expert_params);
-    let micro = gpu.max(host).max(fsdp);
-    let vp = t.vp as f64;
-    let bubble = if t.pp > 1 {
-        (pp - 1.0) / vp * micro
-    } else {
-        0.0
+    let mean = MicroBatch {
+        gemm,
+        experts,
+        attention,
+        recurrent,
+        memory_bound,
+        recompute,
+        tp_comm,
+        ep_comm,
+        pp_comm,
+        fsdp_comm: fsdp,
+        gpu,
+        host,
     };
+    // The LM head's GEMMs and the cross-entropy do not scale with a stage's executions.
+    let fixed = (
+        lm_head / (share * peak),
+        20.0 * v * tokens / hbm,
+        req.recompute,
+    );
+    let looped::Staged {
+        micro_batch,
+        micro,
+        bubble,
+        pipeline,
+    } = looped::stages_of(&spec.model, t, mean, fixed, micro_batches)?;
     let dp_comm = (dp_step - micro).max(0.0);
     let steps = micro_batches as f64;
     let step_seconds = steps * micro + bubble + optimizer + dp_comm;
@@ -395,27 +428,26 @@ pub fn predict_step_host(
         gpus,
         micro_batches,
         rows_per_expert: rows,
-        micro_batch: MicroBatch {
-            gemm,
-            experts,
-            attention,
-            recurrent,
-            memory_bound,
-            recompute,
-            tp_comm,
-            ep_comm,
-            pp_comm,
-            fsdp_comm: fsdp,
-            gpu,
-            host,
-        },
-        host_bound: host > gpu && host >= fsdp,
+        micro_batch,
+        host_bound: micro_batch.host > micro_batch.gpu && micro_batch.host >= fsdp,
         bubble,
         optimizer,
         dp_comm,
         step_seconds,
         tokens_per_second_per_gpu,
+        pipeline,
     })
+}
+
+/// Seconds of recomputed forward work in a micro-batch of these GEMM, grouped-GEMM,
+/// attention and recurrent-mixer seconds and memory-bound seconds (module docs).
+fn recompute_seconds(recompute: Recompute, compute: [f64; 4], memory_bound: f64) -> f64 {
+    let [gemm, experts, attention, recurrent] = compute;
+    match recompute {
+        Recompute::None => 0.0,
+        Recompute::Selective => 0.25 * memory_bound,
+        Recompute::Full => (gemm + experts + attention + recurrent) / 3.0 + 0.4 * memory_bound,
+    }
 }
 
 /// Seconds of one micro-batch's attention on one GPU (module docs).
@@ -477,12 +509,6 @@ fn checked(
         return Err(refuse(
             "model.full_attention",
             "full-attention layers of their own shape are not timed by the step model",
-        ));
-    }
-    if m.looping.is_some() {
-        return Err(refuse(
-            "model",
-            "a looped model's step is not modelled yet (its pipeline placement is open)",
         ));
     }
     if !m.heads.is_multiple_of(t.tp)

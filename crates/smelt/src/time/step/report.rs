@@ -75,6 +75,9 @@ pub fn step_report(
         training_memory(spec, &req.training),
         req.card.spec().memory_capacity_bytes,
     ) {
+        _ if step.pipeline.as_ref().is_some_and(|p| !p.even) => MemoryVerdict::NotChecked {
+            reason: uneven(step.pipeline.as_ref().map_or(&[][..], |p| &p.stage_layers)),
+        },
         (Ok(m), Some(card_bytes)) => {
             let peak_bytes = m.peak.as_f64();
             if peak_bytes <= card_bytes {
@@ -106,4 +109,14 @@ pub fn step_report(
         memory,
         step,
     })
+}
+
+/// Why the memory verdict is not given for a looped model's uneven pipeline split.
+fn uneven(stage_layers: &[u64]) -> String {
+    let split: Vec<String> = stage_layers.iter().map(u64::to_string).collect();
+    format!(
+        "the loop's pipeline split ({} physical layers per stage) is not the even split the \
+         training-memory model assumes",
+        split.join("/")
+    )
 }
