@@ -352,14 +352,16 @@ mod tests {
         assert!(check_fit(&s, &points).is_empty());
         // An exponent of 0 makes A/F^a the constant A: only E + A is determined.
         s.a = 0.0;
+        // (It also leaves the surface without a compute-optimal frontier, said first.)
         let w = check_fit(&s, &points);
-        assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("A(1-S)^b/F^a varies by 0.0e0") && w[0].contains("A, a and b"));
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("a = 0.000 is not positive"), "{w:?}");
+        assert!(w[1].contains("A(1-S)^b/F^a varies by 0.0e0") && w[1].contains("A, a and b"));
         // A data term far below the losses' spread says nothing either.
         s.K = 1e-9;
         let w = check_fit(&s, &points);
         assert!(
-            w.len() == 2 && w[1].contains("K and c are not determined"),
+            w.len() == 3 && w[2].contains("K and c are not determined"),
             "{w:?}"
         );
     }
