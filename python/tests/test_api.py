@@ -216,7 +216,7 @@ def test_export_hf_keeps_a_model_directorys_own_files(tmp_path):
                                                            "expert_ffn": 32}},
                          "workload": {"context": 64, "mean_doc_len": 64}}), "model.kv_heads"),
     (lambda: smelt.cost({"model": {"hiden": 3}, "workload": {}}), "model.hiden"),
-    (lambda: smelt.cost({"model": {"layers": float("nan")}}), "spec"),
+    (lambda: smelt.cost({"model": {"layers": float("nan")}}), "spec.model.layers"),
     (lambda: smelt.match("[baseline]\nmodel = 1\n"), "budget"),
     (lambda: smelt.grid('{"cells": []}'), "grid"),
 ])

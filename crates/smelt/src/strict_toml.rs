@@ -156,7 +156,8 @@ pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T> {
 /// without the position in a text the reader never saw (a dict handed over as JSON); a
 /// syntax error, or one at the top, as the parser says it.
 pub(crate) fn json_at(path: String, e: serde_json::Error) -> Error {
-    if e.is_eof() || e.is_syntax() || e.is_io() {
+    let top = path.is_empty() || path == ".";
+    if e.is_eof() || (top && !e.is_data()) {
         return Error::parse(format!("JSON: {e}"));
     }
     let text = e.to_string();
@@ -164,7 +165,7 @@ pub(crate) fn json_at(path: String, e: serde_json::Error) -> Error {
         Some(i) => &text[..i],
         None => &text,
     };
-    if path.is_empty() || path == "." {
+    if top {
         // At the top a position says nothing (a dict handed over has no lines); a missing
         // key is named as such.
         return Error::parse(match rule.strip_prefix("missing field `") {
