@@ -67,7 +67,12 @@ fn readme_shows_the_200m_cell_under_every_policy() {
             missing.push(row);
         }
         // The README's table shows five of them, each row ending with the same figures.
-        let tail = format!("| {} | {} | {:.4} |", grouped(b), grouped(l), l as f64 / b as f64);
+        let tail = format!(
+            "| {} | {} | {:.4} |",
+            grouped(b),
+            grouped(l),
+            l as f64 / b as f64
+        );
         let named = format!("| `{}`", policy.as_str());
         let shown = [
             ActivationPolicy::Megatron,
