@@ -297,3 +297,208 @@ fn selective_with_sequence_parallelism_is_34_sbh_over_t() {
         assert_eq!(mem.stages[0].activations_per_micro_batch, want, "t = {t}");
     }
 }
+
+/// DeepSeek-V3 at its published layout (PP16 over 61 layers, 4 on the first stage and 1 on
+/// the last, EP64, 1024 GPUs): every stage's layers as Megatron places them, a peak per
+/// GPU with its verdict on an 80 GB card, and the knob that would make it fit, re-evaluated.
+#[test]
+fn deepseek_v3_published_layout_gets_a_verdict() {
+    let args = [
+        "cost",
+        "tests/data/hf/deepseek-v3.json",
+        "--context",
+        "4096",
+        "--mean-doc-len",
+        "4096",
+        "--pp",
+        "16",
+        "--first-stage-layers",
+        "4",
+        "--last-stage-layers",
+        "1",
+        "--ep",
+        "64",
+        "--dp",
+        "64",
+        "--zero",
+        "1",
+        "--grad-bytes",
+        "4",
+        "--activations",
+        "megatron-selective",
+        "--recompute-modules",
+        "mla_up_proj,mlp",
+        "--card",
+        "h800",
+        "--format",
+        "json",
+    ];
+    let v = crate::common::run_json(&args);
+    let stages = v["training"]["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 16);
+    let layers: Vec<(u64, u64)> = stages
+        .iter()
+        .map(|s| {
+            (
+                s["layers"][0].as_u64().unwrap(),
+                s["layers"][1].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(layers[0], (1, 4));
+    assert_eq!(layers[1], (5, 8));
+    assert_eq!(layers[14], (57, 60));
+    assert_eq!(layers[15], (61, 61));
+    let fit = &v["fit"];
+    let peak = v["training"]["peak"].as_f64().unwrap();
+    assert_eq!(fit["peak_bytes"].as_f64().unwrap(), peak);
+    assert_eq!(fit["card_bytes"].as_f64().unwrap(), 80e9);
+    assert_eq!(fit["fits"].as_bool().unwrap(), peak <= 80e9);
+    assert_eq!(fit["margin_bytes"].as_f64().unwrap(), 80e9 - peak);
+    // Each knob's peak is the training memory with that knob changed.
+    let mut spec = ModelSpec::load("tests/data/hf/deepseek-v3.json").unwrap();
+    spec.workload.context = 4096;
+    spec.workload.mean_doc_len = Some(4096);
+    spec.counting.activations = ActivationPolicy::MegatronSelective;
+    spec.counting.recompute_modules = RecomputeModules::parse_list("mla_up_proj,mlp").unwrap();
+    let t = Training {
+        pp: 16,
+        first_stage_layers: Some(4),
+        last_stage_layers: Some(1),
+        ep: 64,
+        dp: 64,
+        zero: 1,
+        grad_bytes: 4,
+        ..Training::default()
+    };
+    for k in fit["knobs"].as_array().unwrap() {
+        let setting = k["setting"].as_str().unwrap();
+        let mut s = spec.clone();
+        let mut tt = t;
+        match k["knob"].as_str().unwrap() {
+            "recompute" if setting == "megatron-full" => {
+                s.counting.activations = ActivationPolicy::MegatronFull;
+            }
+            "recompute" => {
+                let list = setting
+                    .trim_start_matches("megatron-selective [")
+                    .trim_end_matches(']');
+                s.counting.recompute_modules = RecomputeModules::parse_list(list).unwrap();
+            }
+            "zero" => tt.zero = setting.trim_start_matches("ZeRO-").parse().unwrap(),
+            other => panic!("an unexpected knob here: {other}"),
+        }
+        let m = smelt::training_memory(&s, &tt).unwrap();
+        assert_eq!(
+            k["peak_bytes"].as_f64().unwrap(),
+            m.peak.as_f64(),
+            "{setting}"
+        );
+        assert_eq!(
+            k["fits"].as_bool().unwrap(),
+            m.peak.as_f64() <= 80e9,
+            "{setting}"
+        );
+    }
+    assert!(!fit["knobs"].as_array().unwrap().is_empty() || fit["fits"].as_bool().unwrap());
+    // The table says it in words.
+    let table: Vec<&str> = args[..args.len() - 2].to_vec();
+    let (code, out, _) = crate::common::run(&table);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("fits h800 (80.00 GB)"), "{out}");
+}
+
+/// The micro-batch knob: halved until the peak fits, each value re-evaluated.
+#[test]
+fn the_micro_batch_knob_is_the_largest_that_fits() {
+    let base = [
+        "cost",
+        "budgets/base-200m-s95.toml",
+        "--ep",
+        "8",
+        "--pp",
+        "2",
+    ];
+    let args = [
+        &base[..],
+        &["--dp", "8", "--zero", "1", "--micro-batch", "32"],
+    ]
+    .concat();
+    let card = [&args[..], &["--card", "h100-sxm", "--format", "json"]].concat();
+    let v = crate::common::run_json(&card);
+    assert!(!v["fit"]["fits"].as_bool().unwrap());
+    let knob = v["fit"]["knobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["knob"] == "micro_batch")
+        .expect("a micro-batch knob")
+        .clone();
+    assert!(knob["fits"].as_bool().unwrap());
+    let mb: u64 = knob["setting"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("micro_batch ")
+        .parse()
+        .unwrap();
+    let spec = ModelSpec::load("budgets/base-200m-s95.toml").unwrap();
+    let t = |micro_batch| Training {
+        ep: 8,
+        pp: 2,
+        dp: 8,
+        zero: 1,
+        micro_batch,
+        ..Training::default()
+    };
+    let peak = |m| smelt::training_memory(&spec, &t(m)).unwrap().peak.as_f64();
+    assert_eq!(knob["peak_bytes"].as_f64().unwrap(), peak(mb));
+    assert!(peak(mb) <= 80e9 && peak(2 * mb) > 80e9, "{mb}");
+}
+
+/// Recompute modules are Megatron's names, read by megatron-selective only; an expert
+/// layout that Megatron cannot cut is refused naming the rule.
+#[test]
+fn bad_recompute_and_expert_layouts_are_refused_by_name() {
+    for (args, field) in [
+        (
+            vec!["--recompute-modules", "moe_act"],
+            "counting.recompute_modules",
+        ),
+        (
+            vec![
+                "--activations",
+                "megatron-selective",
+                "--recompute-modules",
+                "mhc",
+            ],
+            "counting.recompute_modules",
+        ),
+        (
+            vec![
+                "--activations",
+                "megatron-selective",
+                "--recompute-modules",
+                "mla_up_proj",
+            ],
+            "counting.recompute_modules",
+        ),
+        (vec!["--ep", "4", "--dp", "2"], "training.ep"),
+        (vec!["--pp", "5"], "training.pp"),
+        (
+            vec![
+                "--pp",
+                "4",
+                "--first-stage-layers",
+                "5",
+                "--last-stage-layers",
+                "4",
+            ],
+            "training.pp",
+        ),
+    ] {
+        let all = [&["cost", "budgets/base-200m-s95.toml"][..], &args[..]].concat();
+        let (code, _, err) = crate::common::run(&all);
+        assert_ne!(code, Some(0), "{args:?}");
+        assert!(err.contains(field), "{args:?}: {err}");
+    }
+}

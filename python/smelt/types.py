@@ -615,14 +615,18 @@ class CompareResult(TypedDict, total=False):
 class CostResultTrainingStages(TypedDict, total=False):
     activations: int
     activations_per_micro_batch: int
+    dispatch_transient: int
     executions: int
     expert_params: int
     grads: int
+    head: int
     in_flight: int
     layers: List[int]
     optimizer: int
+    optimizer_step: int
     params: int
     peak: int
+    recompute_transient: int
     stage: int
     static_bytes: int
     weights: int

@@ -209,7 +209,7 @@ def measure(family):
     }
     spec.setdefault("counting", {})["activation_bytes"] = BYTES
     cost = smelt.cost(spec)
-    eager = next(p for p in cost["activations"]["policies"] if p["policy"] == "eager")
+    eager = next(p for p in cost["activations"]["policies"] if p["policy"] == "unfused-eager")
     torch.manual_seed(0)
     x = torch.randint(0, hf.VOCAB, (1, hf.T))
     categories, probabilities = classify(saved_tensors(model, x))

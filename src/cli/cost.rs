@@ -39,7 +39,7 @@ pub struct Args {
     /// peak of the training layout ([training] or the flags; one GPU without either) fits
     /// its memory, by how much, and which knob (recompute, micro-batch, pp, ep, ZeRO stage)
     /// would make it fit, each re-evaluated.
-    #[arg(long, value_parser = super::card, conflicts_with = "against")]
+    #[arg(long, value_parser = super::card, conflicts_with_all = ["against", "conventions"])]
     card: Option<smelt::time::Card>,
 }
 

@@ -328,6 +328,14 @@ impl Training {
         let (first, last) = (self.first_stage_layers, self.last_stage_layers);
         let uneven = first.is_some() || last.is_some();
         let (f, l) = (first.unwrap_or(0), last.unwrap_or(0));
+        positive("training.pp", pp, MAX_COUNT)?;
+        positive("training.vp", vp, MAX_COUNT)?;
+        if uneven && pp < 2 {
+            return Err(Error::invalid(
+                "training.pp",
+                format!("an uneven pipeline needs pp > 1; got {pp}"),
+            ));
+        }
         if !uneven {
             divides("training.pp", pp, "model.layers", layers)?;
             divides(
@@ -337,7 +345,8 @@ impl Training {
                 layers / pp,
             )?;
         } else {
-            let middle_stages = pp - u64::from(first.is_some()) - u64::from(last.is_some());
+            let middle_stages =
+                pp.saturating_sub(u64::from(first.is_some()) + u64::from(last.is_some()));
             let middle = layers.checked_sub(f + l).ok_or_else(|| {
                 Error::invalid(
                     "training.first_stage_layers",
@@ -372,16 +381,12 @@ impl Training {
                     divides("training.vp", vp, field, n)?;
                 }
             }
-            if middle_stages > 0 {
-                divides(
-                    "training.vp",
-                    vp,
-                    "the layers per middle stage",
-                    middle / middle_stages,
-                )?;
+            if let Some(per) = middle.checked_div(middle_stages) {
+                divides("training.vp", vp, "the layers per middle stage", per)?;
             }
         }
-        let middle_stages = pp - u64::from(first.is_some()) - u64::from(last.is_some());
+        let middle_stages =
+            pp.saturating_sub(u64::from(first.is_some()) + u64::from(last.is_some()));
         let per_middle = if uneven {
             (layers - f - l).checked_div(middle_stages).unwrap_or(0)
         } else {

@@ -560,6 +560,18 @@ impl ModelSpec {
                 ),
             ));
         }
+        if self
+            .counting
+            .recompute_modules
+            .has(super::RecomputeModule::MlaUpProj)
+            && self.model.mla.is_none()
+        {
+            return Err(Error::invalid(
+                "counting.recompute_modules",
+                "mla_up_proj needs multi-head latent attention ([model.mla]); Megatron-Core \
+                 refuses it otherwise",
+            ));
+        }
         if let Some(t) = &self.training {
             t.validate_for(&self.model)?;
             if self.counting.mtp && self.model.mtp_layers > 0 {
