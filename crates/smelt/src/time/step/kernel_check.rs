@@ -124,18 +124,7 @@ pub fn check_bench(json: &str, source: &str, card: Option<Card>) -> Result<Kerne
     let input: BenchInput = serde_json::from_str(json).map_err(|e| Error::Parse {
         message: format!("{source}: a bench report (smelt bench --format json): {e}"),
     })?;
-    let card = match card {
-        Some(c) => c,
-        None => Card::of_device(&input.device).ok_or_else(|| {
-            Error::invalid(
-                "card",
-                format!(
-                    "{source} was measured on '{}', which is no card of the table: give --card",
-                    input.device
-                ),
-            )
-        })?,
-    };
+    let card = bench_card(card, &input.device, source)?;
     let share = gemm_share(card).ok_or_else(|| {
         Error::invalid(
             "card",
@@ -197,7 +186,37 @@ pub fn check_bench(json: &str, source: &str, card: Option<Card>) -> Result<Kerne
             format!("{source} times no GEMM the step model predicts"),
         ));
     }
-    let classes = [KernelClass::Gemm, KernelClass::Grouped]
+    let classes = class_summaries(&rows);
+    Ok(KernelCheck {
+        source: source.to_owned(),
+        device: input.device,
+        card,
+        peak_flops_per_second: peak,
+        gemm_share: share,
+        launch_seconds: launch,
+        rows,
+        classes,
+        not_predicted: skipped,
+        not_predicted_time_share: skipped_time / total,
+    })
+}
+
+/// The card a bench report was measured on: `card` when given, else its device's card.
+fn bench_card(card: Option<Card>, device: &str, source: &str) -> Result<Card> {
+    match card {
+        Some(c) => Ok(c),
+        None => Card::of_device(device).ok_or_else(|| {
+            Error::invalid(
+                "card",
+                format!("{source} was measured on '{device}', which is no card of the table: give --card"),
+            )
+        }),
+    }
+}
+
+/// Each kernel class's summary over `rows`.
+fn class_summaries(rows: &[KernelRow]) -> Vec<ClassSummary> {
+    [KernelClass::Gemm, KernelClass::Grouped]
         .into_iter()
         .filter_map(|class| {
             let of: Vec<&KernelRow> = rows.iter().filter(|r| r.class == class).collect();
@@ -211,17 +230,5 @@ pub fn check_bench(json: &str, source: &str, card: Option<Card>) -> Result<Kerne
                 measured_seconds: measured,
             })
         })
-        .collect();
-    Ok(KernelCheck {
-        source: source.to_owned(),
-        device: input.device,
-        card,
-        peak_flops_per_second: peak,
-        gemm_share: share,
-        launch_seconds: launch,
-        rows,
-        classes,
-        not_predicted: skipped,
-        not_predicted_time_share: skipped_time / total,
-    })
+        .collect()
 }
