@@ -334,7 +334,7 @@ fn seconds(b: &MicroBatch) -> f64 {
 /// once is returned as it is. Counts per layer on it are counts per layer execution.
 pub fn unrolled(spec: &ModelSpec) -> ModelSpec {
     let m = &spec.model;
-    if !m.looping.as_ref().is_some_and(|l| l.repeats > 1) {
+    if m.looping.as_ref().is_none_or(|l| l.repeats <= 1) {
         return spec.clone();
     }
     let order = m.execution_order();
