@@ -23,7 +23,7 @@ pub struct PeakPair {
     /// Why the layout does not split the looped model (the field and the rule).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
-    /// The looped model's [`TrainingMemory::pipeline_note`]: its peak is not exact.
+    /// The looped model's [`super::training::TrainingMemory::pipeline_note`]: its peak is not exact.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
