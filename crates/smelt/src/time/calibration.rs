@@ -120,6 +120,11 @@ impl Traffic {
 /// measured; either is a broken measurement or file.
 pub const EFFICIENCY: std::ops::RangeInclusive<f64> = 1e-7..=4.0;
 
+/// How many times faster than the bench's measured ceiling a kernel may run before the
+/// calibration stops taking the ceiling as measured on a busy machine (and raising it to the
+/// fastest kernel) and refuses the report instead.
+const BUSY_CEILING: f64 = 100.0;
+
 /// The work per launch a curve may be placed at: `log2` of 1 to 2^128 FLOPs.
 const LOG2_WORK: std::ops::RangeInclusive<f64> = 0.0..=128.0;
 
@@ -172,7 +177,7 @@ impl Calibration {
         let input: BenchInput = serde_json::from_str(json).map_err(|e| Error::Parse {
             message: format!("a bench report (smelt bench --format json): {e}"),
         })?;
-        let peak = input
+        let mut peak = input
             .peak_flops_per_second
             .unwrap_or(input.ceiling_flops_per_second);
         if !(peak.is_finite() && peak > 0.0) {
@@ -219,6 +224,29 @@ impl Calibration {
                 measured.push((k.kernel, k.seconds));
             }
         }
+        if measured.is_empty() {
+            return Err(Error::invalid(
+                "models[].kernels",
+                "the bench report times no kernel: nothing to fit; bench a model with smelt \
+                 bench --format json and calibrate from that",
+            ));
+        }
+        let mut curves = fit(&measured, peak, launch);
+        // A measured ceiling (no datasheet peak) that some kernel outran by more than the
+        // window allows, by at most `BUSY_CEILING`, was measured on a busy machine: the
+        // fastest kernel is the ceiling. Further off, the file is broken and is refused.
+        let top = curves
+            .values()
+            .flatten()
+            .map(|p| p[1])
+            .fold(0.0, f64::max);
+        let raised = input.peak_flops_per_second.is_none()
+            && top > *EFFICIENCY.end()
+            && top <= BUSY_CEILING;
+        if raised {
+            peak *= top;
+            curves = fit(&measured, peak, launch);
+        }
         let element_bytes = match input.backend {
             Backend::Cpu => 4,
             Backend::Cuda => 2,
@@ -229,23 +257,21 @@ impl Calibration {
             memory_bytes_per_second: None,
             launch_seconds: launch,
             element_bytes,
-            source: match input.peak_flops_per_second {
-                Some(_) => format!("{source}: the bench's peak, its launch floor"),
-                None => format!("{source}: the bench's measured ceiling, its launch floor"),
+            source: match (input.peak_flops_per_second, raised) {
+                (Some(_), _) => format!("{source}: the bench's peak, its launch floor"),
+                (None, false) => format!("{source}: the bench's measured ceiling, its launch floor"),
+                (None, true) => format!(
+                    "{source}: its fastest kernel (the measured ceiling, {:.3e} FLOP/s, ran \
+                     {top:.1}x slower: a busy machine), its launch floor",
+                    input.ceiling_flops_per_second
+                ),
             },
         };
         device.validate()?;
-        if measured.is_empty() {
-            return Err(Error::invalid(
-                "models[].kernels",
-                "the bench report times no kernel: nothing to fit; bench a model with smelt \
-                 bench --format json and calibrate from that",
-            ));
-        }
         let c = Calibration {
             source: source.to_owned(),
             backend: input.backend,
-            curves: fit(&measured, peak, launch),
+            curves,
             traffic: fit_traffic(&measured, launch, element_bytes, peak),
             shapes: measured.len(),
             models: input.models.iter().map(|m| m.name.clone()).collect(),
@@ -537,6 +563,49 @@ mod tests {
         assert!(fit_traffic(&measured[..1], launch, 4, 1.5e11).is_none());
         let faster_when_bigger = [(fitted[0], 1e-4), (fitted[1], 1e-2)];
         assert!(fit_traffic(&faster_when_bigger, launch, 4, 1.5e11).is_none());
+    }
+
+    #[test]
+    fn a_ceiling_measured_on_a_busy_machine_gives_way_to_the_fastest_kernel() {
+        // A GEMM timed at 20x the ceiling the bench measured (its ceiling round ran while
+        // the machine was busy): the fastest kernel becomes the peak, and the source says so.
+        let k = Kernel {
+            count: 4,
+            ..Kernel::gemm(Component::Projections, Pass::Forward, [1024, 1280, 1280], 1)
+        };
+        let ceiling = 1e10;
+        let bench = |peak: Option<f64>| {
+            let mut b = serde_json::json!({
+                "backend": "cpu",
+                "device": "cpu",
+                "ceiling_flops_per_second": ceiling,
+                "models": [{
+                    "name": "m",
+                    "kernels": [{"kernel": k, "seconds": 4.0 * work(&k) / (20.0 * ceiling)}],
+                }],
+            });
+            if let Some(p) = peak {
+                b["peak_flops_per_second"] = p.into();
+            }
+            b.to_string()
+        };
+        let c = Calibration::from_bench_json(&bench(None), "b.json").unwrap();
+        let raised = c.device.peak_flops_per_second;
+        assert!((raised - 20.0 * ceiling).abs() < 1e-9 * raised, "{raised}");
+        assert!(c.device.source.contains("ran 20.0x slower"), "{}", c.device.source);
+        let gemm = &c.curves[&ShapeClass::Gemm];
+        assert!(gemm.iter().all(|p| (p[1] - 1.0).abs() < 1e-12), "{gemm:?}");
+        // A datasheet peak is not moved: 20x over it is a broken file.
+        let e = Calibration::from_bench_json(&bench(Some(ceiling)), "b.json").unwrap_err();
+        assert!(e.to_string().contains("between 1e-7 and 4"), "{e}");
+        // Nor is a ceiling more than BUSY_CEILING under a kernel.
+        let far = bench(None).replace(
+            &format!("\"ceiling_flops_per_second\":{}", serde_json::json!(ceiling)),
+            &format!("\"ceiling_flops_per_second\":{}", serde_json::json!(ceiling / 10.0)),
+        );
+        assert_ne!(far, bench(None));
+        let e = Calibration::from_bench_json(&far, "b.json").unwrap_err();
+        assert!(e.to_string().contains("between 1e-7 and 4"), "{e}");
     }
 
     #[test]
