@@ -1,7 +1,7 @@
 //! The shape of the library's source, kept by tests: no import cycle between its top-level
 //! modules, nor between the files of the modules that promise one-way imports (`plan`,
 //! `time`, `study`); the benchmark, the solver and the budgets below the study and the time
-//! model; no function over 100 lines outside tests.
+//! model; no function over 100 lines outside tests, no library file over 800 lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -248,4 +248,25 @@ fn no_function_over_100_lines() {
         "functions over 100 lines:\n{}",
         long.join("\n")
     );
+}
+
+#[test]
+fn no_library_file_over_800_lines_and_the_benchmark_under_3000() {
+    let root = library_root();
+    let lines = |f: &Path| std::fs::read_to_string(f).unwrap().lines().count();
+    let long: Vec<String> = rust_files(&root)
+        .iter()
+        .filter(|f| lines(f) > 800)
+        .map(|f| format!("{} ({} lines)", f.display(), lines(f)))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "library files over 800 lines:\n{}",
+        long.join("\n")
+    );
+    let bench: usize = rust_files(&root.join("bench"))
+        .iter()
+        .map(|f| lines(f))
+        .sum();
+    assert!(bench < 3000, "bench/ holds {bench} lines");
 }

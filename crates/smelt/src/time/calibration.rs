@@ -114,6 +114,48 @@ impl Traffic {
     }
 }
 
+/// The kernel shapes and times of `models` (a bench report's), each shape in range.
+fn measured_kernels(models: &[ModelInput]) -> Result<Vec<(Kernel, f64)>> {
+    let mut measured = Vec::new();
+    for m in models {
+        let Some(kernels) = &m.kernels else {
+            return Err(Error::invalid(
+                format!("models[{}].kernels", m.name),
+                "missing: the bench report predates per-shape times; rerun smelt bench",
+            ));
+        };
+        for k in kernels {
+            let kk = &k.kernel;
+            for (dim, v) in [
+                ("m", kk.m),
+                ("n", kk.n),
+                ("k", kk.k),
+                ("batch", kk.batch),
+                ("count", kk.count),
+            ] {
+                if v > MAX_KERNEL_DIM {
+                    return Err(Error::invalid(
+                        format!("models[{}].kernels[].kernel.{dim}", m.name),
+                        format!(
+                            "must be at most {MAX_KERNEL_DIM} (got {v}): no kernel smelt \
+                             bench runs is that large; give a bench report as smelt bench \
+                             wrote it"
+                        ),
+                    ));
+                }
+            }
+            if !(k.seconds.is_finite() && k.seconds > 0.0) || k.kernel.count == 0 {
+                return Err(Error::invalid(
+                    format!("models[{}].kernels[].seconds", m.name),
+                    "must be a positive number of seconds with at least one launch",
+                ));
+            }
+            measured.push((k.kernel, k.seconds));
+        }
+    }
+    Ok(measured)
+}
+
 /// The efficiencies a calibration may hold, as shares of its peak: below 1e-7 a kernel would
 /// run ten million times under the peak (a tiny launch on a busy CPU can reach 1e-4), above
 /// 4 the peak (a card's, or the bench's measured ceiling) would be a quarter of what was
@@ -187,43 +229,7 @@ impl Calibration {
             ));
         }
         let launch = input.launch_floor_seconds.unwrap_or(0.0);
-        let mut measured = Vec::new();
-        for m in &input.models {
-            let Some(kernels) = &m.kernels else {
-                return Err(Error::invalid(
-                    format!("models[{}].kernels", m.name),
-                    "missing: the bench report predates per-shape times; rerun smelt bench",
-                ));
-            };
-            for k in kernels {
-                let kk = &k.kernel;
-                for (dim, v) in [
-                    ("m", kk.m),
-                    ("n", kk.n),
-                    ("k", kk.k),
-                    ("batch", kk.batch),
-                    ("count", kk.count),
-                ] {
-                    if v > MAX_KERNEL_DIM {
-                        return Err(Error::invalid(
-                            format!("models[{}].kernels[].kernel.{dim}", m.name),
-                            format!(
-                                "must be at most {MAX_KERNEL_DIM} (got {v}): no kernel smelt \
-                                 bench runs is that large; give a bench report as smelt bench \
-                                 wrote it"
-                            ),
-                        ));
-                    }
-                }
-                if !(k.seconds.is_finite() && k.seconds > 0.0) || k.kernel.count == 0 {
-                    return Err(Error::invalid(
-                        format!("models[{}].kernels[].seconds", m.name),
-                        "must be a positive number of seconds with at least one launch",
-                    ));
-                }
-                measured.push((k.kernel, k.seconds));
-            }
-        }
+        let measured = measured_kernels(&input.models)?;
         if measured.is_empty() {
             return Err(Error::invalid(
                 "models[].kernels",
@@ -235,14 +241,9 @@ impl Calibration {
         // A measured ceiling (no datasheet peak) that some kernel outran by more than the
         // window allows, by at most `BUSY_CEILING`, was measured on a busy machine: the
         // fastest kernel is the ceiling. Further off, the file is broken and is refused.
-        let top = curves
-            .values()
-            .flatten()
-            .map(|p| p[1])
-            .fold(0.0, f64::max);
-        let raised = input.peak_flops_per_second.is_none()
-            && top > *EFFICIENCY.end()
-            && top <= BUSY_CEILING;
+        let top = curves.values().flatten().map(|p| p[1]).fold(0.0, f64::max);
+        let raised =
+            input.peak_flops_per_second.is_none() && top > *EFFICIENCY.end() && top <= BUSY_CEILING;
         if raised {
             peak *= top;
             curves = fit(&measured, peak, launch);
@@ -259,7 +260,9 @@ impl Calibration {
             element_bytes,
             source: match (input.peak_flops_per_second, raised) {
                 (Some(_), _) => format!("{source}: the bench's peak, its launch floor"),
-                (None, false) => format!("{source}: the bench's measured ceiling, its launch floor"),
+                (None, false) => {
+                    format!("{source}: the bench's measured ceiling, its launch floor")
+                }
                 (None, true) => format!(
                     "{source}: its fastest kernel (the measured ceiling, {:.3e} FLOP/s, ran \
                      {top:.1}x slower: a busy machine), its launch floor",
@@ -592,7 +595,11 @@ mod tests {
         let c = Calibration::from_bench_json(&bench(None), "b.json").unwrap();
         let raised = c.device.peak_flops_per_second;
         assert!((raised - 20.0 * ceiling).abs() < 1e-9 * raised, "{raised}");
-        assert!(c.device.source.contains("ran 20.0x slower"), "{}", c.device.source);
+        assert!(
+            c.device.source.contains("ran 20.0x slower"),
+            "{}",
+            c.device.source
+        );
         let gemm = &c.curves[&ShapeClass::Gemm];
         assert!(gemm.iter().all(|p| (p[1] - 1.0).abs() < 1e-12), "{gemm:?}");
         // A datasheet peak is not moved: 20x over it is a broken file.
@@ -600,8 +607,14 @@ mod tests {
         assert!(e.to_string().contains("between 1e-7 and 4"), "{e}");
         // Nor is a ceiling more than BUSY_CEILING under a kernel.
         let far = bench(None).replace(
-            &format!("\"ceiling_flops_per_second\":{}", serde_json::json!(ceiling)),
-            &format!("\"ceiling_flops_per_second\":{}", serde_json::json!(ceiling / 10.0)),
+            &format!(
+                "\"ceiling_flops_per_second\":{}",
+                serde_json::json!(ceiling)
+            ),
+            &format!(
+                "\"ceiling_flops_per_second\":{}",
+                serde_json::json!(ceiling / 10.0)
+            ),
         );
         assert_ne!(far, bench(None));
         let e = Calibration::from_bench_json(&far, "b.json").unwrap_err();
