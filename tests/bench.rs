@@ -403,31 +403,11 @@ fn time_budget_refuses_a_run_that_cannot_fit() {
     assert!(e.contains("peak"), "{e}");
 }
 
-/// A grid of two 100M cells (dense and sparse), SMELT's recipe.
-fn two_cell_grid() -> std::path::PathBuf {
-    common::temp_file(
-        "toml",
-        r#"name = "two"
-template = "@BUDGETS@/base-{scale}-{sparsity}.toml"
-scales = ["100m"]
-sparsities = ["s0", "s85"]
-[recipe]
-span = "half"
-repeats = 2
-[lattice]
-hidden = { step = 32 }
-experts = { step = 8 }
-head_dim = { step = 8, min = 32, max = 128 }
-kv_heads = { min = 1, max = 4 }
-"#,
-    )
-}
-
 /// `grid --bench cpu` on a two-cell grid: every cell gets a measured time ratio, the summary
 /// their largest and mean, the table a `T ratio` column and the device.
 #[test]
 fn cli_grid_bench_adds_a_time_ratio_per_cell() {
-    let grid = two_cell_grid();
+    let grid = common::two_cell_grid();
     let grid = &grid.display().to_string();
     let timing: Vec<&str> = ["--bench", "cpu"].into_iter().chain(quick()).collect();
     let v = common::run_json(&[&["grid", grid, "--format", "json"], &timing[..]].concat());
@@ -467,7 +447,7 @@ fn cli_grid_bench_adds_a_time_ratio_per_cell() {
 /// is reported as failed with its reason while the others are still matched and written.
 #[test]
 fn a_grid_bench_reports_failed_cells_and_keeps_the_others() {
-    let grid = two_cell_grid();
+    let grid = common::two_cell_grid();
     let grid = &grid.display().to_string();
     // A budget no benchmark fits in: the first cell is refused by its estimate, the second
     // finds the grid's budget spent; both are said, and the matches are all there; with no
@@ -512,7 +492,7 @@ fn a_grid_bench_reports_failed_cells_and_keeps_the_others() {
 /// refuses a missing, repeated or foreign shard.
 #[test]
 fn shards_of_a_grid_merge_into_the_grid() {
-    let grid = two_cell_grid();
+    let grid = common::two_cell_grid();
     let grid = &grid.display().to_string();
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let shard = |k: &str, tokens: &str| {
@@ -575,7 +555,7 @@ fn shards_of_a_grid_merge_into_the_grid() {
 /// shard's own summary says; a shard predicted on another card (or not at all) is refused.
 #[test]
 fn predicted_shards_merge_with_the_summary_recomputed() {
-    let grid = two_cell_grid();
+    let grid = common::two_cell_grid();
     let grid = grid.display().to_string();
     let grid = grid.as_str();
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));

@@ -62,22 +62,7 @@ fn a_recurrent_overflow_names_the_budget_and_the_fields_to_reduce() {
 
 /// Two shards of a two-cell grid timed on the CPU (and predicted on an H200).
 fn shards() -> [Value; 2] {
-    let grid = temp_file(
-        "toml",
-        r#"name = "two"
-template = "@BUDGETS@/base-{scale}-{sparsity}.toml"
-scales = ["100m"]
-sparsities = ["s0", "s85"]
-[recipe]
-span = "half"
-repeats = 2
-[lattice]
-hidden = { step = 32 }
-experts = { step = 8 }
-head_dim = { step = 8, min = 32, max = 128 }
-kv_heads = { min = 1, max = 4 }
-"#,
-    );
+    let grid = crate::common::two_cell_grid();
     let grid = grid.display().to_string();
     ["1/2", "2/2"].map(|k| {
         run_json(&[

@@ -231,3 +231,23 @@ pub fn hf_export(budget: &str, extra: &[&str]) -> (Option<i32>, Option<serde_jso
     let _ = std::fs::remove_dir_all(&dir);
     (code, Some(config), err)
 }
+
+/// A grid of two 100M cells (dense and sparse), SMELT's recipe.
+pub fn two_cell_grid() -> std::path::PathBuf {
+    temp_file(
+        "toml",
+        r#"name = "two"
+template = "@BUDGETS@/base-{scale}-{sparsity}.toml"
+scales = ["100m"]
+sparsities = ["s0", "s85"]
+[recipe]
+span = "half"
+repeats = 2
+[lattice]
+hidden = { step = 32 }
+experts = { step = 8 }
+head_dim = { step = 8, min = 32, max = 128 }
+kv_heads = { min = 1, max = 4 }
+"#,
+    )
+}

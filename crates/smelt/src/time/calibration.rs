@@ -114,8 +114,9 @@ impl Traffic {
     }
 }
 
-/// The kernel shapes and times of `models` (a bench report's), each shape in range.
-fn measured_kernels(models: &[ModelInput]) -> Result<Vec<(Kernel, f64)>> {
+/// The kernel shapes and times of `models` (a bench report's), each shape in range and
+/// each time positive.
+pub(crate) fn measured_kernels(models: &[ModelInput]) -> Result<Vec<Measured<'_>>> {
     let mut measured = Vec::new();
     for m in models {
         let Some(kernels) = &m.kernels else {
@@ -150,7 +151,11 @@ fn measured_kernels(models: &[ModelInput]) -> Result<Vec<(Kernel, f64)>> {
                     "must be a positive number of seconds with at least one launch",
                 ));
             }
-            measured.push((k.kernel, k.seconds));
+            measured.push(Measured {
+                model: &m.name,
+                kernel: k.kernel,
+                seconds: k.seconds,
+            });
         }
     }
     Ok(measured)
@@ -187,11 +192,22 @@ struct BenchInput {
     models: Vec<ModelInput>,
 }
 
+/// A model of a bench report: its name and the kernel shapes it timed.
 #[derive(Debug, Deserialize)]
-struct ModelInput {
+pub(crate) struct ModelInput {
     name: String,
     #[serde(default)]
     kernels: Option<Vec<KernelInput>>,
+}
+
+/// A kernel shape a bench report timed, checked ([`measured_kernels`]).
+pub(crate) struct Measured<'a> {
+    /// The model it belongs to.
+    pub model: &'a str,
+    /// The shape (its launch count included).
+    pub kernel: Kernel,
+    /// Seconds of all its launches.
+    pub seconds: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -229,7 +245,10 @@ impl Calibration {
             ));
         }
         let launch = input.launch_floor_seconds.unwrap_or(0.0);
-        let measured = measured_kernels(&input.models)?;
+        let measured: Vec<(Kernel, f64)> = measured_kernels(&input.models)?
+            .into_iter()
+            .map(|k| (k.kernel, k.seconds))
+            .collect();
         if measured.is_empty() {
             return Err(Error::invalid(
                 "models[].kernels",

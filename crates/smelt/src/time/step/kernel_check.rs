@@ -14,6 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::super::calibration::{ModelInput, measured_kernels};
 use super::super::card::Card;
 use super::super::kernels::SHIPPED;
 use super::gemm_share;
@@ -24,19 +25,6 @@ use crate::plan::{Component, Kernel, Op, Pass};
 struct BenchInput {
     device: String,
     models: Vec<ModelInput>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ModelInput {
-    name: String,
-    #[serde(default)]
-    kernels: Option<Vec<KernelInput>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct KernelInput {
-    kernel: Kernel,
-    seconds: f64,
 }
 
 /// How the step model costs a measured kernel.
@@ -135,50 +123,36 @@ pub fn check_bench(json: &str, source: &str, card: Option<Card>) -> Result<Kerne
     let launch = SHIPPED.launch_seconds;
     let g = &SHIPPED.grouped;
     let (mut rows, mut skipped, mut skipped_time, mut total) = (Vec::new(), 0, 0.0, 0.0);
-    for m in &input.models {
-        let kernels = m.kernels.as_ref().ok_or_else(|| {
-            Error::invalid(
-                format!("models[{}].kernels", m.name),
-                "missing: the bench report predates per-shape times; rerun smelt bench",
-            )
-        })?;
-        for k in kernels {
-            let kk = k.kernel;
-            if !(k.seconds.is_finite() && k.seconds > 0.0) || kk.count == 0 {
-                return Err(Error::invalid(
-                    format!("models[{}].kernels[].seconds", m.name),
-                    "must be a positive number of seconds with at least one launch",
-                ));
-            }
-            total += k.seconds;
-            if kk.op != Op::Gemm || kk.component == Component::AttentionCore {
-                skipped += 1;
-                skipped_time += k.seconds;
-                continue;
-            }
-            let flops_per_launch = kk.flops() as f64 / kk.count as f64;
-            let (class, rows_per_expert, e) = if kk.component == Component::Experts {
-                let r = if kk.pass == Pass::BackwardWeight {
-                    kk.k
-                } else {
-                    kk.m
-                };
-                let e = share * g.share(r as f64) / g.max_share;
-                (KernelClass::Grouped, Some(r), e)
-            } else {
-                (KernelClass::Gemm, None, share)
-            };
-            let predicted = kk.count as f64 * (flops_per_launch / (e * peak) + launch);
-            rows.push(KernelRow {
-                model: m.name.clone(),
-                kernel: kk,
-                class,
-                rows_per_expert,
-                measured_seconds: k.seconds,
-                predicted_seconds: predicted,
-                error: predicted / k.seconds - 1.0,
-            });
+    for k in measured_kernels(&input.models)? {
+        let kk = k.kernel;
+        total += k.seconds;
+        if kk.op != Op::Gemm || kk.component == Component::AttentionCore {
+            skipped += 1;
+            skipped_time += k.seconds;
+            continue;
         }
+        let flops_per_launch = kk.flops() as f64 / kk.count as f64;
+        let (class, rows_per_expert, e) = if kk.component == Component::Experts {
+            let r = if kk.pass == Pass::BackwardWeight {
+                kk.k
+            } else {
+                kk.m
+            };
+            let e = share * g.share(r as f64) / g.max_share;
+            (KernelClass::Grouped, Some(r), e)
+        } else {
+            (KernelClass::Gemm, None, share)
+        };
+        let predicted = kk.count as f64 * (flops_per_launch / (e * peak) + launch);
+        rows.push(KernelRow {
+            model: k.model.to_owned(),
+            kernel: kk,
+            class,
+            rows_per_expert,
+            measured_seconds: k.seconds,
+            predicted_seconds: predicted,
+            error: predicted / k.seconds - 1.0,
+        });
     }
     if rows.is_empty() {
         return Err(Error::invalid(

@@ -190,15 +190,6 @@ pub(super) fn scaled(
         memory_bound,
     );
     let (tp_comm, ep_comm, pp_comm) = (mean.tp_comm * k, mean.ep_comm * k, mean.pp_comm);
-    let gpu = gemm
-        + experts
-        + attention
-        + recurrent
-        + memory_bound
-        + recompute
-        + tp_comm
-        + ep_comm
-        + pp_comm;
     MicroBatch {
         gemm,
         experts,
@@ -210,9 +201,10 @@ pub(super) fn scaled(
         ep_comm,
         pp_comm,
         fsdp_comm: mean.fsdp_comm,
-        gpu,
+        gpu: 0.0,
         host: mean.host * k,
     }
+    .summed()
 }
 
 /// What the stages take: a looped model's pipeline, and the bottleneck stage's

@@ -161,6 +161,26 @@ pub struct MicroBatch {
     pub host: f64,
 }
 
+impl MicroBatch {
+    /// The micro-batch with `gpu` the sum of its GPU parts (`fsdp_comm` overlaps them).
+    pub(super) fn summed(self) -> Self {
+        let gpu = [
+            self.gemm,
+            self.experts,
+            self.attention,
+            self.recurrent,
+            self.memory_bound,
+            self.recompute,
+            self.tp_comm,
+            self.ep_comm,
+            self.pp_comm,
+        ]
+        .iter()
+        .sum();
+        Self { gpu, ..self }
+    }
+}
+
 /// A predicted step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepPrediction {
@@ -380,15 +400,6 @@ pub fn predict_step_host(
     let moe_layers = m.moe_layers() as f64 / pp;
     let (tp_comm, ep_comm, pp_comm) =
         comm::collectives(m, t, sys, req.dispatcher, tokens, stage_blocks, moe_layers);
-    let gpu = gemm
-        + experts
-        + attention
-        + recurrent
-        + memory_bound
-        + recompute
-        + tp_comm
-        + ep_comm
-        + pp_comm;
     let host = host_per_layer * stage_blocks / 2.0;
     let (optimizer, fsdp, dp_step) = comm::data_parallel(t, sys, hbm, dense_params, expert_params);
     let mean = MicroBatch {
@@ -402,9 +413,10 @@ pub fn predict_step_host(
         ep_comm,
         pp_comm,
         fsdp_comm: fsdp,
-        gpu,
+        gpu: 0.0,
         host,
-    };
+    }
+    .summed();
     // The LM head's GEMMs and the cross-entropy do not scale with a stage's executions.
     let fixed = (
         lm_head / (share * peak),
