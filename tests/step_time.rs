@@ -228,6 +228,58 @@ fn the_grid_predicts_each_cells_training_step() {
 }
 
 /// A loop run once matches the Baseline's shapes: the step ratio is 1, every driver 0.
+/// A cell whose looped model does not fit a GPU where its Baseline does is flagged, in the
+/// JSON and under the table; the flag is read from the two memory verdicts the JSON carries.
+#[test]
+fn a_looped_model_that_loses_the_fit_is_flagged() {
+    let grid = budget("smelt-grid.toml");
+    let args = [
+        "grid",
+        &grid,
+        "--predict",
+        "h100",
+        "--global-batch",
+        "256",
+        "--gpus",
+        "16",
+        "--ep",
+        "8",
+        "--micro-batch",
+        "8",
+        "--quiet",
+    ];
+    let j = run_json(&[&args[..], &["--format", "json"]].concat());
+    let verdict =
+        |m: &serde_json::Value| m["step"]["memory"]["verdict"].as_str().unwrap().to_owned();
+    let mut flagged = Vec::new();
+    for c in j["step_time"]["cells"].as_array().unwrap() {
+        let loses = verdict(&c["baseline"]) == "fits" && verdict(&c["looped"]) == "does_not_fit";
+        assert_eq!(
+            c["looped_does_not_fit"].as_bool().unwrap_or(false),
+            loses,
+            "{c}"
+        );
+        if loses {
+            flagged.push(format!(
+                "{} {}",
+                c["scale"].as_str().unwrap(),
+                c["sparsity_label"].as_str().unwrap()
+            ));
+        }
+    }
+    assert!(
+        !flagged.is_empty(),
+        "no cell loses the fit at micro-batch 8"
+    );
+    let (code, text, err) = run(&args);
+    assert_eq!(code, Some(0), "{err}");
+    let line = format!(
+        "the looped model does not fit where its Baseline does: {}",
+        flagged.join(", ")
+    );
+    assert!(text.replace("\n  ", " ").contains(&line), "{text}");
+}
+
 #[test]
 fn a_cell_whose_loop_runs_once_has_ratio_one() {
     let grid = temp_file(

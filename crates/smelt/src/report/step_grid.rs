@@ -232,6 +232,17 @@ fn section(g: &StepGrid, wide: bool, doc: &mut Document) {
         "fits: the layout within each GPU's memory, Baseline→looped (training-memory model; ?: \
          not checked, the JSON says why)",
     );
+    let unfit: Vec<String> = (g.cells.iter())
+        .filter(|c| c.looped_does_not_fit)
+        .map(|c| format!("{} {}", c.scale, c.sparsity_label))
+        .collect();
+    if !unfit.is_empty() {
+        doc.line(format!(
+            "the looped model does not fit where its Baseline does: {} (its ratio is for a \
+             layout it cannot train with; see the memory verdicts in the JSON)",
+            unfit.join(", ")
+        ));
+    }
     for c in &g.cells {
         for (who, m) in [("Baseline", &c.baseline), ("looped", &c.looped)] {
             if let Some(why) = &m.refused {

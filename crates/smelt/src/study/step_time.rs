@@ -32,7 +32,7 @@ use crate::launcher_flops::{Convention, training_flops};
 use crate::model::{ModelSpec, Training};
 use crate::time::Card;
 use crate::time::kernels::SHIPPED;
-use crate::time::step::report::{StepReport, step_report};
+use crate::time::step::report::{MemoryVerdict, StepReport, step_report};
 use crate::time::step::{
     AttentionImpl, Dispatcher, Framework, Recompute, StepPrediction, StepRequest,
 };
@@ -226,6 +226,19 @@ pub struct CellStep {
     /// What drives the ratio (both predicted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drivers: Option<Drivers>,
+    /// The looped model does not fit a GPU's memory where its Baseline does (present only
+    /// then): the cell's time ratio is for a layout the looped model cannot train with.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub looped_does_not_fit: bool,
+}
+
+impl CellStep {
+    /// Whether the looped model does not fit where the Baseline does.
+    fn loses_the_fit(baseline: &ModelStep, looped: &ModelStep) -> bool {
+        let verdict = |m: &ModelStep| m.step.as_ref().map(|s| s.memory.clone());
+        matches!(verdict(baseline), Some(MemoryVerdict::Fits { .. }))
+            && matches!(verdict(looped), Some(MemoryVerdict::DoesNotFit { .. }))
+    }
 }
 
 /// The step-time predictions of a grid: `smelt grid --predict CARD --global-batch N`, the
@@ -335,6 +348,7 @@ pub fn predict_steps(report: &GridReport, basis: &StepBasis) -> Result<StepGrid>
                 sparsity: c.sparsity.baseline,
                 flops_per_token,
                 flop_ratio: c.ratios.flops,
+                looped_does_not_fit: CellStep::loses_the_fit(&baseline, &looped),
                 baseline,
                 looped,
                 ratio,
