@@ -273,6 +273,18 @@ fn a_looped_model_that_loses_the_fit_is_flagged() {
     );
     let (code, text, err) = run(&args);
     assert_eq!(code, Some(0), "{err}");
+    // The verdict counts the step's recomputation: with full recomputation every peak is
+    // lower and no cell loses the fit.
+    let full = run_json(&[&args[..], &["--format", "json", "--recompute", "full"]].concat());
+    let peak =
+        |c: &serde_json::Value, who: &str| c[who]["step"]["memory"]["peak_bytes"].as_f64().unwrap();
+    let cells = |j: &serde_json::Value| j["step_time"]["cells"].as_array().unwrap().clone();
+    for (c, f) in cells(&j).iter().zip(cells(&full)) {
+        assert!(f.get("looped_does_not_fit").is_none(), "{f}");
+        for who in ["baseline", "looped"] {
+            assert!(peak(&f, who) < peak(c, who), "{who}: {f}");
+        }
+    }
     let line = format!(
         "the looped model does not fit where its Baseline does: {}",
         flagged.join(", ")

@@ -180,23 +180,6 @@ impl StepFlags {
         let Some(global_batch) = self.global_batch else {
             anyhow::bail!("--global-batch is required for a step prediction");
         };
-        // The memory verdict counts the activations the step recomputes: under a Megatron
-        // policy (the default), the same recomputation (selective: the norms and the
-        // experts' activation, Megatron's `layernorm` and `moe_act`).
-        let mut spec = spec.clone();
-        if spec.counting.activations.is_megatron() {
-            use smelt::{ActivationPolicy as P, RecomputeModule as M};
-            spec.counting.activations = match self.recompute() {
-                Recompute::None => P::Megatron,
-                Recompute::Selective => {
-                    spec.counting.recompute_modules =
-                        smelt::RecomputeModules::of(&[M::Layernorm, M::MoeAct]);
-                    P::MegatronSelective
-                }
-                Recompute::Full => P::MegatronFull,
-            };
-        }
-        let spec = &spec;
         let basis = StepBasis::new(
             card,
             (None, LayoutSource::Flags),

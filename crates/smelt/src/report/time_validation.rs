@@ -198,8 +198,9 @@ impl Report for crate::time::step::report::StepReport {
         }
         doc.line(memory_line(&self.memory));
         doc.line(
-            "(the memory verdict is the training-memory model's, with its own activation \
-             policy: --recompute and --framework do not change it)",
+            "(the memory verdict is the training-memory model's: under a Megatron activation \
+             policy, the default, with the step's recomputation; under another, as that policy \
+             counts; --framework does not change it)",
         );
         doc
     }

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{StepPrediction, StepRequest, predict_step};
+use super::{Recompute, StepPrediction, StepRequest, predict_step};
 use crate::cost::training::training_memory;
 use crate::error::Result;
 use crate::model::ModelSpec;
@@ -72,7 +72,7 @@ pub fn step_report(
     };
     let peak = req.card.spec().peak_flops_per_second;
     let memory = match (
-        training_memory(spec, &req.training),
+        training_memory(&recomputing(spec, req.recompute), &req.training),
         req.card.spec().memory_capacity_bytes,
     ) {
         _ if step.pipeline.as_ref().is_some_and(|p| !p.even) => MemoryVerdict::NotChecked {
@@ -109,6 +109,25 @@ pub fn step_report(
         memory,
         step,
     })
+}
+
+/// `spec` with its activations counted under the step's recomputation: under a Megatron
+/// policy (the default), the same recomputation (selective: the norms and the experts'
+/// activation, Megatron-Core's `layernorm` and `moe_act`); other policies as they are.
+pub fn recomputing(spec: &ModelSpec, recompute: Recompute) -> ModelSpec {
+    use crate::model::{ActivationPolicy as P, RecomputeModule as M, RecomputeModules};
+    let mut spec = spec.clone();
+    if spec.counting.activations.is_megatron() {
+        spec.counting.activations = match recompute {
+            Recompute::None => P::Megatron,
+            Recompute::Selective => {
+                spec.counting.recompute_modules = RecomputeModules::of(&[M::Layernorm, M::MoeAct]);
+                P::MegatronSelective
+            }
+            Recompute::Full => P::MegatronFull,
+        };
+    }
+    spec
 }
 
 /// Why the memory verdict is not given for a looped model's uneven pipeline split.
