@@ -98,7 +98,7 @@ fn the_loop_sits_on_one_stage_and_the_imbalance_is_reported() {
     // Layers 4-9 looped: no split of 12 layers keeps them whole with fewer than 15
     // executions on a stage (layers 1-3 or 10-12 alone make the other 15).
     assert_eq!(*p.stage_executions.iter().max().unwrap(), 15);
-    assert_eq!(p.stage_layers[p.loop_stage as usize - 1], 9);
+    assert_eq!(p.stage_layers[p.loop_stage.unwrap() as usize - 1], 9);
     assert!(p.imbalance > 0.0 && !p.even);
     // The step is m times the slowest stage plus the rest of the stages once.
     let m = s.micro_batches as f64;
@@ -290,6 +290,75 @@ fn a_looped_model_that_loses_the_fit_is_flagged() {
         flagged.join(", ")
     );
     assert!(text.replace("\n  ", " ").contains(&line), "{text}");
+}
+
+/// DeepSeek-V3 at its published pipeline split (PP16 over 61 layers: 4 on the first stage,
+/// 1 on the last, Megatron's `decoder_first/last_pipeline_num_layers`): the step runs those
+/// stages, within the 216-250 TFLOP/s/GPU published for it on H100, with a memory verdict
+/// on the same split; a looped model's split is the step model's own and is not taken.
+#[test]
+fn an_uneven_pipeline_split_is_predicted_and_its_memory_checked() {
+    let ds = crate::common::data("hf/deepseek-v3.json");
+    let j = run_json(&[
+        "predict",
+        &ds,
+        "--card",
+        "h100",
+        "--context",
+        "4096",
+        "--global-batch",
+        "8192",
+        "--micro-batch",
+        "1",
+        "--tp",
+        "2",
+        "--pp",
+        "16",
+        "--first-stage-layers",
+        "4",
+        "--last-stage-layers",
+        "1",
+        "--ep",
+        "64",
+        "--gpus",
+        "1024",
+        "--recompute",
+        "selective",
+        "--format",
+        "json",
+    ]);
+    let layers: Vec<u64> = (j["step"]["pipeline"]["stage_layers"].as_array().unwrap())
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(layers, [vec![4; 15], vec![1]].concat());
+    assert!(j["step"]["pipeline"].get("loop_stage").is_none(), "{j}");
+    let tf = j["megatron_tflops_per_gpu"].as_f64().unwrap();
+    assert!((216.0..=250.0).contains(&tf), "{tf}");
+    assert!(
+        ["fits", "does_not_fit"].contains(&j["memory"]["verdict"].as_str().unwrap()),
+        "{j}"
+    );
+    // The 15 four-layer stages are slower than the mean stage (61 / 16 layers): the
+    // imbalance is reported, and the step is slower than the same layout evenly averaged.
+    assert!(j["step"]["pipeline"]["imbalance"].as_f64().unwrap() > 0.0);
+    let (code, _, err) = run(&[
+        "predict",
+        &budget("smelt-200m-s95.toml"),
+        "--card",
+        "h100",
+        "--global-batch",
+        "64",
+        "--pp",
+        "2",
+        "--first-stage-layers",
+        "4",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("training.first_stage_layers: a looped model's pipeline split"),
+        "{err}"
+    );
 }
 
 #[test]

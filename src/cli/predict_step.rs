@@ -37,6 +37,14 @@ pub struct StepFlags {
     /// Virtual pipeline stages per GPU (interleaved 1F1B).
     #[arg(long, value_parser = degree(), requires = "global_batch")]
     vp: Option<u64>,
+    /// Layers of the first pipeline stage (Megatron's --decoder-first-pipeline-num-layers);
+    /// the stages between split the rest evenly. Not for a looped model (its loop sits on
+    /// one stage, and the step model places it).
+    #[arg(long, value_name = "LAYERS", value_parser = degree(), requires = "global_batch")]
+    first_stage_layers: Option<u64>,
+    /// Layers of the last pipeline stage (Megatron's --decoder-last-pipeline-num-layers).
+    #[arg(long, value_name = "LAYERS", value_parser = degree(), requires = "global_batch")]
+    last_stage_layers: Option<u64>,
     /// Context parallelism.
     #[arg(long, value_parser = degree(), requires = "global_batch")]
     cp: Option<u64>,
@@ -70,14 +78,16 @@ impl StepFlags {
         self.global_batch.is_some()
     }
 
-    /// Whether any layout flag is given (`--tp`, `--ep`, `--pp`, `--vp`, `--cp`, `--dp`,
-    /// `--gpus`, `--zero`, `--micro-batch`).
+    /// Whether any layout flag is given (`--tp`, `--ep`, `--pp`, `--vp`, `--first-stage-layers`,
+    /// `--last-stage-layers`, `--cp`, `--dp`, `--gpus`, `--zero`, `--micro-batch`).
     pub fn layout_given(&self) -> bool {
         [
             self.tp,
             self.ep,
             self.pp,
             self.vp,
+            self.first_stage_layers,
+            self.last_stage_layers,
             self.cp,
             self.dp,
             self.gpus,
@@ -117,6 +127,8 @@ impl StepFlags {
             dp,
             cp,
             vp: one(self.vp),
+            first_stage_layers: self.first_stage_layers,
+            last_stage_layers: self.last_stage_layers,
             zero: self.zero.unwrap_or(1),
             micro_batch: one(self.micro_batch),
             ..Training::default()
@@ -158,8 +170,8 @@ impl StepFlags {
         let layout = match (self.layout_given(), file_layout) {
             (true, true) => anyhow::bail!(
                 "the grid file's [training] sets the layout; give it there or by the layout \
-                 flags (--tp, --ep, --pp, --vp, --cp, --dp, --gpus, --zero, --micro-batch), \
-                 not both"
+                 flags (--tp, --ep, --pp, --vp, --first-stage-layers, --last-stage-layers, --cp, \
+                 --dp, --gpus, --zero, --micro-batch), not both"
             ),
             (true, false) => (Some(self.training()?), LayoutSource::Flags),
             (false, true) => (None, LayoutSource::GridFile),

@@ -214,6 +214,15 @@ impl Report for crate::time::step::report::StepReport {
 /// micro-batch the table shows, and what the imbalance costs.
 fn pipeline_line(p: &crate::time::step::looped::Pipeline) -> String {
     let join = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join("/");
+    let Some(loop_stage) = p.loop_stage else {
+        return format!(
+            "pipeline split as the layout gives it: physical layers {} per stage; the table is \
+             stage {}'s (the slowest); pipeline imbalance {} of the step",
+            join(&p.stage_layers),
+            p.bottleneck,
+            super::predict::seconds_text(p.imbalance)
+        );
+    };
     if p.stage_layers.len() == 1 {
         return format!(
             "loop on the one pipeline stage: {} layer executions of {} physical layers",
@@ -224,7 +233,7 @@ fn pipeline_line(p: &crate::time::step::looped::Pipeline) -> String {
     format!(
         "loop on pipeline stage {} of {}: physical layers {}, layer executions {} per stage; \
          the table is stage {}'s (the slowest); pipeline imbalance {} of the step",
-        p.loop_stage,
+        loop_stage,
         p.stage_layers.len(),
         join(&p.stage_layers),
         join(&p.stage_executions),

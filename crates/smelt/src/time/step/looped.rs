@@ -56,17 +56,19 @@ use super::{MicroBatch, Recompute, recompute_seconds};
 use crate::error::{Error, Result};
 use crate::model::{Model, ModelSpec, Training};
 
-/// Where a looped model's layers sit in the pipeline, and what its stages take.
+/// Where a looped model's layers sit in the pipeline (or an unlooped model's, split
+/// unevenly as its layout says), and what its stages take.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pipeline {
     /// Physical layers per stage, in order.
     pub stage_layers: Vec<u64>,
     /// Layer executions per stage (a looped layer counted once per visit).
     pub stage_executions: Vec<u64>,
-    /// The stage (1-based) that runs the loop.
-    pub loop_stage: u64,
-    /// Whether the split is the even one (`L / pp` physical layers per stage) that the
-    /// training-memory model assumes.
+    /// The stage (1-based) that runs the loop; absent for a model without a loop (an
+    /// uneven split given by `first_stage_layers` / `last_stage_layers`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loop_stage: Option<u64>,
+    /// Whether the split is the even one (`L / pp` physical layers per stage).
     pub even: bool,
     /// Seconds of one micro-batch per stage (GPU and host overlapped).
     pub stage_seconds: Vec<f64>,
@@ -79,12 +81,33 @@ pub struct Pipeline {
     pub imbalance: f64,
 }
 
-/// The stages of `m` under `t` (module docs): `(physical layers, executions)` per stage,
-/// or `None` for a model without a loop that runs its block more than once.
+/// The stages of `m` under `t` (module docs): `(physical layers, executions)` per stage;
+/// without a loop that runs its block more than once, the split `t`'s
+/// `first_stage_layers` / `last_stage_layers` give ([`Training::stage_chunks`]), or `None`
+/// when they are not given (every stage the mean stage).
 pub fn place(m: &Model, t: &Training) -> Result<Option<Vec<(u64, u64)>>> {
+    let uneven = t.first_stage_layers.is_some() || t.last_stage_layers.is_some();
     let Some(l) = m.looping.as_ref().filter(|l| l.repeats > 1) else {
-        return Ok(None);
+        if !uneven {
+            return Ok(None);
+        }
+        let stages = t.stage_chunks(m.layers)?;
+        return Ok(Some(
+            (stages.iter())
+                .map(|chunks| {
+                    let layers = chunks.iter().map(|[a, b]| b + 1 - a).sum::<u64>();
+                    (layers, layers)
+                })
+                .collect(),
+        ));
     };
+    if uneven {
+        return Err(Error::invalid(
+            "training.first_stage_layers",
+            "a looped model's pipeline split is the step model's own (it keeps the whole loop \
+             on one stage); give no first or last stage layers",
+        ));
+    }
     if t.vp > 1 {
         return Err(Error::invalid(
             "training.vp",
@@ -287,12 +310,12 @@ fn staged(
     let steps = micro_batches as f64;
     let balanced_bubble = (pp - 1.0) / vp * mean_micro;
     let imbalance = (steps * micro + bubble - steps * mean_micro - balanced_bubble).max(0.0);
-    let loop_start = m.looping.as_ref().map_or(1, |l| l.first);
+    let looped = m.looping.as_ref().filter(|l| l.repeats > 1);
     let mut first = 1;
-    let mut loop_stage = 1;
+    let mut loop_stage = None;
     for (i, &(layers, _)) in stages.iter().enumerate() {
-        if (first..first + layers).contains(&loop_start) {
-            loop_stage = i as u64 + 1;
+        if looped.is_some_and(|l| (first..first + layers).contains(&l.first)) {
+            loop_stage = Some(i as u64 + 1);
         }
         first += layers;
     }

@@ -75,9 +75,13 @@ pub fn step_report(
         training_memory(&recomputing(spec, req.recompute), &req.training),
         req.card.spec().memory_capacity_bytes,
     ) {
-        _ if step.pipeline.as_ref().is_some_and(|p| !p.even) => MemoryVerdict::NotChecked {
-            reason: uneven(step.pipeline.as_ref().map_or(&[][..], |p| &p.stage_layers)),
-        },
+        // A looped model's own uneven split is not the training-memory model's; a split
+        // the layout gives (first/last stage layers) is.
+        _ if (step.pipeline.as_ref()).is_some_and(|p| !p.even && p.loop_stage.is_some()) => {
+            MemoryVerdict::NotChecked {
+                reason: uneven(step.pipeline.as_ref().map_or(&[][..], |p| &p.stage_layers)),
+            }
+        }
         (Ok(m), Some(card_bytes)) => {
             let peak_bytes = m.peak.as_f64();
             if peak_bytes <= card_bytes {
