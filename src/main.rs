@@ -43,7 +43,10 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         .styles(clap::builder::Styles::plain())
         .try_get_matches_from(&args)
         .err()
-        .map_or_else(|| err.render().to_string(), |e| e.render().ansi().to_string());
+        .map_or_else(
+            || err.render().to_string(),
+            |e| e.render().ansi().to_string(),
+        );
     let _ = write!(std::io::stderr(), "{}", visible(&plain));
     ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
 }

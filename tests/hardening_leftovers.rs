@@ -15,7 +15,10 @@ fn activation_bytes_are_an_element_size() {
         let (code, out, err) = run(&["cost", &model, "--activation-bytes", bytes]);
         assert_eq!(code, Some(1), "{bytes}: {err}");
         assert!(out.is_empty(), "{out}");
-        assert!(err.contains(rule) && err.contains(&format!("got {bytes}")), "{err}");
+        assert!(
+            err.contains(rule) && err.contains(&format!("got {bytes}")),
+            "{err}"
+        );
         assert!(err.contains("--activation-bytes"), "{err}");
     }
     for bytes in ["1", "2", "4", "8"] {
@@ -23,7 +26,10 @@ fn activation_bytes_are_an_element_size() {
         assert_eq!(code, Some(0), "{bytes}: {err}");
     }
     let text = std::fs::read_to_string(&model).unwrap();
-    let file = temp_file("toml", &format!("{text}\n[counting]\nactivation_bytes = 3\n"));
+    let file = temp_file(
+        "toml",
+        &format!("{text}\n[counting]\nactivation_bytes = 3\n"),
+    );
     let (code, _, err) = run(&["cost", &file.display().to_string()]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains(rule), "{err}");
@@ -59,9 +65,15 @@ fn control_characters_in_arguments_are_escaped() {
     ];
     for args in cases {
         let (code, out, err) = run(args);
-        assert!(code == Some(2) || code == Some(1), "{args:?}: {code:?} {err}");
+        assert!(
+            code == Some(2) || code == Some(1),
+            "{args:?}: {code:?} {err}"
+        );
         assert!(out.is_empty(), "{out}");
-        assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{args:?}: {err:?}");
+        assert!(
+            !err.contains('\u{1b}') && !err.contains('\u{7}'),
+            "{args:?}: {err:?}"
+        );
         assert!(err.contains("\\u{1b}[2J\\u{7}"), "{args:?}: {err}");
     }
     let (code, _, err) = run(&["cost", "x.toml", "--format", "bad"]);

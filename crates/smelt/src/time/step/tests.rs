@@ -179,8 +179,13 @@ fn a_model_without_moe_layers_has_no_expert_work() {
 #[test]
 fn the_layout_rule_is_ep_divides_tp_dp_cp_with_etp_one() {
     assert!(validate_layout(&layout(2, 8, 4, 1)).is_ok());
-    let e = validate_layout(&layout(2, 16, 4, 1)).unwrap_err().to_string();
-    assert!(e.contains("training.ep: must divide tp · dp · cp (8); got 16"), "{e}");
+    let e = validate_layout(&layout(2, 16, 4, 1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("training.ep: must divide tp · dp · cp (8); got 16"),
+        "{e}"
+    );
     let etp = Training {
         etp: Some(2),
         ..layout(2, 2, 4, 1)
