@@ -21,7 +21,7 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            let text = visible(&format!("{err:#}"));
+            let text = smelt::progress::visible(&format!("{err:#}"));
             let _ = writeln!(std::io::stderr(), "smelt: error: {text}");
             ExitCode::from(cli::EXIT_ERROR)
         }
@@ -36,7 +36,7 @@ fn usage_error(err: &clap::Error) -> ExitCode {
     let args: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    if !err.use_stderr() || args.iter().all(|a| visible(a) == *a) {
+    if !err.use_stderr() || args.iter().all(|a| smelt::progress::visible(a) == *a) {
         err.exit();
     }
     let plain = cli::Cli::command()
@@ -47,18 +47,6 @@ fn usage_error(err: &clap::Error) -> ExitCode {
             || err.render().to_string(),
             |e| e.render().ansi().to_string(),
         );
-    let _ = write!(std::io::stderr(), "{}", visible(&plain));
+    let _ = write!(std::io::stderr(), "{}", smelt::progress::visible(&plain));
     ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
-}
-
-/// `text` with every control character but newlines and tabs escaped (`\u{1b}`), so that
-/// nothing a user typed or a file held reaches the terminal as a command to it.
-fn visible(text: &str) -> String {
-    text.chars()
-        .map(|c| match c {
-            '\n' | '\t' => c.to_string(),
-            c if c.is_control() => c.escape_debug().to_string(),
-            c => c.to_string(),
-        })
-        .collect()
 }

@@ -52,7 +52,8 @@ fn activation_bytes_are_an_element_size() {
 
 /// A control character in an argument reaches the terminal escaped, both in the argument
 /// parser's messages (an unknown subcommand, an invalid value) and in smelt's own (a file
-/// not found): an escape sequence typed or pasted cannot clear or retitle the terminal.
+/// not found, a note naming the file written): an escape sequence typed or pasted cannot
+/// clear or retitle the terminal.
 /// Messages without one are clap's, unchanged.
 #[test]
 fn control_characters_in_arguments_are_escaped() {
@@ -76,6 +77,19 @@ fn control_characters_in_arguments_are_escaped() {
         );
         assert!(err.contains("\\u{1b}[2J\\u{7}"), "{args:?}: {err}");
     }
+    // A note quoting the path written.
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("r{clear}.txt"));
+    let (code, _, err) = run(&[
+        "match",
+        &budget("match-200m-s95-small.toml"),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.is_file());
+    std::fs::remove_file(&out).unwrap();
+    assert!(err.contains("wrote the report to") && err.contains("r\\u{1b}[2J\\u{7}.txt"));
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
     let (code, _, err) = run(&["cost", "x.toml", "--format", "bad"]);
     assert_eq!(code, Some(2));
     assert!(
