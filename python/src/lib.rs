@@ -357,12 +357,7 @@ fn _smelt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add_operations(m)?;
     m.add_function(wrap_pyfunction!(families, m)?)?;
     m.add_function(wrap_pyfunction!(cards, m)?)?;
-    // `field` and `rule` are None on the class, so that every SmeltError has them (one
-    // raised by Python code, or with neither known).
-    let error = m.py().get_type::<SmeltError>();
-    error.setattr("field", None::<String>)?;
-    error.setattr("rule", None::<String>)?;
-    m.add("SmeltError", error)?;
+    m.add("SmeltError", m.py().get_type::<SmeltError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -141,8 +141,8 @@ def test_an_integer_no_field_can_hold_names_the_field_and_the_range(call, field,
 
 
 def test_every_smelt_error_has_field_and_rule():
-    """A parser's error (`cost({})`) had `field` but no `rule`; an error raised by hand had
-    neither attribute."""
+    """A parser's error (`cost({})`) had `field` but no `rule` (its message is the rule now);
+    one raised by hand, or naming no field, has both, None."""
     with pytest.raises(smelt.SmeltError) as e:
         smelt.cost({})
     assert e.value.field == "model"
