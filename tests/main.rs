@@ -18,6 +18,7 @@ mod docs;
 mod figures;
 mod fit;
 mod hardening;
+mod hardening_leftovers;
 mod hardening_round3;
 mod hf_export;
 mod hf_figures;

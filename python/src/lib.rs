@@ -30,7 +30,8 @@ create_exception!(
     PyValueError,
     "An invalid model, budget or grid (the message names the field and the rule), an \
      infeasible lattice, or an unreadable file. `field` is the offending field when one is \
-     named (e.g. \"model.kv_heads\", \"top\"), else None; `rule` the rule it breaks."
+     named (e.g. \"model.kv_heads\", \"top\"), else None; `rule` the rule it breaks (the \
+     parser's words for text it cannot read), else None."
 );
 
 /// The field a parser's message names (`unknown field `x``, `missing field `x``).
@@ -48,7 +49,7 @@ fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let (field, rule) = match &e {
         Error::Interrupted => return PyKeyboardInterrupt::new_err("interrupted"),
         Error::InvalidSpec { field, rule } => (Some(field.clone()), Some(rule.clone())),
-        Error::Parse { message } => (parse_field(message), None),
+        Error::Parse { message } => (parse_field(message), Some(message.clone())),
         _ => (None, None),
     };
     let err = SmeltError::new_err(e.to_string());

@@ -114,3 +114,41 @@ def test_the_guides_laptop_budget_trains():
         loss.backward()
         optimizer.step()
         assert math.isfinite(loss.item())
+
+
+BUDGET = BUDGETS / "match-200m-s95-small.toml"
+
+
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda v: smelt.mfu(MODEL, 1e5, gpus=v, card="h200"), "gpus"),
+        (lambda v: smelt.cost(MODEL, context=v), "workload.context"),
+        (lambda v: smelt.predict(MODEL, card="h200", tokens=v), "device.tokens"),
+        (lambda v: smelt.match(BUDGET, top=v), "top"),
+    ],
+)
+@pytest.mark.parametrize("value, got", [(2**70, "1.1805916207174113e"), (2**64, "1.8446744073709552e"), (-1, "-1")])
+def test_an_integer_no_field_can_hold_names_the_field_and_the_range(call, field, value, got):
+    """An int past 2^64 said "invalid type: floating point `1.18e21`, expected u64" (JSON
+    carries it as a float); a negative one "expected u64". Both name the field and the
+    range it takes."""
+    with pytest.raises(smelt.SmeltError) as e:
+        call(value)
+    assert e.value.field == field
+    assert e.value.rule.startswith(f"must be a whole number from 0 to {2**64 - 1}; got {got}"), e.value.rule
+    assert "expected u64" not in str(e.value) and "usize" not in str(e.value)
+
+
+def test_every_smelt_error_has_field_and_rule():
+    """A parser's error (`cost({})`) had `field` but no `rule` (its message is the rule now);
+    one raised by hand, or naming no field, has both, None."""
+    with pytest.raises(smelt.SmeltError) as e:
+        smelt.cost({})
+    assert e.value.field == "model"
+    assert "missing field `model`" in e.value.rule
+    bare = smelt.SmeltError("raised by hand")
+    assert bare.field is None and bare.rule is None
+    with pytest.raises(smelt.SmeltError) as e:
+        smelt.cost(BUDGETS / "no-such-file.toml")
+    assert hasattr(e.value, "field") and hasattr(e.value, "rule")

@@ -171,7 +171,8 @@ struct ActivationArgs {
     /// mla_up_proj, mlp, moe, shared_experts.
     #[arg(long, value_name = "MODULES", value_parser = recompute_modules)]
     recompute_modules: Option<RecomputeModules>,
-    /// Bytes per saved activation element ([counting] activation_bytes; 2 by default).
+    /// Bytes per saved activation element ([counting] activation_bytes): 1, 2, 4 or 8
+    /// (fp8, bf16 or fp16, fp32, fp64); 2 by default.
     #[arg(long, value_name = "BYTES")]
     activation_bytes: Option<u64>,
 }

@@ -192,6 +192,7 @@ pub fn write_file(path: &Path, text: &str, what: &str, inputs: &[PathBuf]) -> an
 /// usage line): for a rule between flags clap cannot state, checked once the flags are
 /// parsed.
 pub fn usage_error(subcommand: &str, kind: clap::error::ErrorKind, message: String) -> ! {
+    let message = smelt::progress::visible(&message);
     let mut cli = Cli::command();
     cli.build();
     match cli.find_subcommand_mut(subcommand) {
@@ -200,10 +201,15 @@ pub fn usage_error(subcommand: &str, kind: clap::error::ErrorKind, message: Stri
     }
 }
 
-/// Writes a line to standard error, ignoring a failure: a full or closed standard error
-/// loses the note, never the result (`eprintln!` would panic).
+/// Writes a line to standard error (control characters escaped), ignoring a failure: a
+/// full or closed standard error loses the note, never the result (`eprintln!` would
+/// panic).
 pub fn note(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{}",
+        smelt::progress::visible(line)
+    );
 }
 
 /// The workload flags, `--format` (every format) and `--wide`: what `cost`, `predict` and

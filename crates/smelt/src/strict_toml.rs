@@ -176,7 +176,37 @@ pub(crate) fn json_at(path: String, e: serde_json::Error) -> Error {
             None => format!("JSON: {rule}"),
         });
     }
-    Error::invalid(path, rule)
+    Error::invalid(path, plain_rule(rule).unwrap_or_else(|| rule.to_owned()))
+}
+
+/// The parser's words for a value a boolean or integer field cannot hold, as the rule it
+/// breaks with the value given: `invalid type: string "yes", expected a boolean`, `invalid
+/// type: floating point `1.18e21`, expected u64` (a Python int past 2^64 arrives as a
+/// float), `invalid value: integer `-1`, expected u64`.
+fn plain_rule(rule: &str) -> Option<String> {
+    let (what, ty) = rule.rsplit_once(", expected ")?;
+    if ty == "a boolean" {
+        let got = what.strip_prefix("invalid type: ")?;
+        return Some(format!("must be true or false; got {got}"));
+    }
+    let (min, max): (i128, u128) = match ty {
+        "u8" => (0, u8::MAX.into()),
+        "u16" => (0, u16::MAX.into()),
+        "u32" => (0, u32::MAX.into()),
+        "u64" | "usize" => (0, u64::MAX.into()),
+        "i32" => (i32::MIN.into(), i32::MAX as u128),
+        "i64" => (i64::MIN.into(), i64::MAX as u128),
+        _ => return None,
+    };
+    let number = (what.strip_prefix("invalid type: floating point `"))
+        .or_else(|| what.strip_prefix("invalid value: integer `"));
+    let got = match number {
+        Some(n) => n.strip_suffix('`')?,
+        None => what.strip_prefix("invalid type: ")?,
+    };
+    Some(format!(
+        "must be a whole number from {min} to {max}; got {got}"
+    ))
 }
 
 /// Reads a `T` from a TOML value (an inline table), tables read only from tables.
@@ -430,5 +460,49 @@ mod tests {
         );
         assert!(FileKind::Model.foreign_in(model, false).is_none());
         assert!(FileKind::Model.foreign_in("not [toml", false).is_none());
+    }
+
+    /// A value an integer field cannot hold is named with the range it takes and the value
+    /// given (it said "invalid type: floating point ..., expected u64" of an integer); one a
+    /// boolean field cannot, with the two it takes.
+    #[test]
+    fn a_value_a_boolean_or_integer_cannot_hold_names_the_rule() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Counts {
+            #[allow(dead_code)]
+            gpus: u64,
+            #[allow(dead_code)]
+            #[serde(default)]
+            small: u32,
+        }
+        let rule = "must be a whole number from 0 to 18446744073709551615; got";
+        for (json, got) in [
+            (r#"{"gpus": 1180591620717411303424}"#, "1.1805916207174113e"),
+            (r#"{"gpus": -1}"#, "-1"),
+            (r#"{"gpus": 2.5}"#, "2.5"),
+        ] {
+            let e = from_json::<Counts>(json).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("gpus: {rule} {got}")), "{e}");
+        }
+        let e = from_json::<Counts>(r#"{"gpus": 1, "small": 4294967296}"#)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "small: must be a whole number from 0 to 4294967295; got 4294967296"
+        );
+        let e = from_json::<Counts>(r#"{"gpus": "1"}"#)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, format!("gpus: {rule} string \"1\""));
+        #[derive(Debug, serde::Deserialize)]
+        struct Flag {
+            #[allow(dead_code)]
+            force: bool,
+        }
+        let e = from_json::<Flag>(r#"{"force": "yes"}"#)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "force: must be true or false; got string \"yes\"");
     }
 }

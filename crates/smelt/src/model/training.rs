@@ -177,8 +177,8 @@ impl Training {
         self.weight_bytes + self.grad_bytes + self.master_bytes + self.optimizer_bytes
     }
 
-    /// GPUs of the layout: `tp · cp · pp · dp` (expert parallelism is carved out of
-    /// `dp · cp`).
+    /// GPUs of the layout: `tp · cp · pp · dp` (expert parallelism is carved out of a
+    /// stage's `tp · dp · cp`).
     pub fn gpus(&self) -> u64 {
         self.tp
             .saturating_mul(self.cp)

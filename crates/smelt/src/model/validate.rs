@@ -542,10 +542,14 @@ impl ModelSpec {
                 "must be positive when [counting] counts embeddings or the LM head",
             ));
         }
-        if !(1..=8).contains(&self.counting.activation_bytes) {
+        if ![1, 2, 4, 8].contains(&self.counting.activation_bytes) {
             return Err(Error::invalid(
                 "counting.activation_bytes",
-                "must be 1 to 8 (bytes per saved activation element)",
+                format!(
+                    "must be 1, 2, 4 or 8: the bytes of one saved activation element (fp8, \
+                     bf16 or fp16, fp32, fp64); got {}",
+                    self.counting.activation_bytes
+                ),
             ));
         }
         if !self.counting.recompute_modules.is_default()

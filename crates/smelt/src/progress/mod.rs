@@ -8,6 +8,19 @@ mod terminal;
 #[cfg(feature = "terminal")]
 pub use terminal::Terminal;
 
+/// `text` with every control character but newlines and tabs escaped (`\u{1b}`), for a
+/// terminal: a file name, a value or a device name quoted in a message cannot clear or
+/// retitle it. Text without one is returned as it is.
+pub fn visible(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' | '\t' => c.to_string(),
+            c if c.is_control() => c.escape_debug().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
 /// Receives progress reports. Calls may come from several threads at once.
 pub trait Progress: Sync {
     /// A task of `total` steps begins (`total` 0: unknown).

@@ -70,7 +70,7 @@ impl Terminal {
 /// loses the progress, never the result (`eprintln!` would panic).
 fn line(text: &str) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{text}");
+    let _ = writeln!(std::io::stderr().lock(), "{}", super::visible(text));
 }
 
 impl Progress for Terminal {
@@ -119,7 +119,7 @@ impl Progress for Terminal {
             return;
         }
         match &*self.task() {
-            Some((_, _, Some(bar))) => bar.println(text),
+            Some((_, _, Some(bar))) => bar.println(super::visible(text)),
             _ => line(&format!("smelt: {text}")),
         }
     }

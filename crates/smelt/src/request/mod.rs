@@ -67,10 +67,13 @@ mod tests {
     fn an_error_names_the_field_not_a_position() {
         let e = from_json::<MatchRequest>(r#"{"budget": "b.toml", "top": "x"}"#).unwrap_err();
         let text = e.to_string();
-        assert!(text.starts_with("top: invalid type"), "{text}");
+        assert!(text.starts_with("top: must be a whole number"), "{text}");
         assert!(!text.contains("line 1"), "{text}");
         let e = from_json::<MatchRequest>(r#"{"budget": "b.toml", "force": "yes"}"#).unwrap_err();
-        assert!(e.to_string().starts_with("force: invalid type"), "{e}");
+        assert!(
+            e.to_string().starts_with("force: must be true or false"),
+            "{e}"
+        );
         let e = from_json::<MatchRequest>(r#"{"budget": "b.toml", "tops": 2}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `tops`"), "{e}");
     }

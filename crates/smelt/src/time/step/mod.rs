@@ -250,10 +250,10 @@ fn refuse(field: &str, why: impl Into<String>) -> Error {
 const MAX_DEGREE: u64 = 1 << 20;
 
 /// The layout's rules for the step model: every degree from 1 to 2^20, the GPUs' product
-/// without overflow, and `ep` dividing `tp · dp · cp` (Megatron-Core with expert tensor
-/// parallelism 1 draws the expert-parallel group from the tensor-, data- and
-/// context-parallel ranks; the training-memory check, stricter, asks `ep` to divide
-/// `dp · cp` and says so in its verdict).
+/// without overflow, expert tensor parallelism 1 (the only one it times), and `ep`
+/// dividing `tp · dp · cp` (Megatron-Core with expert tensor parallelism 1 draws the
+/// expert-parallel group from the tensor-, data- and context-parallel ranks of a pipeline
+/// stage; the training-memory check asks the same of `etp · ep`).
 pub fn validate_layout(t: &Training) -> Result<()> {
     for (name, v) in [
         ("training.tp", t.tp),
@@ -278,6 +278,16 @@ pub fn validate_layout(t: &Training) -> Result<()> {
                 format!("tp · pp · dp · cp must be at most {MAX_DEGREE}"),
             )
         })?;
+    if t.etp() != 1 {
+        return Err(refuse(
+            "training.etp",
+            format!(
+                "the step model times expert tensor parallelism 1 only (the routed experts \
+                 split by ep alone); got {}: set etp = 1 or leave it out",
+                t.etp()
+            ),
+        ));
+    }
     let pool = gpus / t.pp;
     if !pool.is_multiple_of(t.ep) {
         return Err(refuse(

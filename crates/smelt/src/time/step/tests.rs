@@ -173,3 +173,28 @@ fn a_model_without_moe_layers_has_no_expert_work() {
     assert_eq!(p.micro_batch.ep_comm, 0.0);
     assert!(p.micro_batch.gemm > 1.0, "{:?}", p.micro_batch);
 }
+
+/// `ep` divides a stage's `tp · dp · cp`, as the help and the training-memory check say; an
+/// `etp` other than 1 (which the step model would ignore) is refused, naming it.
+#[test]
+fn the_layout_rule_is_ep_divides_tp_dp_cp_with_etp_one() {
+    assert!(validate_layout(&layout(2, 8, 4, 1)).is_ok());
+    let e = validate_layout(&layout(2, 16, 4, 1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("training.ep: must divide tp · dp · cp (8); got 16"),
+        "{e}"
+    );
+    let etp = Training {
+        etp: Some(2),
+        ..layout(2, 2, 4, 1)
+    };
+    let e = validate_layout(&etp).unwrap_err().to_string();
+    assert!(e.starts_with("training.etp:") && e.contains("got 2"), "{e}");
+    let etp = Training {
+        etp: Some(1),
+        ..layout(2, 8, 4, 1)
+    };
+    assert!(validate_layout(&etp).is_ok());
+}
