@@ -194,6 +194,29 @@ impl Step {
         Ok(([Part::whole(norms), Part::whole(attention), scores], width))
     }
 
+    /// What the router `r` over `ne` experts choosing `k` saves per token, and the bytes of
+    /// one routing weight (module docs).
+    fn router(self, r: Router, ne: u128, k: u128) -> Result<(u128, u128)> {
+        // The top-k's int64 indices.
+        let indices = mul(8, k)?;
+        Ok(match r {
+            // A float32 softmax over every expert; renormalised, the top-k values and their
+            // sum in float32.
+            Router::Softmax => (add(mul(4, ne)?, indices)?, self.b),
+            Router::SoftmaxRenormalised | Router::SoftmaxRenormalisedFp32 => {
+                let renormalised = add(add(mul(4, ne)?, indices)?, add(mul(4, k)?, 4)?)?;
+                let weight = if r == Router::SoftmaxRenormalised {
+                    self.b
+                } else {
+                    4
+                };
+                (renormalised, weight)
+            }
+            // A float32 softmax over the top-k logits.
+            Router::TopkSoftmax => (add(indices, mul(4, k)?)?, self.b),
+        })
+    }
+
     /// One execution of the FFN `ffn`: `(router, experts, shared, dense)`.
     fn ffn(self, ffn: &Ffn) -> Result<[Part; 4]> {
         let (b, h, policy) = (self.b, self.h, self.policy);
@@ -232,15 +255,7 @@ impl Step {
             u128::from(e.top_k),
             u128::from(e.expert_ffn),
         );
-        let mut router = add(mul(4, ne)?, mul(8, k)?)?;
-        if r.renormalises() {
-            router = add(router, add(mul(4, k)?, 4)?)?;
-        }
-        let weight = if r == Router::SoftmaxRenormalisedFp32 {
-            4
-        } else {
-            b
-        };
+        let (router, weight) = self.router(r, ne, k)?;
         let (index, widths) = if self.eager { (16, 3) } else { (24, 2) };
         let copy = add(
             add(index, mul(b, add(mul(widths, h)?, mul(4, f)?)?)?)?,

@@ -366,6 +366,10 @@ named_enum! {
         SoftmaxRenormalised = "softmax_renormalised",
         /// As `softmax_renormalised`, the weights kept in float32 (Mixtral's router).
         SoftmaxRenormalisedFp32 = "softmax_renormalised_fp32",
+        /// The top-k of the float32 logits, then a softmax over those `k` alone, cast to
+        /// the model's dtype (Granite-MoE's `GraniteMoeTopKRouter`). The weights equal
+        /// `softmax_renormalised`'s; what a training step saves differs.
+        TopkSoftmax = "topk_softmax",
     }
 }
 
