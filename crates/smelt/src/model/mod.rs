@@ -198,6 +198,12 @@ pub struct Model {
     /// bias); no counted FLOPs.
     #[serde(default, skip_serializing_if = "is_false")]
     pub lm_head_bias: bool,
+    /// RoPE that rotates the first `rope_dim` dimensions of each query and key head and
+    /// concatenates the rest back (MiniMax-M2's `rotary_dim`; absent: the whole head,
+    /// rotated in place). It changes no counted FLOPs, parameters or KV cache, only what a
+    /// Transformers training step saves ([`crate::cost::transformers`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_dim: Option<u64>,
 }
 
 /// Multi-head latent attention (DeepSeek-V2): queries, keys and values are projected up
@@ -370,6 +376,14 @@ named_enum! {
         /// the model's dtype (Granite-MoE's `GraniteMoeTopKRouter`). The weights equal
         /// `softmax_renormalised`'s; what a training step saves differs.
         TopkSoftmax = "topk_softmax",
+        /// A float32 sigmoid over every expert, the top-k chosen after adding the router
+        /// bias (`e_score_correction_bias`), their sigmoids divided by their sum and kept
+        /// in float32 (MiniMax-M2's `MiniMaxM2TopKRouter`).
+        SigmoidRenormalisedFp32 = "sigmoid_renormalised_fp32",
+        /// PhiMoE's SparseMixer as a training step runs it, without input jitter
+        /// (`input_jitter_noise = 0`): two rounds, each masking the logits, sampling an
+        /// expert, a softmax in the model's dtype and its maximum; always two experts.
+        Sparsemixer = "sparsemixer",
     }
 }
 

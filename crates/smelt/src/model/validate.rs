@@ -79,6 +79,20 @@ impl Model {
         if let Some(mla) = &self.mla {
             self.validate_mla(mla)?;
         }
+        if let Some(r) = self.rope_dim {
+            positive("model.rope_dim", r, MAX_WIDTH)?;
+            ensure(
+                r.is_multiple_of(2) && r <= self.head_dim && self.mla.is_none(),
+                "model.rope_dim",
+                || {
+                    format!(
+                        "must be even, at most model.head_dim ({}) and without [model.mla]; \
+                         got {r}",
+                        self.head_dim
+                    )
+                },
+            )?;
+        }
         if let Some(ix) = &self.indexer {
             self.validate_indexer(ix)?;
         }

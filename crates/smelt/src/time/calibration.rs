@@ -235,14 +235,9 @@ impl Calibration {
         // A measured ceiling (no datasheet peak) that some kernel outran by more than the
         // window allows, by at most `BUSY_CEILING`, was measured on a busy machine: the
         // fastest kernel is the ceiling. Further off, the file is broken and is refused.
-        let top = curves
-            .values()
-            .flatten()
-            .map(|p| p[1])
-            .fold(0.0, f64::max);
-        let raised = input.peak_flops_per_second.is_none()
-            && top > *EFFICIENCY.end()
-            && top <= BUSY_CEILING;
+        let top = curves.values().flatten().map(|p| p[1]).fold(0.0, f64::max);
+        let raised =
+            input.peak_flops_per_second.is_none() && top > *EFFICIENCY.end() && top <= BUSY_CEILING;
         if raised {
             peak *= top;
             curves = fit(&measured, peak, launch);
@@ -259,7 +254,9 @@ impl Calibration {
             element_bytes,
             source: match (input.peak_flops_per_second, raised) {
                 (Some(_), _) => format!("{source}: the bench's peak, its launch floor"),
-                (None, false) => format!("{source}: the bench's measured ceiling, its launch floor"),
+                (None, false) => {
+                    format!("{source}: the bench's measured ceiling, its launch floor")
+                }
                 (None, true) => format!(
                     "{source}: its fastest kernel (the measured ceiling, {:.3e} FLOP/s, ran \
                      {top:.1}x slower: a busy machine), its launch floor",
@@ -592,7 +589,11 @@ mod tests {
         let c = Calibration::from_bench_json(&bench(None), "b.json").unwrap();
         let raised = c.device.peak_flops_per_second;
         assert!((raised - 20.0 * ceiling).abs() < 1e-9 * raised, "{raised}");
-        assert!(c.device.source.contains("ran 20.0x slower"), "{}", c.device.source);
+        assert!(
+            c.device.source.contains("ran 20.0x slower"),
+            "{}",
+            c.device.source
+        );
         let gemm = &c.curves[&ShapeClass::Gemm];
         assert!(gemm.iter().all(|p| (p[1] - 1.0).abs() < 1e-12), "{gemm:?}");
         // A datasheet peak is not moved: 20x over it is a broken file.
@@ -600,8 +601,14 @@ mod tests {
         assert!(e.to_string().contains("between 1e-7 and 4"), "{e}");
         // Nor is a ceiling more than BUSY_CEILING under a kernel.
         let far = bench(None).replace(
-            &format!("\"ceiling_flops_per_second\":{}", serde_json::json!(ceiling)),
-            &format!("\"ceiling_flops_per_second\":{}", serde_json::json!(ceiling / 10.0)),
+            &format!(
+                "\"ceiling_flops_per_second\":{}",
+                serde_json::json!(ceiling)
+            ),
+            &format!(
+                "\"ceiling_flops_per_second\":{}",
+                serde_json::json!(ceiling / 10.0)
+            ),
         );
         assert_ne!(far, bench(None));
         let e = Calibration::from_bench_json(&far, "b.json").unwrap_err();
