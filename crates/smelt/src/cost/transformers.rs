@@ -43,15 +43,15 @@
 //! (`e_score_correction_bias`) only shifts the choice: nothing saved.
 //!
 //! Only what was checked against PyTorch is counted (python/tests/test_saved_tensors.py):
-//! grouped-query attention with no, per-head or full-width q/k norms, RMSNorm, SwiGLU
-//! experts behind a stated router (`[model.moe] router`, which the import states for
-//! Mixtral, OLMoE, Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE, MiniMax-M2 and PhiMoE without
-//! input jitter), LayerNorms with a bias, gated shared
-//! experts and dense FFNs. Anything else is refused, naming the field: a router not
-//! stated (DeepSeek's, gpt-oss's, Llama-4's, PhiMoE's with input jitter, ...), MLA,
-//! windows, sinks, an indexer, a router bias but MiniMax-M2's, expert biases, the clamped
-//! SwiGLU, SparseMixer with other than two experts, layers without attention,
-//! float16 (`activation_bytes` other than 2 or 4). Autocast (float32 weights, bf16
+//! grouped-query attention with no, per-head or full-width q/k norms and RoPE in place or
+//! partial (`rope_dim`), RMSNorm or LayerNorm with a bias, SwiGLU experts behind a stated
+//! router (`[model.moe] router`, which the import states for Mixtral, OLMoE,
+//! Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE, MiniMax-M2 and PhiMoE without input jitter),
+//! gated shared experts and dense FFNs. Anything else is refused, naming the field: a
+//! router not stated (DeepSeek's, GLM-4.5's, gpt-oss's, Llama-4's, PhiMoE's with input
+//! jitter), MLA, windows, sinks, an indexer, a router bias but MiniMax-M2's, expert
+//! biases, the clamped SwiGLU, SparseMixer with other than two experts, layers without
+//! attention, float16 (`activation_bytes` other than 2 or 4). Autocast (float32 weights, bf16
 //! compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
 
 use super::Keys;
