@@ -582,6 +582,12 @@ fn partial_rope_and_quiet_sparsemixer_export_as_their_keys() {
         err.contains("model.rope_dim") && err.contains("minimax_m2"),
         "{err}"
     );
+    spec.model.rope_dim = Some(3);
+    let err = spec.model.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("model.rope_dim") && err.contains("must be even"),
+        "{err}"
+    );
 
     let mut config: serde_json::Value =
         serde_json::from_str(&config_text("phi-3.5-moe-instruct.json")).unwrap();
