@@ -559,3 +559,44 @@ fn export_writes_one_model_without_matching() {
     assert!(err.contains("mixtral"), "{err}");
     assert!(!refused.exists(), "a refusal writes nothing");
 }
+
+/// `rope_dim` (a RoPE that rotates part of each head and concatenates the rest) is
+/// MiniMax-M2's: exported as its `rotary_dim`, refused for a family that rotates whole heads;
+/// PhiMoE states its SparseMixer router only for an explicit `input_jitter_noise = 0`, and
+/// writes that key back.
+#[test]
+fn partial_rope_and_quiet_sparsemixer_export_as_their_keys() {
+    let mut spec = load("minimax-m2.json");
+    let out = hf::export(&spec, Family::MinimaxM2).unwrap();
+    assert_eq!(out["rotary_dim"], 64);
+    spec.model.rope_dim = Some(32);
+    let out = hf::export(&spec, Family::MinimaxM2).unwrap();
+    let back = hf::import(&out.to_string(), spec.workload.clone()).unwrap();
+    assert_eq!(back.model.rope_dim, Some(32));
+    let mut mixtral = load("mixtral-8x7b-v0.1.json");
+    mixtral.model.rope_dim = Some(64);
+    let err = hf::export(&mixtral, Family::Mixtral)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("model.rope_dim") && err.contains("minimax_m2"),
+        "{err}"
+    );
+    spec.model.rope_dim = Some(3);
+    let err = spec.model.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("model.rope_dim") && err.contains("must be even"),
+        "{err}"
+    );
+
+    let mut config: serde_json::Value =
+        serde_json::from_str(&config_text("phi-3.5-moe-instruct.json")).unwrap();
+    config["input_jitter_noise"] = serde_json::json!(0.0);
+    let quiet = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
+    assert_eq!(quiet.model.moe.router, Some(smelt::Router::Sparsemixer));
+    let out = hf::export(&quiet, Family::Phimoe).unwrap();
+    assert_eq!(out["input_jitter_noise"], 0.0);
+    let noisy = load("phi-3.5-moe-instruct.json");
+    let out = hf::export(&noisy, Family::Phimoe).unwrap();
+    assert!(out.get("input_jitter_noise").is_none(), "{out}");
+}

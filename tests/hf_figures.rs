@@ -370,6 +370,7 @@ fn granite_moe() {
         assert!(m.tie_embeddings && m.dense.is_none() && m.window.is_none());
         assert_eq!(m.heads * m.head_dim, m.hidden, "{name}");
         assert_eq!(m.moe.shared_experts, 0);
+        assert_eq!(m.moe.router, Some(smelt::Router::TopkSoftmax), "{name}");
         let c = smelt::cost(&spec).unwrap();
         assert_eq!(c.params.total.0, exact, "{name}");
         assert_eq!(billions(c.params.total.0, 1), total, "{name}");
@@ -388,6 +389,9 @@ fn minimax_m2() {
     assert_eq!((m.heads, m.kv_heads, m.head_dim), (48, 8, 128));
     assert_eq!(m.qk_norm, smelt::QkNorm::Full);
     assert!(m.moe.router_bias && !m.moe.expert_bias);
+    // Its RoPE rotates `rotary_dim` = 64 of 128 and concatenates; its router is a sigmoid.
+    assert_eq!(m.rope_dim, Some(64));
+    assert_eq!(m.moe.router, Some(smelt::Router::SigmoidRenormalisedFp32));
     assert_eq!(
         (m.moe.experts, m.moe.top_k, m.moe.expert_ffn),
         (256, 8, 1536)
@@ -461,6 +465,9 @@ fn phimoe() {
     let m = &spec.model;
     assert!(m.norm_bias && m.lm_head_bias);
     assert_eq!(m.attention_bias, smelt::AttentionBias::All);
+    // input_jitter_noise = 0.01: the noise a training step saves is not modelled, so the
+    // router is not stated (the Transformers activation policies refuse the model).
+    assert_eq!(m.moe.router, None);
     let w = m.window.as_ref().unwrap();
     assert_eq!((w.kind, w.size), (WindowKind::Sliding, 131072));
     assert_eq!(w.layers, (1..=32).collect::<Vec<_>>());

@@ -192,11 +192,11 @@ def tiny_config(family):
     return config
 
 
-def export(family, tmp_path, lattice=None):
-    """The tiny Baseline of `family` matched with SMELT's recipe and exported (on
-    `lattice`, by default the family's `LATTICE`)."""
+def export(family, tmp_path, lattice=None, changes=None):
+    """The tiny Baseline of `family` (with `changes` to its config) matched with SMELT's
+    recipe and exported (on `lattice`, by default the family's `LATTICE`)."""
     baseline = tmp_path / "baseline.json"
-    baseline.write_text(json.dumps(tiny_config(family)))
+    baseline.write_text(json.dumps(dict(tiny_config(family), **(changes or {}))))
     budget = {
         "name": f"tiny-{family}",
         "baseline": str(baseline),

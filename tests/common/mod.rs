@@ -142,6 +142,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             post_norms: false,
             blocks: None,
             lm_head_bias: false,
+            rope_dim: None,
         },
         workload: Workload {
             context: 4096,

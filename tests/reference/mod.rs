@@ -197,6 +197,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     mtp_layers,
                     norm_bias,
                     lm_head_bias,
+                    rope_dim: None,
                 },
                 workload: Workload {
                     context: 8,

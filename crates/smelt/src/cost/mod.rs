@@ -203,29 +203,37 @@
 //!   | tensor | bytes |
 //!   |---|---|
 //!   | each RMSNorm (`weight · (x · rsqrt(mean x² + ε))` in float32): its float32 input (a copy in bf16), `rsqrt` per row, `x · rsqrt` in the dtype | `4H + 4 + b·H`, twice |
-//!   | q/k norms: per head (Qwen3-MoE) / over the width (OLMoE) | `4q + 4a + b·q` and `4kv + 4g + b·kv` / `4q + 4 + b·q` and `4kv + 4 + b·kv` |
+//!   | each LayerNorm with a bias (PhiMoE): its input, mean and `rstd` in the dtype | `b·H + 2b`, twice |
+//!   | q/k norms: per head (Qwen3-MoE) / over the width (OLMoE, MiniMax-M2) | `4q + 4a + b·q` and `4kv + 4g + b·kv` / `4q + 4 + b·q` and `4kv + 4 + b·kv` |
 //!   | the attention's normed input | `b·H` |
 //!   | `q`, `k` after RoPE, `v`, the core's output | `b·(2q + 2kv')`: `kv' = kv` under SDPA (`enable_gqa`) and with one KV head (`repeat_kv` is a view), `kv' = q` under eager attention otherwise |
 //!   | eager probabilities: the float32 softmax and, in bf16, its bf16 copy | `a·T̄·4` (float32), `a·T̄·6` (bf16) |
 //!   | SDPA: the log-sum-exp | `4a` |
 //!   | the FFN's normed input | `b·H` |
-//!   | router: float32 softmax over `E`, int64 top-k indices, with renormalisation the top-k values and their sum | `4E + 8k (+ 4k + 4)` |
+//!   | router: float32 softmax (MiniMax-M2: sigmoid) over `E`, int64 top-k indices, with renormalisation the top-k values and their sum; Granite-MoE's softmax over the top-k logits: the indices and that softmax; PhiMoE's SparseMixer (two rounds: bool mask, two int64 indices, softmax and weight in the dtype) | `4E + 8k (+ 4k + 4)`; `8k + 4k`; `2·(E + 16 + b·(E + 1))` |
 //!   | eager experts, per routed copy: token/slot indices (one int64 storage), gathered input, `gate_up`, SiLU's output, the product, the routing weight, the down output, the weighted output `index_add_`'s backward keeps | `16 + b·(3H + 4F) + w` |
 //!   | `grouped_mm` experts, per routed copy: three int64 index vectors, the sorted input, `gate_up`, SiLU's output, the product, the routing weight, the down output; per sequence the int32 group offsets | `24 + b·(2H + 4F) + w`; `4E` per sequence |
 //!   | shared expert with its sigmoid gate (Qwen1.5/2-MoE); dense FFN | `b·(4F_s + 1 + H)`; `b·4F_d` |
-//!   | RoPE's `cos` and `sin`, once per forward | `2·d·b` |
+//!   | RoPE's `cos` and `sin`, once per forward | `2·r·b`, `r` the rotated width (`rope_dim`, else `d`) |
+//!   | SDPA after a RoPE that concatenates (`rope_dim`, MiniMax-M2), more than one head: `o_proj`'s contiguous copy of the head-major output | `b·q` |
 //!
 //!   `w`, the routing weight per copy, is float32 (4) where the router keeps it so (Mixtral:
 //!   `[model.moe] router = "softmax_renormalised_fp32"`), `b` where it casts it (`softmax`,
-//!   `softmax_renormalised`: OLMoE, Qwen). The import states the router for Mixtral, OLMoE,
-//!   Qwen1.5/2-MoE and Qwen3-MoE (`norm_topk_prob`); the Transformers policies refuse, naming
-//!   the field, a model that does not state it and MLA, windows, chunked attention, sinks,
-//!   an indexer, router or expert biases, the clamped SwiGLU, LayerNorm biases, post norms
-//!   and one-block layers (not yet checked against PyTorch), and `activation_bytes` other
-//!   than 2 or 4. Under bf16 autocast with float32 weights a step also keeps the bf16 copy
-//!   of each weight a matmul reads: not modelled. python/tests/test_saved_tensors.py checks
-//!   every figure against `saved_tensors_hooks` (each storage once) on the stock and looped
-//!   models of those four families, both stacks, both dtypes, two lengths: difference 0.
+//!   `softmax_renormalised`: OLMoE, Qwen; `topk_softmax`: Granite-MoE;
+//!   `sigmoid_renormalised_fp32`: MiniMax-M2, whose `e_score_correction_bias` saves nothing;
+//!   `sparsemixer`: PhiMoE). The import states the router for Mixtral, OLMoE, Qwen1.5/2-MoE,
+//!   Qwen3-MoE (`norm_topk_prob`), Granite-MoE, MiniMax-M2 and PhiMoE where its
+//!   `input_jitter_noise` is 0 (the noise a step multiplies the MoE input by is saved and
+//!   not modelled); the Transformers policies refuse, naming the field, a model that does
+//!   not state it (every other family) and MLA, windows, chunked attention, sinks, an
+//!   indexer, another router bias, expert biases, the clamped SwiGLU, post norms and
+//!   one-block layers (not yet checked against PyTorch), and `activation_bytes` other than
+//!   2 or 4. Under bf16 autocast with float32
+//!   weights a step also keeps the bf16 copy of each weight a matmul reads: not modelled.
+//!   python/tests/test_saved_tensors.py checks every figure against `saved_tensors_hooks`
+//!   (each storage once) on the stock and looped models of those seven families, both
+//!   stacks, both dtypes, two lengths: difference 0, and that every other family smelt
+//!   imports is refused.
 //!   The training memory counts them under data parallelism only.
 //! * **Training memory** ([`training`], only with a `[training]` table): the static bytes
 //!   of weights, gradients, master weights and optimizer moments (16 per parameter by

@@ -17,32 +17,41 @@
 //! | tensor | saved by | bytes |
 //! |---|---|---|
 //! | each layer norm (RMSNorm: `weight · (x · rsqrt(mean x² + ε))` in float32) | its float32 input (a copy in bf16), `rsqrt` per row, `x · rsqrt` cast to the dtype | `4H + 4 + b·H`, twice |
+//! | each layer norm with a bias (`norm_bias`, PhiMoE's `nn.LayerNorm`) | its input, mean and `rstd` per row, in the dtype | `b·H + 2b`, twice |
 //! | q/k norms per head (Qwen3-MoE) | as a layer norm, per head | `4q + 4a + b·q` and `4kv + 4g + b·kv` |
-//! | q/k norms over the full width (OLMoE) | as a layer norm | `4q + 4 + b·q` and `4kv + 4 + b·kv` |
+//! | q/k norms over the full width (OLMoE, MiniMax-M2) | as a layer norm | `4q + 4 + b·q` and `4kv + 4 + b·kv` |
 //! | the attention's normed input | `q_proj`, `k_proj`, `v_proj` | `b·H` |
 //! | `q`, `k` after RoPE; `v` | the core | `b·(q + 2·kv')`: `kv' = kv` under SDPA (`enable_gqa`) and with one KV head (`repeat_kv` is a view); `kv' = q` under eager attention otherwise (`repeat_kv` copies) |
 //! | the core's output | `o_proj` | `b·q` |
 //! | eager probabilities | softmax (float32) and, in bf16, the matmul with `v` (a bf16 copy) | `a·T̄·4` in float32, `a·T̄·(4 + 2)` in bf16 |
 //! | SDPA's log-sum-exp | the fused kernel | `4a` |
 //! | the FFN's normed input | router, experts, shared expert | `b·H` |
-//! | router | softmax over `E` (float32), top-k indices (int64), with renormalisation the top-k values and their sum (float32) | `4E + 8k (+ 4k + 4)` |
+//! | router | softmax over `E` (float32; MiniMax-M2: a sigmoid), top-k indices (int64), with renormalisation the top-k values and their sum (float32) | `4E + 8k (+ 4k + 4)` |
+//! | router `topk_softmax` (Granite-MoE) | top-k indices (int64), the softmax over the top-k logits (float32) | `8k + 4k` |
+//! | router `sparsemixer` (PhiMoE, `k = 2`) | per round of two: the logits' bool mask, the sampled expert and the softmax's maximum (int64), the softmax and the chosen weight (dtype) | `2·(E + 16 + b·(E + 1))` |
 //! | eager experts, per routed copy | token and slot indices (one int64 storage), the gathered input, `gate_up` (`2F`), SiLU's output, the gated product, the routing weight, the down projection's output, the weighted output `index_add_`'s backward keeps | `16 + b·(3H + 4F) + w` |
 //! | `grouped_mm` experts, per routed copy | three int64 index vectors, the sorted input, `gate_up`, SiLU's output, the product, the routing weight, the down projection's output | `24 + b·(2H + 4F) + w` |
 //! | `grouped_mm` experts, per sequence | the int32 group offsets | `4E` |
 //! | shared expert (Qwen1.5/2-MoE) | SwiGLU (`4F_s`), its sigmoid gate and output | `b·(4F_s + 1 + H)` |
 //! | dense FFN (width `F_d`) | SwiGLU | `b·4F_d` |
-//! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·d·b` |
+//! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·r·b`, `r` the rotated width (`rope_dim`, else `d`) |
+//! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
 //!
 //! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
-//! `router = "softmax_renormalised_fp32"`), `b` where it casts it to the model's dtype.
+//! `router = "softmax_renormalised_fp32"`; MiniMax-M2's, `"sigmoid_renormalised_fp32"`), `b`
+//! where it casts it to the model's dtype. MiniMax-M2's router bias
+//! (`e_score_correction_bias`) only shifts the choice: nothing saved.
 //!
 //! Only what was checked against PyTorch is counted (python/tests/test_saved_tensors.py):
-//! grouped-query attention with no, per-head or full-width q/k norms, RMSNorm, SwiGLU
-//! experts behind a softmax router (`[model.moe] router`, which the import states for
-//! Mixtral, OLMoE, Qwen1.5/2-MoE and Qwen3-MoE), gated shared experts and dense FFNs.
-//! Anything else is refused, naming the field: MLA, windows, sinks, an indexer, router
-//! or expert biases, the clamped SwiGLU, LayerNorm biases, layers without attention,
-//! float16 (`activation_bytes` other than 2 or 4). Autocast (float32 weights, bf16
+//! grouped-query attention with no, per-head or full-width q/k norms and RoPE in place or
+//! partial (`rope_dim`), RMSNorm or LayerNorm with a bias, SwiGLU experts behind a stated
+//! router (`[model.moe] router`, which the import states for Mixtral, OLMoE,
+//! Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE, MiniMax-M2 and PhiMoE without input jitter),
+//! gated shared experts and dense FFNs. Anything else is refused, naming the field: a
+//! router not stated (DeepSeek's, GLM-4.5's, gpt-oss's, Llama-4's, PhiMoE's with input
+//! jitter), MLA, windows, sinks, an indexer, a router bias but MiniMax-M2's, expert
+//! biases, the clamped SwiGLU, SparseMixer with other than two experts, layers without
+//! attention, float16 (`activation_bytes` other than 2 or 4). Autocast (float32 weights, bf16
 //! compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
 
 use super::Keys;
@@ -112,15 +121,13 @@ fn refuse(policy: ActivationPolicy, field: &str, what: &str) -> Error {
 }
 
 /// The features the Transformers policies refuse (module docs).
-const REFUSED: [Feature; 11] = [
+const REFUSED: [Feature; 9] = [
     Feature::Mla,
     Feature::Sliding,
     Feature::Chunked,
     Feature::Sinks,
-    Feature::RouterBias,
     Feature::ExpertBias,
     Feature::ClampedSwiglu,
-    Feature::NormBias,
     Feature::Indexer,
     Feature::PostNorms,
     Feature::Blocks,
@@ -133,6 +140,7 @@ struct Step {
     eager: bool,
     b: u128,
     h: u128,
+    layer_norm: bool,
 }
 
 impl Step {
@@ -166,7 +174,8 @@ impl Step {
                 "values that are the keys",
             ));
         }
-        let width = d;
+        // RoPE's cos and sin are as wide as the dimensions it rotates.
+        let width = a.rope_dim.unwrap_or(d);
         let (heads, kv_heads, d) = (u128::from(heads), u128::from(kv_heads), u128::from(d));
         let (q, kv) = (mul(heads, d)?, mul(kv_heads, d)?);
         let qk = match a.qk_norm {
@@ -174,7 +183,14 @@ impl Step {
             QkNorm::PerHead => add(self.norm(q, heads)?, self.norm(kv, kv_heads)?)?,
             QkNorm::Full => add(self.norm(q, 1)?, self.norm(kv, 1)?)?,
         };
-        let norms = add(mul(2, self.norm(h, 1)?)?, qk)?;
+        // A LayerNorm with a bias (PhiMoE) keeps its input and its mean and `rstd` per row,
+        // in the dtype.
+        let norm = if self.layer_norm {
+            add(mul(b, h)?, mul(2, b)?)?
+        } else {
+            self.norm(h, 1)?
+        };
+        let norms = add(mul(2, norm)?, qk)?;
         // Eager attention's repeat_kv copies keys and values to every head, unless there is
         // one KV head (a view) or as many as query heads (no repeat).
         let kv_core = if self.eager && kv_heads != 1 && kv_heads != heads {
@@ -182,7 +198,16 @@ impl Step {
         } else {
             kv
         };
-        let attention = mul(b, add(add(h, mul(2, q)?)?, mul(2, kv_core)?)?)?;
+        // A RoPE that concatenates (`rope_dim`) leaves the queries head-major: SDPA's output
+        // is too, and `o_proj` reads a contiguous copy of it (in place, SDPA's output is
+        // token-major and `o_proj` reads it as it is; so it is with one head, where both
+        // orders are one).
+        let copy = if !self.eager && a.rope_dim.is_some() && heads > 1 {
+            q
+        } else {
+            0
+        };
+        let attention = mul(b, add(add(h, mul(2, q)?)?, add(mul(2, kv_core)?, copy)?)?)?;
         let scores = if self.eager {
             Part {
                 rows: mul(heads, if b == 2 { 6 } else { 4 })?,
@@ -192,6 +217,39 @@ impl Step {
             Part::whole(mul(4, heads)?)
         };
         Ok(([Part::whole(norms), Part::whole(attention), scores], width))
+    }
+
+    /// What the router `r` over `ne` experts choosing `k` saves per token, and the bytes of
+    /// one routing weight (module docs).
+    fn router(self, r: Router, ne: u128, k: u128) -> Result<(u128, u128)> {
+        // The top-k's int64 indices.
+        let indices = mul(8, k)?;
+        Ok(match r {
+            // A float32 softmax over every expert; renormalised, the top-k values and their
+            // sum in float32.
+            Router::Softmax => (add(mul(4, ne)?, indices)?, self.b),
+            // A float32 softmax (sigmoid) over every expert, the top-k values (a gather)
+            // divided in place by their float32 sum.
+            Router::SoftmaxRenormalised
+            | Router::SoftmaxRenormalisedFp32
+            | Router::SigmoidRenormalisedFp32 => {
+                let renormalised = add(add(mul(4, ne)?, indices)?, add(mul(4, k)?, 4)?)?;
+                let weight = if r == Router::SoftmaxRenormalised {
+                    self.b
+                } else {
+                    4
+                };
+                (renormalised, weight)
+            }
+            // A float32 softmax over the top-k logits.
+            Router::TopkSoftmax => (add(indices, mul(4, k)?)?, self.b),
+            // Per round: the logits' bool mask, the sampled expert and the softmax's
+            // maximum (int64), the softmax and the chosen weight in the dtype.
+            Router::Sparsemixer => {
+                let round = add(add(ne, 16)?, mul(self.b, add(ne, 1)?)?)?;
+                (mul(2, round)?, self.b)
+            }
+        })
     }
 
     /// One execution of the FFN `ffn`: `(router, experts, shared, dense)`.
@@ -224,7 +282,8 @@ impl Step {
                 policy,
                 "model.moe.router",
                 "a router that is not stated (set [model.moe] router; the import states it \
-                 for Mixtral, OLMoE and the Qwen MoE families)",
+                 for Mixtral, OLMoE, the Qwen MoE families, Granite-MoE, MiniMax-M2 and \
+                 PhiMoE without input jitter)",
             ));
         };
         let (ne, k, f) = (
@@ -232,15 +291,20 @@ impl Step {
             u128::from(e.top_k),
             u128::from(e.expert_ffn),
         );
-        let mut router = add(mul(4, ne)?, mul(8, k)?)?;
-        if r.renormalises() {
-            router = add(router, add(mul(4, k)?, 4)?)?;
+        // The router bias of a sigmoid router only shifts the choice (no saved tensor);
+        // any other is not modelled.
+        if e.router_bias && r != Router::SigmoidRenormalisedFp32 {
+            let f = Feature::RouterBias;
+            return Err(refuse(policy, f.field(), f.words()));
         }
-        let weight = if r == Router::SoftmaxRenormalisedFp32 {
-            4
-        } else {
-            b
-        };
+        if r == Router::Sparsemixer && k != 2 {
+            return Err(refuse(
+                policy,
+                "model.moe.top_k",
+                "SparseMixer routing to other than two experts (it always routes to two)",
+            ));
+        }
+        let (router, weight) = self.router(r, ne, k)?;
         let (index, widths) = if self.eager { (16, 3) } else { (24, 2) };
         let copy = add(
             add(index, mul(b, add(mul(widths, h)?, mul(4, f)?)?)?)?,
@@ -301,6 +365,7 @@ pub(super) fn activations(
         eager,
         b,
         h: u128::from(stack.hidden()),
+        layer_norm: stack.has(Feature::NormBias),
     };
     // norms, attention, scores, FFN input, router, experts, shared, dense.
     let mut parts = [Part::default(); 8];

@@ -12,7 +12,7 @@ use super::family::{FamilyConfig, OneStruct, OwnKeys};
 use super::support::Support;
 use super::{Common, Family, Parts};
 use crate::error::Result;
-use crate::model::{AttentionBias, Model};
+use crate::model::{AttentionBias, Model, Router};
 
 /// The `granitemoe` family.
 pub(super) struct GraniteMoe;
@@ -33,6 +33,11 @@ impl FamilyConfig for GraniteMoe {
     }
     fn support(&self) -> &Support {
         &SUPPORT
+    }
+    fn routers(&self) -> &'static [Router] {
+        // GraniteMoeTopKRouter: the top-k of the float32 logits, a softmax over them, cast
+        // to the model's dtype.
+        &[Router::TopkSoftmax]
     }
 }
 
@@ -60,6 +65,7 @@ impl OwnKeys for Config {
             experts: self.num_local_experts,
             expert_ffn: self.intermediate_size,
             attention_bias: AttentionBias::all_if(self.attention_bias),
+            router: Some(Router::TopkSoftmax),
             ..Parts::default()
         })
     }

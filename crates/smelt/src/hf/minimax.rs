@@ -3,7 +3,9 @@
 //! `kv_heads·head_dim` wide), no biases, full attention on every layer, routed experts
 //! (`num_local_experts` of `intermediate_size`) with a sigmoid router and its
 //! `e_score_correction_bias` (stored in the checkpoint, counted as a router bias), no shared
-//! experts, no dense layers. The partial RoPE (`rotary_dim`) costs nothing counted.
+//! experts, no dense layers. The partial RoPE (`rotary_dim`, the whole head when absent) costs
+//! nothing counted; it is the model's `rope_dim`, which the Transformers activation
+//! policies read (MiniMax's RoPE concatenates the unrotated rest back).
 //! MiniMax's own keys that Transformers' code does not read (`use_qk_norm`, `qk_norm_type`,
 //! `use_routing_bias`, `shared_intermediate_size`, `attn_type_list`) must agree with what it
 //! builds, or the config is refused. The hub config's MTP keys (`use_mtp`,
@@ -16,7 +18,7 @@ use super::family::{FamilyConfig, OneStruct, OwnKeys};
 use super::support::{Feature, Support, refuse};
 use super::{Common, Family, Parts};
 use crate::error::{Error, Result};
-use crate::model::{Model, QkNorm};
+use crate::model::{Model, QkNorm, Router};
 
 /// The `minimax_m2` family.
 pub(super) struct MinimaxM2;
@@ -39,11 +41,16 @@ impl FamilyConfig for MinimaxM2 {
         "`num_local_experts` of `intermediate_size`; q/k norm over the whole q and k \
          projections; a router bias (`e_score_correction_bias`); MiniMax's own keys \
          (`use_qk_norm`, `qk_norm_type`, `use_routing_bias`, `shared_intermediate_size`, \
-         `attn_type_list`) checked against that; its MTP keys not read (Transformers builds no \
-         MTP module)"
+         `attn_type_list`) checked against that; the partial RoPE's `rotary_dim` (`rope_dim`); \
+         its MTP keys not read (Transformers builds no MTP module)"
     }
     fn support(&self) -> &Support {
         &SUPPORT
+    }
+    fn routers(&self) -> &'static [Router] {
+        // MiniMaxM2TopKRouter: a float32 sigmoid, the top-k after the bias, renormalised,
+        // kept in float32.
+        &[Router::SigmoidRenormalisedFp32]
     }
 }
 
@@ -80,6 +87,8 @@ pub(super) struct Config {
     shared_intermediate_size: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     attn_type_list: Option<Vec<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rotary_dim: Option<u64>,
 }
 
 impl OwnKeys for Config {
@@ -135,11 +144,21 @@ impl OwnKeys for Config {
                 "names a lightning (linear) attention layer",
             );
         }
+        let head_dim = c.head_dim()?;
+        let rope_dim = self.rotary_dim.unwrap_or(head_dim);
+        if rope_dim == 0 || !rope_dim.is_multiple_of(2) || rope_dim > head_dim {
+            return Err(Error::invalid(
+                "config.json: rotary_dim",
+                format!("must be even, positive and at most head_dim ({head_dim}); got {rope_dim}"),
+            ));
+        }
         Ok(Parts {
             experts: self.num_local_experts,
             expert_ffn: self.intermediate_size,
+            rope_dim: Some(rope_dim),
             qk_norm: QkNorm::Full,
             router_bias: true,
+            router: Some(Router::SigmoidRenormalisedFp32),
             ..Parts::default()
         })
     }
@@ -153,6 +172,7 @@ impl OwnKeys for Config {
             use_routing_bias: Some(true),
             shared_intermediate_size: Some(0),
             attn_type_list: Some(vec![SOFTMAX; m.layers as usize]),
+            rotary_dim: Some(m.rope_dim.unwrap_or(m.head_dim)),
         })
     }
 }

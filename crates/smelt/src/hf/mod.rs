@@ -245,6 +245,7 @@ struct Parts {
     branch_norms: bool,
     blocks: Option<Blocks>,
     router: Option<crate::model::Router>,
+    rope_dim: Option<u64>,
 }
 
 impl Common {
@@ -376,6 +377,7 @@ impl Common {
             mtp_layers: parts.mtp_layers,
             norm_bias: parts.norm_bias,
             lm_head_bias: parts.lm_head_bias,
+            rope_dim: parts.rope_dim,
         })
     }
 }

@@ -5,15 +5,21 @@
 //! of `intermediate_size`) behind a router without bias, no shared experts, no dense layers,
 //! and Mixtral's mask: a sliding window of `sliding_window` keys on every layer when it is
 //! set (Phi-3.5-MoE's 131072 bounds nothing at a shorter context). The SparseMixer routing,
-//! the jitter noise and the LongRoPE scaling cost nothing counted.
+//! the jitter noise and the LongRoPE scaling cost nothing counted. The router is stated
+//! (`sparsemixer`, for the Transformers activation policies) only where `input_jitter_noise`
+//! is 0: the noise a training step multiplies the MoE input by is saved, and smelt's model
+//! does not describe it; `input_jitter_noise` is otherwise carried over from a Baseline's
+//! config as a key smelt does not read for the model.
 
 use serde::{Deserialize, Serialize};
 
-use super::family::{FamilyConfig, OneStruct, OwnKeys};
+use serde_json::{Map, Value};
+
+use super::family::{ConfigKeys, FamilyConfig, OwnKeys, object};
 use super::support::{Feature, Support, every_layer, window_on_every_layer};
-use super::{Common, Family, Parts};
+use super::{Common, Family, Parts, field_names, read};
 use crate::error::Result;
-use crate::model::{AttentionBias, Model};
+use crate::model::{AttentionBias, Model, Router};
 
 /// The `phimoe` family.
 pub(super) struct Phimoe;
@@ -35,15 +41,41 @@ impl FamilyConfig for Phimoe {
     fn reads(&self) -> &'static str {
         "`num_local_experts` of `intermediate_size`, Q/K/V/O biases (`attention_bias`), \
          LayerNorms with biases (always), an LM-head bias (`lm_head_bias`), `sliding_window` \
-         on every layer when set (Mixtral's mask)"
+         on every layer when set (Mixtral's mask); the router (`sparsemixer`) stated where \
+         `input_jitter_noise` is 0"
     }
     fn support(&self) -> &Support {
         &SUPPORT
     }
+    fn routers(&self) -> &'static [Router] {
+        // PhimoeTopKRouter's SparseMixer, without input jitter.
+        &[Router::Sparsemixer]
+    }
 }
 
-impl OneStruct for Phimoe {
-    type Keys = Config;
+/// The key of the MoE block's training-time input noise.
+const INPUT_JITTER: &str = "input_jitter_noise";
+
+impl ConfigKeys for Phimoe {
+    fn keys(&self) -> Vec<&'static str> {
+        field_names::<Config>()
+    }
+
+    fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        let mut parts = read::<Config>(config)?.parts(common)?;
+        // Stated only for a config that says there is no input noise.
+        let quiet = config.get(INPUT_JITTER).and_then(Value::as_f64) == Some(0.0);
+        parts.router = quiet.then_some(Router::Sparsemixer);
+        Ok(parts)
+    }
+
+    fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        let mut map = object(Config::of(m)?)?;
+        if m.moe.router == Some(Router::Sparsemixer) {
+            map.insert(INPUT_JITTER.to_owned(), Value::from(0.0));
+        }
+        Ok(map)
+    }
 }
 
 const SUPPORT: Support = Support {

@@ -179,6 +179,15 @@ fn router_built(m: &crate::model::Model, family: Family) -> Result<()> {
 
 /// What Transformers' own config classes refuse, refused here first with the reason.
 fn buildable(m: &crate::model::Model, family: Family) -> Result<()> {
+    if let Some(r) = m.rope_dim.filter(|_| family != Family::MinimaxM2) {
+        return Err(Error::invalid(
+            "model.rope_dim",
+            format!(
+                "is {r}, but {family}'s Transformers class rotates the whole head in place \
+                 (only minimax_m2 builds a partial RoPE): remove the line or export minimax_m2"
+            ),
+        ));
+    }
     if family == Family::DeepseekV2 && !m.hidden.is_multiple_of(m.heads) {
         return Err(Error::invalid(
             "model.heads",

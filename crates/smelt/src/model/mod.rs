@@ -44,6 +44,7 @@ mod changes;
 mod knobs;
 mod mixer;
 mod recompute;
+mod router;
 mod stack;
 mod training;
 pub(crate) mod validate;
@@ -55,6 +56,7 @@ pub use knobs::Knobs;
 pub(crate) use mixer::{Budget as MixerBudget, MixerWords, RecurrentBlock};
 pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
 pub use recompute::{RecomputeModule, RecomputeModules};
+pub use router::Router;
 pub use stack::{
     AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,
     Stack, TokenMixer,
@@ -198,6 +200,12 @@ pub struct Model {
     /// bias); no counted FLOPs.
     #[serde(default, skip_serializing_if = "is_false")]
     pub lm_head_bias: bool,
+    /// RoPE that rotates the first `rope_dim` dimensions of each query and key head and
+    /// concatenates the rest back (MiniMax-M2's `rotary_dim`; absent: the whole head,
+    /// rotated in place). It changes no counted FLOPs, parameters or KV cache, only what a
+    /// Transformers training step saves ([`crate::cost::transformers`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_dim: Option<u64>,
 }
 
 /// Multi-head latent attention (DeepSeek-V2): queries, keys and values are projected up
@@ -353,36 +361,6 @@ pub struct Moe {
     /// model that does not state it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router: Option<Router>,
-}
-
-named_enum! {
-    /// The router of a MoE layer: how the chosen experts' weights are made from its logits.
-    pub enum Router: "router" {
-        /// A softmax over every expert, then the top-k probabilities as the weights, cast to
-        /// the model's dtype (Transformers' `norm_topk_prob = false`: OLMoE, Qwen1.5/2-MoE).
-        Softmax = "softmax",
-        /// A softmax over every expert, then the top-k probabilities divided by their sum
-        /// (`norm_topk_prob = true`: Qwen3-MoE), cast to the model's dtype.
-        SoftmaxRenormalised = "softmax_renormalised",
-        /// As `softmax_renormalised`, the weights kept in float32 (Mixtral's router).
-        SoftmaxRenormalisedFp32 = "softmax_renormalised_fp32",
-    }
-}
-
-impl Router {
-    /// The router of Transformers' `norm_topk_prob` (false when absent).
-    pub fn of_norm_topk_prob(norm_topk_prob: Option<bool>) -> Self {
-        if norm_topk_prob == Some(true) {
-            Router::SoftmaxRenormalised
-        } else {
-            Router::Softmax
-        }
-    }
-
-    /// Whether the top-k weights are divided by their sum (`norm_topk_prob`).
-    pub fn renormalises(self) -> bool {
-        self != Router::Softmax
-    }
 }
 
 named_enum! {

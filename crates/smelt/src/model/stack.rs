@@ -122,6 +122,10 @@ pub struct AttentionLayer {
     pub qk_norm: QkNorm,
     /// A norm without a scale on the values.
     pub v_norm: bool,
+    /// The head dimensions RoPE rotates, where it concatenates the rest back
+    /// ([`Model::rope_dim`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rope_dim: Option<u64>,
 }
 
 /// The shape of an attention block.
@@ -649,5 +653,6 @@ fn attention(m: &Model, windowed: bool) -> AttentionLayer {
         bias: m.attention_bias,
         qk_norm: m.qk_norm,
         v_norm: m.v_norm,
+        rope_dim: m.rope_dim,
     }
 }

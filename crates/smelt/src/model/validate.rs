@@ -79,6 +79,9 @@ impl Model {
         if let Some(mla) = &self.mla {
             self.validate_mla(mla)?;
         }
+        if let Some(r) = self.rope_dim {
+            self.validate_rope_dim(r)?;
+        }
         if let Some(ix) = &self.indexer {
             self.validate_indexer(ix)?;
         }
@@ -178,6 +181,22 @@ fn layer_list(field: &str, list: &[u64], layers: u64) -> Result<()> {
 }
 
 impl Model {
+    /// A partial RoPE's rotated width `r`: even, within a head, and not on MLA (whose RoPE
+    /// width is its own).
+    fn validate_rope_dim(&self, r: u64) -> Result<()> {
+        positive("model.rope_dim", r, MAX_WIDTH)?;
+        ensure(
+            r.is_multiple_of(2) && r <= self.head_dim && self.mla.is_none(),
+            "model.rope_dim",
+            || {
+                format!(
+                    "must be even, at most model.head_dim ({}) and without [model.mla]; got {r}",
+                    self.head_dim
+                )
+            },
+        )
+    }
+
     fn validate_recurrent(&self, r: &Recurrent) -> Result<()> {
         layer_list("model.recurrent.layers", &r.layers, self.layers)?;
         ensure(
