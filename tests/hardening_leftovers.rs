@@ -2,7 +2,7 @@
 //! characters from arguments reaching the terminal through the argument parser's messages,
 //! and help texts that state another rule than the one checked.
 
-use crate::common::{budget, run, temp_file};
+use crate::common::{budget, data, data_text, run, temp_file};
 
 /// An activation element is 1, 2, 4 or 8 bytes: 3 (or 0, 5, 16) is refused by the flag, a
 /// model file's `[counting]` and a budget's, naming the field and the sizes it takes (3 was
@@ -96,4 +96,38 @@ fn control_characters_in_arguments_are_escaped() {
         err.starts_with("error: invalid value 'bad' for '--format <FORMAT>'\n"),
         "{err}"
     );
+}
+
+/// Transformers' SparseMixer router (phimoe) picks two experts per token whatever
+/// `num_experts_per_tok` says: a config or a model with another `top_k` is refused, on
+/// import and on export, rather than counted as a model Transformers would not build.
+#[test]
+fn phimoe_routes_to_two_experts_or_is_refused() {
+    let mut config: serde_json::Value =
+        serde_json::from_str(&data_text("hf/phi-3.5-moe-instruct.json")).unwrap();
+    config["num_experts_per_tok"] = 4.into();
+    let file = temp_file("json", &config.to_string());
+    let (code, out, err) = run(&["cost", file.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        err.contains("num_experts_per_tok: must be 2 for phimoe") && err.contains("got 4"),
+        "{err}"
+    );
+    let (code, toml, err) = run(&["import", &data("hf/phi-3.5-moe-instruct.json")]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(toml.contains("top_k = 2\n"), "{toml}");
+    let model = temp_file("toml", &toml.replace("top_k = 2\n", "top_k = 3\n"));
+    let out_dir = model.with_extension("out");
+    let (code, _, err) = run(&[
+        "export",
+        model.to_str().unwrap(),
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("model.moe.top_k: must be 2 for a phimoe export"),
+        "{err}"
+    );
+    assert!(!out_dir.exists());
 }

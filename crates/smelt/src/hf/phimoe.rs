@@ -4,7 +4,8 @@
 //! final one), an LM head with a bias if `lm_head_bias`, routed experts (`num_local_experts`
 //! of `intermediate_size`) behind a router without bias, no shared experts, no dense layers,
 //! and Mixtral's mask: a sliding window of `sliding_window` keys on every layer when it is
-//! set (Phi-3.5-MoE's 131072 bounds nothing at a shorter context). The SparseMixer routing,
+//! set (Phi-3.5-MoE's 131072 bounds nothing at a shorter context). `num_experts_per_tok`
+//! must be 2: the SparseMixer router picks two experts whatever it says. The SparseMixer routing,
 //! the jitter noise and the LongRoPE scaling cost nothing counted. The router is stated
 //! (`sparsemixer`, for the Transformers activation policies) only where `input_jitter_noise`
 //! is 0: the noise a training step multiplies the MoE input by is saved, and smelt's model
@@ -18,7 +19,7 @@ use serde_json::{Map, Value};
 use super::family::{ConfigKeys, FamilyConfig, OwnKeys, object};
 use super::support::{Feature, Support, every_layer, window_on_every_layer};
 use super::{Common, Family, Parts, field_names, read};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{AttentionBias, Model, Router};
 
 /// The `phimoe` family.
@@ -53,6 +54,10 @@ impl FamilyConfig for Phimoe {
     }
 }
 
+/// The experts per token Transformers' `sparsemixer` picks, whatever `num_experts_per_tok`
+/// says (the function takes `top_k` and does not use it).
+const SPARSEMIXER_TOP_K: u64 = 2;
+
 /// The key of the MoE block's training-time input noise.
 const INPUT_JITTER: &str = "input_jitter_noise";
 
@@ -62,6 +67,17 @@ impl ConfigKeys for Phimoe {
     }
 
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
+        if common.num_experts_per_tok != SPARSEMIXER_TOP_K {
+            return Err(Error::invalid(
+                "num_experts_per_tok",
+                format!(
+                    "must be {SPARSEMIXER_TOP_K} for phimoe: Transformers' SparseMixer router \
+                     picks two experts per token whatever the config says, so a model built \
+                     from this config would not be the one counted; got {}",
+                    common.num_experts_per_tok
+                ),
+            ));
+        }
         let mut parts = read::<Config>(config)?.parts(common)?;
         // Stated only for a config that says there is no input noise.
         let quiet = config.get(INPUT_JITTER).and_then(Value::as_f64) == Some(0.0);
@@ -70,6 +86,16 @@ impl ConfigKeys for Phimoe {
     }
 
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
+        if m.moe.top_k != SPARSEMIXER_TOP_K {
+            return Err(Error::invalid(
+                "model.moe.top_k",
+                format!(
+                    "must be {SPARSEMIXER_TOP_K} for a phimoe export: Transformers' SparseMixer \
+                     router picks two experts per token whatever the config says; got {}",
+                    m.moe.top_k
+                ),
+            ));
+        }
         let mut map = object(Config::of(m)?)?;
         if m.moe.router == Some(Router::Sparsemixer) {
             map.insert(INPUT_JITTER.to_owned(), Value::from(0.0));
