@@ -131,3 +131,25 @@ fn phimoe_routes_to_two_experts_or_is_refused() {
     );
     assert!(!out_dir.exists());
 }
+
+/// A Baseline with a partial RoPE (MiniMax-M2 rotates 64 of each head's 128 dimensions):
+/// the lattice holds no head narrower than what RoPE rotates, and a lattice with only such
+/// heads is refused naming both fields (a looped model used to inherit `rope_dim` whatever
+/// head width the search chose, and failed late on a field the user never set).
+#[test]
+fn a_partial_rope_bounds_the_lattices_head_widths() {
+    let budget = temp_file(
+        "toml",
+        &format!(
+            "name = \"mm\"\nbaseline = \"{}\"\n[recipe]\nspan = \"half\"\nrepeats = 2\n\
+             [lattice]\nhead_dim = {{ step = 8, min = 32, max = 56 }}\n",
+            data("hf/minimax-m2.json")
+        ),
+    );
+    let (code, out, err) = run(&["match", budget.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        err.contains("lattice.head_dim: every value is below the Baseline's model.rope_dim (64)"),
+        "{err}"
+    );
+}

@@ -83,7 +83,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
         ],
         any::<bool>(),                              // shared gate (when shared experts)
         proptest::option::of((0u64..16, 1u64..=3)), // dense layers (bit mask), dense ffn
-        (0usize..4, 1u64..=4), // the activations budget's policy, bytes per element
+        (0usize..4, prop::sample::select(vec![1u64, 2, 4, 8])), // the activations budget's policy, bytes per element
     );
     // The open MoE architectures: sinks, router and expert biases, LayerNorm and LM-head
     // biases (PhiMoE), windowed layers

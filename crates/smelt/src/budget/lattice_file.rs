@@ -300,7 +300,21 @@ impl LatticeFile {
                 ));
             }
         }
-        let head_dim = self.head_dim.resolve()?;
+        let mut head_dim = self.head_dim.resolve()?;
+        // A partial RoPE rotates the Baseline's `rope_dim` dimensions of every head: no head
+        // of the lattice is narrower.
+        if let Some(r) = m.rope_dim {
+            head_dim.retain(|&d| d >= r);
+            if head_dim.is_empty() {
+                return Err(Error::invalid(
+                    "lattice.head_dim",
+                    format!(
+                        "every value is below the Baseline's model.rope_dim ({r}), the \
+                         dimensions RoPE rotates in each head: allow head widths of at least {r}"
+                    ),
+                ));
+            }
+        }
         let heads = self.heads.resolve()?;
         let kv_heads = self
             .kv_heads

@@ -92,8 +92,8 @@ pub(super) trait FamilyConfig: Sync {
 
     /// The routers (`[model.moe] router`) its Transformers class builds, as its import
     /// states them: the export refuses a model stating any other. Empty (the default) for
-    /// a family whose router is none of smelt's (sigmoid scores, group-limited choice,
-    /// SparseMixer, a softmax over the top-k logits...) or whose import does not state it.
+    /// a family whose router is none of smelt's (group-limited choice, ...) or whose import
+    /// does not state it.
     fn routers(&self) -> &'static [Router] {
         &[]
     }

@@ -103,7 +103,11 @@ pub fn place(m: &Model, t: &Training) -> Result<Option<Vec<(u64, u64)>>> {
     };
     if uneven {
         return Err(Error::invalid(
-            "training.first_stage_layers",
+            if t.first_stage_layers.is_some() {
+                "training.first_stage_layers"
+            } else {
+                "training.last_stage_layers"
+            },
             "a looped model's pipeline split is the step model's own (it keeps the whole loop \
              on one stage); give no first or last stage layers",
         ));
@@ -230,6 +234,32 @@ pub(super) fn scaled(
     .summed()
 }
 
+/// [`scaled`] without the LM head's GEMMs and the cross-entropy: a stage before the last.
+fn headless(
+    mean: &MicroBatch,
+    k: f64,
+    lm_head: f64,
+    cross_entropy: f64,
+    recompute: Recompute,
+) -> MicroBatch {
+    let without = MicroBatch {
+        gemm: mean.gemm - lm_head,
+        memory_bound: mean.memory_bound - cross_entropy,
+        ..*mean
+    };
+    let stage = scaled(&without, k, 0.0, 0.0, recompute);
+    // `scaled` returns its input as it is at k = 1: recompute it from the parts left.
+    MicroBatch {
+        recompute: recompute_seconds(
+            recompute,
+            [stage.gemm, stage.experts, stage.attention, stage.recurrent],
+            stage.memory_bound,
+        ),
+        ..stage
+    }
+    .summed()
+}
+
 /// What the stages take: a looped model's pipeline, and the bottleneck stage's
 /// micro-batch, its seconds and the bubble.
 pub(super) struct Staged {
@@ -283,15 +313,19 @@ fn staged(
     let pp = stages.len() as f64;
     let per_stage = m.executions() as f64 / pp;
     let micro_of = seconds;
-    let batches: Vec<MicroBatch> = (stages.iter())
-        .map(|&(_, x)| {
-            scaled(
-                &mean,
-                x as f64 / per_stage,
-                lm_head,
-                cross_entropy,
-                recompute,
-            )
+    // A looped model's stages are each charged the LM head and the cross-entropy, as the
+    // mean stage is (module docs); a split the layout gives (no loop) puts them on the
+    // last stage alone, where Megatron-Core runs them.
+    let unlooped = m.looping.as_ref().is_none_or(|l| l.repeats <= 1);
+    let last = stages.len() - 1;
+    let batches: Vec<MicroBatch> = (stages.iter().enumerate())
+        .map(|(i, &(_, x))| {
+            let k = x as f64 / per_stage;
+            if unlooped && i != last {
+                headless(&mean, k, lm_head, cross_entropy, recompute)
+            } else {
+                scaled(&mean, k, lm_head, cross_entropy, recompute)
+            }
         })
         .collect();
     let stage_seconds: Vec<f64> = batches.iter().map(micro_of).collect();
@@ -306,7 +340,9 @@ fn staged(
     } else {
         0.0
     };
-    let mean_micro = micro_of(&mean);
+    // The balanced stage: the mean stage's micro-batch; for a split the layout gives (the
+    // LM head on the last stage alone), the mean of the stages' times.
+    let mean_micro = if unlooped { sum / pp } else { micro_of(&mean) };
     let steps = micro_batches as f64;
     let balanced_bubble = (pp - 1.0) / vp * mean_micro;
     let imbalance = (steps * micro + bubble - steps * mean_micro - balanced_bubble).max(0.0);

@@ -10,8 +10,9 @@
 //! # The model
 //!
 //! A step runs `m = global_batch / (micro_batch · dp)` micro-batches. One micro-batch on one
-//! GPU (a stage of `L / pp` layers, `T = micro_batch · context / cp` tokens, `1/tp` of every
-//! GEMM and attention head) takes on the GPU:
+//! GPU (a stage of `L / pp` layers, or of the split `first_stage_layers` /
+//! `last_stage_layers` give; `T = micro_batch · context / cp` tokens, `1/tp` of every GEMM
+//! and attention head) takes on the GPU:
 //!
 //! * GEMMs (projections, the recurrent mixers' projections, router, shared and dense FFNs,
 //!   indexer, LM head): their training FLOPs (3 x the cost model's forward count) at the
