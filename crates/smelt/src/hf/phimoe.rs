@@ -8,8 +8,8 @@
 //! must be 2: the SparseMixer router picks two experts whatever it says. The SparseMixer routing,
 //! the jitter noise and the LongRoPE scaling cost nothing counted. The router is stated
 //! (`sparsemixer`, for the Transformers activation policies) only where `input_jitter_noise`
-//! is 0 (or absent: Transformers' default is 0): the noise a training step multiplies the
-//! MoE input by is saved, and smelt's model does not describe it; `input_jitter_noise` is otherwise carried over from a Baseline's
+//! is 0: the noise a training step multiplies the MoE input by is saved, and smelt's model
+//! does not describe it; `input_jitter_noise` is otherwise carried over from a Baseline's
 //! config as a key smelt does not read for the model.
 
 use serde::{Deserialize, Serialize};
@@ -43,7 +43,7 @@ impl FamilyConfig for Phimoe {
         "`num_local_experts` of `intermediate_size`, Q/K/V/O biases (`attention_bias`), \
          LayerNorms with biases (always), an LM-head bias (`lm_head_bias`), `sliding_window` \
          on every layer when set (Mixtral's mask); the router (`sparsemixer`) stated where \
-         `input_jitter_noise` is 0 or absent"
+         `input_jitter_noise` is 0"
     }
     fn support(&self) -> &Support {
         &SUPPORT
@@ -80,8 +80,9 @@ impl ConfigKeys for Phimoe {
         }
         let mut parts = read::<Config>(config)?.parts(common)?;
         // Stated only for a config that says there is no input noise.
-        // Transformers' PhimoeConfig defaults it to 0.
-        let quiet = config.get(INPUT_JITTER).map_or(Some(0.0), Value::as_f64) == Some(0.0);
+        // Only where the config says so: an export of a model without a stated router
+        // writes no key, which Transformers would read as its default, 0.
+        let quiet = config.get(INPUT_JITTER).and_then(Value::as_f64) == Some(0.0);
         parts.router = quiet.then_some(Router::Sparsemixer);
         Ok(parts)
     }

@@ -280,6 +280,26 @@ fn model_step(spec: &ModelSpec, basis: &StepBasis, training: Training) -> ModelS
     }
 }
 
+/// An error when a layout gives a pipeline split: a grid's looped models place their own.
+fn refuse_given_split(layouts: &[Training]) -> Result<()> {
+    if let Some(t) =
+        (layouts.iter()).find(|t| t.first_stage_layers.is_some() || t.last_stage_layers.is_some())
+    {
+        let field = if t.first_stage_layers.is_some() {
+            "training.first_stage_layers"
+        } else {
+            "training.last_stage_layers"
+        };
+        return Err(Error::invalid(
+            field,
+            "a grid's step predictions take no given pipeline split: each cell's looped model \
+             places its own (the whole loop on one stage), so no cell would have a ratio; \
+             predict one model with that split with smelt predict --global-batch",
+        ));
+    }
+    Ok(())
+}
+
 /// Predicts every cell of `report` under `basis`: the flags' layout, or (without one) each
 /// cell's Baseline's `[training]`, which every cell must then have.
 pub fn predict_steps(report: &GridReport, basis: &StepBasis) -> Result<StepGrid> {
@@ -310,21 +330,7 @@ pub fn predict_steps(report: &GridReport, basis: &StepBasis) -> Result<StepGrid>
             )),
         })
         .collect::<Result<Vec<Training>>>()?;
-    if let Some(t) =
-        (layouts.iter()).find(|t| t.first_stage_layers.is_some() || t.last_stage_layers.is_some())
-    {
-        let field = if t.first_stage_layers.is_some() {
-            "training.first_stage_layers"
-        } else {
-            "training.last_stage_layers"
-        };
-        return Err(Error::invalid(
-            field,
-            "a grid's step predictions take no given pipeline split: each cell's looped model \
-             places its own (the whole loop on one stage), so no cell would have a ratio; \
-             predict one model with that split with smelt predict --global-batch",
-        ));
-    }
+    refuse_given_split(&layouts)?;
     let cells = crate::par::map(
         &report.cells.iter().zip(layouts).collect::<Vec<_>>(),
         |(c, t)| -> Result<CellStep> {
