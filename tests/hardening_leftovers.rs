@@ -153,3 +153,21 @@ fn a_partial_rope_bounds_the_lattices_head_widths() {
         "{err}"
     );
 }
+
+/// A model file stating the SparseMixer router with other than two experts is refused by the
+/// model's validation, whatever is asked of it (FLOPs included): SparseMixer routes to two.
+#[test]
+fn a_sparsemixer_model_routes_to_two_experts() {
+    let (code, toml, err) = run(&["import", &data("hf/phi-3.5-moe-instruct.json")]);
+    assert_eq!(code, Some(0), "{err}");
+    let stated = toml.replace("top_k = 2\n", "top_k = 3\nrouter = \"sparsemixer\"\n");
+    assert_ne!(stated, toml);
+    let model = temp_file("toml", &stated);
+    let (code, out, err) = run(&["cost", model.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        err.contains("model.moe.top_k: must be 2 with router = \"sparsemixer\"")
+            && err.contains("got 3"),
+        "{err}"
+    );
+}

@@ -50,9 +50,9 @@
 //! gated shared experts and dense FFNs. Anything else is refused, naming the field: a
 //! router not stated (DeepSeek's, GLM-4.5's, gpt-oss's, Llama-4's, PhiMoE's with input
 //! jitter), MLA, windows, sinks, an indexer, a router bias but MiniMax-M2's, expert
-//! biases, the clamped SwiGLU, SparseMixer with other than two experts, layers without
-//! attention, float16 (`activation_bytes` other than 2 or 4). Autocast (float32 weights, bf16
-//! compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
+//! biases, the clamped SwiGLU, layers without attention, float16 (`activation_bytes` other
+//! than 2 or 4); a SparseMixer router with other than two experts is refused by the model's
+//! own validation. Autocast (float32 weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
 
 use super::Keys;
 use crate::error::{Error, Result};
@@ -296,13 +296,6 @@ impl Step {
         if e.router_bias && r != Router::SigmoidRenormalisedFp32 {
             let f = Feature::RouterBias;
             return Err(refuse(policy, f.field(), f.words()));
-        }
-        if r == Router::Sparsemixer && k != 2 {
-            return Err(refuse(
-                policy,
-                "model.moe.top_k",
-                "SparseMixer routing to other than two experts (it always routes to two)",
-            ));
         }
         let (router, weight) = self.router(r, ne, k)?;
         let (index, widths) = if self.eager { (16, 3) } else { (24, 2) };

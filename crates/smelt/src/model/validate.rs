@@ -68,6 +68,17 @@ impl Model {
         )?;
         at_most("model.vocab", self.vocab, MAX_VOCAB)?;
         self.validate_moe()?;
+        ensure(
+            self.moe.router != Some(super::Router::Sparsemixer) || self.moe.top_k == 2,
+            "model.moe.top_k",
+            || {
+                format!(
+                    "must be 2 with router = \"sparsemixer\": SparseMixer routes every token to \
+                     two experts; got {}",
+                    self.moe.top_k
+                )
+            },
+        )?;
         if let Some(d) = &self.dense {
             positive("model.dense.ffn", d.ffn, MAX_WIDTH)?;
             layer_list("model.dense.layers", &d.layers, self.layers)?;
