@@ -68,17 +68,6 @@ impl Model {
         )?;
         at_most("model.vocab", self.vocab, MAX_VOCAB)?;
         self.validate_moe()?;
-        ensure(
-            self.moe.router != Some(super::Router::Sparsemixer) || self.moe.top_k == 2,
-            "model.moe.top_k",
-            || {
-                format!(
-                    "must be 2 with router = \"sparsemixer\": SparseMixer routes every token to \
-                     two experts; got {}",
-                    self.moe.top_k
-                )
-            },
-        )?;
         if let Some(d) = &self.dense {
             positive("model.dense.ffn", d.ffn, MAX_WIDTH)?;
             layer_list("model.dense.layers", &d.layers, self.layers)?;
@@ -134,27 +123,7 @@ impl Model {
             },
         )?;
         if let Some(l) = &self.looping {
-            positive("model.loop.first", l.first, MAX_COUNT)?;
-            positive("model.loop.span", l.span, MAX_COUNT)?;
-            positive("model.loop.repeats", l.repeats, MAX_REPEATS)?;
-            let last = l.first + l.span - 1;
-            if last > self.layers {
-                return Err(Error::invalid(
-                    "model.loop",
-                    format!(
-                        "the loop (layers {}..={last}) reaches past the last layer ({})",
-                        l.first, self.layers
-                    ),
-                ));
-            }
-            if let Some(s) = l.residual_scale
-                && !(s.is_finite() && s > 0.0)
-            {
-                return Err(Error::invalid(
-                    "model.loop.residual_scale",
-                    format!("must be a positive finite number (got {s})"),
-                ));
-            }
+            self.validate_loop(l)?;
         }
         Ok(())
     }
@@ -194,6 +163,31 @@ fn layer_list(field: &str, list: &[u64], layers: u64) -> Result<()> {
 impl Model {
     /// A partial RoPE's rotated width `r`: even, within a head, and not on MLA (whose RoPE
     /// width is its own).
+    fn validate_loop(&self, l: &super::Loop) -> Result<()> {
+        positive("model.loop.first", l.first, MAX_COUNT)?;
+        positive("model.loop.span", l.span, MAX_COUNT)?;
+        positive("model.loop.repeats", l.repeats, MAX_REPEATS)?;
+        let last = l.first + l.span - 1;
+        if last > self.layers {
+            return Err(Error::invalid(
+                "model.loop",
+                format!(
+                    "the loop (layers {}..={last}) reaches past the last layer ({})",
+                    l.first, self.layers
+                ),
+            ));
+        }
+        if let Some(s) = l.residual_scale
+            && !(s.is_finite() && s > 0.0)
+        {
+            return Err(Error::invalid(
+                "model.loop.residual_scale",
+                format!("must be a positive finite number (got {s})"),
+            ));
+        }
+        Ok(())
+    }
+
     fn validate_rope_dim(&self, r: u64) -> Result<()> {
         positive("model.rope_dim", r, MAX_WIDTH)?;
         ensure(
@@ -342,6 +336,17 @@ impl Model {
                 moe.experts, moe.top_k
             )
         })?;
+        ensure(
+            moe.router != Some(super::Router::Sparsemixer) || moe.top_k == 2,
+            "model.moe.top_k",
+            || {
+                format!(
+                    "must be 2 with router = \"sparsemixer\": SparseMixer routes every token to \
+                     two experts; got {}",
+                    moe.top_k
+                )
+            },
+        )?;
         at_most("model.moe.shared_experts", moe.shared_experts, MAX_COUNT)?;
         at_most("model.moe.shared_ffn", moe.shared_ffn, MAX_WIDTH)?;
         if (moe.shared_experts == 0) != (moe.shared_ffn == 0) {
