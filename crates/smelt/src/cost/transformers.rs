@@ -40,19 +40,27 @@
 //! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
 //! `router = "softmax_renormalised_fp32"`; MiniMax-M2's, `"sigmoid_renormalised_fp32"`), `b`
 //! where it casts it to the model's dtype. MiniMax-M2's router bias
-//! (`e_score_correction_bias`) only shifts the choice: nothing saved.
+//! (`e_score_correction_bias`) only shifts the choice, gpt-oss's is added to the logits:
+//! nothing saved.
+//!
+//! gpt-oss's classes (attention sinks, expert biases, the clamped SwiGLU, its router) save
+//! more, under `transformers-eager` only: [`gpt_oss`] lists what.
 //!
 //! Only what was checked against PyTorch is counted (python/tests/test_saved_tensors.py):
 //! grouped-query attention with no, per-head or full-width q/k norms and RoPE in place or
-//! partial (`rope_dim`), RMSNorm or LayerNorm with a bias, SwiGLU experts behind a stated
-//! router (`[model.moe] router`, which the import states for Mixtral, OLMoE,
-//! Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE, MiniMax-M2 and PhiMoE without input jitter),
-//! gated shared experts and dense FFNs. Anything else is refused, naming the field: a
-//! router not stated (DeepSeek's, GLM-4.5's, gpt-oss's, Llama-4's, PhiMoE's with input
-//! jitter), MLA, windows, sinks, an indexer, a router bias but MiniMax-M2's, expert
-//! biases, the clamped SwiGLU, layers without attention, float16 (`activation_bytes` other
-//! than 2 or 4); a SparseMixer router with other than two experts is refused by the model's
-//! own validation. Autocast (float32 weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
+//! partial (`rope_dim`), sliding windows under eager attention, RMSNorm or LayerNorm with a
+//! bias, SwiGLU experts behind a stated router (`[model.moe] router`, which the import
+//! states for Mixtral, OLMoE, Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE, MiniMax-M2, PhiMoE
+//! without input jitter and gpt-oss), gated shared experts, dense FFNs, and gpt-oss under
+//! `transformers-eager`. Anything else is refused, naming the field: a router not stated
+//! (DeepSeek's, GLM-4.5's, Llama-4's, PhiMoE's with input jitter), MLA, sliding windows
+//! under SDPA, chunked windows, gpt-oss under `transformers-sdpa` (Transformers builds no
+//! SDPA attention for it) or any of its features apart from the others, an indexer, a
+//! router bias but MiniMax-M2's and gpt-oss's, layers without attention, float16
+//! (`activation_bytes` other than 2 or 4); a SparseMixer router with other than two
+//! experts is refused by the model's own validation. Autocast (float32 weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
+
+mod gpt_oss;
 
 use super::Keys;
 use crate::error::{Error, Result};
@@ -121,13 +129,9 @@ fn refuse(policy: ActivationPolicy, field: &str, what: &str) -> Error {
 }
 
 /// The features the Transformers policies refuse (module docs).
-const REFUSED: [Feature; 9] = [
+const REFUSED: [Feature; 5] = [
     Feature::Mla,
-    Feature::Sliding,
     Feature::Chunked,
-    Feature::Sinks,
-    Feature::ExpertBias,
-    Feature::ClampedSwiglu,
     Feature::Indexer,
     Feature::PostNorms,
     Feature::Blocks,
@@ -141,13 +145,15 @@ struct Step {
     b: u128,
     h: u128,
     layer_norm: bool,
+    /// gpt-oss's classes ([`gpt_oss`]).
+    gpt_oss: bool,
 }
 
 impl Step {
     /// A float32 norm of width `w` over `rows` rows per token: its float32 input, `rsqrt`
     /// per row, `x · rsqrt` in the dtype.
     fn norm(self, w: u128, rows: u128) -> Result<u128> {
-        add(add(mul(4, w)?, mul(4, rows)?)?, mul(self.b, w)?)
+        add(add(mul(4, w)?, mul(4, rows)?)?, self.normed(w)?)
     }
 
     /// One execution of the attention block `a`: `(norms, attention, scores)` and its head
@@ -175,7 +181,7 @@ impl Step {
             ));
         }
         // RoPE's cos and sin are as wide as the dimensions it rotates.
-        let width = a.rope_dim.unwrap_or(d);
+        let width = self.rope_width(a.rope_dim, d);
         let (heads, kv_heads, d) = (u128::from(heads), u128::from(kv_heads), u128::from(d));
         let (q, kv) = (mul(heads, d)?, mul(kv_heads, d)?);
         let qk = match a.qk_norm {
@@ -208,7 +214,9 @@ impl Step {
             0
         };
         let attention = mul(b, add(add(h, mul(2, q)?)?, add(mul(2, kv_core)?, copy)?)?)?;
-        let scores = if self.eager {
+        let scores = if self.gpt_oss {
+            self.sink_scores(heads)?
+        } else if self.eager {
             Part {
                 rows: mul(heads, if b == 2 { 6 } else { 4 })?,
                 ..Part::default()
@@ -243,6 +251,8 @@ impl Step {
             }
             // A float32 softmax over the top-k logits.
             Router::TopkSoftmax => (add(indices, mul(4, k)?)?, self.b),
+            // A softmax over the top-k logits in the dtype.
+            Router::TopkSoftmaxDtype => (add(indices, mul(self.b, k)?)?, self.b),
             // Per round: the logits' bool mask, the sampled expert and the softmax's
             // maximum (int64), the softmax and the chosen weight in the dtype.
             Router::Sparsemixer => {
@@ -270,7 +280,13 @@ impl Step {
                 return Ok([zero, zero, zero, dense]);
             }
         };
-        if e.activation != ExpertActivation::Swiglu {
+        // gpt-oss's clamped SwiGLU keeps `gate_up` and five widths (module docs).
+        let gated = match e.activation {
+            ExpertActivation::Swiglu => 4,
+            ExpertActivation::ClampedSwiglu if self.gpt_oss => 7,
+            _ => 0,
+        };
+        if gated == 0 {
             return Err(refuse(
                 policy,
                 "model.moe.activation",
@@ -291,16 +307,21 @@ impl Step {
             u128::from(e.top_k),
             u128::from(e.expert_ffn),
         );
-        // The router bias of a sigmoid router only shifts the choice (no saved tensor);
-        // any other is not modelled.
-        if e.router_bias && r != Router::SigmoidRenormalisedFp32 {
+        // The router bias of a sigmoid router only shifts the choice, gpt-oss's is added to
+        // the logits (no saved tensor); any other is not modelled.
+        if e.router_bias
+            && !matches!(
+                r,
+                Router::SigmoidRenormalisedFp32 | Router::TopkSoftmaxDtype
+            )
+        {
             let f = Feature::RouterBias;
             return Err(refuse(policy, f.field(), f.words()));
         }
         let (router, weight) = self.router(r, ne, k)?;
         let (index, widths) = if self.eager { (16, 3) } else { (24, 2) };
         let copy = add(
-            add(index, mul(b, add(mul(widths, h)?, mul(4, f)?)?)?)?,
+            add(index, mul(b, add(mul(widths, h)?, mul(gated, f)?)?)?)?,
             weight,
         )?;
         let experts = Part {
@@ -345,6 +366,16 @@ pub(super) fn activations(
     if let Some(f) = REFUSED.into_iter().find(|&f| stack.has(f)) {
         return Err(refuse(policy, f.field(), f.words()));
     }
+    // Under eager attention a window saves nothing (its mask is added); SDPA's is not
+    // modelled.
+    if !eager && stack.has(Feature::Sliding) {
+        let f = Feature::Sliding;
+        return Err(refuse(
+            policy,
+            f.field(),
+            &format!("{} under SDPA", f.words()),
+        ));
+    }
     let b = u128::from(counting.activation_bytes);
     if b != 2 && b != 4 {
         return Err(refuse(
@@ -359,6 +390,7 @@ pub(super) fn activations(
         b,
         h: u128::from(stack.hidden()),
         layer_norm: stack.has(Feature::NormBias),
+        gpt_oss: gpt_oss::classes(stack, policy)?,
     };
     // norms, attention, scores, FFN input, router, experts, shared, dense.
     let mut parts = [Part::default(); 8];

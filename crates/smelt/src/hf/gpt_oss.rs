@@ -12,7 +12,7 @@ use super::family::{FamilyConfig, OneStruct, OwnKeys};
 use super::support::{FULL, Feature, SLIDING, Support, sliding_layers};
 use super::{Common, Family, Parts, yes};
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, ExpertActivation, Model, Window, WindowKind};
+use crate::model::{AttentionBias, ExpertActivation, Model, Router, Window, WindowKind};
 
 /// The `gpt_oss` family.
 pub(super) struct GptOss;
@@ -40,6 +40,11 @@ impl FamilyConfig for GptOss {
     }
     fn support(&self) -> &Support {
         &SUPPORT
+    }
+    fn routers(&self) -> &'static [Router] {
+        // GptOssTopKRouter: the top-k of the logits (with its bias), a softmax over them,
+        // both in the model's dtype.
+        &[Router::TopkSoftmaxDtype]
     }
 }
 
@@ -119,6 +124,7 @@ impl OwnKeys for Config {
             router_bias: true,
             expert_bias: true,
             activation: ExpertActivation::ClampedSwiglu,
+            router: Some(Router::TopkSoftmaxDtype),
             ..Parts::default()
         })
     }

@@ -18,6 +18,11 @@ named_enum! {
         /// the model's dtype (Granite-MoE's `GraniteMoeTopKRouter`). The weights equal
         /// `softmax_renormalised`'s; what a training step saves differs.
         TopkSoftmax = "topk_softmax",
+        /// The top-k of the logits (the router bias added) in the model's dtype, then a
+        /// softmax over those `k` alone in the model's dtype (gpt-oss's `GptOssTopKRouter`):
+        /// as `topk_softmax`'s, the weights equal the renormalised top-k probabilities; no
+        /// float32 copy is made.
+        TopkSoftmaxDtype = "topk_softmax_dtype",
         /// A float32 sigmoid over every expert, the top-k chosen after adding the router
         /// bias (`e_score_correction_bias`), their sigmoids divided by their sum and kept
         /// in float32 (MiniMax-M2's `MiniMaxM2TopKRouter`).
