@@ -30,13 +30,16 @@ import test_export_hf as hf
 
 # The families whose router smelt's import states (`[model.moe] router`); the others are
 # refused by the Transformers policies (test_refuses_what_it_does_not_count).
-FAMILIES = ["mixtral", "olmoe", "qwen2_moe", "qwen3_moe", "granitemoe", "minimax_m2", "phimoe"]
+FAMILIES = ["mixtral", "olmoe", "qwen2_moe", "qwen3_moe", "granitemoe", "minimax_m2", "phimoe", "gpt_oss"]
 # PhiMoE's router is stated only without input jitter (test_refuses_input_jitter).
 CHANGES = {"phimoe": {"input_jitter_noise": 0.0}}
 STACKS = {
     "transformers-eager": ("eager", "eager"),
     "transformers-sdpa": ("sdpa", "grouped_mm"),
 }
+# Transformers builds gpt-oss with eager attention only (`_supports_sdpa = False`):
+# transformers-sdpa refuses it (test_refuses_gpt_oss_under_sdpa).
+EAGER_ONLY = {"gpt_oss"}
 DTYPES = {"float32": (torch.float32, 4), "bfloat16": (torch.bfloat16, 2)}
 LENGTHS = (48, 80)
 EXPORTS = tempfile.TemporaryDirectory(prefix="smelt-saved-")
@@ -138,7 +141,11 @@ def row(family, build_kind, stack, dtype_name, tokens):
     return pytorch, smelt_bytes(directory, stack, activation_bytes, tokens)
 
 
-CASES = list(itertools.product(FAMILIES, BUILDS, STACKS, DTYPES, LENGTHS))
+CASES = [
+    case
+    for case in itertools.product(FAMILIES, BUILDS, STACKS, DTYPES, LENGTHS)
+    if case[0] not in EAGER_ONLY or case[2] == "transformers-eager"
+]
 
 
 @pytest.mark.parametrize("family,build_kind,stack,dtype_name,tokens", CASES)
@@ -156,7 +163,6 @@ REFUSED = [
     "kimi_k2",
     "glm4_moe",
     "glm_moe_dsa",
-    "gpt_oss",
     "llama4_text",
     "qwen3_next",
     "qwen3_5_moe_text",
@@ -205,6 +211,43 @@ def test_refuses_input_jitter(stack):
     """PhiMoE's published input noise (a training step saves what it multiplies the MoE
     input by) is not modelled: its router is not stated, and the policies refuse it."""
     refused(hf.tiny_config("phimoe"), stack)
+
+
+@pytest.mark.parametrize("build_kind", sorted(BUILDS))
+def test_refuses_gpt_oss_under_sdpa(build_kind):
+    """Transformers builds no SDPA attention for gpt-oss (its sinks), stock or looped: the
+    policy named after it refuses the model, naming why."""
+    directory = directory_of("gpt_oss", build_kind)
+    with pytest.raises(ValueError, match="does not support an attention implementation"):
+        build(directory, "transformers-sdpa", torch.float32)
+    with pytest.raises(smelt.SmeltError, match="builds with no SDPA attention: use transformers-eager"):
+        smelt_bytes(directory, "transformers-sdpa", 4, 48)
+
+
+def windowed(family, window):
+    """The stock tiny `family` with a sliding window of `window` tokens on every layer."""
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    config = dict(hf.tiny_config(family), sliding_window=window)
+    (directory / "config.json").write_text(__import__("json").dumps(config))
+    return directory
+
+
+@pytest.mark.parametrize("dtype_name", sorted(DTYPES))
+def test_sliding_window_under_eager_saves_what_full_attention_does(dtype_name):
+    """Under eager attention a sliding window saves nothing more (the mask is made outside
+    the layers and added; the probabilities are T x T): Mixtral with a window is counted
+    exactly, and as much as without one."""
+    dtype, activation_bytes = DTYPES[dtype_name]
+    directory = windowed("mixtral", 8)
+    pytorch = saved_bytes(build(directory, "transformers-eager", dtype), 48)
+    assert smelt_bytes(directory, "transformers-eager", activation_bytes, 48) == pytorch
+    assert row("mixtral", "stock", "transformers-eager", dtype_name, 48)[0] == pytorch
+
+
+def test_refuses_sliding_window_under_sdpa():
+    """Under SDPA a sliding window's mask is saved by every layer: not modelled, refused."""
+    with pytest.raises(smelt.SmeltError, match="sliding-window layers.*under SDPA"):
+        smelt_bytes(windowed("mixtral", 8), "transformers-sdpa", 4, 48)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

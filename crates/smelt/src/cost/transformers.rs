@@ -366,6 +366,7 @@ pub(super) fn activations(
     if let Some(f) = REFUSED.into_iter().find(|&f| stack.has(f)) {
         return Err(refuse(policy, f.field(), f.words()));
     }
+    let gpt_oss = gpt_oss::classes(stack, policy)?;
     // Under eager attention a window saves nothing (its mask is added); SDPA's is not
     // modelled.
     if !eager && stack.has(Feature::Sliding) {
@@ -390,7 +391,7 @@ pub(super) fn activations(
         b,
         h: u128::from(stack.hidden()),
         layer_norm: stack.has(Feature::NormBias),
-        gpt_oss: gpt_oss::classes(stack, policy)?,
+        gpt_oss,
     };
     // norms, attention, scores, FFN input, router, experts, shared, dense.
     let mut parts = [Part::default(); 8];
