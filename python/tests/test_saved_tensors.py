@@ -224,30 +224,40 @@ def test_refuses_gpt_oss_under_sdpa(build_kind):
         smelt_bytes(directory, "transformers-sdpa", 4, 48)
 
 
-def windowed(family, window):
-    """The stock tiny `family` with a sliding window of `window` tokens on every layer."""
+def windowed(build_kind, window):
+    """Mixtral's tiny stock model or looped export with a sliding window of `window` tokens
+    on every layer."""
     directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
-    config = dict(hf.tiny_config(family), sliding_window=window)
+    if build_kind == "looped":
+        return hf.export("mixtral", directory, changes={"sliding_window": window})
+    config = dict(hf.tiny_config("mixtral"), sliding_window=window)
     (directory / "config.json").write_text(__import__("json").dumps(config))
     return directory
 
 
+# Windows shorter than both lengths, as long as the shorter (SDPA gets a mask where the
+# window is no longer than the sequence) and longer than it (no mask at T = 48).
+WINDOWS = (8, 48, 64)
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("build_kind", sorted(BUILDS))
+@pytest.mark.parametrize("stack", sorted(STACKS))
 @pytest.mark.parametrize("dtype_name", sorted(DTYPES))
-def test_sliding_window_under_eager_saves_what_full_attention_does(dtype_name):
-    """Under eager attention a sliding window saves nothing more (the mask is made outside
-    the layers and added; the probabilities are T x T): Mixtral with a window is counted
-    exactly, and as much as without one."""
+def test_sliding_window(window, build_kind, stack, dtype_name):
+    """Mixtral with a sliding window, counted exactly at both lengths: under eager attention
+    it saves what full attention does (the mask is made outside the layers and added);
+    under SDPA, where Transformers hands the layer a mask, the mask (T x T in the dtype) and
+    the keys and values copied to every head, as much as without a window otherwise."""
     dtype, activation_bytes = DTYPES[dtype_name]
-    directory = windowed("mixtral", 8)
-    pytorch = saved_bytes(build(directory, "transformers-eager", dtype), 48)
-    assert smelt_bytes(directory, "transformers-eager", activation_bytes, 48) == pytorch
-    assert row("mixtral", "stock", "transformers-eager", dtype_name, 48)[0] == pytorch
-
-
-def test_refuses_sliding_window_under_sdpa():
-    """Under SDPA a sliding window's mask is saved by every layer: not modelled, refused."""
-    with pytest.raises(smelt.SmeltError, match="sliding-window layers.*under SDPA"):
-        smelt_bytes(windowed("mixtral", 8), "transformers-sdpa", 4, 48)
+    directory = windowed(build_kind, window)
+    for tokens in LENGTHS:
+        model = build(directory, stack, dtype)
+        pytorch = saved_bytes(model, tokens)
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, (tokens, pytorch)
+        full = row("mixtral", build_kind, stack, dtype_name, tokens)[0] if build_kind == "stock" else None
+        if full is not None and (stack == "transformers-eager" or window > tokens):
+            assert pytorch == full
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -25,6 +25,7 @@
 //! | the core's output | `o_proj` | `b·q` |
 //! | eager probabilities | softmax (float32) and, in bf16, the matmul with `v` (a bf16 copy) | `a·T̄·4` in float32, `a·T̄·(4 + 2)` in bf16 |
 //! | SDPA's log-sum-exp | the fused kernel | `4a` |
+//! | SDPA's mask in a sliding-window layer whose window is no longer than `T` (with it, `kv' = q` as under eager attention; [`window`]) | the kernel, as an additive mask in the dtype | `b·T²` per sequence |
 //! | the FFN's normed input | router, experts, shared expert | `b·H` |
 //! | router | softmax over `E` (float32; MiniMax-M2: a sigmoid), top-k indices (int64), with renormalisation the top-k values and their sum (float32) | `4E + 8k (+ 4k + 4)` |
 //! | router `topk_softmax` (Granite-MoE) | top-k indices (int64), the softmax over the top-k logits (float32) | `8k + 4k` |
@@ -48,19 +49,20 @@
 //!
 //! Only what was checked against PyTorch is counted (python/tests/test_saved_tensors.py):
 //! grouped-query attention with no, per-head or full-width q/k norms and RoPE in place or
-//! partial (`rope_dim`), sliding windows under eager attention, RMSNorm or LayerNorm with a
+//! partial (`rope_dim`), sliding windows ([`window`]), RMSNorm or LayerNorm with a
 //! bias, SwiGLU experts behind a stated router (`[model.moe] router`, which the import
 //! states for Mixtral, OLMoE, Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE, MiniMax-M2, PhiMoE
 //! without input jitter and gpt-oss), gated shared experts, dense FFNs, and gpt-oss under
 //! `transformers-eager`. Anything else is refused, naming the field: a router not stated
-//! (DeepSeek's, GLM-4.5's, Llama-4's, PhiMoE's with input jitter), MLA, sliding windows
-//! under SDPA, chunked windows, gpt-oss under `transformers-sdpa` (Transformers builds no
+//! (DeepSeek's, GLM-4.5's, Llama-4's, PhiMoE's with input jitter), MLA, a partial RoPE
+//! in a sliding-window layer under SDPA, chunked windows, gpt-oss under `transformers-sdpa` (Transformers builds no
 //! SDPA attention for it) or any of its features apart from the others, an indexer, a
 //! router bias but MiniMax-M2's and gpt-oss's, layers without attention, float16
 //! (`activation_bytes` other than 2 or 4); a SparseMixer router with other than two
 //! experts is refused by the model's own validation. Autocast (float32 weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
 
 mod gpt_oss;
+mod window;
 
 use super::Keys;
 use crate::error::{Error, Result};
@@ -147,6 +149,8 @@ struct Step {
     layer_norm: bool,
     /// gpt-oss's classes ([`gpt_oss`]).
     gpt_oss: bool,
+    /// The sequence length `T` (the workload's context).
+    context: u64,
 }
 
 impl Step {
@@ -199,7 +203,9 @@ impl Step {
         let norms = add(mul(2, norm)?, qk)?;
         // Eager attention's repeat_kv copies keys and values to every head, unless there is
         // one KV head (a view) or as many as query heads (no repeat).
-        let kv_core = if self.eager && kv_heads != 1 && kv_heads != heads {
+        // So does SDPA with a window's mask ([`window`]).
+        let masked = self.sdpa_mask(a)?;
+        let kv_core = if (self.eager || masked) && kv_heads != 1 && kv_heads != heads {
             q
         } else {
             kv
@@ -222,7 +228,12 @@ impl Step {
                 ..Part::default()
             }
         } else {
-            Part::whole(mul(4, heads)?)
+            let t = u128::from(self.context);
+            Part {
+                whole: mul(4, heads)?,
+                rows: 0,
+                seq: if masked { mul(b, mul(t, t)?)? } else { 0 },
+            }
         };
         Ok(([Part::whole(norms), Part::whole(attention), scores], width))
     }
@@ -367,16 +378,6 @@ pub(super) fn activations(
         return Err(refuse(policy, f.field(), f.words()));
     }
     let gpt_oss = gpt_oss::classes(stack, policy)?;
-    // Under eager attention a window saves nothing (its mask is added); SDPA's is not
-    // modelled.
-    if !eager && stack.has(Feature::Sliding) {
-        let f = Feature::Sliding;
-        return Err(refuse(
-            policy,
-            f.field(),
-            &format!("{} under SDPA", f.words()),
-        ));
-    }
     let b = u128::from(counting.activation_bytes);
     if b != 2 && b != 4 {
         return Err(refuse(
@@ -392,6 +393,7 @@ pub(super) fn activations(
         h: u128::from(stack.hidden()),
         layer_norm: stack.has(Feature::NormBias),
         gpt_oss,
+        context,
     };
     // norms, attention, scores, FFN input, router, experts, shared, dense.
     let mut parts = [Part::default(); 8];

@@ -18,9 +18,8 @@
 //! | router `topk_softmax_dtype` | top-k indices (int64), the softmax over the top-k logits (dtype) | `8k + b·k` |
 //! | clamped SwiGLU (`_apply_gate` on the strided views of `gate_up`), per routed copy | `gate_up` (`2F`, both clamps' input), the clamped gate, its scaled sigmoid, the gated product, `up + 1`, the gate's output (`down_proj`'s input) | `b·(2F + 5F)`, in place of SwiGLU's `b·4F` |
 //!
-//! Sliding-window layers save nothing more under eager attention: the mask is made once per
-//! forward outside the layers and added (an addition saves nothing), and the probabilities
-//! are `T × (T + 1)` whatever the window. The expert biases (`gate_up_proj_bias`,
+//! Sliding-window layers save nothing more under eager attention ([`super::window`]): the
+//! probabilities are `T × (T + 1)` whatever the window. The expert biases (`gate_up_proj_bias`,
 //! `down_proj_bias`) and the router's are added: nothing saved. The per-copy expert terms
 //! (indices, gathered input, routing weight, output, weighted output) are the other eager
 //! experts' ([`super`]).
