@@ -209,6 +209,7 @@
 //!   | `q`, `k` after RoPE, `v`, the core's output | `b·(2q + 2kv')`: `kv' = kv` under SDPA (`enable_gqa`) and with one KV head (`repeat_kv` is a view), `kv' = q` under eager attention otherwise |
 //!   | eager probabilities: the float32 softmax and, in bf16, its bf16 copy | `a·T̄·4` (float32), `a·T̄·6` (bf16) |
 //!   | SDPA: the log-sum-exp | `4a` |
+//!   | SDPA in a sliding-window layer whose window is no longer than `T` (Transformers then hands it a mask, and `enable_gqa` is off: `kv' = q` as under eager attention): the mask, additive, in the dtype | `b·T²` per sequence |
 //!   | the FFN's normed input | `b·H` |
 //!   | router: float32 softmax (MiniMax-M2: sigmoid) over `E`, int64 top-k indices, with renormalisation the top-k values and their sum; Granite-MoE's softmax over the top-k logits: the indices and that softmax; PhiMoE's SparseMixer (two rounds: bool mask, two int64 indices, softmax and weight in the dtype) | `4E + 8k (+ 4k + 4)`; `8k + 4k`; `2·(E + 16 + b·(E + 1))` |
 //!   | eager experts, per routed copy: token/slot indices (one int64 storage), gathered input, `gate_up`, SiLU's output, the product, the routing weight, the down output, the weighted output `index_add_`'s backward keeps | `16 + b·(3H + 4F) + w` |
@@ -217,23 +218,38 @@
 //!   | RoPE's `cos` and `sin`, once per forward | `2·r·b`, `r` the rotated width (`rope_dim`, else `d`) |
 //!   | SDPA after a RoPE that concatenates (`rope_dim`, MiniMax-M2), more than one head: `o_proj`'s contiguous copy of the head-major output | `b·q` |
 //!
+//!   gpt-oss (`transformers-eager` only: Transformers 5.24 builds no SDPA attention for it,
+//!   and `transformers-sdpa` refuses it) differs in these rows: each RMSNorm multiplies by
+//!   its weight before the cast, so `x · rsqrt` stays float32 (`4H + 4 + 4H`, twice); RoPE's
+//!   `cos` and `sin` are `d/2` wide (it rotates halves: `d·b` once per forward); the sink's
+//!   row maximum keeps int64 indices (`8a`) and the softmax, sink column included, runs in
+//!   the dtype (`a·(T̄ + 1)·b`, no float32 copy); its router (`topk_softmax_dtype`) keeps
+//!   the top-k indices and the softmax over the top-k logits in the dtype (`8k + b·k`); the
+//!   clamped SwiGLU on `gate_up`'s strided views keeps `gate_up` and five widths per routed
+//!   copy (`b·7F` in place of `b·4F`). Its biases (router, experts) save nothing. Under eager
+//!   attention a sliding window saves nothing more (its mask is added; the probabilities are
+//!   `T × T` whatever the window).
+//!
 //!   `w`, the routing weight per copy, is float32 (4) where the router keeps it so (Mixtral:
 //!   `[model.moe] router = "softmax_renormalised_fp32"`), `b` where it casts it (`softmax`,
 //!   `softmax_renormalised`: OLMoE, Qwen; `topk_softmax`: Granite-MoE;
 //!   `sigmoid_renormalised_fp32`: MiniMax-M2, whose `e_score_correction_bias` saves nothing;
-//!   `sparsemixer`: PhiMoE). The import states the router for Mixtral, OLMoE, Qwen1.5/2-MoE,
-//!   Qwen3-MoE (`norm_topk_prob`), Granite-MoE, MiniMax-M2 and PhiMoE where its
-//!   `input_jitter_noise` is 0 (the noise a step multiplies the MoE input by is saved and
-//!   not modelled); the Transformers policies refuse, naming the field, a model that does
-//!   not state it (every other family) and MLA, windows, chunked attention, sinks, an
-//!   indexer, another router bias, expert biases, the clamped SwiGLU, post norms and
-//!   one-block layers (not yet checked against PyTorch), and `activation_bytes` other than
+//!   `sparsemixer`: PhiMoE; `topk_softmax_dtype`: gpt-oss). The import states the router for
+//!   Mixtral, OLMoE, Qwen1.5/2-MoE, Qwen3-MoE (`norm_topk_prob`), Granite-MoE, MiniMax-M2,
+//!   gpt-oss and PhiMoE where its `input_jitter_noise` is 0 (the noise a step multiplies
+//!   the MoE input by is saved and not modelled); the Transformers policies refuse, naming
+//!   the field, a model that does not state it (every other family) and MLA, chunked
+//!   attention, a partial RoPE in a sliding-window layer under SDPA, gpt-oss under
+//!   `transformers-sdpa` or any of its features (sinks, expert biases, the clamped SwiGLU)
+//!   apart from the others, an indexer, another router bias, post norms and one-block
+//!   layers (not yet checked against PyTorch), and `activation_bytes` other than
 //!   2 or 4. Under bf16 autocast with float32
 //!   weights a step also keeps the bf16 copy of each weight a matmul reads: not modelled.
 //!   python/tests/test_saved_tensors.py checks every figure against `saved_tensors_hooks`
-//!   (each storage once) on the stock and looped models of those seven families, both
-//!   stacks, both dtypes, two lengths: difference 0, and that every other family smelt
-//!   imports is refused.
+//!   (each storage once) on the stock and looped models of those eight families, both
+//!   stacks (gpt-oss: eager), both dtypes, two lengths, and of Mixtral with sliding windows
+//!   shorter than, equal to and longer than a length: difference 0, and that every other
+//!   family smelt imports is refused.
 //!   The training memory counts them under data parallelism only.
 //! * **Training memory** ([`training`], only with a `[training]` table): the static bytes
 //!   of weights, gradients, master weights and optimizer moments (16 per parameter by

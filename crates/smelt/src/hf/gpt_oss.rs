@@ -34,7 +34,8 @@ impl FamilyConfig for GptOss {
     fn reads(&self) -> &'static str {
         "Q/K/V/O biases (`attention_bias`, true when absent), one sink per head, \
          `layer_types` (`sliding_attention` layers windowed by `sliding_window`, by default \
-         every even 0-based layer, 128), a router bias, `num_local_experts` of \
+         every even 0-based layer, 128), a router bias (the router stated: \
+         `topk_softmax_dtype`), `num_local_experts` of \
          `intermediate_size` with biases and the clamped SwiGLU (`swiglu_limit`: \
          `activation = \"clamped_swiglu\"`)"
     }
