@@ -25,7 +25,7 @@
 //! | the core's output | `o_proj` | `b·q` |
 //! | eager probabilities | softmax (float32) and, in bf16, the matmul with `v` (a bf16 copy) | `a·T̄·4` in float32, `a·T̄·(4 + 2)` in bf16 |
 //! | SDPA's log-sum-exp | the fused kernel | `4a` |
-//! | SDPA's mask in a sliding-window layer whose window is no longer than `T` (with it, `kv' = q` as under eager attention; [`window`]) | the kernel, as an additive mask in the dtype | `b·T²` per sequence |
+//! | SDPA's mask in a sliding-window layer whose window is no longer than `T` (with it, `kv' = q` as under eager attention; `transformers/window.rs`) | the kernel, as an additive mask in the dtype | `b·T²` per sequence |
 //! | the FFN's normed input | router, experts, shared expert | `b·H` |
 //! | router | softmax over `E` (float32; MiniMax-M2: a sigmoid), top-k indices (int64), with renormalisation the top-k values and their sum (float32) | `4E + 8k (+ 4k + 4)` |
 //! | router `topk_softmax` (Granite-MoE) | top-k indices (int64), the softmax over the top-k logits (float32) | `8k + 4k` |
@@ -45,11 +45,11 @@
 //! nothing saved.
 //!
 //! gpt-oss's classes (attention sinks, expert biases, the clamped SwiGLU, its router) save
-//! more, under `transformers-eager` only: [`gpt_oss`] lists what.
+//! more, under `transformers-eager` only: `transformers/gpt_oss.rs` lists what.
 //!
 //! Only what was checked against PyTorch is counted (python/tests/test_saved_tensors.py):
 //! grouped-query attention with no, per-head or full-width q/k norms and RoPE in place or
-//! partial (`rope_dim`), sliding windows ([`window`]), RMSNorm or LayerNorm with a
+//! partial (`rope_dim`), sliding windows (`transformers/window.rs`), RMSNorm or LayerNorm with a
 //! bias, SwiGLU experts behind a stated router (`[model.moe] router`, which the import
 //! states for Mixtral, OLMoE, Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE, MiniMax-M2, PhiMoE
 //! without input jitter and gpt-oss), gated shared experts, dense FFNs, and gpt-oss under
