@@ -224,6 +224,44 @@ def test_refuses_gpt_oss_under_sdpa(build_kind):
         smelt_bytes(directory, "transformers-sdpa", 4, 48)
 
 
+def refusal_of(spec, stack):
+    spec["workload"] = {"context": 48, "mean_doc_len": 48, "attention": "causal", "kv_dtype_bytes": 2}
+    spec.setdefault("counting", {})["activations"] = stack
+    with pytest.raises(smelt.SmeltError) as e:
+        smelt.cost(spec)
+    return str(e.value)
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"attention_sinks": False}, "model.attention_sinks"),
+        ({"moe": {"expert_bias": False}}, "model.moe.expert_bias"),
+        ({"moe": {"activation": "swiglu"}}, "model.moe.activation"),
+    ],
+)
+def test_refuses_gpt_oss_features_apart(change, field):
+    """gpt-oss's sinks, expert biases and clamped SwiGLU are counted as its classes, which
+    build them together: a model with some but not all is refused, naming the one missing."""
+    spec = smelt.import_hf(hf.tiny_config("gpt_oss"))
+    for key, value in change.items():
+        if isinstance(value, dict):
+            spec["model"][key].update(value)
+        else:
+            spec["model"][key] = value
+    error = refusal_of(spec, "transformers-eager")
+    assert error.startswith(field) and "no Transformers class builds them apart" in error, error
+
+
+def test_refuses_partial_rope_in_a_window_under_sdpa():
+    """A sliding-window layer with a partial RoPE under SDPA (its mask with the head-major
+    copy) was not checked against PyTorch: refused, naming the field."""
+    spec = smelt.import_hf(hf.tiny_config("minimax_m2"))
+    spec["model"]["window"] = {"kind": "sliding", "size": 8, "layers": [1, 2, 3, 4]}
+    error = refusal_of(spec, "transformers-sdpa")
+    assert error.startswith("model.rope_dim") and "partial RoPE" in error, error
+
+
 def windowed(build_kind, window):
     """Mixtral's tiny stock model or looped export with a sliding window of `window` tokens
     on every layer."""
