@@ -207,6 +207,15 @@ def test_refuses_input_jitter(stack):
     refused(hf.tiny_config("phimoe"), stack)
 
 
+@pytest.mark.parametrize("family", ["mixtral", "minimax_m2"])
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_refuses_router_jitter(family, stack):
+    """Mixtral's and MiniMax-M2's router noise (`router_jitter_noise` > 0: a training step
+    saves the noise it multiplies the router's input by) is not modelled: their router is
+    not stated, and the policies refuse them."""
+    refused(dict(hf.tiny_config(family), router_jitter_noise=0.01), stack)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_looped_export_builds_in_the_baselines_dtype(family):
     """Built without a dtype, the looped export and its Baseline have the same one (the
