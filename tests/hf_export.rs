@@ -600,3 +600,37 @@ fn partial_rope_and_quiet_sparsemixer_export_as_their_keys() {
     let out = hf::export(&noisy, Family::Phimoe).unwrap();
     assert!(out.get("input_jitter_noise").is_none(), "{out}");
 }
+
+/// Mixtral and MiniMax-M2 state their router only where `router_jitter_noise` is absent (the
+/// class default, 0) or 0: a training step with router noise saves the noise, which smelt's
+/// routers do not describe, so the Transformers activation policies refuse such a model
+/// instead of counting it without. Everything else the import reads is the same.
+#[test]
+fn router_jitter_unstates_the_router() {
+    for (file, router) in [
+        (
+            "mixtral-8x7b-v0.1.json",
+            smelt::Router::SoftmaxRenormalisedFp32,
+        ),
+        ("minimax-m2.json", smelt::Router::SigmoidRenormalisedFp32),
+    ] {
+        let mut config: serde_json::Value = serde_json::from_str(&config_text(file)).unwrap();
+        let quiet = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
+        assert_eq!(quiet.model.moe.router, Some(router), "{file}");
+        config["router_jitter_noise"] = serde_json::json!(0.0);
+        let zero = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
+        assert_eq!(zero.model, quiet.model, "{file}");
+        config["router_jitter_noise"] = serde_json::json!(0.01);
+        let mut noisy = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
+        assert_eq!(noisy.model.moe.router, None, "{file}");
+        noisy.model.moe.router = Some(router);
+        assert_eq!(noisy.model, quiet.model, "{file}");
+        noisy.model.moe.router = None;
+        noisy.counting.activations = smelt::ActivationPolicy::TransformersEager;
+        let err = smelt::cost(&noisy).unwrap_err().to_string();
+        assert!(
+            err.contains("model.moe.router") && err.contains("without router jitter"),
+            "{file}: {err}"
+        );
+    }
+}

@@ -343,6 +343,13 @@ fn an_uneven_pipeline_split_is_predicted_and_its_memory_checked() {
     // The 15 four-layer stages are slower than the mean stage (61 / 16 layers): the
     // imbalance is reported, and the step is slower than the same layout evenly averaged.
     assert!(j["step"]["pipeline"]["imbalance"].as_f64().unwrap() > 0.0);
+    // The first stage holds three dense layers and one MoE layer: fewer all-to-alls and
+    // grouped GEMMs than a stage of four MoE layers, so it is faster, and a four-MoE-layer
+    // stage is the bottleneck.
+    let seconds = &j["step"]["pipeline"]["stage_seconds"];
+    let (first, second) = (seconds[0].as_f64().unwrap(), seconds[1].as_f64().unwrap());
+    assert!(first < second, "{seconds}");
+    assert_eq!(j["step"]["pipeline"]["bottleneck"], 2, "{j}");
     let (code, _, err) = run(&[
         "predict",
         &budget("smelt-200m-s95.toml"),

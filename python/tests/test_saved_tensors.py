@@ -297,6 +297,14 @@ def test_sliding_window(window, build_kind, stack, dtype_name):
         if full is not None and (stack == "transformers-eager" or window > tokens):
             assert pytorch == full
 
+@pytest.mark.parametrize("family", ["mixtral", "minimax_m2"])
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_refuses_router_jitter(family, stack):
+    """Mixtral's and MiniMax-M2's router noise (`router_jitter_noise` > 0: a training step
+    saves the noise it multiplies the router's input by) is not modelled: their router is
+    not stated, and the policies refuse them."""
+    refused(dict(hf.tiny_config(family), router_jitter_noise=0.01), stack)
+
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_looped_export_builds_in_the_baselines_dtype(family):

@@ -235,9 +235,10 @@
 //!   `softmax_renormalised`: OLMoE, Qwen; `topk_softmax`: Granite-MoE;
 //!   `sigmoid_renormalised_fp32`: MiniMax-M2, whose `e_score_correction_bias` saves nothing;
 //!   `sparsemixer`: PhiMoE; `topk_softmax_dtype`: gpt-oss). The import states the router for
-//!   Mixtral, OLMoE, Qwen1.5/2-MoE, Qwen3-MoE (`norm_topk_prob`), Granite-MoE, MiniMax-M2,
-//!   gpt-oss and PhiMoE where its `input_jitter_noise` is 0 (the noise a step multiplies
-//!   the MoE input by is saved and not modelled); the Transformers policies refuse, naming
+//!   OLMoE, Qwen1.5/2-MoE, Qwen3-MoE (`norm_topk_prob`), Granite-MoE and gpt-oss, for
+//!   Mixtral and MiniMax-M2 where `router_jitter_noise` is 0 and for PhiMoE where its
+//!   `input_jitter_noise` is 0 (the noise a step multiplies the router's or the MoE's input
+//!   by is saved and not modelled); the Transformers policies refuse, naming
 //!   the field, a model that does not state it (every other family) and MLA, chunked
 //!   attention, a partial RoPE in a sliding-window layer under SDPA, gpt-oss under
 //!   `transformers-sdpa` or any of its features (sinks, expert biases, the clamped SwiGLU)

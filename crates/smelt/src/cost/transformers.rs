@@ -49,17 +49,20 @@
 //!
 //! Only what was checked against PyTorch is counted (python/tests/test_saved_tensors.py):
 //! grouped-query attention with no, per-head or full-width q/k norms and RoPE in place or
-//! partial (`rope_dim`), sliding windows (`transformers/window.rs`), RMSNorm or LayerNorm with a
-//! bias, SwiGLU experts behind a stated router (`[model.moe] router`, which the import
-//! states for Mixtral, OLMoE, Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE, MiniMax-M2, PhiMoE
-//! without input jitter and gpt-oss), gated shared experts, dense FFNs, and gpt-oss under
-//! `transformers-eager`. Anything else is refused, naming the field: a router not stated
-//! (DeepSeek's, GLM-4.5's, Llama-4's, PhiMoE's with input jitter), MLA, a partial RoPE
-//! in a sliding-window layer under SDPA, chunked windows, gpt-oss under `transformers-sdpa` (Transformers builds no
-//! SDPA attention for it) or any of its features apart from the others, an indexer, a
-//! router bias but MiniMax-M2's and gpt-oss's, layers without attention, float16
-//! (`activation_bytes` other than 2 or 4); a SparseMixer router with other than two
-//! experts is refused by the model's own validation. Autocast (float32 weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
+//! partial (`rope_dim`), sliding windows (`transformers/window.rs`), RMSNorm or LayerNorm
+//! with a bias, SwiGLU experts behind a stated router (`[model.moe] router`, which the
+//! import states for OLMoE, Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE and gpt-oss, for Mixtral
+//! and MiniMax-M2 without router jitter and for PhiMoE without input jitter), gated shared
+//! experts, dense FFNs, and gpt-oss under `transformers-eager`. Anything else is refused,
+//! naming the field: a router not stated (DeepSeek's, GLM-4.5's, Llama-4's, Mixtral's and
+//! MiniMax-M2's with router jitter, PhiMoE's with input jitter), MLA, a partial RoPE in a
+//! sliding-window layer under SDPA, chunked windows, gpt-oss under `transformers-sdpa`
+//! (Transformers builds no SDPA attention for it) or any of its features apart from the
+//! others, an indexer, a router bias but MiniMax-M2's and gpt-oss's, layers without
+//! attention, float16 (`activation_bytes` other than 2 or 4); a SparseMixer router with
+//! other than two experts is refused by the model's own validation. Autocast (float32
+//! weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a
+//! matmul reads.
 
 mod gpt_oss;
 mod window;
@@ -309,8 +312,8 @@ impl Step {
                 policy,
                 "model.moe.router",
                 "a router that is not stated (set [model.moe] router; the import states it \
-                 for Mixtral, OLMoE, the Qwen MoE families, Granite-MoE, MiniMax-M2 and \
-                 PhiMoE without input jitter)",
+                 for OLMoE, the Qwen MoE families and Granite-MoE, for Mixtral and MiniMax-M2 \
+                 without router jitter and for PhiMoE without input jitter)",
             ));
         };
         let (ne, k, f) = (

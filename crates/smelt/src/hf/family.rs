@@ -131,6 +131,15 @@ pub(super) trait FamilyConfig: Sync {
         false
     }
 
+    /// The key of the training-time noise its MoE block multiplies the router's input by
+    /// (Transformers' `router_jitter_noise`), if its class has one: the import states the
+    /// router only where the key is absent (the class default, 0) or 0, since the noise a
+    /// training step draws is saved for the backward pass and smelt's model does not
+    /// describe it.
+    fn router_noise(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Refusals checked before any key is read (a use of a key smelt does not describe).
     fn refuse(&self, _config: &Map<String, Value>) -> Result<()> {
         Ok(())

@@ -42,7 +42,8 @@ impl FamilyConfig for MinimaxM2 {
          projections; a router bias (`e_score_correction_bias`); MiniMax's own keys \
          (`use_qk_norm`, `qk_norm_type`, `use_routing_bias`, `shared_intermediate_size`, \
          `attn_type_list`) checked against that; the partial RoPE's `rotary_dim` (`rope_dim`); \
-         its MTP keys not read (Transformers builds no MTP module)"
+         its MTP keys not read (Transformers builds no MTP module); the router \
+         (`sigmoid_renormalised_fp32`) stated where `router_jitter_noise` is 0 or absent"
     }
     fn support(&self) -> &Support {
         &SUPPORT
@@ -51,6 +52,9 @@ impl FamilyConfig for MinimaxM2 {
         // MiniMaxM2TopKRouter: a float32 sigmoid, the top-k after the bias, renormalised,
         // kept in float32.
         &[Router::SigmoidRenormalisedFp32]
+    }
+    fn router_noise(&self) -> Option<&'static str> {
+        Some("router_jitter_noise")
     }
 }
 

@@ -1,6 +1,8 @@
 //! `mixtral`: routed experts only, no q/k norm, no biases; a sliding window of
 //! `sliding_window` keys on every layer when it is set (Transformers' Mixtral has no
-//! `use_sliding_window` switch: its mask is windowed whenever the key is not null).
+//! `use_sliding_window` switch: its mask is windowed whenever the key is not null). The
+//! router is stated only where `router_jitter_noise` is 0 or absent: the noise a training
+//! step multiplies the router's input by is saved, and smelt's model does not describe it.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,7 +31,8 @@ impl FamilyConfig for Mixtral {
     }
     fn reads(&self) -> &'static str {
         "`num_local_experts`, `intermediate_size` (expert width); `sliding_window`, when set, \
-         windows every layer"
+         windows every layer; the router (`softmax_renormalised_fp32`) stated where \
+         `router_jitter_noise` is 0 or absent"
     }
     fn support(&self) -> &Support {
         &SUPPORT
@@ -37,6 +40,9 @@ impl FamilyConfig for Mixtral {
     fn routers(&self) -> &'static [Router] {
         // MixtralTopKRouter: a float32 softmax, the top-k renormalised, kept in float32.
         &[Router::SoftmaxRenormalisedFp32]
+    }
+    fn router_noise(&self) -> Option<&'static str> {
+        Some("router_jitter_noise")
     }
 }
 
@@ -65,7 +71,8 @@ impl OwnKeys for Config {
             expert_ffn: self.intermediate_size,
             window: every_layer(self.sliding_window, c.num_hidden_layers),
             // Mixtral's router always divides the top-k probabilities by their sum, and
-            // keeps them in float32.
+            // keeps them in float32 (unstated again by the import where the config asks for
+            // router noise: `router_noise`).
             router: Some(crate::model::Router::SoftmaxRenormalisedFp32),
             ..Parts::default()
         })

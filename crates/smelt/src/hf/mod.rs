@@ -455,7 +455,13 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         crate::model::MAX_COUNT,
     )
     .map_err(|e| in_config_words(e, family))?;
-    let parts = (family.config().parts(value, &common)).map_err(|e| in_family(e, family))?;
+    let mut parts = (family.config().parts(value, &common)).map_err(|e| in_family(e, family))?;
+    if let Some(key) = family.config().router_noise()
+        && value.get(key).is_some_and(|v| v.as_f64() != Some(0.0))
+    {
+        // A training step with router noise saves what smelt's routers do not describe.
+        parts.router = None;
+    }
     let spec = ModelSpec {
         name: Some(
             common

@@ -36,11 +36,16 @@
 //! layer taken on the model [`unrolled`] (each visit a layer of its own: it runs its GEMMs,
 //! grouped GEMMs, attention or recurrent mixer, memory-bound kernels, TP collectives and EP
 //! dispatch and combine, and the host issues it), while its parameters (the optimizer step,
-//! the data-parallel traffic, ZeRO 3's per-micro-batch gathers) are the model's own. Stage `s`, with `x_s` executions, takes that micro-batch with its per-execution work
-//! scaled by `x_s / (E / pp)`; the LM head, the cross-entropy, the p2p and ZeRO 3's
-//! gathers stay charged to every stage, as in the unlooped model (whose stage is its
-//! last). Recomputation follows the scaled work. A stage's micro-batch takes the longest of
-//! its GPU, host and ZeRO 3 times (`t_s`); the step is
+//! the data-parallel traffic, ZeRO 3's per-micro-batch gathers) are the model's own. Stage
+//! `s`, with `x_s` executions, takes that micro-batch with its per-execution work scaled by
+//! `x_s / (E / pp)`, except what only some layers run: the dense FFNs' GEMMs scale by the
+//! stage's dense-FFN layer executions over the mean stage's, and the MoE layers' router and
+//! shared-expert GEMMs, grouped GEMMs and all-to-alls by its MoE layer executions over the
+//! mean stage's (DeepSeek-V3's first stage, three dense layers and one MoE layer, is
+//! lighter in all-to-alls than a stage of four MoE layers); the LM head, the cross-entropy,
+//! the p2p and ZeRO 3's gathers stay charged to every stage, as in the unlooped model
+//! (whose stage is its last). Recomputation follows the scaled work. A stage's micro-batch
+//! takes the longest of its GPU, host and ZeRO 3 times (`t_s`); the step is
 //!
 //! ```text
 //! m · max t_s + (Σ t_s − max t_s) / vp + optimizer + exposed DP communication
@@ -281,10 +286,12 @@ pub(super) fn stages_of(
     t: &Training,
     mean: MicroBatch,
     fixed: (f64, f64, Recompute),
+    kinds: KindGemms,
     micro_batches: u64,
 ) -> Result<Staged> {
     if let Some(stages) = place(m, t)? {
-        return Ok(staged(m, t, &stages, mean, fixed, micro_batches));
+        let k = StageKinds::of(m, &stages, kinds);
+        return Ok(staged(m, t, &stages, mean, fixed, &k, micro_batches));
     }
     let micro = seconds(&mean);
     let bubble = if t.pp > 1 {
@@ -300,6 +307,81 @@ pub(super) fn stages_of(
     })
 }
 
+/// The mean stage's seconds of the GEMMs only dense-FFN layers run (`dense`) and of those
+/// only MoE layers run (`moe`: the router and the shared experts).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KindGemms {
+    /// The dense FFNs' GEMMs.
+    pub dense: f64,
+    /// The routers' and the shared experts' GEMMs.
+    pub moe: f64,
+}
+
+/// Per stage, its dense-FFN and MoE layer executions against the mean stage's.
+struct StageKinds {
+    gemms: KindGemms,
+    /// `(dense, moe)` executions of each stage over the mean stage's (1 where the model has
+    /// none of that kind).
+    ratios: Vec<(f64, f64)>,
+}
+
+impl StageKinds {
+    fn of(m: &Model, stages: &[(u64, u64)], gemms: KindGemms) -> Self {
+        let dense: Vec<u64> = m.dense.as_ref().map_or_else(Vec::new, |d| d.layers.clone());
+        let mixer_only = m.mixer_only();
+        let mut first = 1u64;
+        let counts: Vec<(u64, u64)> = (stages.iter())
+            .map(|&(layers, x)| {
+                let range = first..first + layers;
+                first += layers;
+                let of = |list: &[u64]| {
+                    let inside: Vec<u64> =
+                        list.iter().copied().filter(|l| range.contains(l)).collect();
+                    m.executions_of(&inside)
+                };
+                let d = of(&dense);
+                (d, x.saturating_sub(d).saturating_sub(of(mixer_only)))
+            })
+            .collect();
+        let pp = stages.len() as f64;
+        let total = |f: fn(&(u64, u64)) -> u64| counts.iter().map(f).sum::<u64>() as f64 / pp;
+        let (dense_mean, moe_mean) = (total(|c| c.0), total(|c| c.1));
+        let ratio = |n: u64, mean: f64| if mean > 0.0 { n as f64 / mean } else { 1.0 };
+        let ratios = (counts.iter())
+            .map(|&(d, e)| (ratio(d, dense_mean), ratio(e, moe_mean)))
+            .collect();
+        Self { gemms, ratios }
+    }
+
+    /// `batch`, stage `i`'s micro-batch with every per-execution term scaled by `k`, with
+    /// the dense FFNs' GEMMs, the MoE layers' GEMMs, grouped GEMMs and all-to-alls scaled
+    /// by the stage's own executions of those layers instead.
+    fn adjust(
+        &self,
+        i: usize,
+        batch: MicroBatch,
+        mean: &MicroBatch,
+        k: f64,
+        recompute: Recompute,
+    ) -> MicroBatch {
+        let (kd, ke) = self.ratios[i];
+        let gemm = batch.gemm + self.gemms.dense * (kd - k) + self.gemms.moe * (ke - k);
+        let (experts, ep_comm) = (mean.experts * ke, mean.ep_comm * ke);
+        MicroBatch {
+            gemm,
+            experts,
+            ep_comm,
+            recompute: recompute_seconds(
+                recompute,
+                [gemm, experts, batch.attention, batch.recurrent],
+                batch.memory_bound,
+            ),
+            ..batch
+        }
+        .summed()
+    }
+}
+
 /// The times of `stages` (`(physical layers, executions)` each) from the mean stage's
 /// micro-batch `mean` (module docs); `micro_batches` per step, `vp` virtual stages.
 fn staged(
@@ -308,6 +390,7 @@ fn staged(
     stages: &[(u64, u64)],
     mean: MicroBatch,
     (lm_head, cross_entropy, recompute): (f64, f64, Recompute),
+    kinds: &StageKinds,
     micro_batches: u64,
 ) -> Staged {
     let pp = stages.len() as f64;
@@ -321,11 +404,12 @@ fn staged(
     let batches: Vec<MicroBatch> = (stages.iter().enumerate())
         .map(|(i, &(_, x))| {
             let k = x as f64 / per_stage;
-            if unlooped && i != last {
+            let batch = if unlooped && i != last {
                 headless(&mean, k, lm_head, cross_entropy, recompute)
             } else {
                 scaled(&mean, k, lm_head, cross_entropy, recompute)
-            }
+            };
+            kinds.adjust(i, batch, &mean, k, recompute)
         })
         .collect();
     let stage_seconds: Vec<f64> = batches.iter().map(micro_of).collect();

@@ -377,6 +377,12 @@ pub fn predict_step_host(
     .map(|f| f.as_f64())
     .sum::<f64>();
     let lm_head = 6.0 * h * v * tokens / tp;
+    // What only dense-FFN layers and only MoE layers run, for a stage that holds more or
+    // fewer of them than the mean stage.
+    let kind_gemms = looped::KindGemms {
+        dense: gpu_flops(flops.dense.as_f64()) / (share * peak),
+        moe: gpu_flops(flops.router.as_f64() + flops.shared.as_f64()) / (share * peak),
+    };
     let gemm = (gpu_flops(other) + lm_head) / (share * peak) + 18.0 * stage_layers * launch;
     // Routed experts.
     let experts_flops = gpu_flops(flops.experts.as_f64());
@@ -439,7 +445,7 @@ pub fn predict_step_host(
         micro,
         bubble,
         pipeline,
-    } = looped::stages_of(&spec.model, t, mean, fixed, micro_batches)?;
+    } = looped::stages_of(&spec.model, t, mean, fixed, kind_gemms, micro_batches)?;
     let dp_comm = (dp_step - micro).max(0.0);
     let steps = micro_batches as f64;
     let step_seconds = steps * micro + bubble + optimizer + dp_comm;
