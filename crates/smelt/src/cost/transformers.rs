@@ -58,11 +58,13 @@ use super::Keys;
 use crate::error::{Error, Result};
 use crate::model::{
     ActivationPolicy, AttentionLayer, AttentionShape, Consumer, Counting, ExpertActivation,
-    Feature, Ffn, QkNorm, Router, Stack, TokenMixer, capability::refusal,
+    Feature, Ffn, Moe, QkNorm, Router, Stack, TokenMixer, capability::refusal,
 };
 use crate::units::ActivationBytes;
 
 use super::memory::ActivationBreakdown;
+
+mod mla;
 
 const WHAT: &str = "activations";
 
@@ -121,8 +123,7 @@ fn refuse(policy: ActivationPolicy, field: &str, what: &str) -> Error {
 }
 
 /// The features the Transformers policies refuse (module docs).
-const REFUSED: [Feature; 9] = [
-    Feature::Mla,
+const REFUSED: [Feature; 8] = [
     Feature::Sliding,
     Feature::Chunked,
     Feature::Sinks,
@@ -154,18 +155,14 @@ impl Step {
     /// width.
     fn attention(self, a: &AttentionLayer) -> Result<([Part; 3], u64)> {
         let (b, h) = (self.b, self.h);
-        let AttentionShape::Gqa {
-            heads,
-            kv_heads,
-            head_dim: d,
-            k_eq_v,
-        } = a.shape
-        else {
-            return Err(refuse(
-                self.policy,
-                "model.mla",
-                "multi-head latent attention",
-            ));
+        let (heads, kv_heads, d, k_eq_v) = match &a.shape {
+            AttentionShape::Mla { heads, mla } => return self.latent(*heads, mla),
+            AttentionShape::Gqa {
+                heads,
+                kv_heads,
+                head_dim,
+                k_eq_v,
+            } => (*heads, *kv_heads, *head_dim, *k_eq_v),
         };
         if k_eq_v {
             return Err(refuse(
@@ -219,12 +216,13 @@ impl Step {
         Ok(([Part::whole(norms), Part::whole(attention), scores], width))
     }
 
-    /// What the router `r` over `ne` experts choosing `k` saves per token, and the bytes of
-    /// one routing weight (module docs).
-    fn router(self, r: Router, ne: u128, k: u128) -> Result<(u128, u128)> {
+    /// What the router of `e` saves: per token and per sequence, and the bytes of one
+    /// routing weight (module docs).
+    fn router(self, r: Router, e: &Moe) -> Result<(u128, u128, u128)> {
+        let (ne, k) = (u128::from(e.experts), u128::from(e.top_k));
         // The top-k's int64 indices.
         let indices = mul(8, k)?;
-        Ok(match r {
+        let (token, weight) = match r {
             // A float32 softmax over every expert; renormalised, the top-k values and their
             // sum in float32.
             Router::Softmax => (add(mul(4, ne)?, indices)?, self.b),
@@ -249,7 +247,38 @@ impl Step {
                 let round = add(add(ne, 16)?, mul(self.b, add(ne, 1)?)?)?;
                 (mul(2, round)?, self.b)
             }
-        })
+            // DeepSeek's: the float32 softmax or sigmoid over every expert and the top-k
+            // indices; grouped, the int64 indices of each group's best (V2) or two best
+            // (V3) experts and of the best groups, the bool mask of the other groups'
+            // experts; renormalised, the top-k values and their sum.
+            Router::SoftmaxFp32
+            | Router::SoftmaxGroupedFp32
+            | Router::SigmoidGroupedFp32
+            | Router::SigmoidGroupedRenormalisedFp32 => {
+                let mut token = add(mul(4, ne)?, indices)?;
+                if let Some(g) = e.router_groups {
+                    let best = if r == Router::SoftmaxGroupedFp32 {
+                        8
+                    } else {
+                        16
+                    };
+                    let groups = mul(best, u128::from(g.groups))?;
+                    let chosen = mul(8, u128::from(g.topk_groups))?;
+                    token = add(add(token, groups)?, add(chosen, ne)?)?;
+                }
+                if r.renormalises() {
+                    token = add(token, add(mul(4, k)?, 4)?)?;
+                }
+                (token, 4)
+            }
+        };
+        // Float32 logits from float32 copies of the input and the weight: in bf16 both
+        // copies are kept (the weight's once per sequence).
+        if r.fp32_logits() && self.b == 2 {
+            let weight_copy = mul(4, mul(ne, self.h)?)?;
+            return Ok((add(token, mul(4, self.h)?)?, weight_copy, weight));
+        }
+        Ok((token, 0, weight))
     }
 
     /// One execution of the FFN `ffn`: `(router, experts, shared, dense)`.
@@ -293,11 +322,17 @@ impl Step {
         );
         // The router bias of a sigmoid router only shifts the choice (no saved tensor);
         // any other is not modelled.
-        if e.router_bias && r != Router::SigmoidRenormalisedFp32 {
+        let sigmoid = matches!(
+            r,
+            Router::SigmoidRenormalisedFp32
+                | Router::SigmoidGroupedFp32
+                | Router::SigmoidGroupedRenormalisedFp32
+        );
+        if e.router_bias && !sigmoid {
             let f = Feature::RouterBias;
             return Err(refuse(policy, f.field(), f.words()));
         }
-        let (router, weight) = self.router(r, ne, k)?;
+        let (router, router_seq, weight) = self.router(r, e)?;
         let (index, widths) = if self.eager { (16, 3) } else { (24, 2) };
         let copy = add(
             add(index, mul(b, add(mul(widths, h)?, mul(4, f)?)?)?)?,
@@ -314,7 +349,11 @@ impl Step {
             shared = add(shared, add(1, mul(n, h)?)?)?;
         }
         Ok([
-            Part::whole(router),
+            Part {
+                whole: router,
+                rows: 0,
+                seq: router_seq,
+            },
             experts,
             Part::whole(mul(b, shared)?),
             zero,

@@ -20,7 +20,7 @@ use super::family::{ConfigKeys, FamilyConfig, Words, object};
 use super::support::{Feature, Shared, Support, layer_count, refuse};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, Dense, Indexer, Mla, Model, QkNorm};
+use crate::model::{AttentionBias, Dense, Indexer, Mla, Model, QkNorm, Router, RouterGroups};
 
 fn one() -> u64 {
     1
@@ -142,6 +142,15 @@ impl FamilyConfig for DeepSeek {
     fn words(&self) -> Words {
         Words::ROUTED
     }
+    fn routers(&self) -> &'static [Router] {
+        match self.family {
+            Family::DeepseekV3 | Family::KimiK2 => &[
+                Router::SigmoidGroupedFp32,
+                Router::SigmoidGroupedRenormalisedFp32,
+            ],
+            _ => &[],
+        }
+    }
 }
 
 impl ConfigKeys for DeepSeek {
@@ -164,12 +173,21 @@ impl ConfigKeys for DeepSeek {
         if self.indexer {
             read::<MlpTypes>(config)?.check(common.num_hidden_layers, parts.dense.as_ref())?;
         }
-        Ok(Parts { indexer, ..parts })
+        let (router, router_groups) = RouterKeys::read(config)
+            .stated(self.family, &parts, common.num_experts_per_tok)
+            .unzip();
+        Ok(Parts {
+            indexer,
+            router,
+            router_groups: router_groups.flatten(),
+            ..parts
+        })
     }
 
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Latent::of(m, self.family)?)?;
         out.extend(object(Moe::of(m, self.family, self.routing)?)?);
+        out.extend(RouterKeys::of(m));
         if let Some(ix) = &m.indexer {
             out.extend(object(Index::of(ix))?);
         }
@@ -554,5 +572,74 @@ impl MlpTypes {
                 types.len()
             ),
         ))
+    }
+}
+
+/// The router keys of DeepSeek's configs, read from the config as it is (not among the
+/// family's keys, so that an export of a model without a stated router carries the
+/// Baseline's): `n_group`, `topk_group`, `norm_topk_prob` and `scoring_func`.
+#[derive(Debug, Default)]
+struct RouterKeys {
+    n_group: Option<u64>,
+    topk_group: Option<u64>,
+    norm_topk_prob: Option<bool>,
+    scoring_func: Option<String>,
+}
+
+impl RouterKeys {
+    fn read(config: &Value) -> Self {
+        let int = |k: &str| config.get(k).and_then(Value::as_u64);
+        Self {
+            n_group: int("n_group"),
+            topk_group: int("topk_group"),
+            norm_topk_prob: config.get("norm_topk_prob").and_then(Value::as_bool),
+            scoring_func: (config.get("scoring_func").and_then(Value::as_str)).map(str::to_owned),
+        }
+    }
+
+    /// The router `family`'s Transformers class builds from these keys, where it is one
+    /// of smelt's and fits the experts (`n_group` dividing them, two per group, the top-k
+    /// among the `topk_group` best groups); `None`, not stated, otherwise. DeepSeek-V3's
+    /// `DeepseekV3TopkRouter` always scores with a sigmoid and adds its bias (whatever
+    /// `scoring_func` and `topk_method` say): stated where the config says so too
+    /// (`noaux_tc`, `sigmoid`), with `DeepseekV3Config`'s defaults (`n_group = 8`,
+    /// `topk_group = 4`, `norm_topk_prob = true`); Kimi-K2's own code's defaults are not
+    /// read, so its keys must be given.
+    fn stated(
+        &self,
+        family: Family,
+        parts: &Parts,
+        top_k: u64,
+    ) -> Option<(Router, Option<RouterGroups>)> {
+        let defaults = match family {
+            Family::DeepseekV3 => (Some(8), Some(4), Some(true)),
+            Family::KimiK2 => (None, None, None),
+            _ => return None,
+        };
+        let sigmoid = self.scoring_func.as_deref().is_none_or(|f| f == "sigmoid");
+        if !parts.router_bias || !sigmoid {
+            return None;
+        }
+        let groups = RouterGroups {
+            groups: self.n_group.or(defaults.0)?,
+            topk_groups: self.topk_group.or(defaults.1)?,
+        };
+        let router = match self.norm_topk_prob.or(defaults.2)? {
+            true => Router::SigmoidGroupedRenormalisedFp32,
+            false => Router::SigmoidGroupedFp32,
+        };
+        let fits = groups.fit(router, parts.experts, top_k);
+        fits.then_some((router, Some(groups)))
+    }
+
+    /// The keys of `m`'s stated router (none without one).
+    fn of(m: &Model) -> Map<String, Value> {
+        let mut out = Map::new();
+        if let (Some(r), Some(g)) = (m.moe.router, m.moe.router_groups) {
+            out.insert("n_group".to_owned(), Value::from(g.groups));
+            out.insert("topk_group".to_owned(), Value::from(g.topk_groups));
+            out.insert("norm_topk_prob".to_owned(), Value::from(r.renormalises()));
+        }
+        out
     }
 }

@@ -56,7 +56,7 @@ pub use knobs::Knobs;
 pub(crate) use mixer::{Budget as MixerBudget, MixerWords, RecurrentBlock};
 pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
 pub use recompute::{RecomputeModule, RecomputeModules};
-pub use router::Router;
+pub use router::{Router, RouterGroups};
 pub use stack::{
     AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,
     Stack, TokenMixer,
@@ -361,6 +361,11 @@ pub struct Moe {
     /// model that does not state it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router: Option<Router>,
+    /// The expert groups of a group-limited router (`router = "softmax_grouped_fp32"`,
+    /// `"sigmoid_grouped_fp32"` or `"sigmoid_grouped_renormalised_fp32"`, which need it;
+    /// no other router takes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_groups: Option<RouterGroups>,
 }
 
 named_enum! {
