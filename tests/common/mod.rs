@@ -129,6 +129,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
                 router_scale: false,
                 branch_norms: false,
                 router: None,
+                router_groups: None,
             },
             dense: None,
             looping: None,
