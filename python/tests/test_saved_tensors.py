@@ -39,13 +39,16 @@ FAMILIES = [
     "granitemoe",
     "minimax_m2",
     "phimoe",
+    "deepseek_v2",
     "deepseek_v3",
     "kimi_k2",
 ]
 # PhiMoE's router is stated only without input jitter (test_refuses_input_jitter). Kimi-K2's
-# experts in two groups, its tokens routed within the best one (DeepSeek-V3's tiny config
-# has one group).
-CHANGES = {"phimoe": {"input_jitter_noise": 0.0}, "kimi_k2": {"n_group": 2, "topk_group": 1}}
+# and DeepSeek-V2's experts in two groups, their tokens routed within the best one
+# (DeepSeek-V3's tiny config has one group; DeepSeek-V2's greedy router:
+# test_deepseek_v2_lite).
+GROUPS = {"n_group": 2, "topk_group": 1}
+CHANGES = {"phimoe": {"input_jitter_noise": 0.0}, "kimi_k2": GROUPS, "deepseek_v2": GROUPS}
 # Transformers has no `kimi_k2` type: Kimi-K2's checkpoints are built by their own copy of
 # DeepSeek-V3's code, so its stock config is built by Transformers' DeepSeek-V3 classes (as
 # its export is, whose `model_type` smelt writes as `deepseek_v3`).
@@ -106,9 +109,10 @@ def stock(family):
     return directory
 
 
-# Kimi-K2's looped match keeps a multiple of its two expert groups (with the family's
-# lattice it keeps two experts, which the groups do not fit: its router is then not stated).
-LATTICES = {"kimi_k2": {"experts": {"step": 4, "min": 4, "max": 8}}}
+# Kimi-K2's and DeepSeek-V2's looped matches keep a multiple of their two expert groups (with
+# the family's lattice they keep two experts, which the groups do not fit: the router is
+# then not stated).
+LATTICES = {f: {"experts": {"step": 4, "min": 4, "max": 8}} for f in ("kimi_k2", "deepseek_v2")}
 
 
 def looped(family):
@@ -177,10 +181,22 @@ def test_smelt_counts_what_pytorch_saves(family, build_kind, stack, dtype_name, 
     assert counted == pytorch, (pytorch, counted, pytorch - counted)
 
 
+@pytest.mark.parametrize("stack,dtype_name", list(itertools.product(STACKS, DTYPES)))
+def test_deepseek_v2_lite(stack, dtype_name):
+    """DeepSeek-V2-Lite's shape: a plain query projection (`q_lora_rank` null) and the greedy
+    router (`router = "softmax_fp32"`)."""
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    config = dict(hf.tiny_config("deepseek_v2"), q_lora_rank=None, topk_method="greedy")
+    (directory / "config.json").write_text(json.dumps(config))
+    assert smelt.import_hf(directory)["model"]["moe"]["router"] == "softmax_fp32"
+    dtype, activation_bytes = DTYPES[dtype_name]
+    pytorch = saved_bytes(build(directory, stack, dtype), LENGTHS[0])
+    assert smelt_bytes(directory, stack, activation_bytes, LENGTHS[0]) == pytorch
+
+
 # Every other family smelt imports, refused by both policies with the reason named (what
 # each saves that the policies do not model is listed in docs/guide.md).
 REFUSED = [
-    "deepseek_v2",
     "deepseek_v32",
     "glm4_moe",
     "glm_moe_dsa",

@@ -176,6 +176,7 @@ pub fn mla((q_lora_rank, kv_lora_rank, nope, rope, v): (u64, u64, u64, u64, u64)
         qk_nope_head_dim: nope.max(1 - rope.min(1)),
         qk_rope_head_dim: rope,
         v_head_dim: v,
+        complex_rope: false,
     }
 }
 

@@ -42,6 +42,8 @@ pub(super) enum Routing {
 const NOAUX_TC: &str = "noaux_tc";
 /// DeepSeek-V2's default method, without a bias.
 const GREEDY: &str = "greedy";
+/// DeepSeek-V2's method choosing among groups of experts, without a bias.
+const GROUP_LIMITED: &str = "group_limited_greedy";
 
 /// A DeepSeek family with multi-head latent attention (DeepSeek-V2, V3, V3.2, Kimi-K2).
 pub(super) struct DeepSeek {
@@ -148,6 +150,7 @@ impl FamilyConfig for DeepSeek {
                 Router::SigmoidGroupedFp32,
                 Router::SigmoidGroupedRenormalisedFp32,
             ],
+            Family::DeepseekV2 => &[Router::SoftmaxFp32, Router::SoftmaxGroupedFp32],
             _ => &[],
         }
     }
@@ -176,8 +179,14 @@ impl ConfigKeys for DeepSeek {
         let (router, router_groups) = RouterKeys::read(config)
             .stated(self.family, &parts, common.num_experts_per_tok)
             .unzip();
+        // DeepseekV2Attention rotates with a complex64 table.
+        let mla = (parts.mla.clone()).map(|m| Mla {
+            complex_rope: self.family == Family::DeepseekV2,
+            ..m
+        });
         Ok(Parts {
             indexer,
+            mla,
             router,
             router_groups: router_groups.flatten(),
             ..parts
@@ -428,6 +437,7 @@ impl Latent {
                 qk_nope_head_dim: latent.qk_nope_head_dim,
                 qk_rope_head_dim: latent.qk_rope_head_dim,
                 v_head_dim: latent.v_head_dim,
+                complex_rope: false,
             }),
             ..moe.parts(routing, c.num_hidden_layers)?
         })
@@ -584,6 +594,7 @@ struct RouterKeys {
     topk_group: Option<u64>,
     norm_topk_prob: Option<bool>,
     scoring_func: Option<String>,
+    topk_method: Option<String>,
 }
 
 impl RouterKeys {
@@ -594,6 +605,7 @@ impl RouterKeys {
             topk_group: int("topk_group"),
             norm_topk_prob: config.get("norm_topk_prob").and_then(Value::as_bool),
             scoring_func: (config.get("scoring_func").and_then(Value::as_str)).map(str::to_owned),
+            topk_method: (config.get("topk_method").and_then(Value::as_str)).map(str::to_owned),
         }
     }
 
@@ -614,6 +626,7 @@ impl RouterKeys {
         let defaults = match family {
             Family::DeepseekV3 => (Some(8), Some(4), Some(true)),
             Family::KimiK2 => (None, None, None),
+            Family::DeepseekV2 => return self.softmax(parts, top_k),
             _ => return None,
         };
         let sigmoid = self.scoring_func.as_deref().is_none_or(|f| f == "sigmoid");
@@ -632,13 +645,44 @@ impl RouterKeys {
         fits.then_some((router, Some(groups)))
     }
 
+    /// DeepSeek-V2's router (`DeepseekV2TopkRouter`, a float32 softmax that it never
+    /// renormalises): `greedy` or `group_limited_greedy` (`n_group` and `topk_group` given,
+    /// no defaults), stated where the config says no more (`norm_topk_prob` false,
+    /// `scoring_func` softmax; `noaux_tc`, which it does not build, leaves it unstated).
+    fn softmax(&self, parts: &Parts, top_k: u64) -> Option<(Router, Option<RouterGroups>)> {
+        let softmax = self.scoring_func.as_deref().is_none_or(|f| f == "softmax");
+        if parts.router_bias || !softmax || self.norm_topk_prob == Some(true) {
+            return None;
+        }
+        match self.topk_method.as_deref().unwrap_or(GREEDY) {
+            GREEDY => Some((Router::SoftmaxFp32, None)),
+            GROUP_LIMITED => {
+                let groups = RouterGroups {
+                    groups: self.n_group?,
+                    topk_groups: self.topk_group?,
+                };
+                let router = Router::SoftmaxGroupedFp32;
+                groups
+                    .fit(router, parts.experts, top_k)
+                    .then_some((router, Some(groups)))
+            }
+            _ => None,
+        }
+    }
+
     /// The keys of `m`'s stated router (none without one).
     fn of(m: &Model) -> Map<String, Value> {
         let mut out = Map::new();
-        if let (Some(r), Some(g)) = (m.moe.router, m.moe.router_groups) {
+        let Some(r) = m.moe.router else {
+            return out;
+        };
+        out.insert("norm_topk_prob".to_owned(), Value::from(r.renormalises()));
+        if let Some(g) = m.moe.router_groups {
             out.insert("n_group".to_owned(), Value::from(g.groups));
             out.insert("topk_group".to_owned(), Value::from(g.topk_groups));
-            out.insert("norm_topk_prob".to_owned(), Value::from(r.renormalises()));
+        }
+        if r == Router::SoftmaxGroupedFp32 {
+            out.insert("topk_method".to_owned(), Value::from(GROUP_LIMITED));
         }
         out
     }

@@ -230,6 +230,12 @@ pub struct Mla {
     pub qk_rope_head_dim: u64,
     /// Per-head value width.
     pub v_head_dim: u64,
+    /// RoPE from one complex64 table (`freqs_cis`) rather than float `cos` and `sin`:
+    /// DeepSeek-V2's Transformers class (`DeepseekV2Attention`). It changes no counted
+    /// FLOPs or parameters, only what a Transformers training step saves
+    /// ([`crate::cost::transformers`]); the import sets it for `deepseek_v2`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub complex_rope: bool,
 }
 
 /// A sparse attention indexer (DeepSeek-V3.2's lightning indexer, GLM-5's): on every layer,

@@ -1,4 +1,5 @@
-//! Multi-head latent attention (DeepSeek-V3's and Kimi-K2's `DeepseekV3Attention`) as a
+//! Multi-head latent attention (`DeepseekV3Attention`, DeepSeek-V3's and Kimi-K2's, and
+//! DeepSeek-V2's `DeepseekV2Attention`, which differs in its RoPE table) as a
 //! Transformers training step saves it ([`super`]'s module docs list each tensor).
 
 use super::{Part, Step, add, mul, refuse};
@@ -7,8 +8,10 @@ use crate::model::Mla;
 
 impl Step {
     /// One execution of multi-head latent attention `m` with `heads` heads: `(norms,
-    /// attention, scores)` and the width RoPE rotates (`qk_rope_head_dim`).
-    pub(super) fn latent(self, heads: u64, m: &Mla) -> Result<([Part; 3], u64)> {
+    /// attention, scores)` and the bytes per token of RoPE's table, saved once per forward:
+    /// `cos` and `sin` as wide as `qk_rope_head_dim` in the dtype, or DeepSeek-V2's one
+    /// complex64 table (`d_r / 2` values of 8 bytes) in any dtype.
+    pub(super) fn latent(self, heads: u64, m: &Mla) -> Result<([Part; 3], u128)> {
         let (b, h) = (self.b, self.h);
         if self.layer_norm {
             return Err(refuse(
@@ -66,6 +69,11 @@ impl Step {
             ..Part::default()
         };
         let attention = Part::whole(add(inputs, core)?);
-        Ok(([Part::whole(norms), attention, scores], m.qk_rope_head_dim))
+        let rope = if m.complex_rope {
+            mul(4, dr)?
+        } else {
+            mul(mul(2, dr)?, b)?
+        };
+        Ok(([Part::whole(norms), attention, scores], rope))
     }
 }
