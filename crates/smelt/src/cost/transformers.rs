@@ -43,7 +43,7 @@
 //! | MLA, SDPA (`d_n + d_r ≠ d_v`: PyTorch's math kernel) | `q` and `k` scaled in float32; `v` as it is in float32 (all of `kv_b_proj`'s output), a float32 copy of it in bf16 | `4a·2(d_n + d_r) + 4a·(d_n + d_v)` in float32, `4a·2(d_n + d_r) + 4a·d_v` in bf16 |
 //! | MLA: the core's output | `o_proj` | `b·a·d_v` |
 //! | MLA: probabilities | softmax (float32); eager attention in bf16 also keeps a bf16 copy (the math kernel does not) | `a·T̄·4`, eager bf16 `a·T̄·6` |
-//! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·r·b`, `r` the rotated width (`rope_dim`, MLA's `d_r`, else `d`) |
+//! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·r·b`, `r` the rotated width (`rope_dim`, MLA's `d_r`, else `d`); DeepSeek-V2's complex64 table `4·d_r` |
 //! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
 //!
 //! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
@@ -51,9 +51,11 @@
 //! DeepSeek's), `b` where it casts it to the model's dtype. MiniMax-M2's and DeepSeek-V3's
 //! router bias (`e_score_correction_bias`) only shifts the choice: nothing saved.
 //!
-//! Multi-head latent attention (DeepSeek-V3's `DeepseekV3Attention`, Kimi-K2's) has `a`
-//! heads, query/key heads of `d_n + d_r` (`qk_nope_head_dim`, `qk_rope_head_dim`), value
-//! heads of `d_v`; its RoPE (interleaved or not) saves only `cos` and `sin`. DeepSeek-V3's
+//! Multi-head latent attention (DeepSeek-V3's `DeepseekV3Attention`, Kimi-K2's, DeepSeek-V2's
+//! `DeepseekV2Attention`) has `a` heads, query/key heads of `d_n + d_r` (`qk_nope_head_dim`,
+//! `qk_rope_head_dim`), value heads of `d_v`; its RoPE (interleaved or not) saves only `cos`
+//! and `sin`, DeepSeek-V2's (`model.mla.complex_rope`) one complex64 table, `4·d_r` bytes
+//! per token in any dtype. DeepSeek-V3's
 //! router weight is a float32 parameter that `model.to(torch.bfloat16)` casts (how the
 //! proof builds the bf16 model): its float32 copy is counted. A model loaded with
 //! `from_pretrained(..., dtype=torch.bfloat16)` keeps it in float32
@@ -62,14 +64,14 @@
 //!
 //! Only what was checked against PyTorch is counted (python/tests/test_saved_tensors.py):
 //! grouped-query attention with no, per-head or full-width q/k norms and RoPE in place or
-//! partial (`rope_dim`), DeepSeek-V3's multi-head latent attention, RMSNorm or LayerNorm
+//! partial (`rope_dim`), DeepSeek's multi-head latent attention, RMSNorm or LayerNorm
 //! with a bias, SwiGLU experts behind a stated router (`[model.moe] router`, which the
 //! import states for Mixtral, OLMoE, Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE, MiniMax-M2,
-//! PhiMoE without input jitter, and DeepSeek-V3 and Kimi-K2 where the config's
-//! `topk_method`, `scoring_func`, `n_group` and `topk_group` are what Transformers' class
-//! builds), gated or ungated shared experts and dense FFNs. Anything else is refused,
-//! naming the field: a router not stated (DeepSeek-V2's, GLM-4.5's, gpt-oss's, Llama-4's,
-//! PhiMoE's with input jitter), MLA under SDPA with `d_v = d_n + d_r` (PyTorch's fused
+//! PhiMoE without input jitter, and DeepSeek-V2, DeepSeek-V3 and Kimi-K2 where the config's
+//! `topk_method`, `scoring_func`, `norm_topk_prob`, `n_group` and `topk_group` are what
+//! Transformers' class builds), gated or ungated shared experts and dense FFNs. Anything
+//! else is refused, naming the field: a router not stated (GLM-4.5's, gpt-oss's, Llama-4's,
+//! PhiMoE's with input jitter, DeepSeek's where the config says other than its class does), MLA under SDPA with `d_v = d_n + d_r` (PyTorch's fused
 //! kernel, not checked), windows, sinks, an indexer, a router bias but MiniMax-M2's and
 //! DeepSeek-V3's, expert biases, the clamped SwiGLU, layers without attention, float16
 //! (`activation_bytes` other than 2 or 4); a SparseMixer router with other than two
@@ -335,7 +337,8 @@ impl Step {
                 "model.moe.router",
                 "a router that is not stated (set [model.moe] router; the import states it \
                  for Mixtral, OLMoE, the Qwen MoE families, Granite-MoE, MiniMax-M2, PhiMoE \
-                 without input jitter, DeepSeek-V3 and Kimi-K2)",
+                 without input jitter, DeepSeek-V2, DeepSeek-V3 and Kimi-K2 where their \
+                 configs say what Transformers' classes do)",
             ));
         };
         let (ne, k, f) = (
