@@ -42,6 +42,7 @@ FAMILIES = [
     "deepseek_v2",
     "deepseek_v3",
     "kimi_k2",
+    "glm4_moe",
 ]
 # PhiMoE's router is stated only without input jitter (test_refuses_input_jitter). Kimi-K2's
 # and DeepSeek-V2's experts in two groups, their tokens routed within the best one
@@ -198,7 +199,6 @@ def test_deepseek_v2_lite(stack, dtype_name):
 # each saves that the policies do not model is listed in docs/guide.md).
 REFUSED = [
     "deepseek_v32",
-    "glm4_moe",
     "glm_moe_dsa",
     "gpt_oss",
     "llama4_text",

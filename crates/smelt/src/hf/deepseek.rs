@@ -235,6 +235,13 @@ impl FamilyConfig for Glm4Moe {
     fn words(&self) -> Words {
         Words::ROUTED
     }
+    fn routers(&self) -> &'static [Router] {
+        // Glm4MoeTopkRouter: DeepSeek-V3's.
+        &[
+            Router::SigmoidGroupedFp32,
+            Router::SigmoidGroupedRenormalisedFp32,
+        ]
+    }
 }
 
 impl ConfigKeys for Glm4Moe {
@@ -245,12 +252,21 @@ impl ConfigKeys for Glm4Moe {
     }
 
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Glm>(config)?.parts(common, &read(config)?)
+        let parts = read::<Glm>(config)?.parts(common, &read(config)?)?;
+        let (router, router_groups) = RouterKeys::read(config)
+            .stated(Family::Glm4Moe, &parts, common.num_experts_per_tok)
+            .unzip();
+        Ok(Parts {
+            router,
+            router_groups: router_groups.flatten(),
+            ..parts
+        })
     }
 
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Glm::of(m))?;
         out.extend(object(Moe::of(m, Family::Glm4Moe, Routing::Biased)?)?);
+        out.extend(RouterKeys::of(m));
         Ok(out)
     }
 }
@@ -468,6 +484,10 @@ struct Glm {
     /// A per-head RMSNorm on queries and keys.
     #[serde(default)]
     use_qk_norm: bool,
+    /// The share of each head RoPE rotates, the rest concatenated back (0.5 when absent,
+    /// `Glm4MoeConfig`'s default): the model's `rope_dim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partial_rotary_factor: Option<f64>,
 }
 
 impl Glm {
@@ -481,7 +501,25 @@ impl Glm {
     };
 
     fn parts(&self, c: &Common, moe: &Moe) -> Result<Parts> {
+        let head_dim = c.head_dim()?;
+        let factor = self.partial_rotary_factor.unwrap_or(0.5);
+        let rope = head_dim as f64 * factor;
+        let rope_dim = rope as u64;
+        if rope_dim as f64 != rope
+            || rope_dim == 0
+            || !rope_dim.is_multiple_of(2)
+            || rope_dim > head_dim
+        {
+            return Err(Error::invalid(
+                "config.json: partial_rotary_factor",
+                format!(
+                    "must rotate an even, positive number of each head's {head_dim} dimensions \
+                     (at most all); got {factor}"
+                ),
+            ));
+        }
         Ok(Parts {
+            rope_dim: Some(rope_dim),
             qk_norm: if self.use_qk_norm {
                 QkNorm::PerHead
             } else {
@@ -497,9 +535,11 @@ impl Glm {
     }
 
     fn of(m: &Model) -> Self {
+        let rotated = m.rope_dim.unwrap_or(m.head_dim);
         Self {
             attention_bias: m.attention_bias == AttentionBias::Qkv,
             use_qk_norm: m.qk_norm == QkNorm::PerHead,
+            partial_rotary_factor: Some(rotated as f64 / m.head_dim.max(1) as f64),
         }
     }
 }
@@ -626,6 +666,8 @@ impl RouterKeys {
         let defaults = match family {
             Family::DeepseekV3 => (Some(8), Some(4), Some(true)),
             Family::KimiK2 => (None, None, None),
+            // Glm4MoeConfig's defaults; Glm4MoeTopkRouter is DeepSeek-V3's.
+            Family::Glm4Moe => (Some(1), Some(1), Some(true)),
             Family::DeepseekV2 => return self.softmax(parts, top_k),
             _ => return None,
         };
