@@ -44,12 +44,13 @@
 //! | MLA: the core's output | `o_proj` | `b·a·d_v` |
 //! | MLA: probabilities | softmax (float32); eager attention in bf16 also keeps a bf16 copy (the math kernel does not) | `a·T̄·4`, eager bf16 `a·T̄·6` |
 //! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·r·b`, `r` the rotated width (`rope_dim`, MLA's `d_r`, else `d`); DeepSeek-V2's complex64 table `4·d_r` |
-//! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
+//! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2, GLM-4.5), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
 //!
 //! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
 //! `router = "softmax_renormalised_fp32"`; MiniMax-M2's, `"sigmoid_renormalised_fp32"`;
 //! DeepSeek's), `b` where it casts it to the model's dtype. MiniMax-M2's and DeepSeek-V3's
-//! router bias (`e_score_correction_bias`) only shifts the choice: nothing saved.
+//! (and GLM-4.5's) router bias (`e_score_correction_bias`) only shifts the choice: nothing
+//! saved.
 //!
 //! Multi-head latent attention (DeepSeek-V3's `DeepseekV3Attention`, Kimi-K2's, DeepSeek-V2's
 //! `DeepseekV2Attention`) has `a` heads, query/key heads of `d_n + d_r` (`qk_nope_head_dim`,
@@ -67,10 +68,10 @@
 //! partial (`rope_dim`), DeepSeek's multi-head latent attention, RMSNorm or LayerNorm
 //! with a bias, SwiGLU experts behind a stated router (`[model.moe] router`, which the
 //! import states for Mixtral, OLMoE, Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE, MiniMax-M2,
-//! PhiMoE without input jitter, and DeepSeek-V2, DeepSeek-V3 and Kimi-K2 where the config's
+//! PhiMoE without input jitter, and DeepSeek-V2, DeepSeek-V3, Kimi-K2 and GLM-4.5 where the config's
 //! `topk_method`, `scoring_func`, `norm_topk_prob`, `n_group` and `topk_group` are what
 //! Transformers' class builds), gated or ungated shared experts and dense FFNs. Anything
-//! else is refused, naming the field: a router not stated (GLM-4.5's, gpt-oss's, Llama-4's,
+//! else is refused, naming the field: a router not stated (gpt-oss's, Llama-4's,
 //! PhiMoE's with input jitter, DeepSeek's where the config says other than its class does), MLA under SDPA with `d_v = d_n + d_r` (PyTorch's fused
 //! kernel, not checked), windows, sinks, an indexer, a router bias but MiniMax-M2's and
 //! DeepSeek-V3's, expert biases, the clamped SwiGLU, layers without attention, float16
@@ -337,7 +338,7 @@ impl Step {
                 "model.moe.router",
                 "a router that is not stated (set [model.moe] router; the import states it \
                  for Mixtral, OLMoE, the Qwen MoE families, Granite-MoE, MiniMax-M2, PhiMoE \
-                 without input jitter, DeepSeek-V2, DeepSeek-V3 and Kimi-K2 where their \
+                 without input jitter, DeepSeek-V2, DeepSeek-V3, Kimi-K2 and GLM-4.5 where their \
                  configs say what Transformers' classes do)",
             ));
         };

@@ -11,7 +11,10 @@
 //! 0` (DeepSeek's own modeling code; Transformers' reads only the first condition, the same
 //! rule for `moe_layer_freq = 1`, every published config). Grouped routing (`n_group`,
 //! `topk_group`), `routed_scaling_factor`, `scoring_func` and `norm_topk_prob` change which
-//! experts a token uses and how their outputs are weighted, not what is computed: no cost.
+//! experts a token uses and how their outputs are weighted, not what is computed: no FLOPs
+//! or parameters. They are read for the router the import states (`[model.moe] router` and
+//! `[model.moe.router_groups]`, [`RouterKeys`]), which only the Transformers activation
+//! policies read, and written back on export where the model states it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -227,6 +230,7 @@ impl FamilyConfig for Glm4Moe {
     }
     fn reads(&self) -> &'static str {
         "GQA with Q/K/V biases (`attention_bias`) and per-head q/k norm (`use_qk_norm`); \
+         the partial RoPE's `partial_rotary_factor` (`rope_dim`, 0.5 when absent); \
          `deepseek_v2`'s MoE keys, always with a router bias"
     }
     fn support(&self) -> &Support {

@@ -201,7 +201,8 @@ pub struct Model {
     #[serde(default, skip_serializing_if = "is_false")]
     pub lm_head_bias: bool,
     /// RoPE that rotates the first `rope_dim` dimensions of each query and key head and
-    /// concatenates the rest back (MiniMax-M2's `rotary_dim`; absent: the whole head,
+    /// concatenates the rest back (MiniMax-M2's `rotary_dim`, GLM-4.5's
+    /// `partial_rotary_factor` times the head width; absent: the whole head,
     /// rotated in place). It changes no counted FLOPs, parameters or KV cache, only what a
     /// Transformers training step saves ([`crate::cost::transformers`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
