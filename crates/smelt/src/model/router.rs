@@ -226,3 +226,61 @@ impl RouterGroups {
         check(&moe).is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn moe(router: Router, groups: Option<(u64, u64)>) -> Moe {
+        Moe {
+            experts: 8,
+            top_k: 2,
+            expert_ffn: 16,
+            shared_experts: 0,
+            shared_ffn: 0,
+            shared_gate: false,
+            router_bias: true,
+            expert_bias: false,
+            activation: super::super::ExpertActivation::Swiglu,
+            router_scale: false,
+            branch_norms: false,
+            router: Some(router),
+            router_groups: groups.map(|(groups, topk_groups)| RouterGroups {
+                groups,
+                topk_groups,
+            }),
+        }
+    }
+
+    fn error(m: &Moe) -> String {
+        check(m).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_grouped_router_needs_groups_that_fit_its_experts() {
+        let sigmoid = Router::SigmoidGroupedRenormalisedFp32;
+        assert!(check(&moe(sigmoid, Some((4, 2)))).is_ok());
+        assert!(error(&moe(sigmoid, None)).contains("model.moe.router_groups"));
+        assert!(error(&moe(sigmoid, Some((3, 1)))).contains("must divide model.moe.experts (8)"));
+        assert!(error(&moe(sigmoid, Some((4, 5)))).contains("must not exceed groups (4)"));
+        // DeepSeek-V3's router scores a group by its two best experts.
+        assert!(error(&moe(sigmoid, Some((8, 4)))).contains("at least 2"));
+        assert!(check(&moe(Router::SoftmaxGroupedFp32, Some((8, 4)))).is_ok());
+        let mut wide = moe(sigmoid, Some((4, 1)));
+        wide.top_k = 3;
+        assert!(error(&wide).contains("model.moe.top_k"));
+        let mut unbiased = moe(sigmoid, Some((4, 2)));
+        unbiased.router_bias = false;
+        assert!(error(&unbiased).contains("model.moe.router_bias"));
+        // Groups are read only with a grouped router.
+        assert!(error(&moe(Router::SoftmaxFp32, Some((4, 2)))).contains("only read"));
+    }
+
+    #[test]
+    fn a_lattice_point_keeps_the_router_only_where_its_groups_fit() {
+        let m = moe(Router::SigmoidGroupedFp32, Some((4, 2)));
+        assert_eq!(m.with_experts(16).router, Some(Router::SigmoidGroupedFp32));
+        let other = m.with_experts(6);
+        assert_eq!((other.router, other.router_groups), (None, None));
+    }
+}
