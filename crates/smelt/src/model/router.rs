@@ -189,7 +189,8 @@ pub(super) fn check(moe: &Moe) -> Result<()> {
 
 impl Moe {
     /// A copy of `self` with `experts` routed experts (a lattice point's), its group-limited
-    /// router kept only where its groups still fit them ([`check`]), else not stated.
+    /// router kept only where its groups still fit them (the model's validation), else not
+    /// stated.
     pub fn with_experts(&self, experts: u64) -> Moe {
         let mut moe = Moe {
             experts,
@@ -205,8 +206,8 @@ impl Moe {
 
 impl RouterGroups {
     /// Whether `router` over these groups fits `experts` routed experts, `top_k` chosen
-    /// (the rules of [`check`], with the router's bias): an import states a group-limited
-    /// router only where it does.
+    /// (the model's validation rules, with the router's bias): an import states a
+    /// group-limited router only where it does.
     pub fn fit(self, router: Router, experts: u64, top_k: u64) -> bool {
         let moe = Moe {
             experts,
