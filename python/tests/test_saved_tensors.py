@@ -17,6 +17,7 @@ in float32 (`activation_bytes = 4`) and in bfloat16 weights (`2`), at two sequen
 """
 
 import itertools
+import json
 import pathlib
 import tempfile
 
@@ -30,9 +31,30 @@ import test_export_hf as hf
 
 # The families whose router smelt's import states (`[model.moe] router`); the others are
 # refused by the Transformers policies (test_refuses_what_it_does_not_count).
-FAMILIES = ["mixtral", "olmoe", "qwen2_moe", "qwen3_moe", "granitemoe", "minimax_m2", "phimoe", "gpt_oss"]
-# PhiMoE's router is stated only without input jitter (test_refuses_input_jitter).
-CHANGES = {"phimoe": {"input_jitter_noise": 0.0}}
+FAMILIES = [
+    "mixtral",
+    "olmoe",
+    "qwen2_moe",
+    "qwen3_moe",
+    "granitemoe",
+    "minimax_m2",
+    "phimoe",
+    "gpt_oss",
+    "deepseek_v2",
+    "deepseek_v3",
+    "kimi_k2",
+    "glm4_moe",
+]
+# PhiMoE's router is stated only without input jitter (test_refuses_input_jitter). Kimi-K2's
+# and DeepSeek-V2's experts in two groups, their tokens routed within the best one
+# (DeepSeek-V3's tiny config has one group; DeepSeek-V2's greedy router:
+# test_deepseek_v2_lite).
+GROUPS = {"n_group": 2, "topk_group": 1}
+CHANGES = {"phimoe": {"input_jitter_noise": 0.0}, "kimi_k2": GROUPS, "deepseek_v2": GROUPS}
+# Transformers has no `kimi_k2` type: Kimi-K2's checkpoints are built by their own copy of
+# DeepSeek-V3's code, so its stock config is built by Transformers' DeepSeek-V3 classes (as
+# its export is, whose `model_type` smelt writes as `deepseek_v3`).
+BUILT_AS = {"kimi_k2": "deepseek_v3"}
 STACKS = {
     "transformers-eager": ("eager", "eager"),
     "transformers-sdpa": ("sdpa", "grouped_mm"),
@@ -88,18 +110,32 @@ def stock(family):
     """The family's tiny config, as a directory smelt imports and Transformers builds."""
     directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
     config = dict(hf.tiny_config(family), **CHANGES.get(family, {}))
-    (directory / "config.json").write_text(__import__("json").dumps(config))
+    (directory / "config.json").write_text(json.dumps(config))
     return directory
+
+
+# Kimi-K2's and DeepSeek-V2's looped matches keep a multiple of their two expert groups (with
+# the family's lattice they keep two experts, which the groups do not fit: the router is
+# then not stated).
+LATTICES = {f: {"experts": {"step": 4, "min": 4, "max": 8}} for f in ("kimi_k2", "deepseek_v2")}
 
 
 def looped(family):
     directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
-    return hf.export(family, directory, changes=CHANGES.get(family))
+    return hf.export(family, directory, lattice=LATTICES.get(family), changes=CHANGES.get(family))
+
+
+def config_of(directory):
+    """The Transformers config of `directory` (a family in `BUILT_AS` as the type it names)."""
+    config = json.loads((pathlib.Path(directory) / "config.json").read_text())
+    if config.get("model_type") not in BUILT_AS:
+        return transformers.AutoConfig.from_pretrained(directory, trust_remote_code=True)
+    return transformers.AutoConfig.for_model(**dict(config, model_type=BUILT_AS[config["model_type"]]))
 
 
 def build(directory, stack, dtype):
     attn, experts = STACKS[stack]
-    config = transformers.AutoConfig.from_pretrained(directory, trust_remote_code=True)
+    config = config_of(directory)
     model = transformers.AutoModelForCausalLM.from_config(
         config,
         trust_remote_code=True,
@@ -154,14 +190,23 @@ def test_smelt_counts_what_pytorch_saves(family, build_kind, stack, dtype_name, 
     assert counted == pytorch, (pytorch, counted, pytorch - counted)
 
 
+@pytest.mark.parametrize("stack,dtype_name", list(itertools.product(STACKS, DTYPES)))
+def test_deepseek_v2_lite(stack, dtype_name):
+    """DeepSeek-V2-Lite's shape: a plain query projection (`q_lora_rank` null) and the greedy
+    router (`router = "softmax_fp32"`)."""
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    config = dict(hf.tiny_config("deepseek_v2"), q_lora_rank=None, topk_method="greedy")
+    (directory / "config.json").write_text(json.dumps(config))
+    assert smelt.import_hf(directory)["model"]["moe"]["router"] == "softmax_fp32"
+    dtype, activation_bytes = DTYPES[dtype_name]
+    pytorch = saved_bytes(build(directory, stack, dtype), LENGTHS[0])
+    assert smelt_bytes(directory, stack, activation_bytes, LENGTHS[0]) == pytorch
+
+
 # Every other family smelt imports, refused by both policies with the reason named (what
 # each saves that the policies do not model is listed in docs/guide.md).
 REFUSED = [
-    "deepseek_v2",
-    "deepseek_v3",
     "deepseek_v32",
-    "kimi_k2",
-    "glm4_moe",
     "glm_moe_dsa",
     "llama4_text",
     "qwen3_next",
@@ -313,8 +358,7 @@ def test_looped_export_builds_in_the_baselines_dtype(family):
     Transformers reads."""
 
     def dtype_of(directory):
-        config = transformers.AutoConfig.from_pretrained(directory, trust_remote_code=True)
-        model = transformers.AutoModelForCausalLM.from_config(config, trust_remote_code=True)
+        model = transformers.AutoModelForCausalLM.from_config(config_of(directory), trust_remote_code=True)
         return next(model.parameters()).dtype
 
     assert dtype_of(directory_of(family, "looped")) == dtype_of(directory_of(family, "stock"))

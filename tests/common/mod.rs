@@ -129,6 +129,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
                 router_scale: false,
                 branch_norms: false,
                 router: None,
+                router_groups: None,
             },
             dense: None,
             looping: None,
@@ -175,6 +176,7 @@ pub fn mla((q_lora_rank, kv_lora_rank, nope, rope, v): (u64, u64, u64, u64, u64)
         qk_nope_head_dim: nope.max(1 - rope.min(1)),
         qk_rope_head_dim: rope,
         v_head_dim: v,
+        complex_rope: false,
     }
 }
 

@@ -191,6 +191,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                         router_scale: false,
                         branch_norms: false,
                         router: None,
+                        router_groups: None,
                     },
                     dense,
                     looping,

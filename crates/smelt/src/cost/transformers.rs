@@ -35,43 +35,68 @@
 //! | `grouped_mm` experts, per sequence | the int32 group offsets | `4E` |
 //! | shared expert (Qwen1.5/2-MoE) | SwiGLU (`4F_s`), its sigmoid gate and output | `b·(4F_s + 1 + H)` |
 //! | dense FFN (width `F_d`) | SwiGLU | `b·4F_d` |
-//! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·r·b`, `r` the rotated width (`rope_dim`, else `d`) |
-//! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
+//! | router `softmax_fp32` / `softmax_grouped_fp32` / `sigmoid_grouped_fp32` / `sigmoid_grouped_renormalised_fp32` (DeepSeek's), `G` groups, `G_k` chosen | the float32 softmax or sigmoid, top-k indices (int64); grouped: each group's best (V2: 8 bytes) or two best (V3: 16 bytes) int64 indices, the best groups' indices, the bool mask of the other groups' experts; renormalised: the top-k values and their sum | `4E + 8k (+ 8G or 16G, + 8G_k + E) (+ 4k + 4)` |
+//! | DeepSeek's router in bf16 | the float32 copies of its input and (per sequence) of its weight | `4H`, `4·E·H` per sequence |
+//! | MLA: the attention's normed input | `q_a_proj` (or `q_proj`), `kv_a_proj_with_mqa` | `b·H` |
+//! | MLA: `q_a_layernorm` (with `q_lora_rank` `r_q`) and its output | as a layer norm; `q_b_proj` | `4r_q + 4 + b·r_q`, `b·r_q` |
+//! | MLA: `kv_a_layernorm` over the latent (`kv_lora_rank` `r_kv`) and its output | its float32 input: in float32 the latent is a view of `kv_a_proj_with_mqa`'s output, which stays whole (`k_pe` too), in bf16 a float32 copy of the latent; `rsqrt`, `x · rsqrt`; `kv_b_proj` | `4(r_kv + d_r) + 4 + 4r_kv` in float32, `4r_kv + 4 + 2r_kv` in bf16; `b·r_kv` |
+//! | MLA, eager: `q`, `k` (`d_n + d_r` per head), `v` | the core: `v` is a view of `kv_b_proj`'s output, which stays whole (`k_nope` too) | `b·a·(2(d_n + d_r) + d_n + d_v)` |
+//! | MLA, SDPA (`d_n + d_r ≠ d_v`: PyTorch's math kernel) | `q` and `k` scaled in float32; `v` as it is in float32 (all of `kv_b_proj`'s output), a float32 copy of it in bf16 | `4a·2(d_n + d_r) + 4a·(d_n + d_v)` in float32, `4a·2(d_n + d_r) + 4a·d_v` in bf16 |
+//! | MLA: the core's output | `o_proj` | `b·a·d_v` |
+//! | MLA: probabilities | softmax (float32); eager attention in bf16 also keeps a bf16 copy (the math kernel does not) | `a·T̄·4`, eager bf16 `a·T̄·6` |
+//! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·r·b`, `r` the rotated width (`rope_dim`, MLA's `d_r`, else `d`); DeepSeek-V2's complex64 table `4·d_r` |
+//! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2, GLM-4.5), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
 //!
 //! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
-//! `router = "softmax_renormalised_fp32"`; MiniMax-M2's, `"sigmoid_renormalised_fp32"`), `b`
-//! where it casts it to the model's dtype. MiniMax-M2's router bias
-//! (`e_score_correction_bias`) only shifts the choice, gpt-oss's is added to the logits:
-//! nothing saved.
+//! `router = "softmax_renormalised_fp32"`; MiniMax-M2's, `"sigmoid_renormalised_fp32"`;
+//! DeepSeek's), `b` where it casts it to the model's dtype. MiniMax-M2's and DeepSeek-V3's
+//! (and GLM-4.5's) router bias (`e_score_correction_bias`) only shifts the choice, gpt-oss's
+//! is added to the logits: nothing saved.
 //!
 //! gpt-oss's classes (attention sinks, expert biases, the clamped SwiGLU, its router) save
 //! more, under `transformers-eager` only: `transformers/gpt_oss.rs` lists what.
 //!
+//! Multi-head latent attention (DeepSeek-V3's `DeepseekV3Attention`, Kimi-K2's,
+//! DeepSeek-V2's `DeepseekV2Attention`) has `a` heads, query/key heads of `d_n + d_r`
+//! (`qk_nope_head_dim`, `qk_rope_head_dim`), value heads of `d_v`; its RoPE (interleaved or
+//! not) saves only `cos` and `sin`, DeepSeek-V2's (`model.mla.complex_rope`) one complex64
+//! table, `4·d_r` bytes per token in any dtype. DeepSeek-V3's router weight is a float32
+//! parameter that `model.to(torch.bfloat16)` casts (how the proof builds the bf16 model):
+//! its float32 copy is counted. A model loaded with `from_pretrained(...,
+//! dtype=torch.bfloat16)` keeps it in float32 (`_keep_in_fp32_modules_strict`) and saves
+//! `4·E·H` bytes less per MoE layer execution and sequence.
+//!
 //! Only what was checked against PyTorch is counted (python/tests/test_saved_tensors.py):
 //! grouped-query attention with no, per-head or full-width q/k norms and RoPE in place or
-//! partial (`rope_dim`), sliding windows (`transformers/window.rs`), RMSNorm or LayerNorm
-//! with a bias, SwiGLU experts behind a stated router (`[model.moe] router`, which the
-//! import states for OLMoE, Qwen1.5/2-MoE, Qwen3-MoE, Granite-MoE and gpt-oss, for Mixtral
-//! and MiniMax-M2 without router jitter and for PhiMoE without input jitter), gated shared
-//! experts, dense FFNs, and gpt-oss under `transformers-eager`. Anything else is refused,
-//! naming the field: a router not stated (DeepSeek's, GLM-4.5's, Llama-4's, Mixtral's and
-//! MiniMax-M2's with router jitter, PhiMoE's with input jitter), MLA, a partial RoPE in a
-//! sliding-window layer under SDPA, chunked windows, gpt-oss under `transformers-sdpa`
-//! (Transformers builds no SDPA attention for it) or any of its features apart from the
-//! others, an indexer, a router bias but MiniMax-M2's and gpt-oss's, layers without
-//! attention, float16 (`activation_bytes` other than 2 or 4); a SparseMixer router with
-//! other than two experts is refused by the model's own validation. Autocast (float32
-//! weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a
-//! matmul reads.
+//! partial (`rope_dim`), sliding windows (`transformers/window.rs`), DeepSeek's multi-head
+//! latent attention, RMSNorm or LayerNorm with a bias, SwiGLU experts behind a stated
+//! router (`[model.moe] router`, which the import states for OLMoE, Qwen1.5/2-MoE,
+//! Qwen3-MoE, Granite-MoE and gpt-oss, for Mixtral and MiniMax-M2 without router jitter,
+//! for PhiMoE without input jitter, and for DeepSeek-V2, DeepSeek-V3, Kimi-K2 and GLM-4.5
+//! where the config's `topk_method`, `scoring_func`, `norm_topk_prob`, `n_group` and
+//! `topk_group` are what Transformers' class builds), gated or ungated shared experts,
+//! dense FFNs, and gpt-oss under `transformers-eager`. Anything else is refused, naming
+//! the field: a router not stated (Llama-4's, Mixtral's and MiniMax-M2's with router
+//! jitter, PhiMoE's with input jitter, DeepSeek's where the config says other than its
+//! class does), MLA under SDPA with `d_v = d_n + d_r` (PyTorch's fused kernel, not
+//! checked), a partial RoPE in a sliding-window layer under SDPA, chunked windows, gpt-oss
+//! under `transformers-sdpa` (Transformers builds no SDPA attention for it) or any of its
+//! features apart from the others, an indexer, a router bias but MiniMax-M2's, DeepSeek-V3's
+//! and gpt-oss's, layers without attention, float16 (`activation_bytes` other than 2 or 4);
+//! a SparseMixer router with other than two experts, and a group-limited router whose
+//! `[model.moe.router_groups]` do not fit the experts, are refused by the model's own
+//! validation. Autocast (float32 weights, bf16 compute) is not modelled: it also saves the
+//! bf16 copy of every weight a matmul reads.
 
 mod gpt_oss;
+mod mla;
 mod window;
 
 use super::Keys;
 use crate::error::{Error, Result};
 use crate::model::{
     ActivationPolicy, AttentionLayer, AttentionShape, Consumer, Counting, ExpertActivation,
-    Feature, Ffn, QkNorm, Router, Stack, TokenMixer, capability::refusal,
+    Feature, Ffn, Moe, QkNorm, Router, Stack, TokenMixer, capability::refusal,
 };
 use crate::units::ActivationBytes;
 
@@ -134,8 +159,7 @@ fn refuse(policy: ActivationPolicy, field: &str, what: &str) -> Error {
 }
 
 /// The features the Transformers policies refuse (module docs).
-const REFUSED: [Feature; 5] = [
-    Feature::Mla,
+const REFUSED: [Feature; 4] = [
     Feature::Chunked,
     Feature::Indexer,
     Feature::PostNorms,
@@ -163,22 +187,18 @@ impl Step {
         add(add(mul(4, w)?, mul(4, rows)?)?, self.normed(w)?)
     }
 
-    /// One execution of the attention block `a`: `(norms, attention, scores)` and its head
-    /// width.
-    fn attention(self, a: &AttentionLayer) -> Result<([Part; 3], u64)> {
+    /// One execution of the attention block `a`: `(norms, attention, scores)` and the bytes
+    /// per token of RoPE's `cos` and `sin`.
+    fn attention(self, a: &AttentionLayer) -> Result<([Part; 3], u128)> {
         let (b, h) = (self.b, self.h);
-        let AttentionShape::Gqa {
-            heads,
-            kv_heads,
-            head_dim: d,
-            k_eq_v,
-        } = a.shape
-        else {
-            return Err(refuse(
-                self.policy,
-                "model.mla",
-                "multi-head latent attention",
-            ));
+        let (heads, kv_heads, d, k_eq_v) = match &a.shape {
+            AttentionShape::Mla { heads, mla } => return self.latent(*heads, mla),
+            AttentionShape::Gqa {
+                heads,
+                kv_heads,
+                head_dim,
+                k_eq_v,
+            } => (*heads, *kv_heads, *head_dim, *k_eq_v),
         };
         if k_eq_v {
             return Err(refuse(
@@ -238,15 +258,17 @@ impl Step {
                 seq: if masked { mul(b, mul(t, t)?)? } else { 0 },
             }
         };
-        Ok(([Part::whole(norms), Part::whole(attention), scores], width))
+        let rope = mul(mul(2, u128::from(width))?, b)?;
+        Ok(([Part::whole(norms), Part::whole(attention), scores], rope))
     }
 
-    /// What the router `r` over `ne` experts choosing `k` saves per token, and the bytes of
-    /// one routing weight (module docs).
-    fn router(self, r: Router, ne: u128, k: u128) -> Result<(u128, u128)> {
+    /// What the router of `e` saves: per token and per sequence, and the bytes of one
+    /// routing weight (module docs).
+    fn router(self, r: Router, e: &Moe) -> Result<(u128, u128, u128)> {
+        let (ne, k) = (u128::from(e.experts), u128::from(e.top_k));
         // The top-k's int64 indices.
         let indices = mul(8, k)?;
-        Ok(match r {
+        let (token, weight) = match r {
             // A float32 softmax over every expert; renormalised, the top-k values and their
             // sum in float32.
             Router::Softmax => (add(mul(4, ne)?, indices)?, self.b),
@@ -273,7 +295,38 @@ impl Step {
                 let round = add(add(ne, 16)?, mul(self.b, add(ne, 1)?)?)?;
                 (mul(2, round)?, self.b)
             }
-        })
+            // DeepSeek's: the float32 softmax or sigmoid over every expert and the top-k
+            // indices; grouped, the int64 indices of each group's best (V2) or two best
+            // (V3) experts and of the best groups, the bool mask of the other groups'
+            // experts; renormalised, the top-k values and their sum.
+            Router::SoftmaxFp32
+            | Router::SoftmaxGroupedFp32
+            | Router::SigmoidGroupedFp32
+            | Router::SigmoidGroupedRenormalisedFp32 => {
+                let mut token = add(mul(4, ne)?, indices)?;
+                if let Some(g) = e.router_groups {
+                    let best = if r == Router::SoftmaxGroupedFp32 {
+                        8
+                    } else {
+                        16
+                    };
+                    let groups = mul(best, u128::from(g.groups))?;
+                    let chosen = mul(8, u128::from(g.topk_groups))?;
+                    token = add(add(token, groups)?, add(chosen, ne)?)?;
+                }
+                if r.renormalises() {
+                    token = add(token, add(mul(4, k)?, 4)?)?;
+                }
+                (token, 4)
+            }
+        };
+        // Float32 logits from float32 copies of the input and the weight: in bf16 both
+        // copies are kept (the weight's once per sequence).
+        if r.fp32_logits() && self.b == 2 {
+            let weight_copy = mul(4, mul(ne, self.h)?)?;
+            return Ok((add(token, mul(4, self.h)?)?, weight_copy, weight));
+        }
+        Ok((token, 0, weight))
     }
 
     /// One execution of the FFN `ffn`: `(router, experts, shared, dense)`.
@@ -312,8 +365,10 @@ impl Step {
                 policy,
                 "model.moe.router",
                 "a router that is not stated (set [model.moe] router; the import states it \
-                 for OLMoE, the Qwen MoE families and Granite-MoE, for Mixtral and MiniMax-M2 \
-                 without router jitter and for PhiMoE without input jitter)",
+                 for OLMoE, the Qwen MoE families, Granite-MoE and gpt-oss, for Mixtral and \
+                 MiniMax-M2 without router jitter, for PhiMoE without input jitter, and for \
+                 DeepSeek-V2, DeepSeek-V3, Kimi-K2 and GLM-4.5 where their configs say what \
+                 Transformers' classes do)",
             ));
         };
         let (ne, k, f) = (
@@ -323,16 +378,18 @@ impl Step {
         );
         // The router bias of a sigmoid router only shifts the choice, gpt-oss's is added to
         // the logits (no saved tensor); any other is not modelled.
-        if e.router_bias
-            && !matches!(
-                r,
-                Router::SigmoidRenormalisedFp32 | Router::TopkSoftmaxDtype
-            )
-        {
+        let kept = matches!(
+            r,
+            Router::SigmoidRenormalisedFp32
+                | Router::SigmoidGroupedFp32
+                | Router::SigmoidGroupedRenormalisedFp32
+                | Router::TopkSoftmaxDtype
+        );
+        if e.router_bias && !kept {
             let f = Feature::RouterBias;
             return Err(refuse(policy, f.field(), f.words()));
         }
-        let (router, weight) = self.router(r, ne, k)?;
+        let (router, router_seq, weight) = self.router(r, e)?;
         let (index, widths) = if self.eager { (16, 3) } else { (24, 2) };
         let copy = add(
             add(index, mul(b, add(mul(widths, h)?, mul(gated, f)?)?)?)?,
@@ -349,7 +406,11 @@ impl Step {
             shared = add(shared, add(1, mul(n, h)?)?)?;
         }
         Ok([
-            Part::whole(router),
+            Part {
+                whole: router,
+                rows: 0,
+                seq: router_seq,
+            },
             experts,
             Part::whole(mul(b, shared)?),
             zero,
@@ -400,13 +461,13 @@ pub(super) fn activations(
     };
     // norms, attention, scores, FFN input, router, experts, shared, dense.
     let mut parts = [Part::default(); 8];
-    let mut head_dim = None;
+    let mut rope = None;
     for kind in stack.kinds() {
         let Some(TokenMixer::Attention(a)) = &kind.layer.mixer else {
             return Err(refuse(policy, "model.ffn_only", "layers without attention"));
         };
-        let ([n, at, sc], d) = step.attention(a)?;
-        head_dim.get_or_insert(d);
+        let ([n, at, sc], r) = step.attention(a)?;
+        rope.get_or_insert(r);
         let ffn_input = Part::whole(mul(b, step.h)?);
         let [r, ex, sh, de] = match &kind.layer.ffn {
             Some(ffn) => step.ffn(ffn)?,
@@ -417,8 +478,8 @@ pub(super) fn activations(
         }
     }
     // RoPE's cos and sin: computed once per forward, saved by the first layer.
-    if let Some(d) = head_dim {
-        parts[1].whole = add(parts[1].whole, mul(mul(2, u128::from(d))?, b)?)?;
+    if let Some(r) = rope {
+        parts[1].whole = add(parts[1].whole, r)?;
     }
     let at = |p: Part| p.bytes(keys, context);
     Ok(ActivationBreakdown {

@@ -11,7 +11,10 @@
 //! 0` (DeepSeek's own modeling code; Transformers' reads only the first condition, the same
 //! rule for `moe_layer_freq = 1`, every published config). Grouped routing (`n_group`,
 //! `topk_group`), `routed_scaling_factor`, `scoring_func` and `norm_topk_prob` change which
-//! experts a token uses and how their outputs are weighted, not what is computed: no cost.
+//! experts a token uses and how their outputs are weighted, not what is computed: no FLOPs
+//! or parameters. They are read for the router the import states (`[model.moe] router` and
+//! `[model.moe.router_groups]`, [`RouterKeys`]), which only the Transformers activation
+//! policies read, and written back on export where the model states it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -20,7 +23,7 @@ use super::family::{ConfigKeys, FamilyConfig, Words, object};
 use super::support::{Feature, Shared, Support, layer_count, refuse};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, Dense, Indexer, Mla, Model, QkNorm};
+use crate::model::{AttentionBias, Dense, Indexer, Mla, Model, QkNorm, Router, RouterGroups};
 
 fn one() -> u64 {
     1
@@ -42,6 +45,8 @@ pub(super) enum Routing {
 const NOAUX_TC: &str = "noaux_tc";
 /// DeepSeek-V2's default method, without a bias.
 const GREEDY: &str = "greedy";
+/// DeepSeek-V2's method choosing among groups of experts, without a bias.
+const GROUP_LIMITED: &str = "group_limited_greedy";
 
 /// A DeepSeek family with multi-head latent attention (DeepSeek-V2, V3, V3.2, Kimi-K2).
 pub(super) struct DeepSeek {
@@ -142,6 +147,16 @@ impl FamilyConfig for DeepSeek {
     fn words(&self) -> Words {
         Words::ROUTED
     }
+    fn routers(&self) -> &'static [Router] {
+        match self.family {
+            Family::DeepseekV3 | Family::KimiK2 => &[
+                Router::SigmoidGroupedFp32,
+                Router::SigmoidGroupedRenormalisedFp32,
+            ],
+            Family::DeepseekV2 => &[Router::SoftmaxFp32, Router::SoftmaxGroupedFp32],
+            _ => &[],
+        }
+    }
 }
 
 impl ConfigKeys for DeepSeek {
@@ -164,12 +179,27 @@ impl ConfigKeys for DeepSeek {
         if self.indexer {
             read::<MlpTypes>(config)?.check(common.num_hidden_layers, parts.dense.as_ref())?;
         }
-        Ok(Parts { indexer, ..parts })
+        let (router, router_groups) = RouterKeys::read(config)
+            .stated(self.family, &parts, common.num_experts_per_tok)
+            .unzip();
+        // DeepseekV2Attention rotates with a complex64 table.
+        let mla = (parts.mla.clone()).map(|m| Mla {
+            complex_rope: self.family == Family::DeepseekV2,
+            ..m
+        });
+        Ok(Parts {
+            indexer,
+            mla,
+            router,
+            router_groups: router_groups.flatten(),
+            ..parts
+        })
     }
 
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Latent::of(m, self.family)?)?;
         out.extend(object(Moe::of(m, self.family, self.routing)?)?);
+        out.extend(RouterKeys::of(m));
         if let Some(ix) = &m.indexer {
             out.extend(object(Index::of(ix))?);
         }
@@ -200,6 +230,7 @@ impl FamilyConfig for Glm4Moe {
     }
     fn reads(&self) -> &'static str {
         "GQA with Q/K/V biases (`attention_bias`) and per-head q/k norm (`use_qk_norm`); \
+         the partial RoPE's `partial_rotary_factor` (`rope_dim`, 0.5 when absent); \
          `deepseek_v2`'s MoE keys, always with a router bias"
     }
     fn support(&self) -> &Support {
@@ -207,6 +238,13 @@ impl FamilyConfig for Glm4Moe {
     }
     fn words(&self) -> Words {
         Words::ROUTED
+    }
+    fn routers(&self) -> &'static [Router] {
+        // Glm4MoeTopkRouter: DeepSeek-V3's.
+        &[
+            Router::SigmoidGroupedFp32,
+            Router::SigmoidGroupedRenormalisedFp32,
+        ]
     }
 }
 
@@ -218,12 +256,21 @@ impl ConfigKeys for Glm4Moe {
     }
 
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Glm>(config)?.parts(common, &read(config)?)
+        let parts = read::<Glm>(config)?.parts(common, &read(config)?)?;
+        let (router, router_groups) = RouterKeys::read(config)
+            .stated(Family::Glm4Moe, &parts, common.num_experts_per_tok)
+            .unzip();
+        Ok(Parts {
+            router,
+            router_groups: router_groups.flatten(),
+            ..parts
+        })
     }
 
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Glm::of(m))?;
         out.extend(object(Moe::of(m, Family::Glm4Moe, Routing::Biased)?)?);
+        out.extend(RouterKeys::of(m));
         Ok(out)
     }
 }
@@ -410,6 +457,7 @@ impl Latent {
                 qk_nope_head_dim: latent.qk_nope_head_dim,
                 qk_rope_head_dim: latent.qk_rope_head_dim,
                 v_head_dim: latent.v_head_dim,
+                complex_rope: false,
             }),
             ..moe.parts(routing, c.num_hidden_layers)?
         })
@@ -440,6 +488,10 @@ struct Glm {
     /// A per-head RMSNorm on queries and keys.
     #[serde(default)]
     use_qk_norm: bool,
+    /// The share of each head RoPE rotates, the rest concatenated back (0.5 when absent,
+    /// `Glm4MoeConfig`'s default): the model's `rope_dim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partial_rotary_factor: Option<f64>,
 }
 
 impl Glm {
@@ -453,7 +505,25 @@ impl Glm {
     };
 
     fn parts(&self, c: &Common, moe: &Moe) -> Result<Parts> {
+        let head_dim = c.head_dim()?;
+        let factor = self.partial_rotary_factor.unwrap_or(0.5);
+        let rope = head_dim as f64 * factor;
+        let rope_dim = rope as u64;
+        if rope_dim as f64 != rope
+            || rope_dim == 0
+            || !rope_dim.is_multiple_of(2)
+            || rope_dim > head_dim
+        {
+            return Err(Error::invalid(
+                "config.json: partial_rotary_factor",
+                format!(
+                    "must rotate an even, positive number of each head's {head_dim} dimensions \
+                     (at most all); got {factor}"
+                ),
+            ));
+        }
         Ok(Parts {
+            rope_dim: Some(rope_dim),
             qk_norm: if self.use_qk_norm {
                 QkNorm::PerHead
             } else {
@@ -469,9 +539,11 @@ impl Glm {
     }
 
     fn of(m: &Model) -> Self {
+        let rotated = m.rope_dim.unwrap_or(m.head_dim);
         Self {
             attention_bias: m.attention_bias == AttentionBias::Qkv,
             use_qk_norm: m.qk_norm == QkNorm::PerHead,
+            partial_rotary_factor: Some(rotated as f64 / m.head_dim.max(1) as f64),
         }
     }
 }
@@ -554,5 +626,110 @@ impl MlpTypes {
                 types.len()
             ),
         ))
+    }
+}
+
+/// The router keys of DeepSeek's configs, read from the config as it is (not among the
+/// family's keys, so that an export of a model without a stated router carries the
+/// Baseline's): `n_group`, `topk_group`, `norm_topk_prob` and `scoring_func`.
+#[derive(Debug, Default)]
+struct RouterKeys {
+    n_group: Option<u64>,
+    topk_group: Option<u64>,
+    norm_topk_prob: Option<bool>,
+    scoring_func: Option<String>,
+    topk_method: Option<String>,
+}
+
+impl RouterKeys {
+    fn read(config: &Value) -> Self {
+        let int = |k: &str| config.get(k).and_then(Value::as_u64);
+        Self {
+            n_group: int("n_group"),
+            topk_group: int("topk_group"),
+            norm_topk_prob: config.get("norm_topk_prob").and_then(Value::as_bool),
+            scoring_func: (config.get("scoring_func").and_then(Value::as_str)).map(str::to_owned),
+            topk_method: (config.get("topk_method").and_then(Value::as_str)).map(str::to_owned),
+        }
+    }
+
+    /// The router `family`'s Transformers class builds from these keys, where it is one
+    /// of smelt's and fits the experts (`n_group` dividing them, two per group, the top-k
+    /// among the `topk_group` best groups); `None`, not stated, otherwise. DeepSeek-V3's
+    /// `DeepseekV3TopkRouter` always scores with a sigmoid and adds its bias (whatever
+    /// `scoring_func` and `topk_method` say): stated where the config says so too
+    /// (`noaux_tc`, `sigmoid`), with `DeepseekV3Config`'s defaults (`n_group = 8`,
+    /// `topk_group = 4`, `norm_topk_prob = true`); Kimi-K2's own code's defaults are not
+    /// read, so its keys must be given.
+    fn stated(
+        &self,
+        family: Family,
+        parts: &Parts,
+        top_k: u64,
+    ) -> Option<(Router, Option<RouterGroups>)> {
+        let defaults = match family {
+            Family::DeepseekV3 => (Some(8), Some(4), Some(true)),
+            Family::KimiK2 => (None, None, None),
+            // Glm4MoeConfig's defaults; Glm4MoeTopkRouter is DeepSeek-V3's.
+            Family::Glm4Moe => (Some(1), Some(1), Some(true)),
+            Family::DeepseekV2 => return self.softmax(parts, top_k),
+            _ => return None,
+        };
+        let sigmoid = self.scoring_func.as_deref().is_none_or(|f| f == "sigmoid");
+        if !parts.router_bias || !sigmoid {
+            return None;
+        }
+        let groups = RouterGroups {
+            groups: self.n_group.or(defaults.0)?,
+            topk_groups: self.topk_group.or(defaults.1)?,
+        };
+        let router = match self.norm_topk_prob.or(defaults.2)? {
+            true => Router::SigmoidGroupedRenormalisedFp32,
+            false => Router::SigmoidGroupedFp32,
+        };
+        let fits = groups.fit(router, parts.experts, top_k);
+        fits.then_some((router, Some(groups)))
+    }
+
+    /// DeepSeek-V2's router (`DeepseekV2TopkRouter`, a float32 softmax that it never
+    /// renormalises): `greedy` or `group_limited_greedy` (`n_group` and `topk_group` given,
+    /// no defaults), stated where the config says no more (`norm_topk_prob` false,
+    /// `scoring_func` softmax; `noaux_tc`, which it does not build, leaves it unstated).
+    fn softmax(&self, parts: &Parts, top_k: u64) -> Option<(Router, Option<RouterGroups>)> {
+        let softmax = self.scoring_func.as_deref().is_none_or(|f| f == "softmax");
+        if parts.router_bias || !softmax || self.norm_topk_prob == Some(true) {
+            return None;
+        }
+        match self.topk_method.as_deref().unwrap_or(GREEDY) {
+            GREEDY => Some((Router::SoftmaxFp32, None)),
+            GROUP_LIMITED => {
+                let groups = RouterGroups {
+                    groups: self.n_group?,
+                    topk_groups: self.topk_group?,
+                };
+                let router = Router::SoftmaxGroupedFp32;
+                groups
+                    .fit(router, parts.experts, top_k)
+                    .then_some((router, Some(groups)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The keys of `m`'s stated router (none without one).
+    fn of(m: &Model) -> Map<String, Value> {
+        let mut out = Map::new();
+        let Some(r) = m.moe.router else {
+            return out;
+        };
+        out.insert("norm_topk_prob".to_owned(), Value::from(r.renormalises()));
+        if let Some(g) = m.moe.router_groups {
+            out.insert("n_group".to_owned(), Value::from(g.groups));
+            out.insert("topk_group".to_owned(), Value::from(g.topk_groups));
+        }
+        if r == Router::SoftmaxGroupedFp32 {
+            out.insert("topk_method".to_owned(), Value::from(GROUP_LIMITED));
+        }
+        out
     }
 }

@@ -245,6 +245,7 @@ struct Parts {
     branch_norms: bool,
     blocks: Option<Blocks>,
     router: Option<crate::model::Router>,
+    router_groups: Option<crate::model::RouterGroups>,
     rope_dim: Option<u64>,
 }
 
@@ -371,6 +372,7 @@ impl Common {
                 router_scale: parts.router_scale,
                 branch_norms: parts.branch_norms,
                 router: parts.router,
+                router_groups: parts.router_groups,
             },
             dense: parts.dense,
             looping: self.looping()?,

@@ -179,12 +179,16 @@ fn router_built(m: &crate::model::Model, family: Family) -> Result<()> {
 
 /// What Transformers' own config classes refuse, refused here first with the reason.
 fn buildable(m: &crate::model::Model, family: Family) -> Result<()> {
-    if let Some(r) = m.rope_dim.filter(|_| family != Family::MinimaxM2) {
+    if let Some(r) = m
+        .rope_dim
+        .filter(|_| !matches!(family, Family::MinimaxM2 | Family::Glm4Moe))
+    {
         return Err(Error::invalid(
             "model.rope_dim",
             format!(
                 "is {r}, but {family}'s Transformers class rotates the whole head in place \
-                 (only minimax_m2 builds a partial RoPE): remove the line or export minimax_m2"
+                 (only minimax_m2 and glm4_moe build a partial RoPE): remove the line or export \
+                 one of them"
             ),
         ));
     }

@@ -56,7 +56,7 @@ pub use knobs::Knobs;
 pub(crate) use mixer::{Budget as MixerBudget, MixerWords, RecurrentBlock};
 pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
 pub use recompute::{RecomputeModule, RecomputeModules};
-pub use router::Router;
+pub use router::{Router, RouterGroups};
 pub use stack::{
     AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,
     Stack, TokenMixer,
@@ -201,7 +201,8 @@ pub struct Model {
     #[serde(default, skip_serializing_if = "is_false")]
     pub lm_head_bias: bool,
     /// RoPE that rotates the first `rope_dim` dimensions of each query and key head and
-    /// concatenates the rest back (MiniMax-M2's `rotary_dim`; absent: the whole head,
+    /// concatenates the rest back (MiniMax-M2's `rotary_dim`, GLM-4.5's
+    /// `partial_rotary_factor` times the head width; absent: the whole head,
     /// rotated in place). It changes no counted FLOPs, parameters or KV cache, only what a
     /// Transformers training step saves ([`crate::cost::transformers`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -230,6 +231,12 @@ pub struct Mla {
     pub qk_rope_head_dim: u64,
     /// Per-head value width.
     pub v_head_dim: u64,
+    /// RoPE from one complex64 table (`freqs_cis`) rather than float `cos` and `sin`:
+    /// DeepSeek-V2's Transformers class (`DeepseekV2Attention`). It changes no counted
+    /// FLOPs or parameters, only what a Transformers training step saves
+    /// ([`crate::cost::transformers`]); the import sets it for `deepseek_v2`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub complex_rope: bool,
 }
 
 /// A sparse attention indexer (DeepSeek-V3.2's lightning indexer, GLM-5's): on every layer,
@@ -361,6 +368,11 @@ pub struct Moe {
     /// model that does not state it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router: Option<Router>,
+    /// The expert groups of a group-limited router (`router = "softmax_grouped_fp32"`,
+    /// `"sigmoid_grouped_fp32"` or `"sigmoid_grouped_renormalised_fp32"`, which need it;
+    /// no other router takes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_groups: Option<RouterGroups>,
 }
 
 named_enum! {

@@ -365,6 +365,7 @@ impl Model {
                  block), so model.moe.shared_experts must be at least 1",
             ));
         }
+        super::router::check(moe)?;
         if moe.shared_gate && moe.shared_experts == 0 {
             return Err(Error::invalid(
                 "model.moe.shared_gate",

@@ -52,7 +52,7 @@ pub fn looped_model(budget: &Budget, looping: Option<&Loop>, point: Point) -> Mo
             experts: point.experts,
             expert_ffn: point.expert_ffn,
             shared_ffn: rule.shared_width(base.moe.shared_ffn, base.hidden, point.hidden),
-            ..base.moe.clone()
+            ..base.moe.with_experts(point.experts)
         },
         looping: looping.cloned(),
         ..base.clone()
