@@ -275,21 +275,23 @@ fn an_export_refuses_a_router_its_family_does_not_build() {
         "{err}"
     );
     assert!(!out.exists(), "nothing written");
-    // DeepSeek's router is none of smelt's.
+    // DeepSeek-V3's router is its group-limited sigmoid, not DeepSeek-V2's softmax.
     let deepseek = imported(
         "deepseek-v3.json",
         &[(
-            "[model.moe]\n",
-            "[model.moe]\nrouter = \"softmax_renormalised\"\n",
+            "router = \"sigmoid_grouped_renormalised_fp32\"",
+            "router = \"softmax_grouped_fp32\"",
         )],
     );
     let (code, _, err) = run(&["export", &deepseek, "-o", &o]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains(
-            "deepseek_v3's Transformers class (DeepseekV3ForCausalLM) builds a router \
-             smelt does not describe"
-        ) && err.contains("or remove the line"),
+            "model.moe.router: is \"softmax_grouped_fp32\", but deepseek_v3's Transformers \
+             class (DeepseekV3ForCausalLM) builds router = "
+        ) && err.contains("\"sigmoid_grouped_renormalised_fp32\"")
+            && err.contains("export a family that builds it (deepseek_v2)")
+            && err.contains("or remove the line"),
         "{err}"
     );
     // Qwen3-MoE builds both softmax routers, written as its norm_topk_prob.
