@@ -634,3 +634,29 @@ fn router_jitter_unstates_the_router() {
         );
     }
 }
+
+/// DeepSeek's group-limited router runs only on experts its groups fit: an export whose
+/// expert count the groups (the Baseline's `n_group`, else the class default, 8 for
+/// DeepSeek-V3) do not divide is refused instead of written as a model whose forward pass
+/// fails in Transformers; one they divide is written.
+#[test]
+fn an_export_refuses_experts_its_router_groups_cannot_run() {
+    let mut spec = load("deepseek-v3.json");
+    spec.model.moe.router = None;
+    spec.model.moe.router_groups = None;
+    spec.model.moe.experts = 100;
+    let err = hf::export(&spec, Family::DeepseekV3)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("model.moe.experts: is 100") && err.contains("n_group = 8 and topk_group = 4"),
+        "{err}"
+    );
+    let baseline: serde_json::Value =
+        serde_json::from_str(&config_text("deepseek-v3.json")).unwrap();
+    assert!(hf::export_like(&spec, Family::DeepseekV3, &baseline).is_err());
+    spec.model.moe.experts = 96;
+    let out = hf::export_like(&spec, Family::DeepseekV3, &baseline).unwrap();
+    assert_eq!(out["n_routed_experts"], 96);
+    assert_eq!(out["n_group"], 8);
+}

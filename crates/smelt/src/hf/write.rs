@@ -99,6 +99,14 @@ pub fn family_of_config(config: &Value) -> Option<Family> {
 /// `hidden_size / num_attention_heads`; build such a model with a release that reads it). A
 /// model the family cannot express is refused with the reason.
 pub fn export(spec: &ModelSpec, family: Family) -> Result<Value> {
+    let out = config_of(spec, family)?;
+    groups_run(&out, family)?;
+    Ok(out)
+}
+
+/// [`export`] without the check of the expert groups (which [`export_like`] makes on the
+/// config with the Baseline's keys).
+fn config_of(spec: &ModelSpec, family: Family) -> Result<Value> {
     spec.validate()?;
     let m = &spec.model;
     if m.vocab == 0 {
@@ -231,7 +239,7 @@ const NOT_CARRIED: &[&str] = &["quantization_config", "_name_or_path", "auto_map
 /// `max_position_embeddings`, which keeps the Baseline's value when that is larger than the
 /// context the match was costed at.
 pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result<Value> {
-    let mut out = export(spec, family)?;
+    let mut out = config_of(spec, family)?;
     // A wrapper's text decoder (Llama-4's) is the config to carry keys from.
     let model_type = |v: &Value| {
         v.get("model_type")
@@ -267,7 +275,69 @@ pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result
             map.insert(key.to_owned(), Value::from(b));
         }
     }
+    groups_run(&out, family)?;
     Ok(out)
+}
+
+/// Refuses a config of a family with DeepSeek's group-limited router whose expert groups
+/// (`n_group` and `topk_group`, as written or carried over from the Baseline, else the
+/// config class's defaults) Transformers' router cannot run on the exported experts:
+/// `n_group` must divide them, `topk_group` be at most `n_group`, the top-k fit in the
+/// chosen groups, and a sigmoid router's groups hold two experts each (it scores a group by
+/// its two best). Otherwise the class builds a model whose forward pass fails.
+fn groups_run(config: &Value, family: Family) -> Result<()> {
+    use crate::model::{Router, RouterGroups};
+    let int = |k: &str| config.get(k).and_then(Value::as_u64);
+    let (defaults, router) = match family {
+        // DeepseekV3Config's (and DeepseekV32Config's) defaults; Kimi-K2 is built by
+        // DeepSeek-V3's classes.
+        Family::DeepseekV3 | Family::KimiK2 | Family::DeepseekV32 => {
+            ((Some(8), Some(4)), Router::SigmoidGroupedRenormalisedFp32)
+        }
+        Family::Glm4Moe | Family::GlmMoeDsa => {
+            ((Some(1), Some(1)), Router::SigmoidGroupedRenormalisedFp32)
+        }
+        Family::DeepseekV2
+            if config.get("topk_method").and_then(Value::as_str)
+                == Some("group_limited_greedy") =>
+        {
+            ((None, None), Router::SoftmaxGroupedFp32)
+        }
+        _ => return Ok(()),
+    };
+    let (Some(experts), Some(top_k)) = (int("n_routed_experts"), int("num_experts_per_tok")) else {
+        return Ok(());
+    };
+    let (n, kg) = (
+        int("n_group").or(defaults.0),
+        int("topk_group").or(defaults.1),
+    );
+    let fits = match (n, kg) {
+        (Some(groups), Some(topk_groups)) => RouterGroups {
+            groups,
+            topk_groups,
+        }
+        .fit(router, experts, top_k),
+        _ => false,
+    };
+    if fits {
+        return Ok(());
+    }
+    let shown = |v: Option<u64>| v.map_or_else(|| "none".to_owned(), |v| v.to_string());
+    Err(Error::invalid(
+        "model.moe.experts",
+        format!(
+            "is {experts} (top_k {top_k}), but {family}'s group-limited router would run with \
+             n_group = {} and topk_group = {} (the Baseline's keys, else the config class's \
+             defaults), which Transformers' router cannot run: n_group must divide the \
+             experts, topk_group be at most n_group, the top-k fit in the topk_group groups \
+             and (sigmoid routers) each group hold two experts. Search expert counts that \
+             fit (a lattice.experts step that is a multiple of n_group) or state the groups \
+             ([model.moe] router and [model.moe.router_groups])",
+            shown(n),
+            shown(kg)
+        ),
+    ))
 }
 
 /// A match's looped model as a config.json: in `family`, else the family of the Baseline's
