@@ -660,3 +660,23 @@ fn an_export_refuses_experts_its_router_groups_cannot_run() {
     assert_eq!(out["n_routed_experts"], 96);
     assert_eq!(out["n_group"], 8);
 }
+
+/// GLM-4.5's partial RoPE: Transformers reads `rope_parameters.partial_rotary_factor` before
+/// the top-level key, so the import does too, and an export that carries the Baseline's
+/// `rope_parameters` writes the matched model's share there as well.
+#[test]
+fn glm_partial_rope_is_read_where_transformers_reads_it() {
+    let mut config: serde_json::Value =
+        serde_json::from_str(&config_text("glm-4.5-air.json")).unwrap();
+    let head_dim = config["head_dim"].as_u64().unwrap();
+    config["rope_parameters"] = serde_json::json!({"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.25});
+    let spec = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
+    assert_eq!(spec.model.rope_dim, Some(head_dim / 4));
+    let mut looped = spec.clone();
+    looped.model.rope_dim = Some(head_dim / 2);
+    let out = hf::export_like(&looped, Family::Glm4Moe, &config).unwrap();
+    assert_eq!(out["partial_rotary_factor"], 0.5);
+    assert_eq!(out["rope_parameters"]["partial_rotary_factor"], 0.5);
+    let back = hf::import(&out.to_string(), ModelSpec::default_workload()).unwrap();
+    assert_eq!(back.model.rope_dim, Some(head_dim / 2));
+}

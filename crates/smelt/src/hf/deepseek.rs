@@ -230,7 +230,8 @@ impl FamilyConfig for Glm4Moe {
     }
     fn reads(&self) -> &'static str {
         "GQA with Q/K/V biases (`attention_bias`) and per-head q/k norm (`use_qk_norm`); \
-         the partial RoPE's `partial_rotary_factor` (`rope_dim`, 0.5 when absent); \
+         the partial RoPE's `partial_rotary_factor` (`rope_dim`, 0.5 when absent; \
+         `rope_parameters`' own first); \
          `deepseek_v2`'s MoE keys, always with a router bias"
     }
     fn support(&self) -> &Support {
@@ -256,7 +257,16 @@ impl ConfigKeys for Glm4Moe {
     }
 
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        let parts = read::<Glm>(config)?.parts(common, &read(config)?)?;
+        let mut glm = read::<Glm>(config)?;
+        // Transformers' RoPE reads the factor from `rope_parameters`, where a key there
+        // wins over the top-level one (which fills it only when absent).
+        if let Some(f) = (config.get("rope_parameters"))
+            .and_then(|r| r.get("partial_rotary_factor"))
+            .and_then(Value::as_f64)
+        {
+            glm.partial_rotary_factor = Some(f);
+        }
+        let parts = glm.parts(common, &read(config)?)?;
         let (router, router_groups) = RouterKeys::read(config)
             .stated(Family::Glm4Moe, &parts, common.num_experts_per_tok)
             .unzip();
@@ -489,7 +499,8 @@ struct Glm {
     #[serde(default)]
     use_qk_norm: bool,
     /// The share of each head RoPE rotates, the rest concatenated back (0.5 when absent,
-    /// `Glm4MoeConfig`'s default): the model's `rope_dim`.
+    /// `Glm4MoeConfig`'s default; `rope_parameters.partial_rotary_factor` where given,
+    /// which Transformers reads first): the model's `rope_dim`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     partial_rotary_factor: Option<f64>,
 }

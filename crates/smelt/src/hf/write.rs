@@ -275,6 +275,19 @@ pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result
             map.insert(key.to_owned(), Value::from(b));
         }
     }
+    // A carried `rope_parameters` that names the share of each head RoPE rotates would
+    // win over GLM-4.5's exported top-level key (Transformers reads it first): it says the
+    // matched model's.
+    if family == Family::Glm4Moe
+        && let Some(map) = out.as_object_mut()
+        && let Some(f) = map.get("partial_rotary_factor").cloned()
+        && let Some(r) = map
+            .get_mut("rope_parameters")
+            .and_then(Value::as_object_mut)
+        && r.contains_key("partial_rotary_factor")
+    {
+        r.insert("partial_rotary_factor".to_owned(), f);
+    }
     groups_run(&out, family)?;
     Ok(out)
 }
