@@ -680,3 +680,28 @@ fn glm_partial_rope_is_read_where_transformers_reads_it() {
     let back = hf::import(&out.to_string(), ModelSpec::default_workload()).unwrap();
     assert_eq!(back.model.rope_dim, Some(head_dim / 2));
 }
+
+/// DeepSeek-V2's attention rotates with a complex64 table (`[model.mla] complex_rope`, which
+/// its import sets), the other MLA classes with cos and sin: an export into a class that
+/// rotates otherwise than the model says is refused, naming the field.
+#[test]
+fn an_export_refuses_a_rope_table_its_class_does_not_build() {
+    let v2 = load("deepseek-v2.json");
+    assert!(v2.model.mla.as_ref().unwrap().complex_rope);
+    assert!(hf::export(&v2, Family::DeepseekV2).is_ok());
+    // Otherwise as DeepSeek-V3's class builds it (a router bias, no stated router).
+    let mut v2 = v2;
+    v2.model.moe.router_bias = true;
+    (v2.model.moe.router, v2.model.moe.router_groups) = (None, None);
+    let err = hf::export(&v2, Family::DeepseekV3).unwrap_err().to_string();
+    assert!(
+        err.contains("model.mla.complex_rope: is true") && err.contains("export deepseek_v2"),
+        "{err}"
+    );
+    let mut v3 = load("deepseek-v3.json");
+    v3.model.moe.router_bias = false;
+    v3.model.mtp_layers = 0;
+    (v3.model.moe.router, v3.model.moe.router_groups) = (None, None);
+    let err = hf::export(&v3, Family::DeepseekV2).unwrap_err().to_string();
+    assert!(err.contains("model.mla.complex_rope: is false"), "{err}");
+}

@@ -187,6 +187,23 @@ fn router_built(m: &crate::model::Model, family: Family) -> Result<()> {
 
 /// What Transformers' own config classes refuse, refused here first with the reason.
 fn buildable(m: &crate::model::Model, family: Family) -> Result<()> {
+    // DeepseekV2Attention rotates with a complex64 table, the other MLA classes with cos
+    // and sin: what a Transformers training step saves differs (`[model.mla] complex_rope`).
+    if let Some(mla) = &m.mla
+        && mla.complex_rope != (family == Family::DeepseekV2)
+    {
+        let rule = if mla.complex_rope {
+            format!(
+                "is true, but {family}'s Transformers class rotates with cos and sin (only \
+                 deepseek_v2 builds the complex64 table): remove the line or export deepseek_v2"
+            )
+        } else {
+            "is false, but deepseek_v2's Transformers class rotates with a complex64 table: \
+             set complex_rope = true in [model.mla], or export deepseek_v3"
+                .to_owned()
+        };
+        return Err(Error::invalid("model.mla.complex_rope", rule));
+    }
     if let Some(r) = m
         .rope_dim
         .filter(|_| !matches!(family, Family::MinimaxM2 | Family::Glm4Moe))
