@@ -342,6 +342,22 @@ def test_sliding_window(window, build_kind, stack, dtype_name):
         if full is not None and (stack == "transformers-eager" or window > tokens):
             assert pytorch == full
 
+@pytest.mark.parametrize("stack", sorted(STACKS))
+@pytest.mark.parametrize("dtype_name", sorted(DTYPES))
+def test_heads_wider_than_256(stack, dtype_name):
+    """Heads wider than 256 (a match may pick them): Transformers hands SDPA grouped keys
+    only up to 256, so above it `repeat_kv` copies the keys and values to every head, as
+    eager attention does; counted exactly at both lengths."""
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    config = dict(hf.tiny_config("mixtral"), head_dim=272)
+    assert config["num_key_value_heads"] not in (1, config["num_attention_heads"])
+    (directory / "config.json").write_text(__import__("json").dumps(config))
+    dtype, activation_bytes = DTYPES[dtype_name]
+    for tokens in LENGTHS:
+        pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, (tokens, pytorch)
+
+
 @pytest.mark.parametrize("family", ["mixtral", "minimax_m2"])
 @pytest.mark.parametrize("stack", sorted(STACKS))
 def test_refuses_router_jitter(family, stack):

@@ -206,7 +206,7 @@
 //!   | each LayerNorm with a bias (PhiMoE): its input, mean and `rstd` in the dtype | `b·H + 2b`, twice |
 //!   | q/k norms: per head (Qwen3-MoE) / over the width (OLMoE, MiniMax-M2) | `4q + 4a + b·q` and `4kv + 4g + b·kv` / `4q + 4 + b·q` and `4kv + 4 + b·kv` |
 //!   | the attention's normed input | `b·H` |
-//!   | `q`, `k` after RoPE, `v`, the core's output | `b·(2q + 2kv')`: `kv' = kv` under SDPA (`enable_gqa`) and with one KV head (`repeat_kv` is a view), `kv' = q` under eager attention otherwise |
+//!   | `q`, `k` after RoPE, `v`, the core's output | `b·(2q + 2kv')`: `kv' = kv` under SDPA (`enable_gqa`, which Transformers turns on for heads at most 256 wide) and with one KV head (`repeat_kv` is a view), `kv' = q` otherwise (eager attention, SDPA with wider heads) |
 //!   | eager probabilities: the float32 softmax and, in bf16, its bf16 copy | `a·T̄·4` (float32), `a·T̄·6` (bf16) |
 //!   | SDPA: the log-sum-exp | `4a` |
 //!   | SDPA in a sliding-window layer whose window is no longer than `T` (Transformers then hands it a mask, and `enable_gqa` is off: `kv' = q` as under eager attention): the mask, additive, in the dtype | `b·T²` per sequence |

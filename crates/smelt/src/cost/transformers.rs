@@ -21,7 +21,7 @@
 //! | q/k norms per head (Qwen3-MoE) | as a layer norm, per head | `4q + 4a + b·q` and `4kv + 4g + b·kv` |
 //! | q/k norms over the full width (OLMoE, MiniMax-M2) | as a layer norm | `4q + 4 + b·q` and `4kv + 4 + b·kv` |
 //! | the attention's normed input | `q_proj`, `k_proj`, `v_proj` | `b·H` |
-//! | `q`, `k` after RoPE; `v` | the core | `b·(q + 2·kv')`: `kv' = kv` under SDPA (`enable_gqa`) and with one KV head (`repeat_kv` is a view); `kv' = q` under eager attention otherwise (`repeat_kv` copies) |
+//! | `q`, `k` after RoPE; `v` | the core | `b·(q + 2·kv')`: `kv' = kv` under SDPA (`enable_gqa`, heads at most 256 wide) and with one KV head (`repeat_kv` is a view); `kv' = q` otherwise (`repeat_kv` copies) |
 //! | the core's output | `o_proj` | `b·q` |
 //! | eager probabilities | softmax (float32) and, in bf16, the matmul with `v` (a bf16 copy) | `a·T̄·4` in float32, `a·T̄·(4 + 2)` in bf16 |
 //! | SDPA's log-sum-exp | the fused kernel | `4a` |
@@ -226,9 +226,11 @@ impl Step {
         let norms = add(mul(2, norm)?, qk)?;
         // Eager attention's repeat_kv copies keys and values to every head, unless there is
         // one KV head (a view) or as many as query heads (no repeat).
-        // So does SDPA with a window's mask ([`window`]).
+        // So does SDPA with a window's mask ([`window`]), and with heads wider than 256
+        // (Transformers' `use_gqa_in_sdpa` hands SDPA grouped keys only up to 256).
         let masked = self.sdpa_mask(a)?;
-        let kv_core = if (self.eager || masked) && kv_heads != 1 && kv_heads != heads {
+        let grouped = !(self.eager || masked || d > 256);
+        let kv_core = if !grouped && kv_heads != 1 && kv_heads != heads {
             q
         } else {
             kv
