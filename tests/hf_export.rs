@@ -705,3 +705,40 @@ fn an_export_refuses_a_rope_table_its_class_does_not_build() {
     let err = hf::export(&v3, Family::DeepseekV2).unwrap_err().to_string();
     assert!(err.contains("model.mla.complex_rope: is false"), "{err}");
 }
+
+/// MiniMax-M2's partial RoPE: Transformers reads `rope_parameters.partial_rotary_factor`,
+/// then a top-level `partial_rotary_factor`, before `rotary_dim`, which smelt reads; a
+/// config where they disagree is refused, naming the key, and an export that carries the
+/// Baseline's factor writes the matched model's share there.
+#[test]
+fn minimax_partial_rope_factor_agrees_with_rotary_dim() {
+    let mut config: serde_json::Value =
+        serde_json::from_str(&config_text("minimax-m2.json")).unwrap();
+    config["partial_rotary_factor"] = serde_json::json!(0.25);
+    let err = hf::import(&config.to_string(), ModelSpec::default_workload())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("config.json: partial_rotary_factor") && err.contains("rotary_dim says 64"),
+        "{err}"
+    );
+    config["partial_rotary_factor"] = serde_json::json!(0.5);
+    config["rope_parameters"] = serde_json::json!({"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.75});
+    let err = hf::import(&config.to_string(), ModelSpec::default_workload())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("config.json: rope_parameters.partial_rotary_factor"),
+        "{err}"
+    );
+    config["rope_parameters"]["partial_rotary_factor"] = serde_json::json!(0.5);
+    let mut spec = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
+    assert_eq!(spec.model.rope_dim, Some(64));
+    spec.model.rope_dim = Some(32);
+    let out = hf::export_like(&spec, Family::MinimaxM2, &config).unwrap();
+    assert_eq!(out["rotary_dim"], 32);
+    assert_eq!(out["partial_rotary_factor"], 0.25);
+    assert_eq!(out["rope_parameters"]["partial_rotary_factor"], 0.25);
+    let back = hf::import(&out.to_string(), ModelSpec::default_workload()).unwrap();
+    assert_eq!(back.model.rope_dim, Some(32));
+}

@@ -41,7 +41,8 @@ impl FamilyConfig for MinimaxM2 {
         "`num_local_experts` of `intermediate_size`; q/k norm over the whole q and k \
          projections; a router bias (`e_score_correction_bias`); MiniMax's own keys \
          (`use_qk_norm`, `qk_norm_type`, `use_routing_bias`, `shared_intermediate_size`, \
-         `attn_type_list`) checked against that; the partial RoPE's `rotary_dim` (`rope_dim`); \
+         `attn_type_list`) checked against that; the partial RoPE's `rotary_dim` (`rope_dim`; a \
+         `partial_rotary_factor`, which Transformers reads first, must agree); \
          its MTP keys not read (Transformers builds no MTP module); the router \
          (`sigmoid_renormalised_fp32`) stated where `router_jitter_noise` is 0 or absent"
     }
@@ -56,7 +57,41 @@ impl FamilyConfig for MinimaxM2 {
     fn router_noise(&self) -> Option<&'static str> {
         Some("router_jitter_noise")
     }
+    fn refuse(&self, config: &serde_json::Map<String, serde_json::Value>) -> Result<()> {
+        use serde_json::Value;
+        // Transformers reads the RoPE share from `rope_parameters`, then the top-level
+        // `partial_rotary_factor`, and only then derives it from `rotary_dim`.
+        let factor = (config.get("rope_parameters"))
+            .and_then(|r| r.get(PARTIAL))
+            .and_then(Value::as_f64)
+            .map(|f| ("rope_parameters.partial_rotary_factor", f))
+            .or_else(|| (config.get(PARTIAL).and_then(Value::as_f64)).map(|f| (PARTIAL, f)));
+        let Some((key, f)) = factor else {
+            return Ok(());
+        };
+        let head_dim = config
+            .get("head_dim")
+            .and_then(Value::as_u64)
+            .unwrap_or(128);
+        let rotary = (config.get("rotary_dim").and_then(Value::as_u64)).unwrap_or(head_dim);
+        let rotated = (head_dim as f64 * f) as u64;
+        if rotated == rotary {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            format!("config.json: {key}"),
+            format!(
+                "is {f}, which rotates {rotated} of each head's {head_dim} dimensions, but \
+                 rotary_dim says {rotary}: Transformers reads {key} first, smelt reads \
+                 rotary_dim; make them agree"
+            ),
+        ))
+    }
 }
+
+/// The key of the share of each head RoPE rotates, which Transformers reads before
+/// MiniMax's `rotary_dim`.
+const PARTIAL: &str = "partial_rotary_factor";
 
 impl OneStruct for MinimaxM2 {
     type Keys = Config;

@@ -293,17 +293,31 @@ pub fn export_like(spec: &ModelSpec, family: Family, baseline: &Value) -> Result
         }
     }
     // A carried `rope_parameters` that names the share of each head RoPE rotates would
-    // win over GLM-4.5's exported top-level key (Transformers reads it first): it says the
-    // matched model's.
-    if family == Family::Glm4Moe
-        && let Some(map) = out.as_object_mut()
-        && let Some(f) = map.get("partial_rotary_factor").cloned()
-        && let Some(r) = map
-            .get_mut("rope_parameters")
-            .and_then(Value::as_object_mut)
-        && r.contains_key("partial_rotary_factor")
-    {
-        r.insert("partial_rotary_factor".to_owned(), f);
+    // win over GLM-4.5's exported top-level key and MiniMax-M2's `rotary_dim` (Transformers
+    // reads it first, then a top-level `partial_rotary_factor`): they say the matched
+    // model's.
+    if let Some(map) = out.as_object_mut() {
+        let int = |k: &str| map.get(k).and_then(Value::as_u64);
+        let factor = match family {
+            Family::Glm4Moe => map.get("partial_rotary_factor").cloned(),
+            Family::MinimaxM2 => match (int("rotary_dim"), int("head_dim")) {
+                (Some(r), Some(d)) if d > 0 => Some(Value::from(r as f64 / d as f64)),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(f) = factor {
+            if family == Family::MinimaxM2 && map.contains_key("partial_rotary_factor") {
+                map.insert("partial_rotary_factor".to_owned(), f.clone());
+            }
+            if let Some(r) = map
+                .get_mut("rope_parameters")
+                .and_then(Value::as_object_mut)
+                && r.contains_key("partial_rotary_factor")
+            {
+                r.insert("partial_rotary_factor".to_owned(), f);
+            }
+        }
     }
     groups_run(&out, family)?;
     Ok(out)
