@@ -200,69 +200,35 @@ fn stages(
 }
 
 /// The micro-batch of a stage whose per-execution work is `k` times the mean stage's
-/// (`mean`); `lm_head` and `cross_entropy` are the seconds of the mean stage's GEMMs and
-/// memory-bound kernels that do not scale.
-pub(super) fn scaled(
+/// (`mean`), before its recomputation ([`StageKinds::adjust`] adds it); `lm_head` and
+/// `cross_entropy` are the seconds of the mean stage's GEMMs and memory-bound kernels that
+/// do not scale, which a stage without the head (`head` false: one before the last of a
+/// split the layout gives) does not run.
+fn scaled(
     mean: &MicroBatch,
     k: f64,
-    lm_head: f64,
-    cross_entropy: f64,
-    recompute: Recompute,
+    (lm_head, cross_entropy): (f64, f64),
+    head: bool,
 ) -> MicroBatch {
-    if k == 1.0 {
-        return *mean;
-    }
-    let gemm = (mean.gemm - lm_head) * k + lm_head;
-    let memory_bound = (mean.memory_bound - cross_entropy) * k + cross_entropy;
-    let (experts, attention) = (mean.experts * k, mean.attention * k);
-    let recurrent = mean.recurrent * k;
-    let recompute = recompute_seconds(
-        recompute,
-        [gemm, experts, attention, recurrent],
-        memory_bound,
-    );
-    let (tp_comm, ep_comm, pp_comm) = (mean.tp_comm * k, mean.ep_comm * k, mean.pp_comm);
+    let (lm, ce) = if head {
+        (lm_head, cross_entropy)
+    } else {
+        (0.0, 0.0)
+    };
     MicroBatch {
-        gemm,
-        experts,
-        attention,
-        recurrent,
-        memory_bound,
-        recompute,
-        tp_comm,
-        ep_comm,
-        pp_comm,
+        gemm: (mean.gemm - lm_head) * k + lm,
+        experts: mean.experts * k,
+        attention: mean.attention * k,
+        recurrent: mean.recurrent * k,
+        memory_bound: (mean.memory_bound - cross_entropy) * k + ce,
+        recompute: 0.0,
+        tp_comm: mean.tp_comm * k,
+        ep_comm: mean.ep_comm * k,
+        pp_comm: mean.pp_comm,
         fsdp_comm: mean.fsdp_comm,
         gpu: 0.0,
         host: mean.host * k,
     }
-    .summed()
-}
-
-/// [`scaled`] without the LM head's GEMMs and the cross-entropy: a stage before the last.
-fn headless(
-    mean: &MicroBatch,
-    k: f64,
-    lm_head: f64,
-    cross_entropy: f64,
-    recompute: Recompute,
-) -> MicroBatch {
-    let without = MicroBatch {
-        gemm: mean.gemm - lm_head,
-        memory_bound: mean.memory_bound - cross_entropy,
-        ..*mean
-    };
-    let stage = scaled(&without, k, 0.0, 0.0, recompute);
-    // `scaled` returns its input as it is at k = 1: recompute it from the parts left.
-    MicroBatch {
-        recompute: recompute_seconds(
-            recompute,
-            [stage.gemm, stage.experts, stage.attention, stage.recurrent],
-            stage.memory_bound,
-        ),
-        ..stage
-    }
-    .summed()
 }
 
 /// What the stages take: a looped model's pipeline, and the bottleneck stage's
@@ -355,7 +321,8 @@ impl StageKinds {
 
     /// `batch`, stage `i`'s micro-batch with every per-execution term scaled by `k`, with
     /// the dense FFNs' GEMMs, the MoE layers' GEMMs, grouped GEMMs and all-to-alls scaled
-    /// by the stage's own executions of those layers instead.
+    /// by the stage's own executions of those layers instead, and the recomputation of
+    /// what results.
     fn adjust(
         &self,
         i: usize,
@@ -404,11 +371,7 @@ fn staged(
     let batches: Vec<MicroBatch> = (stages.iter().enumerate())
         .map(|(i, &(_, x))| {
             let k = x as f64 / per_stage;
-            let batch = if unlooped && i != last {
-                headless(&mean, k, lm_head, cross_entropy, recompute)
-            } else {
-                scaled(&mean, k, lm_head, cross_entropy, recompute)
-            };
+            let batch = scaled(&mean, k, (lm_head, cross_entropy), !unlooped || i == last);
             kinds.adjust(i, batch, &mean, k, recompute)
         })
         .collect();
