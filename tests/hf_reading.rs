@@ -841,12 +841,35 @@ fn nemotron_h_layers_are_read_from_the_block_pattern() {
         &nano.replace("\"mlp_bias\": false", "\"mlp_bias\": true"),
         &["mlp_bias", "refuses"],
     );
-    refused(
+    // LatentMoE (Nemotron 3 Super's moe_latent_size) is read: the routed experts at the
+    // latent width, the projections down and up beside them; a width of 0 is refused in
+    // the config's own words.
+    let latent = hf::import(
         &nano.replace(
             "\"n_group\": 1",
             "\"n_group\": 1, \"moe_latent_size\": 1024",
         ),
-        &["moe_latent_size", "latent"],
+        ModelSpec::default_workload(),
+    )
+    .unwrap();
+    assert_eq!(latent.model.moe.latent, Some(1024));
+    let (plain, with) = (
+        smelt::cost(&hf::import(&nano, ModelSpec::default_workload()).unwrap()).unwrap(),
+        smelt::cost(&latent).unwrap(),
+    );
+    let moe_layers = 23;
+    assert_eq!(plain.params.breakdown.latent_projections.0, 0);
+    assert_eq!(
+        with.params.breakdown.latent_projections.0,
+        moe_layers * 2 * 2688 * 1024
+    );
+    assert_eq!(
+        with.params.breakdown.experts.0,
+        moe_layers * 128 * 2 * 1024 * 1856
+    );
+    refused(
+        &nano.replace("\"n_group\": 1", "\"n_group\": 1, \"moe_latent_size\": 0"),
+        &["moe_latent_size", "must be"],
     );
     refused(
         &nano.replace(

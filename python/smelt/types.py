@@ -748,6 +748,7 @@ class CostResultFlopsPerTokenForwardBreakdown(TypedDict, total=False):
     dense: int
     experts: int
     indexer: int
+    latent_projections: int
     lm_head: int
     mtp: int
     projections: int
@@ -769,6 +770,7 @@ class CostResultParamsActiveBreakdown(TypedDict, total=False):
     embeddings: int
     experts: int
     indexer: int
+    latent_projections: int
     lm_head: int
     mtp: int
     norms: int
@@ -783,6 +785,7 @@ class CostResultParamsBreakdown(TypedDict, total=False):
     embeddings: int
     experts: int
     indexer: int
+    latent_projections: int
     lm_head: int
     mtp: int
     norms: int
@@ -928,6 +931,7 @@ class Moe(TypedDict, total=False):
     expert_bias: bool
     expert_ffn: int
     experts: int
+    latent: int
     router: str
     router_bias: bool
     router_scale: bool

@@ -16,6 +16,8 @@ CHINCHILLA = ROOT / "tests" / "data" / "chinchilla" / "endpoints.csv"
 CONFIGS = ["qwen1.5-moe-a2.7b", "gemma-4-26b-a4b", "nemotron-3-nano-30b-a3b", "qwen3-next-80b-a3b",
            "deepseek-v3.2-exp", "gpt-oss-20b", "mixtral-8x7b-v0.1", "glm-5", "llama-4-scout-17b-16e",
            "granite-3.0-1b-a400m", "phi-3.5-moe-instruct", "qwen3.5-35b-a3b"]
+#: Nemotron 3 Super's config (LatentMoE), shipped with the published runs.
+SUPER = ROOT / "crates" / "smelt" / "data" / "published" / "models" / "nemotron-3-super-120b-a12b.json"
 
 TRAINING = {"tp": 2, "ep": 2, "pp": 1, "dp": 4, "zero": 1, "micro_batch": 1}
 
@@ -41,7 +43,7 @@ def samples(tmp):
     """(type name, result) pairs; `tmp` a folder for the exports."""
     base, other = BUDGETS / "base-200m-s95.toml", BUDGETS / "base-200m-s85.toml"
     out = []
-    models = [smelt.import_hf(HF / f"{c}.json") for c in CONFIGS]
+    models = [smelt.import_hf(HF / f"{c}.json") for c in CONFIGS] + [smelt.import_hf(SUPER)]
     trained = dict(models[0], training=TRAINING)
     out += [("ModelDict", m) for m in models + [trained]]
     out += [("CostResult", smelt.cost(m)) for m in models + [trained]]

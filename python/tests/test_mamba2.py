@@ -1,7 +1,8 @@
 """Mamba-2 hybrids (nemotron_h) against Transformers' torch code.
 
-* The published Nemotron 3 Nano 30B-A3B config (tests/data/hf) builds in Transformers on
-  the meta device with smelt's parameter count.
+* The published Nemotron 3 Nano 30B-A3B config (tests/data/hf) and Nemotron 3 Super
+  120B-A12B's (LatentMoE, `moe_latent_size`; the one shipped for the published run R211)
+  build in Transformers on the meta device with smelt's parameter count.
 * For a tiny model shrunk from it, with every kind of layer (`M*EM-E`: Mamba-2, attention,
   MoE, Mamba-2, MLP, MoE), smelt's export builds in Transformers with smelt's parameter
   count, and one training step (forward and backward, eager attention and eager experts,
@@ -20,6 +21,8 @@
   chunk states before the einsum, and the unused final state is a slice of its output).
   Neither counts the elementwise products (by `dt`, the decays, `D`), softplus, cumulative
   sums, exponentials, masks or the gated RMSNorm.
+  Each of these also with LatentMoE (`moe_latent_size` 24: the routed experts at that
+  width between `fc1_latent_proj` and `fc2_latent_proj`).
 * A looped model of it (layers 2-4, `*EM`: attention, MoE and Mamba-2, run twice, residual
   scale 0.5 and 1), exported as a model directory, builds in Transformers with smelt's
   parameter count (each physical layer once), executes smelt's training FLOPs (the same
@@ -43,6 +46,9 @@ from tiny_hf import build, check_looped, executions_of, export_looped, output_pr
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NANO = ROOT / "tests" / "data" / "hf" / "nemotron-3-nano-30b-a3b.json"
+SUPER = ROOT / "crates" / "smelt" / "data" / "published" / "models" / "nemotron-3-super-120b-a12b.json"
+# The routed experts' width without (None) and with LatentMoE.
+LATENTS = [None, 24]
 VOCAB = 128
 
 TINY = dict(
@@ -68,9 +74,11 @@ TINY = dict(
 )
 
 
-def tiny_config():
+def tiny_config(latent=None):
     config = json.loads(NANO.read_text())
     config.update(copy.deepcopy(TINY))
+    if latent is not None:
+        config["moe_latent_size"] = latent
     for key in ("pad_token_id", "eos_token_id", "bos_token_id", "torch_dtype"):
         config.pop(key, None)
     return config
@@ -86,22 +94,30 @@ def conv_overcount(model_file, tokens):
     return layers * 2 * channels * (channels - 1) * (tokens + w - 1) * w
 
 
-def test_the_published_config_builds_smelts_count():
-    config = json.loads(NANO.read_text())
+@pytest.mark.parametrize(
+    "path, total, latent",
+    [(NANO, 31_577_937_344, 0), (SUPER, 120_668_687_360, 2 * 4096 * 1024 * 40)],
+)
+def test_the_published_config_builds_smelts_count(path, total, latent):
+    config = json.loads(path.read_text())
     cfg = transformers.AutoConfig.for_model(**config)
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(cfg)
     cost = smelt.cost(smelt.import_hf(config))
-    assert sum(p.numel() for p in model.parameters()) == cost["params"]["total"] == 31_577_937_344
+    assert sum(p.numel() for p in model.parameters()) == cost["params"]["total"] == total
+    projections = [p.numel() for n, p in model.named_parameters() if "latent_proj" in n]
+    assert sum(projections) == cost["params"]["breakdown"].get("latent_projections", 0) == latent
 
 
-def test_the_export_builds_the_model_smelt_costed(tmp_path):
-    config = tiny_config()
+@pytest.mark.parametrize("latent", LATENTS)
+def test_the_export_builds_the_model_smelt_costed(latent, tmp_path):
+    config = tiny_config(latent)
     imported = smelt.import_hf(config)
     written = smelt.export_hf(imported, tmp_path / "export", family="nemotron_h")
     directory = pathlib.Path(written["models"][0]["path"])
     exported = json.loads((directory / "config.json").read_text())
     assert exported["model_type"] == "nemotron_h"
+    assert exported.get("moe_latent_size") == latent
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(directory))
     assert model.config.layers_block_type == [
@@ -117,9 +133,10 @@ def test_the_export_builds_the_model_smelt_costed(tmp_path):
     assert sum(p.numel() for p in build(config).parameters()) == cost["params"]["total"]
 
 
+@pytest.mark.parametrize("latent", LATENTS)
 @pytest.mark.parametrize("tokens", [12, 70])
-def test_a_training_step_executes_smelts_flops(tokens):
-    config = tiny_config()
+def test_a_training_step_executes_smelts_flops(tokens, latent):
+    config = tiny_config(latent)
     model = build(config)
     assert model.config.chunk_size == 8
     model_file = smelt_model(config, tokens)
@@ -132,9 +149,10 @@ def test_a_training_step_executes_smelts_flops(tokens):
     assert counted - conv == pytest.approx(want, abs=0.5)
 
 
+@pytest.mark.parametrize("latent", LATENTS)
 @pytest.mark.parametrize("scale", [0.5, 1.0])
-def test_a_looped_export_builds_the_model_smelt_costed(scale, tmp_path):
-    config = tiny_config()
+def test_a_looped_export_builds_the_model_smelt_costed(scale, latent, tmp_path):
+    config = tiny_config(latent)
     loop = dict(first=2, span=3, repeats=2, residual_scale=scale)
     directory = export_looped(config, "nemotron_h", tmp_path / "looped", loop)
     exported = json.loads((pathlib.Path(directory) / "config.json").read_text())

@@ -120,6 +120,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
                 experts,
                 top_k,
                 expert_ffn: ffn,
+                latent: None,
                 shared_experts: 0,
                 shared_ffn: 0,
                 shared_gate: false,

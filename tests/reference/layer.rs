@@ -59,6 +59,9 @@ pub struct Layer {
     /// The router's per-dimension and per-expert scales (`router_scale`).
     pub router_scale: Vec<f64>,
     pub expert_scale: Vec<f64>,
+    /// LatentMoE's projections down to the experts' width and back up (empty without).
+    pub latent_down: Vec<f64>,
+    pub latent_up: Vec<f64>,
 }
 
 impl Layer {
@@ -160,7 +163,15 @@ impl Layer {
             router: rng.tensor(width(moe, h * m.moe.experts as usize)),
             router_bias: rng.tensor(width(moe && m.moe.router_bias, m.moe.experts as usize)),
             experts: (0..width(moe, m.moe.experts as usize))
-                .map(|_| Expert::new(rng, h, f, m.moe.expert_bias, act))
+                .map(|_| {
+                    Expert::new(
+                        rng,
+                        m.moe.latent.map_or(h, |l| l as usize),
+                        f,
+                        m.moe.expert_bias,
+                        act,
+                    )
+                })
                 .collect(),
             shared: (0..width(moe, m.moe.shared_experts as usize))
                 .map(|_| Expert::new(rng, h, fs, false, plain))
@@ -186,6 +197,8 @@ impl Layer {
                 .collect(),
             router_scale: rng.tensor(width(moe && m.moe.router_scale, h)),
             expert_scale: rng.tensor(width(moe && m.moe.router_scale, m.moe.experts as usize)),
+            latent_down: rng.tensor(width(moe, h * m.moe.latent.unwrap_or(0) as usize)),
+            latent_up: rng.tensor(width(moe, m.moe.latent.unwrap_or(0) as usize * h)),
         }
     }
 
@@ -229,6 +242,8 @@ impl Layer {
             + self.shared.iter().map(Expert::params).sum::<usize>()
             + self.shared_gate.len()
             + self.dense.as_ref().map_or(0, Expert::params)
+            + self.latent_down.len()
+            + self.latent_up.len()
     }
 }
 
@@ -606,21 +621,36 @@ impl Layer {
             macs.saved.save(Part::Router, probs.len(), KEPT);
             macs.saved.save(Part::Router, weights.len(), KEPT);
             let xt = &hn[tok * h..(tok + 1) * h];
+            // With LatentMoE the token is projected down once, its experts work at the
+            // latent width, and their weighted sum is projected back up.
             let xr = &routed_in[tok * h..(tok + 1) * h];
+            let lw = m.moe.latent.map_or(h, |l| l as usize);
+            let xr = if self.latent_down.is_empty() {
+                xr.to_vec()
+            } else {
+                matmul(xr, &self.latent_down, 1, h, lw, &mut macs.latent)
+            };
+            let mut routed = vec![0.0; lw];
             for (&c, &w) in chosen.iter().zip(&weights) {
                 // The token's copy dispatched to the expert, and its output.
-                let copy = xr.to_vec();
+                let copy = xr.clone();
                 macs.saved.save(Part::Experts, copy.len(), KEPT);
                 let y = self.experts[c].forward(
                     &copy,
-                    (h, f),
+                    (lw, f),
                     &mut macs.experts,
                     (&mut macs.saved, Part::Experts),
                 );
                 macs.saved.save(Part::Experts, y.len(), KEPT);
-                for (acc, yv) in ffn[tok * h..(tok + 1) * h].iter_mut().zip(&y) {
+                for (acc, yv) in routed.iter_mut().zip(&y) {
                     *acc += w * yv;
                 }
+            }
+            if !self.latent_up.is_empty() {
+                routed = matmul(&routed, &self.latent_up, 1, lw, h, &mut macs.latent);
+            }
+            for (acc, r) in ffn[tok * h..(tok + 1) * h].iter_mut().zip(&routed) {
+                *acc += r;
             }
             let gate = if self.shared_gate.is_empty() {
                 1.0
@@ -654,7 +684,9 @@ impl Layer {
                         .iter()
                         .map(|&c| self.experts[c].params())
                         .sum::<usize>()
-                    + self.shared.iter().map(Expert::params).sum::<usize>();
+                    + self.shared.iter().map(Expert::params).sum::<usize>()
+                    + self.latent_down.len()
+                    + self.latent_up.len();
             }
         }
         // Branch norms: the shared branch's output and the routed one's, each normed; the

@@ -178,6 +178,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                         experts,
                         top_k: top_k.index(experts as usize) as u64 + 1,
                         expert_ffn: ffn,
+                        latent: None,
                         shared_experts: shared.0,
                         shared_ffn: shared.1,
                         shared_gate: gate && shared.0 > 0,
@@ -511,7 +512,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// Mamba-2 hybrids with one-block layers (Nemotron-H's structure), looped or not, relu2
-    /// MLPs or not: the analytic parameters, FLOPs by component (the SSD scan's
+    /// MLPs or not, LatentMoE or not (Nemotron 3 Super's): the analytic parameters, FLOPs by component (the SSD scan's
     /// contractions and the convolution as `recurrent_core`), KV per token and the cache at
     /// the context (the convolution and SSM state included) equal the reference's counts,
     /// exactly; the context spans one to several chunks.
@@ -521,6 +522,7 @@ proptest! {
         kinds in 0u64..1296,
         shapes in (1u64..=4, 1u64..=3, 1u64..=3, any::<bool>(), 1u64..=4, 1u64..=5, any::<bool>(), any::<bool>()),
         relu2 in any::<bool>(),
+        latent in prop::option::of(1u64..=3),
         long in prop_oneof![Just(1usize), Just(7), Just(13)],
     ) {
         let mut docs = documents(&spec.workload, repeat);
@@ -532,7 +534,9 @@ proptest! {
         base.workload.doc_lengths = Some(hist);
         let spec = mamba_hybrid(base, &docs, kinds, shapes, relu2);
         prop_assume!(spec.is_some(), "no attention or no MoE layer");
-        let spec = spec.unwrap();
+        let mut spec = spec.unwrap();
+        spec.model.moe.latent = latent;
+        spec.validate().unwrap();
         let mut rng = Rng::new(13);
         let reference = Reference::new(&spec, &mut rng);
         let counted = reference.forward(&docs, &mut rng);
@@ -550,6 +554,8 @@ proptest! {
         prop_assert_eq!(total(b.experts, t), 2 * m.experts);
         prop_assert_eq!(total(b.shared, t), 2 * m.shared);
         prop_assert_eq!(total(b.dense, t), 2 * m.dense);
+        prop_assert_eq!(total(b.latent_projections, t), 2 * m.latent);
+        prop_assert_eq!(latent.is_some(), m.latent > 0);
         prop_assert_eq!(total(cost.flops_per_token.forward, t), 2 * m.total());
         prop_assert_eq!(cost.kv_cache_per_token.elements.0 * t, counted.kv_elements);
         let ctx = spec.workload.context;
@@ -561,7 +567,7 @@ proptest! {
         );
         // Activations are refused by name, never counted silently.
         let m = &spec.model;
-        if m.recurrent.is_some() || m.blocks.is_some() || relu2 {
+        if m.recurrent.is_some() || m.blocks.is_some() || relu2 || latent.is_some() {
             prop_assert!(cost.activations.policies.is_empty());
             prop_assert!(cost.activations.refused.is_some());
         }

@@ -73,6 +73,8 @@ pub struct Macs {
     pub lm_head: u64,
     pub mtp: u64,
     pub indexer: u64,
+    /// LatentMoE's projections.
+    pub latent: u64,
     /// Recurrent mixers' projections and convolution + delta rule.
     pub delta: super::delta::DeltaMacs,
     /// What the forward pass saved for the backward pass (not multiply-adds).
@@ -90,6 +92,7 @@ impl Macs {
             + self.lm_head
             + self.mtp
             + self.indexer
+            + self.latent
             + self.delta.projections
             + self.delta.core
     }

@@ -41,6 +41,7 @@ fn features_of_fields(m: &Model) -> Vec<Feature> {
             Feature::BranchNorms => m.moe.branch_norms,
             Feature::RouterScale => m.moe.router_scale,
             Feature::GeluTanh => act == ExpertActivation::GeluTanh,
+            Feature::LatentExperts => m.moe.latent.is_some(),
         })
         .collect()
 }

@@ -64,6 +64,8 @@ pub(super) fn layer_params(kinds: &[KindCost]) -> Result<(ParamBreakdown, ParamB
                 active_experts = active_experts.checked_add(times(f.active_experts)?)?;
                 total.router = total.router.checked_add(times(f.router)?)?;
                 total.shared = total.shared.checked_add(times(f.shared)?)?;
+                total.latent_projections =
+                    (total.latent_projections).checked_add(times(f.latent)?)?;
             }
             Some(FfnCost::Dense { weights }) => {
                 total.dense = total.dense.checked_add(times(*weights)?)?;
@@ -166,6 +168,8 @@ struct Macs {
     dense: u64,
     indexer: u64,
     recurrent: u64,
+    /// LatentMoE's projections.
+    latent: u64,
     /// Multiply-adds of the recurrent convolution and scan over one `sequence` of tokens.
     recurrent_sequence: u64,
     /// The recurrent mixer (one kind per model), if any.
@@ -217,6 +221,7 @@ impl Macs {
                     sum(&mut m.router, f.router_macs, x, "flops.router")?;
                     sum(&mut m.experts, f.expert_macs, x, "flops.experts")?;
                     sum(&mut m.shared, f.shared_macs, x, "flops.shared")?;
+                    sum(&mut m.latent, f.latent, x, "flops.latent_projections")?;
                 }
                 Some(FfnCost::Dense { weights }) => sum(&mut m.dense, *weights, x, "flops.dense")?,
                 None => {}
@@ -263,6 +268,7 @@ impl Macs {
             indexer,
             recurrent_projections,
             recurrent_core,
+            latent_projections: flops(self.latent, "flops.latent_projections")?,
         })
     }
 }

@@ -307,16 +307,21 @@ pub(super) struct MoeBlock {
     pub router_macs: u64,
     pub expert_macs: u64,
     pub shared_macs: u64,
+    /// LatentMoE's projections down to the experts' width and back: their weights, which
+    /// are also their multiply-adds per token (0 without).
+    pub latent: u64,
 }
 
 /// The MoE FFN `e` on a residual stream of width `h`.
 fn moe(h: u64, e: &Moe) -> Result<MoeBlock> {
     let matrices = e.activation.matrices();
-    let weights = product(&[matrices, h, e.expert_ffn], "params.experts")?;
+    // The routed experts read and write the latent width where there is one.
+    let width = e.expert_width(h);
+    let weights = product(&[matrices, width, e.expert_ffn], "params.experts")?;
     let bias = if e.expert_bias {
         add(
             product(&[2, e.expert_ffn], "params.experts")?,
-            h,
+            width,
             "params.experts",
         )?
     } else {
@@ -348,5 +353,9 @@ fn moe(h: u64, e: &Moe) -> Result<MoeBlock> {
         router_macs: router_weights,
         expert_macs: product(&[weights, e.top_k], "flops.experts")?,
         shared_macs: add(shared_experts, gate, "flops.shared")?,
+        latent: match e.latent {
+            Some(l) => product(&[2, h, l], "params.latent_projections")?,
+            None => 0,
+        },
     })
 }

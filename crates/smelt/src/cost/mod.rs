@@ -22,6 +22,7 @@
 //! | attention core (QKᵀ, PV) | `2·(qk width + v width)·c̄`: `4·heads·head_dim·c̄` for GQA, `2·heads·(d_n+d_r+d_v)·c̄` for MLA | – |
 //! | router (MoE layers) | `2·H·experts` | `H·experts`, `+ experts` with `router_bias` |
 //! | routed experts (MoE layers) | `top_k·2·3·H·expert_ffn` | `experts·3·H·expert_ffn`, `+ experts·(2·expert_ffn + H)` with `expert_bias` |
+//! | LatentMoE (`latent = L`, MoE layers) | the routed experts at `L` instead of `H` (`top_k·2·3·L·expert_ffn`), plus the projections down and up, `2·2·H·L` | the experts at `L` (`experts·3·L·expert_ffn`), plus `2·H·L` (`fc1_latent_proj`, `fc2_latent_proj`) |
 //! | shared experts (MoE layers) | `shared_experts·2·3·H·shared_ffn` | `shared_experts·3·H·shared_ffn` |
 //! | shared-expert gate (`shared_gate = true`) | `2·H` | `H` |
 //! | dense FFN (layers in `[model.dense]`) | `2·3·H·ffn` | `3·H·ffn` |
@@ -318,6 +319,7 @@
 //! | norms around the MoE branches (`model.moe.branch_norms`) | yes | no | no | no | yes | yes |
 //! | the router's learned scales (`model.moe.router_scale`) | yes | no | no | no | yes | yes |
 //! | Gemma's GeGLU (`model.moe.activation`) | yes | no | no | no | yes | yes |
+//! | LatentMoE's latent experts (`model.moe.latent`) | yes | no | no | no | no | yes |
 //! <!-- capabilities:end -->
 //!
 //! In the code: c̄ is [`MeanKeys`] (the windowed layers' [`MeanKeys::windowed`], an indexer's

@@ -35,6 +35,10 @@ pub struct ParamBreakdown {
     /// convolution, per-head `A_log` and `dt_bias` and the gated norm included.
     #[serde(skip_serializing_if = "is_zero_params")]
     pub recurrent: Params,
+    /// LatentMoE's projections of each token to the experts' width and back
+    /// (`model.moe.latent`; 0 without).
+    #[serde(skip_serializing_if = "is_zero_params")]
+    pub latent_projections: Params,
 }
 
 fn is_zero_params(p: &Params) -> bool {
@@ -60,6 +64,7 @@ impl ParamBreakdown {
             self.mtp,
             self.indexer,
             self.recurrent,
+            self.latent_projections,
         ])
     }
 }
@@ -93,6 +98,10 @@ pub struct FlopBreakdown {
     /// rule, Mamba-2's SSD scan), as executed on the workload's `context`-token sequence.
     #[serde(skip_serializing_if = "is_zero_flops")]
     pub recurrent_core: Flops,
+    /// LatentMoE's projections of each token to the experts' width and back (0 without a
+    /// `model.moe.latent`).
+    #[serde(skip_serializing_if = "is_zero_flops")]
+    pub latent_projections: Flops,
 }
 
 impl FlopBreakdown {
@@ -110,6 +119,7 @@ impl FlopBreakdown {
             self.indexer,
             self.recurrent_projections,
             self.recurrent_core,
+            self.latent_projections,
         ])
     }
 }

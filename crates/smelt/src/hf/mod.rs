@@ -221,6 +221,7 @@ struct Common {
 struct Parts {
     experts: u64,
     expert_ffn: u64,
+    latent: Option<u64>,
     qk_norm: QkNorm,
     attention_bias: AttentionBias,
     /// `(count, width, gated)`.
@@ -363,6 +364,7 @@ impl Common {
                 experts: parts.experts,
                 top_k: self.num_experts_per_tok,
                 expert_ffn: parts.expert_ffn,
+                latent: parts.latent,
                 shared_experts,
                 shared_ffn,
                 shared_gate,

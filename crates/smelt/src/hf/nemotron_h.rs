@@ -22,8 +22,9 @@
 //!   `routed_scaling_factor` cost nothing counted.
 //! * The attention has no q/k norm, no biases (the code ignores `attention_bias`) and no
 //!   window.
-//! * Refused: `mlp_bias` (biases on the shared expert and the MLPs), `moe_latent_size`
-//!   (latent expert projections), a tied LM head (the code never ties it), other MLP
+//! * `moe_latent_size` (Nemotron 3 Super's LatentMoE): the routed experts work at that
+//!   width, between `fc1_latent_proj` and `fc2_latent_proj` ([`crate::model::Moe::latent`]).
+//! * Refused: `mlp_bias` (biases on the shared expert and the MLPs), a tied LM head (the code never ties it), other MLP
 //!   activations, and patterns without a MoE layer (smelt describes MoE models). The MTP
 //!   weights of the checkpoints are not built by Transformers (ignored on load) and not
 //!   read. Absent keys take `NemotronHConfig`'s defaults.
@@ -46,7 +47,12 @@ const MOE: &str = "moe";
 const SUPPORT: Support = Support {
     shared: Shared::Ungated,
     dense: true,
-    features: &[Feature::Mamba2, Feature::Blocks, Feature::Relu2],
+    features: &[
+        Feature::Mamba2,
+        Feature::Blocks,
+        Feature::Relu2,
+        Feature::LatentExperts,
+    ],
     required: &[Feature::Mamba2, Feature::Blocks, Feature::Relu2],
     ..Support::ROUTED
 };
@@ -57,6 +63,7 @@ const WORDS: Words = Words {
     shared_ffn: "moe_shared_expert_intermediate_size",
     dense_ffn: "intermediate_size",
     own: &[
+        ("model.moe.latent", "moe_latent_size"),
         ("model.recurrent.mixer.mamba2.heads", "mamba_num_heads"),
         ("model.recurrent.mixer.mamba2.head_dim", "mamba_head_dim"),
         ("model.recurrent.mixer.mamba2.state", "ssm_state_size"),
@@ -123,6 +130,8 @@ pub(super) struct Config {
     mamba_chunk_size: Option<u64>,
     n_routed_experts: u64,
     moe_intermediate_size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    moe_latent_size: Option<u64>,
     moe_shared_expert_intermediate_size: u64,
     intermediate_size: u64,
     #[serde(default = "relu2")]
@@ -225,6 +234,7 @@ impl OwnKeys for Config {
         Ok(Parts {
             experts: self.n_routed_experts,
             expert_ffn: self.moe_intermediate_size,
+            latent: self.moe_latent_size,
             // `NemotronHMLP` reads a width of 0 as `intermediate_size`.
             shared: Some((
                 1,
@@ -312,6 +322,7 @@ impl OwnKeys for Config {
             mamba_chunk_size: None,
             n_routed_experts: m.moe.experts,
             moe_intermediate_size: m.moe.expert_ffn,
+            moe_latent_size: m.moe.latent,
             // One ungated shared expert of width s * f_s: the same parameters and FLOPs.
             moe_shared_expert_intermediate_size: m.moe.shared_experts * m.moe.shared_ffn,
             // Read only by the MLP (`-`) layers; NemotronHConfig's default otherwise.
@@ -332,15 +343,17 @@ impl FamilyConfig for NemotronH {
         "NemotronHForCausalLM"
     }
     fn about(&self) -> &'static str {
-        "NVIDIA Nemotron-H and Nemotron 3 Nano (Mamba-2 layers beside attention and MoE layers)"
+        "NVIDIA Nemotron-H and Nemotron 3 Nano and Super (Mamba-2 layers beside attention and \
+         MoE layers; Super's LatentMoE)"
     }
     fn reads(&self) -> &'static str {
         "`layers_block_type` (or `layer_types`, else the `hybrid_override_pattern` string: \
          `M` Mamba-2, `*` attention, `-` MLP, `E` MoE), one block and one norm per layer; the \
          Mamba-2 shapes `mamba_num_heads`, `mamba_head_dim`, `ssm_state_size`, `n_groups`, \
          `conv_kernel`, `chunk_size`, `use_conv_bias`, `use_bias`; ungated relu2 MLPs: \
-         `n_routed_experts` of `moe_intermediate_size`, one shared expert of \
-         `moe_shared_expert_intermediate_size`, `intermediate_size` for `-` layers"
+         `n_routed_experts` of `moe_intermediate_size` (at `moe_latent_size` where set: \
+         LatentMoE), one shared expert of `moe_shared_expert_intermediate_size`, \
+         `intermediate_size` for `-` layers"
     }
     fn support(&self) -> &Support {
         &SUPPORT
@@ -393,13 +406,6 @@ impl FamilyConfig for NemotronH {
             return Err(refuse(
                 "mlp_bias",
                 "biases on Nemotron-H's shared expert and MLPs are not counted",
-            ));
-        }
-        if config.get("moe_latent_size").is_some_and(|v| !v.is_null()) {
-            return Err(refuse(
-                "moe_latent_size",
-                "Nemotron-H's latent expert projections (fc1_latent_proj, fc2_latent_proj) \
-                 are not counted",
             ));
         }
         if on("tie_word_embeddings") {

@@ -40,6 +40,7 @@
 //! | norms around the MoE branches (`model.moe.branch_norms`) | yes | no | no | no | yes | yes |
 //! | the router's learned scales (`model.moe.router_scale`) | yes | no | no | no | yes | yes |
 //! | Gemma's GeGLU (`model.moe.activation`) | yes | no | no | no | yes | yes |
+//! | LatentMoE's latent experts (`model.moe.latent`) | yes | no | no | no | no | yes |
 //! <!-- capabilities:end -->
 //!
 //! Notes: the activation memory and the kernel plan describe the decoder layers only, so
@@ -98,11 +99,13 @@ pub enum Feature {
     RouterScale,
     /// Gemma's GeGLU (tanh approximation).
     GeluTanh,
+    /// LatentMoE: routed experts at a latent width of their own.
+    LatentExperts,
 }
 
 impl Feature {
     /// Every feature, in the order a refusal looks for them.
-    pub const ALL: [Feature; 22] = [
+    pub const ALL: [Feature; 23] = [
         Feature::Mla,
         Feature::Sliding,
         Feature::Chunked,
@@ -125,6 +128,7 @@ impl Feature {
         Feature::BranchNorms,
         Feature::RouterScale,
         Feature::GeluTanh,
+        Feature::LatentExperts,
     ];
 
     /// The model file's field that sets the feature.
@@ -148,6 +152,7 @@ impl Feature {
             Feature::PostNorms => "model.post_norms",
             Feature::BranchNorms => "model.moe.branch_norms",
             Feature::RouterScale => "model.moe.router_scale",
+            Feature::LatentExperts => "model.moe.latent",
         }
     }
 
@@ -182,6 +187,7 @@ impl Feature {
             Feature::BranchNorms => "norms around the MoE branches (model.moe.branch_norms)",
             Feature::RouterScale => "the router's learned scales (model.moe.router_scale)",
             Feature::GeluTanh => "Gemma's GeGLU (model.moe.activation = \"gelu_tanh\")",
+            Feature::LatentExperts => "LatentMoE's latent experts (model.moe.latent)",
         }
     }
 
@@ -232,6 +238,7 @@ impl Feature {
             Feature::BranchNorms => moe.is_some_and(|m| m.branch_norms),
             Feature::RouterScale => moe.is_some_and(|m| m.router_scale),
             Feature::GeluTanh => activation == Some(ExpertActivation::GeluTanh),
+            Feature::LatentExperts => moe.is_some_and(|m| m.latent.is_some()),
         }
     }
 }
@@ -266,8 +273,8 @@ impl Consumer {
 
     /// Whether every consumer but the counts and the export refuses `feature`: the
     /// features from the recurrent mixers on in [`Feature::ALL`]'s order (the recurrent
-    /// mixers, the attention gate, one-block layers, relu2 and Gemma 4's pieces), none of
-    /// which is described by the activation and training memory nor planned.
+    /// mixers, the attention gate, one-block layers, relu2, Gemma 4's pieces and LatentMoE),
+    /// none of which is described by the activation and training memory nor planned.
     fn undescribed(feature: Feature) -> bool {
         feature >= Feature::GatedDeltanet
     }
@@ -278,7 +285,9 @@ impl Consumer {
             Consumer::Counts | Consumer::Export => true,
             Consumer::Activations | Consumer::KernelPlan => !Self::undescribed(feature),
             Consumer::TrainingMemory => feature != Feature::Mtp && !Self::undescribed(feature),
-            Consumer::LauncherFlops => feature != Feature::FullAttention,
+            Consumer::LauncherFlops => {
+                !matches!(feature, Feature::FullAttention | Feature::LatentExperts)
+            }
         }
     }
 
@@ -323,8 +332,9 @@ impl Consumer {
                  model"
             }
             Consumer::LauncherFlops => {
-                "the formula has one attention shape per model (heads, kv_heads, head_dim), \
-                 and smelt does not guess which a launcher would use"
+                "the formula has one attention shape per model (heads, kv_heads, head_dim) \
+                 and routed experts at the hidden width, and smelt does not guess what a \
+                 launcher would count"
             }
             Consumer::Export => "no family's code builds it",
         }
@@ -450,7 +460,7 @@ mod tests {
     fn all_is_in_declaration_order() {
         assert!(Feature::ALL.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(Feature::ALL[0], Feature::Mla);
-        assert_eq!(*Feature::ALL.last().unwrap(), Feature::GeluTanh);
+        assert_eq!(*Feature::ALL.last().unwrap(), Feature::LatentExperts);
     }
 
     /// Every refusal is worded one way and names the feature's field.

@@ -43,6 +43,7 @@ pub mod capability;
 mod changes;
 mod knobs;
 mod mixer;
+mod moe;
 mod recompute;
 mod router;
 mod stack;
@@ -55,6 +56,7 @@ pub use changes::WorkloadChanges;
 pub use knobs::Knobs;
 pub(crate) use mixer::{Budget as MixerBudget, MixerWords, RecurrentBlock};
 pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
+pub use moe::{ExpertActivation, Moe};
 pub use recompute::{RecomputeModule, RecomputeModules};
 pub use router::{Router, RouterGroups};
 pub use stack::{
@@ -317,103 +319,6 @@ pub struct Blocks {
     pub ffn_only: Vec<u64>,
 }
 
-/// The MoE FFN: routed SwiGLU experts, `top_k` active, plus optional shared experts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Moe {
-    /// Routed experts per layer.
-    pub experts: u64,
-    /// Routed experts each token uses.
-    pub top_k: u64,
-    /// SwiGLU width of one routed expert (3 matrices of `hidden x expert_ffn`).
-    pub expert_ffn: u64,
-    /// Always-active shared experts per layer.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub shared_experts: u64,
-    /// SwiGLU width of one shared expert.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub shared_ffn: u64,
-    /// A sigmoid gate on the shared experts' output (Qwen1.5/2-MoE): one `hidden x 1`
-    /// linear per layer, `hidden` parameters and `2 * hidden` FLOPs per token.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub shared_gate: bool,
-    /// A bias per routed expert on the router (gpt-oss's router bias, DeepSeek-V3's
-    /// `e_score_correction_bias`): `experts` parameters per MoE layer, no counted FLOPs.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub router_bias: bool,
-    /// Biases in the routed experts (gpt-oss): `2 * expert_ffn + hidden` parameters per
-    /// expert (gate and up, down), no counted FLOPs.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub expert_bias: bool,
-    /// The routed experts' gated activation (`swiglu` unless set): it changes no counted
-    /// FLOPs or parameters, only what a training step saves ([`crate::cost::memory`]).
-    #[serde(default, skip_serializing_if = "ExpertActivation::is_swiglu")]
-    pub activation: ExpertActivation,
-    /// The router's learned scales (Gemma 4's `router.scale` and `per_expert_scale`): the
-    /// router's input is RMS-normed without a scale, multiplied by `hidden` learned
-    /// per-dimension scales, and each chosen expert's weight by its own learned scale:
-    /// `hidden + experts` parameters per MoE layer, no counted FLOPs (elementwise).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub router_scale: bool,
-    /// Norms of their own around the two branches of the MoE block (Gemma 4: the shared
-    /// expert's output, the routed experts' input and output are RMS-normed,
-    /// `post_feedforward_layernorm_1`, `pre_feedforward_layernorm_2`,
-    /// `post_feedforward_layernorm_2`): `3·hidden` parameters per MoE layer, no counted
-    /// FLOPs. Needs a shared expert.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub branch_norms: bool,
-    /// How the router turns its logits into the chosen experts' weights, where the import
-    /// knows it (`None`: not stated). It changes no counted FLOPs or parameters, only what
-    /// a Transformers training step saves ([`crate::cost::transformers`]), which refuses a
-    /// model that does not state it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub router: Option<Router>,
-    /// The expert groups of a group-limited router (`router = "softmax_grouped_fp32"`,
-    /// `"sigmoid_grouped_fp32"` or `"sigmoid_grouped_renormalised_fp32"`, which need it;
-    /// no other router takes it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub router_groups: Option<RouterGroups>,
-}
-
-named_enum! {
-    /// The gated activation of the routed experts, between their gate/up and down
-    /// projections.
-    #[derive(Default)]
-    pub enum ExpertActivation: "expert activation" {
-        /// `silu(gate) · up`.
-        #[default]
-        Swiglu = "swiglu",
-        /// gpt-oss's clamped SwiGLU: `(clamp(up, ±limit) + 1) · g · σ(α·g)` with
-        /// `g = clamp(gate, max = limit)` (`swiglu_limit` and `swiglu_alpha`, 7.0 and 1.702
-        /// by default in Transformers' `GptOssConfig`).
-        ClampedSwiglu = "clamped_swiglu",
-        /// Gemma's GeGLU with the tanh approximation, `gelu_tanh(gate) · up`
-        /// (`hidden_activation = "gelu_pytorch_tanh"`), in its routed experts and its
-        /// shared (dense) MLP alike.
-        GeluTanh = "gelu_tanh",
-        /// Nemotron-H's MLP without a gate, `down(relu(up·x)²)`, in every FFN of the model
-        /// (routed and shared experts and the dense FFN): two matrices of `hidden x ffn`,
-        /// not three, so it changes the parameters and FLOPs.
-        Relu2 = "relu2",
-    }
-}
-
-impl ExpertActivation {
-    fn is_swiglu(&self) -> bool {
-        *self == ExpertActivation::Swiglu
-    }
-
-    /// Matrices of `hidden x ffn` per FFN: 3 (gate, up, down), 2 without a gate.
-    pub fn matrices(&self) -> u64 {
-        match self {
-            ExpertActivation::Relu2 => 2,
-            ExpertActivation::Swiglu
-            | ExpertActivation::ClampedSwiglu
-            | ExpertActivation::GeluTanh => 3,
-        }
-    }
-}
-
 /// Layers whose FFN is a dense SwiGLU of width `ffn` (3 matrices of `hidden x ffn`), with no
 /// router, routed or shared experts: Qwen's `mlp_only_layers` and `decoder_sparse_step`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -510,7 +415,7 @@ impl AttentionBias {
     }
 }
 
-fn is_zero(v: &u64) -> bool {
+pub(crate) fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 

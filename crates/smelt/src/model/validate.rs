@@ -330,6 +330,9 @@ impl Model {
         positive("model.moe.experts", moe.experts, MAX_EXPERTS)?;
         positive("model.moe.top_k", moe.top_k, MAX_COUNT)?;
         positive("model.moe.expert_ffn", moe.expert_ffn, MAX_WIDTH)?;
+        if let Some(latent) = moe.latent {
+            positive("model.moe.latent", latent, MAX_WIDTH)?;
+        }
         ensure(moe.top_k <= moe.experts, "model.moe.top_k", || {
             format!(
                 "must not exceed model.moe.experts ({}); got {}",

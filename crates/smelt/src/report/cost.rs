@@ -51,6 +51,7 @@ struct Extras {
     windowed: bool,
     indexer: bool,
     recurrent: bool,
+    latent: bool,
 }
 
 impl Extras {
@@ -61,6 +62,7 @@ impl Extras {
             windowed: costs.iter().any(|c| c.attention.windowed.is_some()),
             indexer: costs.iter().any(|c| c.params.breakdown.indexer.0 > 0),
             recurrent: costs.iter().any(|c| c.params.breakdown.recurrent.0 > 0),
+            latent: (costs.iter()).any(|c| c.params.breakdown.latent_projections.0 > 0),
         }
     }
 }
@@ -96,6 +98,7 @@ impl Rows {
             || (label == "  MTP modules" && !self.extras.mtp)
             || (label == "  indexer" && !self.extras.indexer)
             || (label.starts_with("  recurrent") && !self.extras.recurrent)
+            || (label == "  latent projections" && !self.extras.latent)
     }
 
     fn params(&mut self, c: &Cost) {
@@ -114,6 +117,7 @@ impl Rows {
             ("  MTP modules", b.mtp, true),
             ("  indexer", b.indexer, true),
             ("  recurrent mixers", b.recurrent, true),
+            ("  latent projections", b.latent_projections, true),
         ] {
             if !self.skipped(label) && (self.all || v.0 > 0 || !optional) {
                 self.push(label, count(v.0), short(v.as_f64()));
@@ -148,9 +152,12 @@ impl Rows {
             ("  indexer", fb.indexer),
             ("  recurrent projections", fb.recurrent_projections),
             ("  recurrent conv + scan", fb.recurrent_core),
+            ("  latent projections", fb.latent_projections),
         ] {
-            let optional = matches!(label, "  lm_head" | "  MTP modules" | "  indexer")
-                || label.starts_with("  recurrent");
+            let optional = matches!(
+                label,
+                "  lm_head" | "  MTP modules" | "  indexer" | "  latent projections"
+            ) || label.starts_with("  recurrent");
             if !self.skipped(label) && (self.all || v != Flops::ZERO || !optional) {
                 self.push(label, fl(v), short(v.as_f64()));
             }

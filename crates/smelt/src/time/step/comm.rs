@@ -13,7 +13,8 @@
 //! * **TP** (sequence parallelism): 4 all-gathers and reduce-scatters of `T · H` bf16 per
 //!   block (a token mixer or an FFN) forward and backward, over the TP group.
 //! * **EP**: a dispatch and a combine per MoE layer forward, and again backward, each
-//!   moving the `T / tp` tokens of this GPU to their `top_k` experts (balanced routing, as
+//!   moving the `T / tp` tokens of this GPU (at the experts' width: LatentMoE dispatches
+//!   the latent, Nemotron 3 Super's reason for it) to their `top_k` experts (balanced routing, as
 //!   the published MoE rows force). Inside an NVLink domain at NVLink's speed. Across
 //!   domains, the copies to GPUs of other domains go through one NIC port of this GPU
 //!   ([`crate::time::SystemSpec::network_port_bytes_per_second`]) while the others use
@@ -89,6 +90,8 @@ pub fn collectives(
 ) -> (f64, f64, f64) {
     let (tp, ep) = (t.tp as f64, t.ep as f64);
     let (h, e, k) = (m.hidden as f64, m.moe.experts as f64, m.moe.top_k as f64);
+    // Tokens are dispatched at the experts' width (LatentMoE's latent, else the hidden).
+    let w = m.moe.expert_width(m.hidden) as f64;
     let nvlink = sys.nvlink_bytes_per_second_each_way();
     let port = sys.network_port_bytes_per_second;
     let tp_comm = if t.tp > 1 {
@@ -97,7 +100,7 @@ pub fn collectives(
         0.0
     };
     let ep_comm = if t.ep > 1 && e > 0.0 && moe_layers > 0.0 {
-        let copies = tokens / tp * k * h * 2.0;
+        let copies = tokens / tp * k * w * 2.0;
         let each = if sys.fits_domain(t.ep, 1) {
             copies * (ep - 1.0) / ep / nvlink
         } else {
@@ -106,7 +109,7 @@ pub fn collectives(
             let inside = ep / nodes;
             let cross = match dispatcher {
                 Dispatcher::AllToAll => copies * (1.0 - inside / ep),
-                Dispatcher::DeepEp => tokens / tp * remote_nodes(e, k, nodes) * h * 2.0,
+                Dispatcher::DeepEp => tokens / tp * remote_nodes(e, k, nodes) * w * 2.0,
             };
             let local = copies * (inside - 1.0) / ep;
             (cross / port).max(local / nvlink)

@@ -372,6 +372,7 @@ pub fn predict_step_host(
         flops.dense,
         flops.indexer,
         flops.recurrent_projections,
+        flops.latent_projections,
     ]
     .iter()
     .map(|f| f.as_f64())
@@ -381,7 +382,9 @@ pub fn predict_step_host(
     // fewer of them than the mean stage.
     let kind_gemms = looped::KindGemms {
         dense: gpu_flops(flops.dense.as_f64()) / (share * peak),
-        moe: gpu_flops(flops.router.as_f64() + flops.shared.as_f64()) / (share * peak),
+        moe: gpu_flops(
+            flops.router.as_f64() + flops.shared.as_f64() + flops.latent_projections.as_f64(),
+        ) / (share * peak),
     };
     let gemm = (gpu_flops(other) + lm_head) / (share * peak) + 18.0 * stage_layers * launch;
     // Routed experts.
@@ -602,12 +605,14 @@ pub fn memory_bound_seconds(m: &crate::model::Model, tokens: f64, pp: f64, hbm: 
     );
     // Memory-bound kernels, bytes per token (bf16): per block (token mixer or FFN) its norm
     // 10h and residual add 6h; per attention block RoPE 8 per q/k column; per MoE block
-    // activations 16 per FFN column (routed and shared), permute/unpermute 8h(1 + top_k)
-    // and the router 12 per expert; per dense FFN 16 per column; cross-entropy 20 per logit.
+    // activations 16 per FFN column (routed and shared), permute/unpermute 8h + 8w·top_k
+    // (`w` the experts' width: LatentMoE's latent, else h) and the router 12 per expert;
+    // per dense FFN 16 per column; cross-entropy 20 per logit.
+    let w = m.moe.expert_width(m.hidden) as f64;
     let ffn_cols = k * fe + (m.moe.shared_experts * m.moe.shared_ffn) as f64;
     let qk_cols = (m.heads + m.kv_heads) as f64 * d;
     let moe_bytes = if e > 0.0 {
-        16.0 * ffn_cols + 8.0 * h * (1.0 + k) + 12.0 * e
+        16.0 * ffn_cols + 8.0 * (h + w * k) + 12.0 * e
     } else {
         0.0
     };
