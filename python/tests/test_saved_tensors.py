@@ -44,6 +44,8 @@ FAMILIES = [
     "deepseek_v3",
     "kimi_k2",
     "glm4_moe",
+    "deepseek_v32",
+    "glm_moe_dsa",
 ]
 # PhiMoE's router is stated only without input jitter (test_refuses_input_jitter). Kimi-K2's
 # and DeepSeek-V2's experts in two groups, their tokens routed within the best one
@@ -146,7 +148,11 @@ def build(directory, stack, dtype):
 
 
 def smelt_bytes(directory, stack, activation_bytes, tokens):
-    spec = smelt.import_hf(directory)
+    return policy_bytes(smelt.import_hf(directory), stack, activation_bytes, tokens)
+
+
+def policy_bytes(spec, stack, activation_bytes, tokens):
+    """smelt's `at_context` for the model file `spec` under the policy `stack`."""
     spec["workload"] = {
         "context": tokens,
         "mean_doc_len": tokens,
@@ -203,11 +209,37 @@ def test_deepseek_v2_lite(stack, dtype_name):
     assert smelt_bytes(directory, stack, activation_bytes, LENGTHS[0]) == pytorch
 
 
+@pytest.mark.parametrize("family", ["deepseek_v32", "glm_moe_dsa"])
+@pytest.mark.parametrize("stack,dtype_name", list(itertools.product(STACKS, DTYPES)))
+def test_the_indexer_saves_nothing(family, stack, dtype_name):
+    """DeepSeek-V3.2's and GLM-5's sparse attention indexer runs under no_grad and its
+    top-k only masks the scores: their classes save what DeepSeek-V3's save from the same
+    config (GLM-5's RoPE is as wide as `qk_rope_head_dim`), with an `index_topk` between
+    the two lengths (all keys chosen at the shorter) as with one below both, and smelt
+    counts the model with the indexer as without it."""
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    config = dict(hf.tiny_config(family), index_topk=64)
+    assert LENGTHS[0] <= config["index_topk"] < LENGTHS[1]
+    (directory / "config.json").write_text(json.dumps(config))
+    plain = dict(config, model_type="deepseek_v3", head_dim=config["qk_rope_head_dim"])
+    dtype, activation_bytes = DTYPES[dtype_name]
+    for tokens in LENGTHS:
+        pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(**plain),
+            attn_implementation=STACKS[stack][0],
+            experts_implementation=STACKS[stack][1],
+        )
+        assert saved_bytes(model.to(dtype).train(), tokens) == pytorch, tokens
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, tokens
+        spec = smelt.import_hf(directory)
+        assert spec["model"].pop("indexer")["topk"] == 64
+        assert policy_bytes(spec, stack, activation_bytes, tokens) == pytorch, tokens
+
+
 # Every other family smelt imports, refused by both policies with the reason named (what
 # each saves that the policies do not model is listed in docs/guide.md).
 REFUSED = [
-    "deepseek_v32",
-    "glm_moe_dsa",
     "llama4_text",
     "qwen3_next",
     "qwen3_5_moe_text",
