@@ -237,6 +237,47 @@ def test_the_indexer_saves_nothing(family, stack, dtype_name):
         assert policy_bytes(spec, stack, activation_bytes, tokens) == pytorch, tokens
 
 
+# GLM-5's published heads: query/key heads (qk_nope_head_dim + qk_rope_head_dim) as wide as
+# the value heads, on the tiny configs' widths (8 + 8 = 16).
+EQUAL_WIDTHS = {"qk_nope_head_dim": 8}
+
+
+def equal_widths(family, build_kind):
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    if build_kind == "looped":
+        return hf.export(family, directory, changes=EQUAL_WIDTHS)
+    (directory / "config.json").write_text(json.dumps(dict(hf.tiny_config(family), **EQUAL_WIDTHS)))
+    return directory
+
+
+@pytest.mark.parametrize("family", ["deepseek_v32", "glm_moe_dsa"])
+@pytest.mark.parametrize("build_kind", sorted(BUILDS))
+@pytest.mark.parametrize("stack,dtype_name", list(itertools.product(STACKS, DTYPES)))
+def test_mla_with_equal_widths_and_the_indexer(family, build_kind, stack, dtype_name):
+    """With MLA's query/key heads as wide as its value heads (GLM-5's shape), SDPA runs
+    PyTorch's flash kernel, with the mask the indexer makes Transformers pass: it keeps
+    the mask (T x T in the dtype) and its head-major output besides o_proj's copy. Counted
+    exactly, stock and looped, at both lengths."""
+    directory = equal_widths(family, build_kind)
+    spec = smelt.import_hf(directory)
+    mla = spec["model"]["mla"]
+    assert mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] == mla["v_head_dim"]
+    dtype, activation_bytes = DTYPES[dtype_name]
+    for tokens in LENGTHS:
+        pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, (tokens, pytorch)
+
+
+def test_refuses_mla_with_equal_widths_without_the_indexer():
+    """Without the indexer Transformers hands SDPA no mask, and PyTorch's flash kernel
+    without one was not checked: transformers-sdpa refuses DeepSeek-V3 with equal widths,
+    naming the field (transformers-eager counts it)."""
+    config = dict(hf.tiny_config("deepseek_v3"), **EQUAL_WIDTHS)
+    error = refusal_of(smelt.import_hf(config), "transformers-sdpa")
+    assert error.startswith("model.mla.v_head_dim") and "without a sparse attention indexer" in error, error
+    assert policy_bytes(smelt.import_hf(config), "transformers-eager", 4, LENGTHS[0]) > 0
+
+
 # Every other family smelt imports, refused by both policies with the reason named (what
 # each saves that the policies do not model is listed in docs/guide.md).
 REFUSED = [
