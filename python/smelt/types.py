@@ -850,6 +850,11 @@ class ModelDense(TypedDict, total=False):
     layers: List[int]
 
 
+class MoeRouterGroups(TypedDict, total=False):
+    groups: int
+    topk_groups: int
+
+
 class ModelIndexer(TypedDict, total=False):
     head_dim: int
     heads: int
@@ -930,6 +935,7 @@ class Moe(TypedDict, total=False):
     experts: int
     router: str
     router_bias: bool
+    router_groups: MoeRouterGroups
     router_scale: bool
     shared_experts: int
     shared_ffn: int
