@@ -153,3 +153,80 @@ fn each_budget_carries_its_status() {
     assert!(code == Some(0) || code == Some(3));
     assert!(out.contains("not counted"), "{out}");
 }
+
+/// DeepSeek-V3.2's and GLM-5's published configs: the import states DeepSeek-V3's router
+/// (their `TopkRouter` is its, with their config classes' defaults); the Transformers
+/// policies count each model as they count it without its sparse attention indexer (which
+/// runs without gradient and saves nothing: python/tests/test_saved_tensors.py holds both
+/// to PyTorch), but GLM-5 under SDPA: its query/key heads are as wide as its value heads,
+/// so SDPA runs PyTorch's flash kernel, which keeps the indexer's mask (`b·T²` per sequence
+/// and layer) and the log-sum-exp, and which without the indexer (no mask) is refused. The
+/// Megatron policy still refuses the indexer, and an export writes the router keys the
+/// import reads back.
+#[test]
+fn the_indexer_saves_nothing_under_the_transformers_policies() {
+    use smelt::hf::{self, Family};
+    use smelt::model::{Router, RouterGroups};
+    let families = [
+        ("deepseek-v3.2-exp", Family::DeepseekV32, (8, 4)),
+        ("glm-5", Family::GlmMoeDsa, (1, 1)),
+    ];
+    for (name, family, (groups, topk_groups)) in families {
+        let spec = ModelSpec::load(format!("tests/data/hf/{name}.json")).unwrap();
+        assert!(spec.model.indexer.is_some(), "{name}");
+        assert_eq!(
+            spec.model.moe.router,
+            Some(Router::SigmoidGroupedRenormalisedFp32),
+            "{name}"
+        );
+        let want = RouterGroups {
+            groups,
+            topk_groups,
+        };
+        assert_eq!(spec.model.moe.router_groups, Some(want), "{name}");
+        let mut plain = spec.clone();
+        plain.model.indexer = None;
+        let mla = spec.model.mla.clone().unwrap();
+        let flash = mla.qk_nope_head_dim + mla.qk_rope_head_dim == mla.v_head_dim;
+        assert_eq!(flash, family == Family::GlmMoeDsa, "{name}");
+        for policy in [
+            ActivationPolicy::TransformersEager,
+            ActivationPolicy::TransformersSdpa,
+        ] {
+            for bytes in [2, 4] {
+                let entry = |s: &ModelSpec| {
+                    let mut s = under(s, policy);
+                    s.counting.activation_bytes = bytes;
+                    let report = cost(&s)?.activations;
+                    assert_eq!(report.refused, None, "{name} {policy}");
+                    let entry = report.policies.into_iter().find(|p| p.policy == policy);
+                    Ok::<_, smelt::Error>(entry.expect("the policy counts the model"))
+                };
+                let counted = entry(&spec).unwrap();
+                assert!(counted.per_token.as_f64() > 0.0, "{name} {policy}");
+                if !(flash && policy == ActivationPolicy::TransformersSdpa) {
+                    assert_eq!(counted, entry(&plain).unwrap(), "{name} {policy} {bytes}");
+                    continue;
+                }
+                let err = entry(&plain).unwrap_err().to_string();
+                assert!(err.starts_with("model.mla.v_head_dim"), "{err}");
+                // Per token and layer: the float32 log-sum-exp per head, the mask's row.
+                let (a, t) = (spec.model.heads, spec.workload.context);
+                let scores = spec.model.layers * (4 * a + bytes * t);
+                let want = smelt::ActivationBytes::from_int(scores);
+                assert_eq!(counted.breakdown.scores, want, "{name} {bytes}");
+            }
+        }
+        let megatron = cost(&under(&spec, ActivationPolicy::Megatron)).unwrap();
+        let refused = megatron.activations.refused.unwrap_or_default();
+        assert!(refused.contains("model.indexer"), "{name}: {refused}");
+        let out = hf::export(&spec, family).unwrap();
+        assert_eq!(
+            (&out["n_group"], &out["topk_group"], &out["norm_topk_prob"]),
+            (&groups.into(), &topk_groups.into(), &true.into()),
+            "{name}"
+        );
+        let back = hf::import(&out.to_string(), ModelSpec::default_workload()).unwrap();
+        assert_eq!(back.model, spec.model, "{name}");
+    }
+}

@@ -853,6 +853,11 @@ class ModelDense(TypedDict, total=False):
     layers: List[int]
 
 
+class MoeRouterGroups(TypedDict, total=False):
+    groups: int
+    topk_groups: int
+
+
 class ModelIndexer(TypedDict, total=False):
     head_dim: int
     heads: int
@@ -934,6 +939,7 @@ class Moe(TypedDict, total=False):
     latent: int
     router: str
     router_bias: bool
+    router_groups: MoeRouterGroups
     router_scale: bool
     shared_experts: int
     shared_ffn: int

@@ -44,6 +44,8 @@ FAMILIES = [
     "deepseek_v3",
     "kimi_k2",
     "glm4_moe",
+    "deepseek_v32",
+    "glm_moe_dsa",
 ]
 # PhiMoE's router is stated only without input jitter (test_refuses_input_jitter). Kimi-K2's
 # and DeepSeek-V2's experts in two groups, their tokens routed within the best one
@@ -146,7 +148,11 @@ def build(directory, stack, dtype):
 
 
 def smelt_bytes(directory, stack, activation_bytes, tokens):
-    spec = smelt.import_hf(directory)
+    return policy_bytes(smelt.import_hf(directory), stack, activation_bytes, tokens)
+
+
+def policy_bytes(spec, stack, activation_bytes, tokens):
+    """smelt's `at_context` for the model file `spec` under the policy `stack`."""
     spec["workload"] = {
         "context": tokens,
         "mean_doc_len": tokens,
@@ -203,11 +209,78 @@ def test_deepseek_v2_lite(stack, dtype_name):
     assert smelt_bytes(directory, stack, activation_bytes, LENGTHS[0]) == pytorch
 
 
+@pytest.mark.parametrize("family", ["deepseek_v32", "glm_moe_dsa"])
+@pytest.mark.parametrize("stack,dtype_name", list(itertools.product(STACKS, DTYPES)))
+def test_the_indexer_saves_nothing(family, stack, dtype_name):
+    """DeepSeek-V3.2's and GLM-5's sparse attention indexer runs under no_grad and its
+    top-k only masks the scores: their classes save what DeepSeek-V3's save from the same
+    config (GLM-5's RoPE is as wide as `qk_rope_head_dim`), with an `index_topk` between
+    the two lengths (all keys chosen at the shorter) as with one below both, and smelt
+    counts the model with the indexer as without it."""
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    config = dict(hf.tiny_config(family), index_topk=64)
+    assert LENGTHS[0] <= config["index_topk"] < LENGTHS[1]
+    (directory / "config.json").write_text(json.dumps(config))
+    plain = dict(config, model_type="deepseek_v3", head_dim=config["qk_rope_head_dim"])
+    dtype, activation_bytes = DTYPES[dtype_name]
+    for tokens in LENGTHS:
+        pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(**plain),
+            attn_implementation=STACKS[stack][0],
+            experts_implementation=STACKS[stack][1],
+        )
+        assert saved_bytes(model.to(dtype).train(), tokens) == pytorch, tokens
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, tokens
+        spec = smelt.import_hf(directory)
+        assert spec["model"].pop("indexer")["topk"] == 64
+        assert policy_bytes(spec, stack, activation_bytes, tokens) == pytorch, tokens
+
+
+# GLM-5's published heads: query/key heads (qk_nope_head_dim + qk_rope_head_dim) as wide as
+# the value heads, on the tiny configs' widths (8 + 8 = 16).
+EQUAL_WIDTHS = {"qk_nope_head_dim": 8}
+
+
+def equal_widths(family, build_kind):
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    if build_kind == "looped":
+        return hf.export(family, directory, changes=EQUAL_WIDTHS)
+    (directory / "config.json").write_text(json.dumps(dict(hf.tiny_config(family), **EQUAL_WIDTHS)))
+    return directory
+
+
+@pytest.mark.parametrize("family", ["deepseek_v32", "glm_moe_dsa"])
+@pytest.mark.parametrize("build_kind", sorted(BUILDS))
+@pytest.mark.parametrize("stack,dtype_name", list(itertools.product(STACKS, DTYPES)))
+def test_mla_with_equal_widths_and_the_indexer(family, build_kind, stack, dtype_name):
+    """With MLA's query/key heads as wide as its value heads (GLM-5's shape), SDPA runs
+    PyTorch's flash kernel, with the mask the indexer makes Transformers pass: it keeps
+    the mask (T x T in the dtype) and its head-major output besides o_proj's copy. Counted
+    exactly, stock and looped, at both lengths."""
+    directory = equal_widths(family, build_kind)
+    spec = smelt.import_hf(directory)
+    mla = spec["model"]["mla"]
+    assert mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] == mla["v_head_dim"]
+    dtype, activation_bytes = DTYPES[dtype_name]
+    for tokens in LENGTHS:
+        pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, (tokens, pytorch)
+
+
+def test_refuses_mla_with_equal_widths_without_the_indexer():
+    """Without the indexer Transformers hands SDPA no mask, and PyTorch's flash kernel
+    without one was not checked: transformers-sdpa refuses DeepSeek-V3 with equal widths,
+    naming the field (transformers-eager counts it)."""
+    config = dict(hf.tiny_config("deepseek_v3"), **EQUAL_WIDTHS)
+    error = refusal_of(smelt.import_hf(config), "transformers-sdpa")
+    assert error.startswith("model.mla.v_head_dim") and "without a sparse attention indexer" in error, error
+    assert policy_bytes(smelt.import_hf(config), "transformers-eager", 4, LENGTHS[0]) > 0
+
+
 # Every other family smelt imports, refused by both policies with the reason named (what
 # each saves that the policies do not model is listed in docs/guide.md).
 REFUSED = [
-    "deepseek_v32",
-    "glm_moe_dsa",
     "llama4_text",
     "qwen3_next",
     "qwen3_5_moe_text",

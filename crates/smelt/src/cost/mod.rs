@@ -231,27 +231,37 @@
 //!   attention a sliding window saves nothing more (its mask is added; the probabilities are
 //!   `T × T` whatever the window).
 //!
+//!   Multi-head latent attention (DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2, Kimi-K2, GLM-5)
+//!   has its own rows ([`transformers`]); the sparse attention indexer beside it
+//!   (DeepSeek-V3.2, GLM-5: `[model.indexer]`) runs under `torch.no_grad()` and its top-k
+//!   only masks the scores: it saves nothing, under either policy, at any `T` (but where
+//!   MLA's query/key heads are as wide as its value heads, GLM-5's shape: SDPA then runs
+//!   PyTorch's flash kernel, which keeps the mask, `b·T²` per sequence).
+//!
 //!   `w`, the routing weight per copy, is float32 (4) where the router keeps it so (Mixtral:
 //!   `[model.moe] router = "softmax_renormalised_fp32"`), `b` where it casts it (`softmax`,
 //!   `softmax_renormalised`: OLMoE, Qwen; `topk_softmax`: Granite-MoE;
 //!   `sigmoid_renormalised_fp32`: MiniMax-M2, whose `e_score_correction_bias` saves nothing;
-//!   `sparsemixer`: PhiMoE; `topk_softmax_dtype`: gpt-oss). The import states the router for
+//!   `sparsemixer`: PhiMoE; `topk_softmax_dtype`: gpt-oss; DeepSeek's float32 routers:
+//!   DeepSeek-V2, V3, V3.2, Kimi-K2, GLM-4.5, GLM-5). The import states the router for
 //!   OLMoE, Qwen1.5/2-MoE, Qwen3-MoE (`norm_topk_prob`), Granite-MoE and gpt-oss, for
-//!   Mixtral and MiniMax-M2 where `router_jitter_noise` is 0 and for PhiMoE where its
+//!   Mixtral and MiniMax-M2 where `router_jitter_noise` is 0, for PhiMoE where its
 //!   `input_jitter_noise` is 0 (the noise a step multiplies the router's or the MoE's input
-//!   by is saved and not modelled); the Transformers policies refuse, naming
-//!   the field, a model that does not state it (every other family) and MLA, chunked
-//!   attention, a partial RoPE in a sliding-window layer under SDPA, gpt-oss under
-//!   `transformers-sdpa` or any of its features (sinks, expert biases, the clamped SwiGLU)
-//!   apart from the others, an indexer, another router bias, post norms and one-block
-//!   layers (not yet checked against PyTorch), and `activation_bytes` other than
-//!   2 or 4. Under bf16 autocast with float32
+//!   by is saved and not modelled), and for the DeepSeek families where the config's
+//!   routing keys are what Transformers' class builds; the Transformers policies refuse,
+//!   naming the field, a model that does not state it (every other family) and chunked
+//!   attention, MLA under SDPA with equal query/key and value widths but no indexer, a
+//!   partial RoPE in a sliding-window layer under SDPA, gpt-oss under `transformers-sdpa`
+//!   or any of its features (sinks, expert biases, the clamped SwiGLU) apart from the
+//!   others, another router bias, post norms and one-block layers (not yet checked against
+//!   PyTorch), and `activation_bytes` other than 2 or 4. Under bf16 autocast with float32
 //!   weights a step also keeps the bf16 copy of each weight a matmul reads: not modelled.
 //!   python/tests/test_saved_tensors.py checks every figure against `saved_tensors_hooks`
-//!   (each storage once) on the stock and looped models of those eight families, both
-//!   stacks (gpt-oss: eager), both dtypes, two lengths, and of Mixtral with sliding windows
-//!   shorter than, equal to and longer than a length: difference 0, and that every other
-//!   family smelt imports is refused.
+//!   (each storage once) on the stock and looped models of those fourteen families, both
+//!   stacks (gpt-oss: eager), both dtypes, two lengths, of Mixtral with sliding windows
+//!   shorter than, equal to and longer than a length, and of DeepSeek-V3.2 and GLM-5 with
+//!   GLM-5's equal widths: difference 0, and that every other family smelt imports is
+//!   refused.
 //!   The training memory counts them under data parallelism only.
 //! * **Training memory** ([`training`], only with a `[training]` table): the static bytes
 //!   of weights, gradients, master weights and optimizer moments (16 per parameter by

@@ -41,9 +41,11 @@
 //! | MLA: `q_a_layernorm` (with `q_lora_rank` `r_q`) and its output | as a layer norm; `q_b_proj` | `4r_q + 4 + b·r_q`, `b·r_q` |
 //! | MLA: `kv_a_layernorm` over the latent (`kv_lora_rank` `r_kv`) and its output | its float32 input: in float32 the latent is a view of `kv_a_proj_with_mqa`'s output, which stays whole (`k_pe` too), in bf16 a float32 copy of the latent; `rsqrt`, `x · rsqrt`; `kv_b_proj` | `4(r_kv + d_r) + 4 + 4r_kv` in float32, `4r_kv + 4 + 2r_kv` in bf16; `b·r_kv` |
 //! | MLA, eager: `q`, `k` (`d_n + d_r` per head), `v` | the core: `v` is a view of `kv_b_proj`'s output, which stays whole (`k_nope` too) | `b·a·(2(d_n + d_r) + d_n + d_v)` |
+//! | MLA, SDPA with `d_n + d_r = d_v` and the indexer's mask (PyTorch's flash kernel; `transformers/mla.rs`) | `q`, `k` and `v` (all of `kv_b_proj`'s output) in the dtype, the kernel's head-major output and `o_proj`'s contiguous copy; the float32 log-sum-exp; the mask, additive, in the dtype | `b·a·(2(d_n + d_r) + d_n + 3d_v)`, `4a`; `b·T²` per sequence |
 //! | MLA, SDPA (`d_n + d_r ≠ d_v`: PyTorch's math kernel) | `q` and `k` scaled in float32; `v` as it is in float32 (all of `kv_b_proj`'s output), a float32 copy of it in bf16 | `4a·2(d_n + d_r) + 4a·(d_n + d_v)` in float32, `4a·2(d_n + d_r) + 4a·d_v` in bf16 |
-//! | MLA: the core's output | `o_proj` | `b·a·d_v` |
-//! | MLA: probabilities | softmax (float32); eager attention in bf16 also keeps a bf16 copy (the math kernel does not) | `a·T̄·4`, eager bf16 `a·T̄·6` |
+//! | MLA: the core's output (but under the flash kernel, above) | `o_proj` | `b·a·d_v` |
+//! | MLA's sparse attention indexer (DeepSeek-V3.2's, GLM-5's: `[model.indexer]`): its projections, `k_norm`, RoPE, the `T × T` index scores per head and their top-k | nothing: it runs under `torch.no_grad()`; its top-k indices become a boolean mask merged into the attention mask, which eager attention and SDPA's math kernel add to the scores without saving it (the flash kernel's mask, above) | 0 |
+//! | MLA: probabilities (but under the flash kernel) | softmax (float32); eager attention in bf16 also keeps a bf16 copy (the math kernel does not) | `a·T̄·4`, eager bf16 `a·T̄·6` |
 //! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·r·b`, `r` the rotated width (`rope_dim`, MLA's `d_r`, else `d`); DeepSeek-V2's complex64 table `4·d_r` |
 //! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2, GLM-4.5), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
 //!
@@ -57,36 +59,49 @@
 //! more, under `transformers-eager` only: `transformers/gpt_oss.rs` lists what.
 //!
 //! Multi-head latent attention (DeepSeek-V3's `DeepseekV3Attention`, Kimi-K2's,
-//! DeepSeek-V2's `DeepseekV2Attention`) has `a` heads, query/key heads of `d_n + d_r`
-//! (`qk_nope_head_dim`, `qk_rope_head_dim`), value heads of `d_v`; its RoPE (interleaved or
-//! not) saves only `cos` and `sin`, DeepSeek-V2's (`model.mla.complex_rope`) one complex64
-//! table, `4·d_r` bytes per token in any dtype. DeepSeek-V3's router weight is a float32
-//! parameter that `model.to(torch.bfloat16)` casts (how the proof builds the bf16 model):
-//! its float32 copy is counted. A model loaded with `from_pretrained(...,
-//! dtype=torch.bfloat16)` keeps it in float32 (`_keep_in_fp32_modules_strict`) and saves
-//! `4·E·H` bytes less per MoE layer execution and sequence.
+//! DeepSeek-V2's `DeepseekV2Attention`, and with the sparse attention indexer
+//! DeepSeek-V3.2's `DeepseekV32Attention` and GLM-5's `GlmMoeDsaAttention`) has `a` heads,
+//! query/key heads of `d_n + d_r` (`qk_nope_head_dim`, `qk_rope_head_dim`), value heads of
+//! `d_v`; its RoPE (interleaved or not) saves only `cos` and `sin`, DeepSeek-V2's
+//! (`model.mla.complex_rope`) one complex64 table, `4·d_r` bytes per token in any dtype.
+//! DeepSeek-V3's router weight (DeepSeek-V3.2's and GLM-5's too) is a float32 parameter
+//! that `model.to(torch.bfloat16)` casts (how the proof builds the bf16 model): its float32
+//! copy is counted. A model loaded with `from_pretrained(..., dtype=torch.bfloat16)` keeps
+//! it in float32 (`_keep_in_fp32_modules_strict`) and saves `4·E·H` bytes less per MoE
+//! layer execution and sequence.
+//!
+//! The indexer's top-k mask makes Transformers build the attention mask always
+//! (`allow_is_causal_skip = False`) and hand it to SDPA. With `d_n + d_r ≠ d_v` (DeepSeek's
+//! published shapes) MLA's SDPA runs PyTorch's math kernel either way, which adds the mask
+//! to the scores and saves nothing more than without it: per layer execution these
+//! classes save exactly what DeepSeek-V3's do from the same config, at any `T` and
+//! whatever `index_topk`. With `d_n + d_r = d_v` (GLM-5's) it runs the flash kernel, which
+//! keeps the mask (`transformers/mla.rs`).
 //!
 //! Only what was checked against PyTorch is counted (python/tests/test_saved_tensors.py):
 //! grouped-query attention with no, per-head or full-width q/k norms and RoPE in place or
 //! partial (`rope_dim`), sliding windows (`transformers/window.rs`), DeepSeek's multi-head
-//! latent attention, RMSNorm or LayerNorm with a bias, SwiGLU experts behind a stated
-//! router (`[model.moe] router`, which the import states for OLMoE, Qwen1.5/2-MoE,
+//! latent attention with or without the sparse attention indexer (which saves nothing: it
+//! runs without gradient; DeepSeek-V3.2's classes build it on every layer, and GLM-5's
+//! import reads only layers whose indexer is `"full"`, refusing a `"shared"` one, which
+//! reuses another layer's top-k), RMSNorm or LayerNorm with a bias, SwiGLU experts behind a
+//! stated router (`[model.moe] router`, which the import states for OLMoE, Qwen1.5/2-MoE,
 //! Qwen3-MoE, Granite-MoE and gpt-oss, for Mixtral and MiniMax-M2 without router jitter,
-//! for PhiMoE without input jitter, and for DeepSeek-V2, DeepSeek-V3, Kimi-K2 and GLM-4.5
-//! where the config's `topk_method`, `scoring_func`, `norm_topk_prob`, `n_group` and
-//! `topk_group` are what Transformers' class builds), gated or ungated shared experts,
-//! dense FFNs, and gpt-oss under `transformers-eager`. Anything else is refused, naming
-//! the field: a router not stated (Llama-4's, Mixtral's and MiniMax-M2's with router
-//! jitter, PhiMoE's with input jitter, DeepSeek's where the config says other than its
-//! class does), MLA under SDPA with `d_v = d_n + d_r` (PyTorch's fused kernel, not
-//! checked), a partial RoPE in a sliding-window layer under SDPA, chunked windows, gpt-oss
-//! under `transformers-sdpa` (Transformers builds no SDPA attention for it) or any of its
-//! features apart from the others, an indexer, a router bias but MiniMax-M2's, DeepSeek-V3's
-//! and gpt-oss's, layers without attention, float16 (`activation_bytes` other than 2 or 4);
-//! a SparseMixer router with other than two experts, and a group-limited router whose
-//! `[model.moe.router_groups]` do not fit the experts, are refused by the model's own
-//! validation. Autocast (float32 weights, bf16 compute) is not modelled: it also saves the
-//! bf16 copy of every weight a matmul reads.
+//! for PhiMoE without input jitter, and for DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2,
+//! Kimi-K2, GLM-4.5 and GLM-5 where the config's `topk_method`, `scoring_func`,
+//! `norm_topk_prob`, `n_group` and `topk_group` are what Transformers' class builds),
+//! gated or ungated shared experts, dense FFNs, and gpt-oss under `transformers-eager`.
+//! Anything else is refused, naming the field: a router not stated (Llama-4's, Mixtral's
+//! and MiniMax-M2's with router jitter, PhiMoE's with input jitter, DeepSeek's where the
+//! config says other than its class does), MLA under SDPA with `d_v = d_n + d_r` without
+//! the indexer (PyTorch's flash kernel without a mask, not checked), a partial RoPE in a sliding-window layer under
+//! SDPA, chunked windows, gpt-oss under `transformers-sdpa` (Transformers builds no SDPA
+//! attention for it) or any of its features apart from the others, a router bias but
+//! MiniMax-M2's, the DeepSeek routers' and gpt-oss's, layers without attention, float16
+//! (`activation_bytes` other than 2 or 4); a SparseMixer router with other than two
+//! experts, and a group-limited router whose `[model.moe.router_groups]` do not fit the
+//! experts, are refused by the model's own validation. Autocast (float32 weights, bf16
+//! compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
 
 mod gpt_oss;
 mod mla;
@@ -159,12 +174,7 @@ fn refuse(policy: ActivationPolicy, field: &str, what: &str) -> Error {
 }
 
 /// The features the Transformers policies refuse (module docs).
-const REFUSED: [Feature; 4] = [
-    Feature::Chunked,
-    Feature::Indexer,
-    Feature::PostNorms,
-    Feature::Blocks,
-];
+const REFUSED: [Feature; 3] = [Feature::Chunked, Feature::PostNorms, Feature::Blocks];
 
 /// The stack being counted: its policy, dtype bytes and hidden size.
 #[derive(Clone, Copy)]
@@ -192,7 +202,9 @@ impl Step {
     fn attention(self, a: &AttentionLayer) -> Result<([Part; 3], u128)> {
         let (b, h) = (self.b, self.h);
         let (heads, kv_heads, d, k_eq_v) = match &a.shape {
-            AttentionShape::Mla { heads, mla } => return self.latent(*heads, mla),
+            AttentionShape::Mla { heads, mla } => {
+                return self.latent(*heads, mla, a.indexer.is_some());
+            }
             AttentionShape::Gqa {
                 heads,
                 kv_heads,
@@ -369,8 +381,8 @@ impl Step {
                 "a router that is not stated (set [model.moe] router; the import states it \
                  for OLMoE, the Qwen MoE families, Granite-MoE and gpt-oss, for Mixtral and \
                  MiniMax-M2 without router jitter, for PhiMoE without input jitter, and for \
-                 DeepSeek-V2, DeepSeek-V3, Kimi-K2 and GLM-4.5 where their configs say what \
-                 Transformers' classes do)",
+                 DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2, Kimi-K2, GLM-4.5 and GLM-5 where \
+                 their configs say what Transformers' classes do)",
             ));
         };
         let (ne, k, f) = (

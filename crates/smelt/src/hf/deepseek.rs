@@ -149,7 +149,7 @@ impl FamilyConfig for DeepSeek {
     }
     fn routers(&self) -> &'static [Router] {
         match self.family {
-            Family::DeepseekV3 | Family::KimiK2 => &[
+            Family::DeepseekV3 | Family::DeepseekV32 | Family::KimiK2 => &[
                 Router::SigmoidGroupedFp32,
                 Router::SigmoidGroupedRenormalisedFp32,
             ],
@@ -644,7 +644,7 @@ impl MlpTypes {
 /// family's keys, so that an export of a model without a stated router carries the
 /// Baseline's): `n_group`, `topk_group`, `norm_topk_prob` and `scoring_func`.
 #[derive(Debug, Default)]
-struct RouterKeys {
+pub(super) struct RouterKeys {
     n_group: Option<u64>,
     topk_group: Option<u64>,
     norm_topk_prob: Option<bool>,
@@ -653,7 +653,7 @@ struct RouterKeys {
 }
 
 impl RouterKeys {
-    fn read(config: &Value) -> Self {
+    pub(super) fn read(config: &Value) -> Self {
         let int = |k: &str| config.get(k).and_then(Value::as_u64);
         Self {
             n_group: int("n_group"),
@@ -672,17 +672,20 @@ impl RouterKeys {
     /// (`noaux_tc`, `sigmoid`), with `DeepseekV3Config`'s defaults (`n_group = 8`,
     /// `topk_group = 4`, `norm_topk_prob = true`); Kimi-K2's own code's defaults are not
     /// read, so its keys must be given.
-    fn stated(
+    pub(super) fn stated(
         &self,
         family: Family,
         parts: &Parts,
         top_k: u64,
     ) -> Option<(Router, Option<RouterGroups>)> {
         let defaults = match family {
-            Family::DeepseekV3 => (Some(8), Some(4), Some(true)),
+            // DeepseekV32Config's are DeepseekV3Config's, DeepseekV32TopkRouter is
+            // DeepseekV3TopkRouter.
+            Family::DeepseekV3 | Family::DeepseekV32 => (Some(8), Some(4), Some(true)),
             Family::KimiK2 => (None, None, None),
-            // Glm4MoeConfig's defaults; Glm4MoeTopkRouter is DeepSeek-V3's.
-            Family::Glm4Moe => (Some(1), Some(1), Some(true)),
+            // Glm4MoeConfig's and GlmMoeDsaConfig's defaults; Glm4MoeTopkRouter and
+            // GlmMoeDsaTopkRouter are DeepSeek-V3's.
+            Family::Glm4Moe | Family::GlmMoeDsa => (Some(1), Some(1), Some(true)),
             Family::DeepseekV2 => return self.softmax(parts, top_k),
             _ => return None,
         };
@@ -728,7 +731,7 @@ impl RouterKeys {
     }
 
     /// The keys of `m`'s stated router (none without one).
-    fn of(m: &Model) -> Map<String, Value> {
+    pub(super) fn of(m: &Model) -> Map<String, Value> {
         let mut out = Map::new();
         let Some(r) = m.moe.router else {
             return out;

@@ -13,7 +13,10 @@
 //!   `index_topk_freq` and `index_skip_topk_offset`) must be `"full"`: a `"shared"` layer
 //!   reuses the previous layer's top-k and has no indexer of its own, which smelt's indexer
 //!   (on every layer) does not describe, so it is refused;
-//! * `layer_types` may only say `"indexed_attention"` (every layer is DSA).
+//! * `layer_types` may only say `"indexed_attention"` (every layer is DSA);
+//! * the router (`[model.moe] router`, which only the Transformers activation policies
+//!   read) is DeepSeek-V3's (`GlmMoeDsaTopkRouter`), stated as for GLM-4.5 from
+//!   `n_group`, `topk_group` and `norm_topk_prob` (1, 1 and true when absent).
 //!
 //! The indexer's interleaved RoPE, `routed_scaling_factor`, grouped routing and the scoring
 //! function cost nothing counted.
@@ -21,12 +24,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::deepseek::{Index, Latent, Moe, Routing};
+use super::deepseek::{Index, Latent, Moe, RouterKeys, Routing};
 use super::family::{ConfigKeys, FamilyConfig, Words, object};
 use super::support::{Support, layer_count, refuse};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
-use crate::model::{Dense, Model};
+use crate::model::{Dense, Model, Router};
 
 /// The `glm_moe_dsa` family.
 pub(super) struct GlmMoeDsa;
@@ -70,6 +73,13 @@ impl FamilyConfig for GlmMoeDsa {
     }
     fn words(&self) -> Words {
         Words::ROUTED
+    }
+    fn routers(&self) -> &'static [Router] {
+        // GlmMoeDsaTopkRouter: DeepSeek-V3's.
+        &[
+            Router::SigmoidGroupedFp32,
+            Router::SigmoidGroupedRenormalisedFp32,
+        ]
     }
 }
 
@@ -120,8 +130,13 @@ impl ConfigKeys for GlmMoeDsa {
                 })
                 .transpose()?;
         }
+        let (router, router_groups) = RouterKeys::read(&config)
+            .stated(Family::GlmMoeDsa, &parts, common.num_experts_per_tok)
+            .unzip();
         Ok(Parts {
             indexer: Some(read::<Index>(&config)?.indexer()),
+            router,
+            router_groups: router_groups.flatten(),
             ..parts
         })
     }
@@ -129,6 +144,7 @@ impl ConfigKeys for GlmMoeDsa {
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Latent::of(m, Family::GlmMoeDsa)?)?;
         out.extend(object(Moe::of(m, Family::GlmMoeDsa, Routing::Biased)?)?);
+        out.extend(RouterKeys::of(m));
         if let Some(ix) = &m.indexer {
             out.extend(object(Index::of(ix))?);
         }
