@@ -328,13 +328,13 @@ impl Consumer {
                  [training] (or, for MTP modules, set [counting] mtp = false)"
             }
             Consumer::KernelPlan => {
-                "its kernels are not in the plan; bench and the time prediction refuse this \
-                 model"
+                "its kernels are not in the plan; bench and predict's layer-stack roofline \
+                 refuse this model"
             }
             Consumer::LauncherFlops => {
-                "the formula has one attention shape per model (heads, kv_heads, head_dim) \
-                 and routed experts at the hidden width, and smelt does not guess what a \
-                 launcher would count"
+                "the formula has no term for it (one attention shape per model, routed \
+                 experts at the hidden width), and smelt does not guess what a launcher \
+                 would count"
             }
             Consumer::Export => "no family's code builds it",
         }

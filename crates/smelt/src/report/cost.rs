@@ -1,7 +1,7 @@
 //! The layout of a cost (`smelt cost`) and of a model against its Baseline.
 
 use super::{Document, Field, Report, Table, cost_row, group_digits, percent, short};
-use crate::cost::{Comparison, Cost, TrainingMemory};
+use crate::cost::{BudgetKind, Comparison, Cost, TrainingMemory};
 use crate::model::KvCount;
 use crate::units::{ActivationBytes, Flops};
 
@@ -528,6 +528,56 @@ fn pipeline_notes(doc: &mut Document, costs: &[&Cost]) {
     }
 }
 
+/// The rows of two costs side by side, matched by label (the `n`-th row of a label with the
+/// `n`-th of the same label), in the first cost's order: a row only one cost has (the
+/// recurrent state, an activation policy the other refuses, a pipeline stage) shows on its
+/// side only, a row only the second has after the row it follows there.
+fn aligned(base: Vec<Row>, model: Vec<Row>) -> Vec<(String, Option<Field>, Option<Field>)> {
+    // Each row keyed by its label and its occurrence of that label.
+    fn keyed(rows: Vec<Row>) -> Vec<((String, usize), Field)> {
+        let mut seen: Vec<String> = Vec::new();
+        rows.into_iter()
+            .map(|r| {
+                let n = seen.iter().filter(|l| **l == r.label).count();
+                seen.push(r.label.clone());
+                ((r.label, n), r.exact)
+            })
+            .collect()
+    }
+    let (base, model) = (keyed(base), keyed(model));
+    let in_base = |k: &(String, usize)| base.iter().any(|(b, _)| b == k);
+    // The second cost's own rows, each under the last shared row before it (None: first).
+    let mut own: Vec<(Option<(String, usize)>, (String, usize), Field)> = Vec::new();
+    let mut anchor = None;
+    let mut shared: Vec<((String, usize), Field)> = Vec::new();
+    for (k, f) in model {
+        if in_base(&k) {
+            anchor = Some(k.clone());
+            shared.push((k, f));
+        } else {
+            own.push((anchor.clone(), k, f));
+        }
+    }
+    let mut out = Vec::new();
+    let mut after = |out: &mut Vec<_>, at: Option<&(String, usize)>| {
+        for (a, k, f) in own.iter_mut() {
+            if a.as_ref() == at {
+                out.push((k.0.clone(), None, Some(std::mem::replace(f, Field::blank()))));
+            }
+        }
+    };
+    after(&mut out, None);
+    for (k, f) in base {
+        let m = shared
+            .iter()
+            .position(|(s, _)| *s == k)
+            .map(|i| shared.swap_remove(i).1);
+        out.push((k.0.clone(), Some(f), m));
+        after(&mut out, Some(&k));
+    }
+    out
+}
+
 impl Report for Comparison {
     fn document(&self) -> Document {
         let extras = Extras::of(&[&self.baseline, &self.model]);
@@ -549,22 +599,30 @@ impl Report for Comparison {
         let kv_count = self.baseline.kv_cache_per_token.budget;
         let base = rows(&self.baseline, true, extras);
         let model = rows(&self.model, true, extras);
-        for (b, m) in base.into_iter().zip(model) {
+        for (label, b, m) in aligned(base, model) {
             let budget = self
                 .residuals
                 .iter()
-                .find(|(k, _)| cost_row(*k, kv_count) == b.label);
+                .find(|(k, _)| cost_row(*k, kv_count) == label);
+            let both = b.is_some() && m.is_some();
+            // A budget one side does not count has no residual.
+            let refused = |c: &Cost| {
+                c.activations.refused.is_some()
+                    && budget.is_some_and(|(k, _)| k == BudgetKind::Activations)
+            };
             let residual = match (budget, &self.baseline.training, &self.model.training) {
+                _ if refused(&self.baseline) || refused(&self.model) => Field::blank(),
                 (Some((_, r)), _, _) => Field::percent(*r),
-                (None, Some(tb), Some(tm)) if b.label == PEAK => {
+                (None, Some(tb), Some(tm)) if both && label == PEAK => {
                     Field::percent(crate::units::relative(tm.peak.as_f64(), tb.peak.as_f64()))
                 }
                 _ => Field::blank(),
             };
+            let absent = || Field::text("-");
             t.rows.push(vec![
-                Field::text(b.label.as_str()),
-                b.exact,
-                m.exact,
+                Field::text(label.as_str()),
+                b.unwrap_or_else(absent),
+                m.unwrap_or_else(absent),
                 residual,
             ]);
         }

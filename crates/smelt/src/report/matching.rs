@@ -140,6 +140,15 @@ impl MatchReport {
         ] {
             s.push_texts([label.to_owned(), a.to_string(), b.to_string()]);
         }
+        // LatentMoE's width is carried from the Baseline, not searched.
+        if bm.moe.latent.is_some() || lm.moe.latent.is_some() {
+            let shown = |l: Option<u64>| l.map_or_else(|| "-".to_owned(), |l| l.to_string());
+            s.push_texts([
+                "expert latent".to_owned(),
+                shown(bm.moe.latent),
+                format!("{} (carried)", shown(lm.moe.latent)),
+            ]);
+        }
         // Both are valid (matched) models: their stacks resolve.
         let (Ok(bs), Ok(ls)) = (Stack::of(bm), Stack::of(lm)) else {
             return s;
