@@ -423,7 +423,11 @@ fn llama4() {
     );
     let m = &scout.model;
     assert_eq!((m.heads, m.kv_heads, m.head_dim), (40, 8, 128));
-    assert_eq!(m.qk_norm, smelt::QkNorm::None);
+    // Scout's L2 q/k norm (use_qk_norm), no weights; NoPE on every fourth layer.
+    assert_eq!(m.qk_norm, smelt::QkNorm::L2);
+    let nope = m.nope.as_ref().unwrap();
+    assert_eq!(nope.layers, (4..=48).step_by(4).collect::<Vec<_>>());
+    assert!(nope.temperature);
     assert!(m.dense.is_none());
     assert_eq!(
         (m.moe.shared_experts, m.moe.shared_ffn, m.moe.shared_gate),

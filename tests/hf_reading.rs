@@ -237,14 +237,39 @@ fn llama4_configs_are_read_as_transformers_reads_them() {
         w.layers,
         (1..=48).filter(|i| i % 4 != 0).collect::<Vec<_>>()
     );
-    // No chunk size but chunked layers: refused, naming the key.
-    let e = import(&text.replace(
+    // NoPE on every fourth layer (the same default); their queries scaled (attn_temperature_tuning = 4, truthy); the L2 q/k norm off (Maverick).
+    let nope = spec.model.nope.as_ref().unwrap();
+    assert_eq!(nope.layers, (4..=48).step_by(4).collect::<Vec<_>>());
+    assert!(nope.temperature);
+    assert_eq!(spec.model.qk_norm, smelt::QkNorm::None);
+    assert_eq!(
+        spec.model.moe.router,
+        Some(smelt::Router::SigmoidTopkScatter)
+    );
+    // No chunk size and no layer_types: every layer full, as Transformers derives them.
+    let unchunked = import(&text.replace(
         "\"attention_chunk_size\": 8192",
         "\"attention_chunk_size\": null",
     ))
+    .unwrap();
+    assert!(unchunked.model.window.is_none());
+    assert_eq!(unchunked.model.nope, spec.model.nope);
+    // No chunk size but chunked layers named: refused, naming the key.
+    let mut named = v.clone();
+    named["attention_chunk_size"] = serde_json::Value::Null;
+    named["layer_types"] = serde_json::Value::from(vec!["chunked_attention"; 48]);
+    let e = hf::import_value(&named, ModelSpec::default_workload())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("attention_chunk_size"), "{e}");
+    // A temperature that is not a bool or a number is refused, naming the key.
+    let e = import(&text.replace(
+        "\"attn_temperature_tuning\": 4",
+        "\"attn_temperature_tuning\": \"on\"",
+    ))
     .unwrap_err()
     .to_string();
-    assert!(e.contains("attention_chunk_size"), "{e}");
+    assert!(e.contains("attn_temperature_tuning"), "{e}");
     let e = import(&text.replace(
         "\"interleave_moe_layer_step\": 2",
         "\"interleave_moe_layer_step\": 0",

@@ -27,6 +27,7 @@ mod hf_reading;
 mod hf_registry;
 mod launcher;
 mod launcher_flops;
+mod llama4;
 mod megatron;
 mod parsers;
 mod plot;

@@ -97,7 +97,7 @@ fn tensors(m: &Model, pp: u64) -> Vec<Tensor> {
                     out.push(rep(p, h));
                 }
                 match m.qk_norm {
-                    QkNorm::None => {}
+                    QkNorm::None | QkNorm::L2 => {}
                     QkNorm::PerHead => {
                         out.push(rep(p, m.head_dim));
                         out.push(rep(p, m.head_dim));

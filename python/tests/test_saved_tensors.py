@@ -10,7 +10,8 @@ decoder layer (parameters and buffers left out) is counted once, by its `nbytes`
 total equals smelt's `activations.policies[].at_context` for the policy, exactly:
 
 * `transformers-eager`: `attn_implementation="eager"`, `experts_implementation="eager"`;
-* `transformers-sdpa`: Transformers' defaults, `"sdpa"` and `"grouped_mm"`;
+* `transformers-sdpa`: Transformers' defaults, `"sdpa"` and `"grouped_mm"` (Llama-4's
+  experts have one implementation, which setting any raises: left unset);
 
 in float32 (`activation_bytes = 4`) and in bfloat16 weights (`2`), at two sequence lengths.
 `python test_saved_tensors.py` prints the table.
@@ -46,13 +47,23 @@ FAMILIES = [
     "glm4_moe",
     "deepseek_v32",
     "glm_moe_dsa",
+    "llama4_text",
 ]
 # PhiMoE's router is stated only without input jitter (test_refuses_input_jitter). Kimi-K2's
 # and DeepSeek-V2's experts in two groups, their tokens routed within the best one
 # (DeepSeek-V3's tiny config has one group; DeepSeek-V2's greedy router:
 # test_deepseek_v2_lite).
 GROUPS = {"n_group": 2, "topk_group": 1}
-CHANGES = {"phimoe": {"input_jitter_noise": 0.0}, "kimi_k2": GROUPS, "deepseek_v2": GROUPS}
+# Llama-4's tiny config is Maverick's, whose `attn_temperature_tuning` is 4: Transformers 5.24
+# builds only a bool (its config class refuses 4). Its L2 q/k norm on (Scout's), so that
+# the rows count it; Maverick's (off) and the default chunk size: test_llama4_variants.
+LLAMA4 = {"attn_temperature_tuning": True, "use_qk_norm": True}
+CHANGES = {
+    "phimoe": {"input_jitter_noise": 0.0},
+    "kimi_k2": GROUPS,
+    "deepseek_v2": GROUPS,
+    "llama4_text": LLAMA4,
+}
 # Transformers has no `kimi_k2` type: Kimi-K2's checkpoints are built by their own copy of
 # DeepSeek-V3's code, so its stock config is built by Transformers' DeepSeek-V3 classes (as
 # its export is, whose `model_type` smelt writes as `deepseek_v3`).
@@ -135,14 +146,28 @@ def config_of(directory):
     return transformers.AutoConfig.for_model(**dict(config, model_type=BUILT_AS[config["model_type"]]))
 
 
+# Transformers builds Llama-4's experts one way (`Llama4TextExperts`): setting
+# `experts_implementation` raises (test_llama4_has_one_experts_implementation), and
+# unset it is that one, which transformers-sdpa counts.
+ONE_EXPERTS_IMPLEMENTATION = {"llama4_text"}
+
+
+def family_type(config):
+    """The `model_type` of a config's family (a looped export's is its text config's)."""
+    return config.text_config.model_type if config.model_type == "smelt_looped" else config.model_type
+
+
 def build(directory, stack, dtype):
     attn, experts = STACKS[stack]
     config = config_of(directory)
+    implementation = {"experts_implementation": experts}
+    if family_type(config) in ONE_EXPERTS_IMPLEMENTATION and stack == "transformers-sdpa":
+        implementation = {}
     model = transformers.AutoModelForCausalLM.from_config(
         config,
         trust_remote_code=True,
         attn_implementation=attn,
-        experts_implementation=experts,
+        **implementation,
     )
     return model.to(dtype).train()
 
@@ -281,7 +306,6 @@ def test_refuses_mla_with_equal_widths_without_the_indexer():
 # Every other family smelt imports, refused by both policies with the reason named (what
 # each saves that the policies do not model is listed in docs/guide.md).
 REFUSED = [
-    "llama4_text",
     "qwen3_next",
     "qwen3_5_moe_text",
     "gemma4_text",
@@ -429,6 +453,43 @@ def test_heads_wider_than_256(stack, dtype_name):
     for tokens in LENGTHS:
         pytorch = saved_bytes(build(directory, stack, dtype), tokens)
         assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, (tokens, pytorch)
+
+
+# Llama-4 apart from the rows' tiny config (chunks of 4 tokens, Scout's L2 q/k norm, NoPE
+# layers with the temperature): Maverick's q/k norm off with the default chunk size (8192,
+# longer than both lengths: SDPA gets no mask), a chunk as long as the shorter length (a
+# mask at both), and NoPE layers without the temperature.
+LLAMA4_VARIANTS = {
+    "maverick": {"use_qk_norm": False, "attention_chunk_size": 8192},
+    "chunk_48": {"attention_chunk_size": 48},
+    "no_temperature": {"attn_temperature_tuning": False},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(LLAMA4_VARIANTS))
+@pytest.mark.parametrize("build_kind", sorted(BUILDS))
+@pytest.mark.parametrize("stack", sorted(STACKS))
+@pytest.mark.parametrize("dtype_name", sorted(DTYPES))
+def test_llama4_variants(variant, build_kind, stack, dtype_name):
+    """Llama-4's variants, stock and looped, counted exactly at both lengths."""
+    changes = dict(LLAMA4, **LLAMA4_VARIANTS[variant])
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    if build_kind == "looped":
+        directory = hf.export("llama4_text", directory, changes=changes)
+    else:
+        (directory / "config.json").write_text(json.dumps(dict(hf.tiny_config("llama4_text"), **changes)))
+    dtype, activation_bytes = DTYPES[dtype_name]
+    for tokens in LENGTHS:
+        pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, (tokens, pytorch)
+
+
+def test_llama4_has_one_experts_implementation():
+    """Transformers 5.24 builds Llama-4's experts one way: asking for `grouped_mm` (or any
+    implementation) raises, so transformers-sdpa counts them as they are built unset."""
+    config = config_of(directory_of("llama4_text", "stock"))
+    with pytest.raises(ValueError, match="does not support setting experts implementation"):
+        transformers.AutoModelForCausalLM.from_config(config, experts_implementation="grouped_mm")
 
 
 @pytest.mark.parametrize("family", ["mixtral", "minimax_m2"])

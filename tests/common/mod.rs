@@ -116,6 +116,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
             attention_sinks: false,
             mla: None,
             window: None,
+            nope: None,
             moe: Moe {
                 experts,
                 top_k,

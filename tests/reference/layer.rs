@@ -88,7 +88,8 @@ impl Layer {
         let attends = !recurrent && mixer;
         let (q_norm, k_norm) = match m.qk_norm {
             _ if !attends => (0, 0),
-            QkNorm::None => (0, 0),
+            // Llama-4's L2 norm has no weight.
+            QkNorm::None | QkNorm::L2 => (0, 0),
             QkNorm::PerHead => (d, d),
             QkNorm::Full => (q, kv),
         };
@@ -391,6 +392,11 @@ impl Layer {
             QkNorm::Full => {
                 qm = rmsnorm(&qm, &self.q_norm, q);
                 km = rmsnorm(&km, &self.k_norm, kv);
+            }
+            QkNorm::L2 => {
+                // Per head, without a scale: no parameters.
+                qm = rmsnorm(&qm, &vec![1.0; d], d);
+                km = rmsnorm(&km, &vec![1.0; d], d);
             }
         }
         if m.v_norm {

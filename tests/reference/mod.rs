@@ -56,7 +56,8 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
         prop_oneof![
             Just(QkNorm::None),
             Just(QkNorm::PerHead),
-            Just(QkNorm::Full)
+            Just(QkNorm::Full),
+            Just(QkNorm::L2)
         ],
     );
     let extras = (
@@ -167,6 +168,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                     attention_sinks: sinks,
                     mla,
                     window,
+                    nope: None,
                     indexer,
                     attention_gate: false,
                     recurrent: None,

@@ -116,7 +116,7 @@ pub use error::{Error, Result};
 pub use model::{
     ActivationPolicy, Attention, AttentionBias, Blocks, Counting, Dense, ExpertActivation,
     FullAttention, GatedDeltaNet, Indexer, KvCount, Loop, Mamba2, Mixer, Mla, Model, ModelSpec,
-    Moe, QkNorm, RecomputeModule, RecomputeModules, Recurrent, Router, Training, Window,
+    Moe, Nope, QkNorm, RecomputeModule, RecomputeModules, Recurrent, Router, Training, Window,
     WindowKind, Workload,
 };
 pub use search::{MatchReport, match_budget, solve};

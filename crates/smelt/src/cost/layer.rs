@@ -193,7 +193,7 @@ fn gqa(
         AttentionBias::All => add(qkv, h, WHAT)?,
     };
     let norms = match a.qk_norm {
-        QkNorm::None => 0,
+        QkNorm::None | QkNorm::L2 => 0,
         QkNorm::PerHead => product(&[2, head_dim], "params.norms")?,
         QkNorm::Full => add(q, kv, "params.norms")?,
     };

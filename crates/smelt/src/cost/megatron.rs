@@ -261,6 +261,13 @@ impl Step {
                 let qk_norms = match a.qk_norm {
                     QkNorm::None => 0,
                     QkNorm::PerHead => add(&[mul(b, q + kv)?, mul(stat, heads + g)?])?,
+                    QkNorm::L2 => {
+                        return Err(refuse(
+                            policy,
+                            "model.qk_norm",
+                            "Llama-4's L2 q/k norm (not in the formula this policy follows)",
+                        ));
+                    }
                     QkNorm::Full => {
                         return Err(refuse(
                             policy,

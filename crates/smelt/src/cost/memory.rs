@@ -234,7 +234,7 @@ fn attention_saves(
             let kv = product(&[*kv_heads, *head_dim], WHAT)?;
             let qk_norms = match a.qk_norm {
                 QkNorm::None => 0,
-                QkNorm::PerHead | QkNorm::Full => q + kv,
+                QkNorm::PerHead | QkNorm::Full | QkNorm::L2 => q + kv,
             };
             // k and v at the core: expanded to every head by eager's repeat_kv.
             let kv_core = if eager { q } else { kv };

@@ -238,30 +238,45 @@
 //!   MLA's query/key heads are as wide as its value heads, GLM-5's shape: SDPA then runs
 //!   PyTorch's flash kernel, which keeps the mask, `b·T²` per sequence).
 //!
+//!   Llama-4 (`llama4_text`, both stacks: Transformers 5.24 builds its experts one way,
+//!   `Llama4TextExperts`, and raises on any `experts_implementation`) differs in these rows:
+//!   its RoPE multiplies complex numbers in float32 (a complex64 table, `4d` once per
+//!   forward in any dtype); on the layers with RoPE its L2 q/k norm without a weight
+//!   (`qk_norm = "l2"`) keeps its float32 input and `rsqrt` per head (`4q + 4a + 4kv + 4g`;
+//!   its output is the core's `q` and `k`); a NoPE layer (`[model.nope]`) with the
+//!   temperature keeps the float32 scale of each position (`4`); eager probabilities are
+//!   one softmax in the dtype (`a·T̄·b`); under SDPA a chunked layer whose chunk is no longer
+//!   than `T` gets a mask as a sliding window does (`b·T²` per sequence, `kv' = q`); its
+//!   router (`sigmoid_topk_scatter`) keeps the top-k indices and the float32 sigmoid over
+//!   every expert (`8k + 4E`), and its experts run every token through every expert: per
+//!   token and expert the routing weight, the repeated and the weighted input, `gate_up`,
+//!   SiLU's output and the product (`E·b·(1 + 2H + 4F)`, in place of the per-copy rows).
+//!
 //!   `w`, the routing weight per copy, is float32 (4) where the router keeps it so (Mixtral:
 //!   `[model.moe] router = "softmax_renormalised_fp32"`), `b` where it casts it (`softmax`,
 //!   `softmax_renormalised`: OLMoE, Qwen; `topk_softmax`: Granite-MoE;
 //!   `sigmoid_renormalised_fp32`: MiniMax-M2, whose `e_score_correction_bias` saves nothing;
 //!   `sparsemixer`: PhiMoE; `topk_softmax_dtype`: gpt-oss; DeepSeek's float32 routers:
 //!   DeepSeek-V2, V3, V3.2, Kimi-K2, GLM-4.5, GLM-5). The import states the router for
-//!   OLMoE, Qwen1.5/2-MoE, Qwen3-MoE (`norm_topk_prob`), Granite-MoE and gpt-oss, for
-//!   Mixtral and MiniMax-M2 where `router_jitter_noise` is 0, for PhiMoE where its
+//!   OLMoE, Qwen1.5/2-MoE, Qwen3-MoE (`norm_topk_prob`), Granite-MoE, gpt-oss and Llama-4,
+//!   for Mixtral and MiniMax-M2 where `router_jitter_noise` is 0, for PhiMoE where its
 //!   `input_jitter_noise` is 0 (the noise a step multiplies the router's or the MoE's input
 //!   by is saved and not modelled), and for the DeepSeek families where the config's
 //!   routing keys are what Transformers' class builds; the Transformers policies refuse,
-//!   naming the field, a model that does not state it (every other family) and chunked
-//!   attention, MLA under SDPA with equal query/key and value widths but no indexer, a
-//!   partial RoPE in a sliding-window layer under SDPA, gpt-oss under `transformers-sdpa`
-//!   or any of its features (sinks, expert biases, the clamped SwiGLU) apart from the
-//!   others, another router bias, post norms and one-block layers (not yet checked against
-//!   PyTorch), and `activation_bytes` other than 2 or 4. Under bf16 autocast with float32
-//!   weights a step also keeps the bf16 copy of each weight a matmul reads: not modelled.
-//!   python/tests/test_saved_tensors.py checks every figure against `saved_tensors_hooks`
-//!   (each storage once) on the stock and looped models of those fourteen families, both
-//!   stacks (gpt-oss: eager), both dtypes, two lengths, of Mixtral with sliding windows
-//!   shorter than, equal to and longer than a length, and of DeepSeek-V3.2 and GLM-5 with
-//!   GLM-5's equal widths: difference 0, and that every other family smelt imports is
-//!   refused.
+//!   naming the field, a model that does not state it (every other family), Llama-4's
+//!   pieces (chunked attention, NoPE layers, the L2 q/k norm, its router) beside what its
+//!   classes do not build, MLA under SDPA with equal query/key and value widths but no
+//!   indexer, a partial RoPE in a windowed layer under SDPA, gpt-oss under
+//!   `transformers-sdpa` or any of its features (sinks, expert biases, the clamped SwiGLU)
+//!   apart from the others, another router bias, post norms and one-block layers (not yet
+//!   checked against PyTorch), and `activation_bytes` other than 2 or 4. Under bf16
+//!   autocast with float32 weights a step also keeps the bf16 copy of each weight a matmul
+//!   reads: not modelled. python/tests/test_saved_tensors.py checks every figure against
+//!   `saved_tensors_hooks` (each storage once) on the stock and looped models of those
+//!   fifteen families, both stacks (gpt-oss: eager), both dtypes, two lengths, of Mixtral
+//!   with sliding windows and of Llama-4 with chunks shorter than, equal to and longer than
+//!   a length, and of DeepSeek-V3.2 and GLM-5 with GLM-5's equal widths: difference 0, and
+//!   that every other family smelt imports is refused.
 //!   The training memory counts them under data parallelism only.
 //! * **Training memory** ([`training`], only with a `[training]` table): the static bytes
 //!   of weights, gradients, master weights and optimizer moments (16 per parameter by

@@ -34,7 +34,7 @@ fn attention_shard(h: u64, a: &AttentionLayer, t: u64) -> Result<u64> {
                 AttentionBias::All => qkv / t + h,
             };
             let norms = match a.qk_norm {
-                QkNorm::None => 0,
+                QkNorm::None | QkNorm::L2 => 0,
                 QkNorm::PerHead => 2 * head_dim,
                 QkNorm::Full => (q + kv) / t,
             };

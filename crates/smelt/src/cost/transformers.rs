@@ -46,7 +46,13 @@
 //! | MLA: the core's output (but under the flash kernel, above) | `o_proj` | `b·a·d_v` |
 //! | MLA's sparse attention indexer (DeepSeek-V3.2's, GLM-5's: `[model.indexer]`): its projections, `k_norm`, RoPE, the `T × T` index scores per head and their top-k | nothing: it runs under `torch.no_grad()`; its top-k indices become a boolean mask merged into the attention mask, which eager attention and SDPA's math kernel add to the scores without saving it (the flash kernel's mask, above) | 0 |
 //! | MLA: probabilities (but under the flash kernel) | softmax (float32); eager attention in bf16 also keeps a bf16 copy (the math kernel does not) | `a·T̄·4`, eager bf16 `a·T̄·6` |
-//! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·r·b`, `r` the rotated width (`rope_dim`, MLA's `d_r`, else `d`); DeepSeek-V2's complex64 table `4·d_r` |
+//! | RoPE's `cos` and `sin`, once per forward | the first layer with RoPE's rotary products | `2·r·b`, `r` the rotated width (`rope_dim`, MLA's `d_r`, else `d`); DeepSeek-V2's complex64 table `4·d_r`, Llama-4's `4d` |
+//! | Llama-4's L2 q/k norm on a RoPE layer (`qk_norm = "l2"`, no weight) | its float32 input, `rsqrt` per head; its output is the core's `q`, `k` | `4q + 4a + 4kv + 4g` |
+//! | Llama-4's NoPE layer with the temperature (`[model.nope] temperature`) | the float32 scale of each position the queries are multiplied by | `4` |
+//! | Llama-4's eager probabilities | the softmax in the dtype (no float32 copy) | `a·T̄·b` |
+//! | SDPA's mask in a Llama-4 chunked layer whose chunk is no longer than `T` | as a sliding window's | `b·T²` per sequence |
+//! | router `sigmoid_topk_scatter` (Llama-4) | top-k indices (int64), the float32 sigmoid over every expert | `8k + 4E` |
+//! | Llama-4's experts, every expert on every token, per token and expert (both stacks) | the routing weight, the repeated and the weighted input, `gate_up`, SiLU's output, the product | `E·b·(1 + 2H + 4F)` |
 //! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2, GLM-4.5), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
 //!
 //! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
@@ -56,7 +62,9 @@
 //! is added to the logits: nothing saved.
 //!
 //! gpt-oss's classes (attention sinks, expert biases, the clamped SwiGLU, its router) save
-//! more, under `transformers-eager` only: `transformers/gpt_oss.rs` lists what.
+//! more, under `transformers-eager` only: `transformers/gpt_oss.rs` lists what. Llama-4's
+//! (chunked attention, NoPE layers, the L2 q/k norm, its router and experts) under both
+//! policies: `transformers/llama4.rs`.
 //!
 //! Multi-head latent attention (DeepSeek-V3's `DeepseekV3Attention`, Kimi-K2's,
 //! DeepSeek-V2's `DeepseekV2Attention`, and with the sparse attention indexer
@@ -86,24 +94,27 @@
 //! import reads only layers whose indexer is `"full"`, refusing a `"shared"` one, which
 //! reuses another layer's top-k), RMSNorm or LayerNorm with a bias, SwiGLU experts behind a
 //! stated router (`[model.moe] router`, which the import states for OLMoE, Qwen1.5/2-MoE,
-//! Qwen3-MoE, Granite-MoE and gpt-oss, for Mixtral and MiniMax-M2 without router jitter,
-//! for PhiMoE without input jitter, and for DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2,
+//! Qwen3-MoE, Granite-MoE, gpt-oss and Llama-4, for Mixtral and MiniMax-M2 without router
+//! jitter, for PhiMoE without input jitter, and for DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2,
 //! Kimi-K2, GLM-4.5 and GLM-5 where the config's `topk_method`, `scoring_func`,
 //! `norm_topk_prob`, `n_group` and `topk_group` are what Transformers' class builds),
-//! gated or ungated shared experts, dense FFNs, and gpt-oss under `transformers-eager`.
-//! Anything else is refused, naming the field: a router not stated (Llama-4's, Mixtral's
-//! and MiniMax-M2's with router jitter, PhiMoE's with input jitter, DeepSeek's where the
-//! config says other than its class does), MLA under SDPA with `d_v = d_n + d_r` without
-//! the indexer (PyTorch's flash kernel without a mask, not checked), a partial RoPE in a sliding-window layer under
-//! SDPA, chunked windows, gpt-oss under `transformers-sdpa` (Transformers builds no SDPA
-//! attention for it) or any of its features apart from the others, a router bias but
-//! MiniMax-M2's, the DeepSeek routers' and gpt-oss's, layers without attention, float16
-//! (`activation_bytes` other than 2 or 4); a SparseMixer router with other than two
-//! experts, and a group-limited router whose `[model.moe.router_groups]` do not fit the
-//! experts, are refused by the model's own validation. Autocast (float32 weights, bf16
-//! compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
+//! gated or ungated shared experts, dense FFNs, gpt-oss under `transformers-eager` and
+//! Llama-4 under both. Anything else is refused, naming the field: a router not stated
+//! (Mixtral's and MiniMax-M2's with router jitter, PhiMoE's with input jitter, DeepSeek's
+//! where the config says other than its class does), MLA under SDPA with `d_v = d_n + d_r`
+//! without the indexer (PyTorch's flash kernel without a mask, not checked), a partial
+//! RoPE in a windowed layer under SDPA, Llama-4's pieces beside what its classes do not
+//! build (`transformers/llama4.rs`), gpt-oss under `transformers-sdpa` (Transformers
+//! builds no SDPA attention for it) or any of its features apart from the others, a
+//! router bias but MiniMax-M2's, the DeepSeek routers' and gpt-oss's, layers without
+//! attention, float16 (`activation_bytes` other than 2 or 4); a SparseMixer router with
+//! other than two experts, and a group-limited router whose `[model.moe.router_groups]`
+//! do not fit the experts, are refused by the model's own validation. Autocast (float32
+//! weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a
+//! matmul reads.
 
 mod gpt_oss;
+mod llama4;
 mod mla;
 mod window;
 
@@ -174,7 +185,7 @@ fn refuse(policy: ActivationPolicy, field: &str, what: &str) -> Error {
 }
 
 /// The features the Transformers policies refuse (module docs).
-const REFUSED: [Feature; 3] = [Feature::Chunked, Feature::PostNorms, Feature::Blocks];
+const REFUSED: [Feature; 2] = [Feature::PostNorms, Feature::Blocks];
 
 /// The stack being counted: its policy, dtype bytes and hidden size.
 #[derive(Clone, Copy)]
@@ -186,6 +197,8 @@ struct Step {
     layer_norm: bool,
     /// gpt-oss's classes ([`gpt_oss`]).
     gpt_oss: bool,
+    /// Llama-4's classes ([`llama4`]).
+    llama4: bool,
     /// The sequence length `T` (the workload's context).
     context: u64,
 }
@@ -198,12 +211,13 @@ impl Step {
     }
 
     /// One execution of the attention block `a`: `(norms, attention, scores)` and the bytes
-    /// per token of RoPE's `cos` and `sin`.
-    fn attention(self, a: &AttentionLayer) -> Result<([Part; 3], u128)> {
+    /// per token of RoPE's `cos` and `sin` (none in a NoPE layer).
+    fn attention(self, a: &AttentionLayer) -> Result<([Part; 3], Option<u128>)> {
         let (b, h) = (self.b, self.h);
         let (heads, kv_heads, d, k_eq_v) = match &a.shape {
             AttentionShape::Mla { heads, mla } => {
-                return self.latent(*heads, mla, a.indexer.is_some());
+                let (parts, rope) = self.latent(*heads, mla, a.indexer.is_some())?;
+                return Ok((parts, Some(rope)));
             }
             AttentionShape::Gqa {
                 heads,
@@ -227,6 +241,7 @@ impl Step {
             QkNorm::None => 0,
             QkNorm::PerHead => add(self.norm(q, heads)?, self.norm(kv, kv_heads)?)?,
             QkNorm::Full => add(self.norm(q, 1)?, self.norm(kv, 1)?)?,
+            QkNorm::L2 => add(self.l2_norm(q, heads)?, self.l2_norm(kv, kv_heads)?)?,
         };
         // A LayerNorm with a bias (PhiMoE) keeps its input and its mean and `rstd` per row,
         // in the dtype.
@@ -256,12 +271,15 @@ impl Step {
         } else {
             0
         };
-        let attention = mul(b, add(add(h, mul(2, q)?)?, add(mul(2, kv_core)?, copy)?)?)?;
+        let attention = add(
+            mul(b, add(add(h, mul(2, q)?)?, add(mul(2, kv_core)?, copy)?)?)?,
+            Self::temperature(a),
+        )?;
         let scores = if self.gpt_oss {
             self.sink_scores(heads)?
         } else if self.eager {
             Part {
-                rows: mul(heads, if b == 2 { 6 } else { 4 })?,
+                rows: mul(heads, self.eager_score())?,
                 ..Part::default()
             }
         } else {
@@ -272,7 +290,7 @@ impl Step {
                 seq: if masked { mul(b, mul(t, t)?)? } else { 0 },
             }
         };
-        let rope = mul(mul(2, u128::from(width))?, b)?;
+        let rope = self.rope_table(a, width)?;
         Ok(([Part::whole(norms), Part::whole(attention), scores], rope))
     }
 
@@ -303,6 +321,9 @@ impl Step {
             Router::TopkSoftmax => (add(indices, mul(4, k)?)?, self.b),
             // A softmax over the top-k logits in the dtype.
             Router::TopkSoftmaxDtype => (add(indices, mul(self.b, k)?)?, self.b),
+            // Llama-4's: a float32 sigmoid over every expert (the top-k logits scattered
+            // among `-inf`), its weights cast to the dtype ([`llama4`]).
+            Router::SigmoidTopkScatter => (add(mul(4, ne)?, indices)?, self.b),
             // Per round: the logits' bool mask, the sampled expert and the softmax's
             // maximum (int64), the softmax and the chosen weight in the dtype.
             Router::Sparsemixer => {
@@ -409,10 +430,14 @@ impl Step {
             add(index, mul(b, add(mul(widths, h)?, mul(gated, f)?)?)?)?,
             weight,
         )?;
-        let experts = Part {
-            whole: mul(k, copy)?,
-            rows: 0,
-            seq: if self.eager { 0 } else { mul(4, ne)? },
+        let experts = if r == Router::SigmoidTopkScatter {
+            self.every_expert(e)?
+        } else {
+            Part {
+                whole: mul(k, copy)?,
+                rows: 0,
+                seq: if self.eager { 0 } else { mul(4, ne)? },
+            }
         };
         let (n, fs) = (u128::from(e.shared_experts), u128::from(e.shared_ffn));
         let mut shared = mul(mul(4, n)?, fs)?;
@@ -456,6 +481,7 @@ pub(super) fn activations(
         return Err(refuse(policy, f.field(), f.words()));
     }
     let gpt_oss = gpt_oss::classes(stack, policy)?;
+    let llama4 = llama4::classes(stack, policy)?;
     let b = u128::from(counting.activation_bytes);
     if b != 2 && b != 4 {
         return Err(refuse(
@@ -471,6 +497,7 @@ pub(super) fn activations(
         h: u128::from(stack.hidden()),
         layer_norm: stack.has(Feature::NormBias),
         gpt_oss,
+        llama4,
         context,
     };
     // norms, attention, scores, FFN input, router, experts, shared, dense.
@@ -481,7 +508,7 @@ pub(super) fn activations(
             return Err(refuse(policy, "model.ffn_only", "layers without attention"));
         };
         let ([n, at, sc], r) = step.attention(a)?;
-        rope.get_or_insert(r);
+        rope = rope.or(r);
         let ffn_input = Part::whole(mul(b, step.h)?);
         let [r, ex, sh, de] = match &kind.layer.ffn {
             Some(ffn) => step.ffn(ffn)?,
@@ -491,7 +518,7 @@ pub(super) fn activations(
             *acc = p.add_times(kind.executions, *acc)?;
         }
     }
-    // RoPE's cos and sin: computed once per forward, saved by the first layer.
+    // RoPE's cos and sin: computed once per forward, saved by the first layer with RoPE.
     if let Some(r) = rope {
         parts[1].whole = add(parts[1].whole, r)?;
     }

@@ -513,6 +513,7 @@ impl Glm {
         dense: true,
         features: &[Feature::RouterBias, Feature::Mtp],
         required: &[Feature::RouterBias],
+        nope: false,
     };
 
     fn parts(&self, c: &Common, moe: &Moe) -> Result<Parts> {

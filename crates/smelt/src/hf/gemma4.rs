@@ -66,6 +66,7 @@ const SUPPORT: Support = Support {
         Feature::RouterScale,
         Feature::GeluTanh,
     ],
+    nope: false,
 };
 
 const WORDS: Words = Words {

@@ -1,15 +1,20 @@
 //! `llama4_text` (Llama-4 Scout and Maverick; also the `text_config` of a `llama4`
 //! wrapper), as Transformers' `Llama4Text` code builds it. Attention: GQA with `head_dim`,
-//! biases on Q, K, V and O if `attention_bias`; its q/k norm (`use_qk_norm`) is an L2 norm
-//! without weights, so it costs nothing counted. Layers attend per `layer_types`
+//! biases on Q, K, V and O if `attention_bias`; its q/k norm (`use_qk_norm`, by default on)
+//! is an L2 norm without weights on the layers with RoPE (`qk_norm = "l2"`: no parameters,
+//! no counted FLOPs). The layers without RoPE (`no_rope_layers` zeros, by default every
+//! `no_rope_layer_interval`-th) are `[model.nope]`, their queries scaled by a temperature
+//! where `attn_temperature_tuning` is truthy (published configs say `4`; Transformers 5.24
+//! builds only a bool, which the export writes). Layers attend per `layer_types`
 //! (`chunked_attention` or `full_attention`; by default chunked on the RoPE layers of
 //! `no_rope_layers`, itself by default every layer but each `no_rope_layer_interval`-th)
 //! with chunks of `attention_chunk_size` tokens. Layer `i` (0-based) is MoE when it is in
 //! `moe_layers`, by default every `interleave_moe_layer_step`-th layer starting with layer
 //! `step - 1`; the others have a dense SwiGLU of `intermediate_size_mlp`. Every MoE layer has
 //! `num_local_experts` routed experts of `intermediate_size` behind a router without bias,
-//! and one ungated shared expert of the same width. The attention temperature tuning and the
-//! sigmoid routing weights cost nothing counted.
+//! and one ungated shared expert of the same width; the router is `sigmoid_topk_scatter`
+//! (`Llama4Router`). None of RoPE, the temperature and the router costs a counted FLOP; what
+//! a training step saves of them is the Transformers activation policies'.
 
 use std::collections::BTreeSet;
 
@@ -19,7 +24,7 @@ use super::family::{FamilyConfig, OneStruct, OwnKeys, Words, Wrapper};
 use super::support::{Feature, Shared, Support, refuse};
 use super::{Common, Family, Parts};
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, Dense, Model, Window, WindowKind};
+use crate::model::{AttentionBias, Dense, Model, Nope, QkNorm, Router, Window, WindowKind};
 
 /// The `llama4_text` family, also read as the `text_config` of a `llama4` wrapper.
 pub(super) struct Llama4Text;
@@ -44,7 +49,8 @@ impl FamilyConfig for Llama4Text {
          width; MoE layers from `moe_layers`, else every `interleave_moe_layer_step`-th, the \
          others dense of `intermediate_size_mlp`; `layer_types` (`chunked_attention` layers \
          chunked by `attention_chunk_size`; by default the RoPE layers of `no_rope_layers`); \
-         Q/K/V/O biases (`attention_bias`). Its L2 q/k norm has no weights. A wrapper's vision \
+         Q/K/V/O biases (`attention_bias`); the L2 q/k norm (`use_qk_norm`) and the NoPE \
+         layers (`no_rope_layers`, `attn_temperature_tuning`). A wrapper's vision \
          encoder and projector are not counted: the model is named \"... text decoder\""
     }
     fn support(&self) -> &Support {
@@ -57,6 +63,10 @@ impl FamilyConfig for Llama4Text {
             window: "attention_chunk_size",
             ..Words::LOCAL
         }
+    }
+    fn routers(&self) -> &'static [Router] {
+        // Llama4Router: a sigmoid over the top-k logits scattered among -inf.
+        &[Router::SigmoidTopkScatter]
     }
     fn wrapper(&self) -> Option<Wrapper> {
         Some(Wrapper {
@@ -74,6 +84,8 @@ const CHUNKED: &str = "chunked_attention";
 const FULL: &str = "full_attention";
 
 const SUPPORT: Support = Support {
+    qk_norm: &[QkNorm::None, QkNorm::L2],
+    nope: true,
     biases: &[AttentionBias::None, AttentionBias::All],
     shared: Shared::Ungated,
     dense: true,
@@ -95,6 +107,22 @@ fn chunk() -> Option<u64> {
 
 fn mlp() -> u64 {
     16384
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `attn_temperature_tuning`: a bool, or a number as the published configs write it
+/// (truthy unless 0).
+fn truthy<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Bool(b) => Ok(b),
+        serde_json::Value::Number(n) => Ok(n.as_f64() != Some(0.0)),
+        other => Err(serde::de::Error::custom(format!(
+            "attn_temperature_tuning must be a bool or a number; got {other}"
+        ))),
+    }
 }
 
 /// The keys `llama4_text` adds to the common ones.
@@ -121,18 +149,19 @@ pub(super) struct Config {
     layer_types: Option<Vec<String>>,
     #[serde(default)]
     attention_bias: bool,
+    #[serde(default = "yes")]
+    use_qk_norm: bool,
+    #[serde(default = "yes", deserialize_with = "truthy")]
+    attn_temperature_tuning: bool,
 }
 
 impl Config {
-    /// Each layer's attention: `layer_types`, else chunked on the RoPE layers.
-    fn layer_types(&self, layers: u64) -> Result<Vec<String>> {
-        let types: Vec<String> = match (&self.layer_types, &self.no_rope_layers) {
-            (Some(t), _) => t.clone(),
-            (None, Some(rope)) => rope
-                .iter()
-                .map(|&r| if r != 0 { CHUNKED } else { FULL }.to_owned())
-                .collect(),
-            (None, None) => {
+    /// Whether each layer has RoPE: `no_rope_layers` (1 for RoPE; Transformers reads an
+    /// empty list as absent), else all but every `no_rope_layer_interval`-th.
+    fn rope_layers(&self, layers: u64) -> Result<Vec<bool>> {
+        let rope: Vec<bool> = match &self.no_rope_layers {
+            Some(list) if !list.is_empty() => list.iter().map(|&r| r != 0).collect(),
+            _ => {
                 if self.no_rope_layer_interval == 0 {
                     return Err(Error::invalid(
                         "config.json: no_rope_layer_interval",
@@ -140,27 +169,38 @@ impl Config {
                     ));
                 }
                 (0..layers)
-                    .map(|i| {
-                        let rope = (i + 1) % self.no_rope_layer_interval != 0;
-                        if rope { CHUNKED } else { FULL }.to_owned()
-                    })
+                    .map(|i| (i + 1) % self.no_rope_layer_interval != 0)
                     .collect()
             }
         };
-        // Transformers indexes these per layer: a shorter list fails to build, a longer one
-        // is read up to the layer count.
-        if (types.len() as u64) < layers {
-            let key = if self.layer_types.is_some() {
-                "layer_types"
-            } else {
-                "no_rope_layers"
-            };
+        // Transformers indexes it per layer: a shorter list fails to build, a longer one is
+        // read up to the layer count.
+        Self::per_layer("no_rope_layers", rope, layers)
+    }
+
+    fn per_layer<T>(key: &str, list: Vec<T>, layers: u64) -> Result<Vec<T>> {
+        if (list.len() as u64) < layers {
             return Err(Error::invalid(
                 format!("config.json: {key}"),
-                format!("must give each of the {layers} layers; got {}", types.len()),
+                format!("must give each of the {layers} layers; got {}", list.len()),
             ));
         }
-        Ok(types.into_iter().take(layers as usize).collect())
+        Ok(list.into_iter().take(layers as usize).collect())
+    }
+
+    /// Each layer's attention: `layer_types`, else chunked on the RoPE layers where there
+    /// is a chunk size (Transformers' default).
+    fn layer_types(&self, rope: &[bool]) -> Result<Vec<String>> {
+        match &self.layer_types {
+            Some(t) => Self::per_layer("layer_types", t.clone(), rope.len() as u64),
+            None => Ok(rope
+                .iter()
+                .map(|&r| {
+                    let chunked = r && self.attention_chunk_size.is_some();
+                    if chunked { CHUNKED } else { FULL }.to_owned()
+                })
+                .collect()),
+        }
     }
 }
 
@@ -193,7 +233,9 @@ impl OwnKeys for Config {
             .filter(|i| !moe.contains(i))
             .map(|i| i + 1)
             .collect();
-        let types = self.layer_types(layers)?;
+        let rope = self.rope_layers(layers)?;
+        let types = self.layer_types(&rope)?;
+        let nope: Vec<u64> = (1..=layers).filter(|&i| !rope[i as usize - 1]).collect();
         let mut chunked = Vec::new();
         for (i, t) in types.iter().enumerate() {
             match t.as_str() {
@@ -233,6 +275,17 @@ impl OwnKeys for Config {
                 ffn: self.intermediate_size_mlp,
             }),
             window,
+            nope: (!nope.is_empty()).then_some(Nope {
+                layers: nope,
+                temperature: self.attn_temperature_tuning,
+            }),
+            // Only on the RoPE layers (the stack drops it on the others).
+            qk_norm: if self.use_qk_norm {
+                QkNorm::L2
+            } else {
+                QkNorm::None
+            },
+            router: Some(Router::SigmoidTopkScatter),
             ..Parts::default()
         })
     }
@@ -251,9 +304,10 @@ impl OwnKeys for Config {
         }
         let set =
             |l: Option<&Vec<u64>>| l.map_or_else(BTreeSet::new, |l| l.iter().copied().collect());
-        let (windowed, dense_layers) = (
+        let (windowed, dense_layers, nope_layers) = (
             set(m.window.as_ref().map(|w| &w.layers)),
             set(m.dense.as_ref().map(|d| &d.layers)),
+            set(m.nope.as_ref().map(|n| &n.layers)),
         );
         let chunked = |i: u64| windowed.contains(&i);
         let dense = |i: u64| dense_layers.contains(&i);
@@ -271,12 +325,17 @@ impl OwnKeys for Config {
                     .collect(),
             ),
             interleave_moe_layer_step: 1,
-            // RoPE on the chunked layers, NoPE on the full ones (Llama-4's pattern); no cost.
-            no_rope_layers: Some(types.iter().map(|&t| u64::from(t == CHUNKED)).collect()),
+            no_rope_layers: Some(
+                (1..=m.layers)
+                    .map(|i| u64::from(!nope_layers.contains(&i)))
+                    .collect(),
+            ),
             no_rope_layer_interval: four(),
             attention_chunk_size: m.window.as_ref().map(|w| w.size),
             layer_types: Some(types.into_iter().map(str::to_owned).collect()),
             attention_bias: m.attention_bias == AttentionBias::All,
+            use_qk_norm: m.qk_norm == QkNorm::L2,
+            attn_temperature_tuning: m.nope.as_ref().is_some_and(|n| n.temperature),
         })
     }
 }

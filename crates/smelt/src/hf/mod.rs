@@ -62,7 +62,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::model::{
     AttentionBias, Blocks, Counting, Dense, ExpertActivation, FullAttention, Indexer, Loop, Mla,
-    Model, ModelSpec, Moe, QkNorm, Recurrent, Window, Workload,
+    Model, ModelSpec, Moe, Nope, QkNorm, Recurrent, Window, Workload,
 };
 use crate::names::Named;
 pub use family::Family;
@@ -229,6 +229,7 @@ struct Parts {
     dense: Option<Dense>,
     mla: Option<Mla>,
     window: Option<Window>,
+    nope: Option<Nope>,
     indexer: Option<Indexer>,
     sinks: bool,
     router_bias: bool,
@@ -353,6 +354,7 @@ impl Common {
             attention_sinks: parts.sinks,
             mla: parts.mla,
             window: parts.window,
+            nope: parts.nope,
             indexer: parts.indexer,
             attention_gate: parts.attention_gate,
             recurrent: parts.recurrent,

@@ -37,6 +37,7 @@ const SUPPORT: Support = Support {
     dense: true,
     features: &[Feature::AttentionGate, Feature::GatedDeltanet],
     required: &[Feature::AttentionGate],
+    nope: false,
 };
 
 const SUPPORT_3_5: Support = Support {

@@ -50,6 +50,8 @@ pub(super) struct Support {
     pub features: &'static [Feature],
     /// The features it always has.
     pub required: &'static [Feature],
+    /// Whether it can have layers without RoPE (`[model.nope]`).
+    pub nope: bool,
 }
 
 impl Support {
@@ -62,6 +64,7 @@ impl Support {
         dense: false,
         features: &[],
         required: &[],
+        nope: false,
     };
 
     /// Refuses a model the family cannot express, naming what differs.
@@ -84,6 +87,12 @@ impl Support {
                 shown(&[qk_norm]),
                 shown(self.qk_norm)
             ));
+        }
+        if m.nope.is_some() && !self.nope {
+            return unfit(
+                "cannot express [model.nope] (layers without RoPE: only llama4_text builds them)"
+                    .to_owned(),
+            );
         }
         let bias = attention.map_or(AttentionBias::None, |a| a.bias);
         if !self.biases.contains(&bias) {

@@ -12,7 +12,8 @@ use crate::model::{AttentionBias, Feature, Ffn, Layer, ModelSpec, QkNorm, Stack,
 /// router scales, GeGLU), `nemotron_h` with Mamba-2 layers, one-block layers or the relu2
 /// MLP, `qwen3_next` with Gated DeltaNet layers or
 /// an attention output gate, `deepseek_v32` with an indexer,
-/// `deepseek_v3` with MLA, `llama4_text` with chunked attention, `phimoe` with norm or
+/// `deepseek_v3` with MLA, `llama4_text` with chunked attention, NoPE layers, the L2 q/k
+/// norm or the `sigmoid_topk_scatter` router, `phimoe` with norm or
 /// LM-head biases, `gpt_oss` with sinks, expert biases, the clamped SwiGLU or sliding windows
 /// on some layers,
 /// `mixtral` with a window on every layer, `glm4_moe` with ungated shared experts or a
@@ -51,7 +52,8 @@ pub fn family_of(spec: &ModelSpec) -> Family {
     if any(&[Mla]) {
         return Family::DeepseekV3;
     }
-    if any(&[Chunked]) {
+    let llama4_router = m.moe.router == Some(crate::model::Router::SigmoidTopkScatter);
+    if any(&[Chunked]) || m.nope.is_some() || m.qk_norm == QkNorm::L2 || llama4_router {
         return Family::Llama4Text;
     }
     if any(&[NormBias, LmHeadBias]) {
@@ -80,6 +82,8 @@ pub fn family_of(spec: &ModelSpec) -> Family {
         QkNorm::Full => Family::Olmoe,
         QkNorm::None if m.moe.shared_gate || qkv || dense => Family::Qwen2Moe,
         QkNorm::None => Family::Mixtral,
+        // Only Llama-4's classes build it (chosen above, with its other features).
+        QkNorm::L2 => Family::Llama4Text,
     }
 }
 

@@ -45,6 +45,7 @@ mod knobs;
 mod mixer;
 mod moe;
 mod recompute;
+mod rope;
 mod router;
 mod stack;
 mod training;
@@ -58,10 +59,11 @@ pub(crate) use mixer::{Budget as MixerBudget, MixerWords, RecurrentBlock};
 pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
 pub use moe::{ExpertActivation, Moe};
 pub use recompute::{RecomputeModule, RecomputeModules};
+pub use rope::{Nope, QkNorm};
 pub use router::{Router, RouterGroups};
 pub use stack::{
     AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,
-    Stack, TokenMixer,
+    Stack, Temperature, TokenMixer,
 };
 pub use training::Training;
 pub use workload::{ActivationPolicy, Attention, Counting, KvCount, Workload};
@@ -145,6 +147,10 @@ pub struct Model {
     /// Layers whose queries attend a bounded window of keys (none when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
+    /// Layers without RoPE (Llama-4's `no_rope_layers`): read only by the Transformers
+    /// activation policies ([`Nope`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nope: Option<Nope>,
     /// An output gate on the attention (Qwen3-Next, Qwen3.5): the query projection also
     /// produces a `heads·head_dim` gate, `sigmoid(gate)` multiplies the attention's output
     /// before `o_proj`: `hidden·heads·head_dim` parameters and as many multiply-adds per
@@ -360,27 +366,6 @@ impl Loop {
             &[self.repeats.saturating_sub(1), self.span],
             "layer executions",
         )
-    }
-}
-
-/// Query/key normalisation, as some families use it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum QkNorm {
-    /// No q/k norm.
-    #[default]
-    None,
-    /// One RMSNorm of width `head_dim` for queries and one for keys, shared across heads
-    /// (Qwen3 style): `2 * head_dim` parameters per layer.
-    PerHead,
-    /// RMSNorm over the whole q and k projections (OLMoE style):
-    /// `(heads + kv_heads) * head_dim` parameters per layer.
-    Full,
-}
-
-impl QkNorm {
-    fn is_none(&self) -> bool {
-        *self == QkNorm::None
     }
 }
 

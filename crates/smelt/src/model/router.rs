@@ -57,6 +57,11 @@ named_enum! {
         /// As `sigmoid_grouped_fp32`, the chosen sigmoids divided by their sum
         /// (`norm_topk_prob = true`: DeepSeek-V3, Kimi-K2).
         SigmoidGroupedRenormalisedFp32 = "sigmoid_grouped_renormalised_fp32",
+        /// Llama-4's router (`Llama4Router`): the top-k logits scattered into a tensor of
+        /// every expert (the others `-inf`), a float32 sigmoid over it, cast to the model's
+        /// dtype: a weight for every expert, 0 for those not chosen, by which Llama-4's
+        /// experts scale their input; they run every expert on every token.
+        SigmoidTopkScatter = "sigmoid_topk_scatter",
     }
 }
 

@@ -53,8 +53,10 @@ pub struct Stack {
     kinds: Vec<LayerKind>,
     /// Each physical layer's lists, as a key of `kind_of` ([`Listed::from_key`]).
     layers: Vec<u8>,
-    /// The kind (an index into `kinds`) of each key of `layers`.
-    kind_of: [u8; 32],
+    /// The kind (an index into `kinds`) of each key of `layers` (an index of `kinds`,
+    /// which serialise).
+    #[serde(skip)]
+    kind_of: [u8; 64],
     /// The looped block, if any.
     looping: Option<LoopBlock>,
     /// Layer executions per forward pass.
@@ -126,6 +128,17 @@ pub struct AttentionLayer {
     /// ([`Model::rope_dim`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rope_dim: Option<u64>,
+    /// No RoPE in this layer ([`Model::nope`]), with or without the queries' temperature.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nope: Option<Temperature>,
+}
+
+/// A NoPE layer's queries: scaled by a temperature of each position, or not
+/// ([`crate::model::Nope::temperature`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Temperature {
+    /// Whether the queries are scaled.
+    pub scaled: bool,
 }
 
 /// The shape of an attention block.
@@ -248,6 +261,7 @@ struct Listed {
     recurrent: bool,
     mixer_only: bool,
     ffn_only: bool,
+    nope: bool,
 }
 
 impl Stack {
@@ -261,7 +275,7 @@ impl Stack {
             repeats: l.repeats,
             residual_scale: l.residual_scale(),
         });
-        // Each layer's lists as a key below 32 ([`Listed`]); the layers of one key are
+        // Each layer's lists as a key below 64 ([`Listed`]); the layers of one key are
         // described once, and keys whose layers are described alike are one kind (the
         // search resolves a stack per candidate: this costs a pass over the keys and one
         // description per key).
@@ -269,7 +283,7 @@ impl Stack {
         let (lo, hi, extra) = looping.map_or((0, 0, 0), |l| {
             (l.first, l.first + l.span, l.repeats.saturating_sub(1))
         });
-        let (mut physical, mut looped) = ([0u64; 32], [0u64; 32]);
+        let (mut physical, mut looped) = ([0u64; 64], [0u64; 64]);
         let mut order = Vec::with_capacity(4);
         for (i, &key) in layers.iter().enumerate() {
             let key = usize::from(key);
@@ -280,7 +294,7 @@ impl Stack {
             looped[key] += u64::from((lo..hi).contains(&i));
         }
         let mut kinds: Vec<LayerKind> = Vec::with_capacity(order.len());
-        let mut kind_of = [0u8; 32];
+        let mut kind_of = [0u8; 64];
         for key in order {
             let layer = describe(model, Listed::from_key(key));
             let runs = physical[key].saturating_add(looped[key].saturating_mul(extra));
@@ -304,7 +318,7 @@ impl Stack {
         let mtp = (model.mtp_layers > 0).then(|| Mtp {
             modules: model.mtp_layers,
             layer: Layer {
-                mixer: Some(TokenMixer::Attention(attention(model, false))),
+                mixer: Some(TokenMixer::Attention(attention(model, false, false))),
                 ffn: Some(Ffn::Moe(model.moe.clone())),
                 norms: Norms {
                     count: 2,
@@ -346,7 +360,7 @@ impl Stack {
 
     /// The kind of the layers with key `key` ([`Listed::from_key`]).
     fn kind_of(&self, key: u8) -> usize {
-        usize::from(self.kind_of[usize::from(key) % 32])
+        usize::from(self.kind_of[usize::from(key) % 64])
     }
 
     /// The description of the layers with key `key`.
@@ -550,7 +564,7 @@ impl Stack {
 
 impl Listed {
     /// The lists a key of [`listed`] names (bits: dense, windowed, recurrent, mixer-only,
-    /// FFN-only).
+    /// FFN-only, NoPE).
     fn from_key(key: usize) -> Self {
         let on = |bit: usize| key >> bit & 1 == 1;
         Self {
@@ -559,6 +573,7 @@ impl Listed {
             recurrent: on(2),
             mixer_only: on(3),
             ffn_only: on(4),
+            nope: on(5),
         }
     }
 }
@@ -572,6 +587,7 @@ fn listed(m: &Model) -> Vec<u8> {
         m.recurrent.as_ref().map(|r| &r.layers),
         m.blocks.as_ref().map(|b| &b.mixer_only),
         m.blocks.as_ref().map(|b| &b.ffn_only),
+        m.nope.as_ref().map(|n| &n.layers),
     ];
     for (bit, list) in lists.into_iter().enumerate() {
         for &l in list.into_iter().flatten() {
@@ -588,7 +604,7 @@ fn describe(m: &Model, l: Listed) -> Layer {
     let mixer = match (l.ffn_only, l.recurrent, &m.recurrent) {
         (true, _, _) => None,
         (false, true, Some(r)) => Some(TokenMixer::Recurrent(r.mixer)),
-        _ => Some(TokenMixer::Attention(attention(m, l.windowed))),
+        _ => Some(TokenMixer::Attention(attention(m, l.windowed, l.nope))),
     };
     let ffn = match (l.mixer_only, l.dense, &m.dense) {
         (true, _, _) => None,
@@ -615,8 +631,8 @@ fn describe(m: &Model, l: Listed) -> Layer {
 }
 
 /// The attention of a layer of `m`: windowed, or full (with `[model.full_attention]`'s
-/// shape when the model gives one).
-fn attention(m: &Model, windowed: bool) -> AttentionLayer {
+/// shape when the model gives one); without RoPE (`nope`), without Llama-4's L2 q/k norm.
+fn attention(m: &Model, windowed: bool, nope: bool) -> AttentionLayer {
     let own = m.full_attention.as_ref().filter(|_| !windowed);
     let shape = match (&m.mla, own) {
         (Some(a), _) => AttentionShape::Mla {
@@ -651,8 +667,14 @@ fn attention(m: &Model, windowed: bool) -> AttentionLayer {
         gate: m.attention_gate,
         sinks: m.attention_sinks,
         bias: m.attention_bias,
-        qk_norm: m.qk_norm,
+        qk_norm: match m.qk_norm {
+            QkNorm::L2 if nope => QkNorm::None,
+            other => other,
+        },
         v_norm: m.v_norm,
         rope_dim: m.rope_dim,
+        nope: nope.then(|| Temperature {
+            scaled: m.nope.as_ref().is_some_and(|n| n.temperature),
+        }),
     }
 }

@@ -76,6 +76,14 @@ impl Model {
             positive("model.window.size", w.size, MAX_CONTEXT)?;
             layer_list("model.window.layers", &w.layers, self.layers)?;
         }
+        if let Some(n) = &self.nope {
+            layer_list("model.nope.layers", &n.layers, self.layers)?;
+            ensure(self.mla.is_none(), "model.nope", || {
+                "cannot be combined with [model.mla] (DeepSeek's latent attention always \
+                 rotates its RoPE part; no family has both)"
+                    .to_owned()
+            })?;
+        }
         if let Some(mla) = &self.mla {
             self.validate_mla(mla)?;
         }

@@ -562,7 +562,11 @@ fn aligned(base: Vec<Row>, model: Vec<Row>) -> Vec<(String, Option<Field>, Optio
     let mut after = |out: &mut Vec<_>, at: Option<&(String, usize)>| {
         for (a, k, f) in own.iter_mut() {
             if a.as_ref() == at {
-                out.push((k.0.clone(), None, Some(std::mem::replace(f, Field::blank()))));
+                out.push((
+                    k.0.clone(),
+                    None,
+                    Some(std::mem::replace(f, Field::blank())),
+                ));
             }
         }
     };
