@@ -534,7 +534,8 @@ fn pipeline_notes(doc: &mut Document, costs: &[&Cost]) {
 /// side only, a row only the second has after the row it follows there.
 fn aligned(base: Vec<Row>, model: Vec<Row>) -> Vec<(String, Option<Field>, Option<Field>)> {
     // Each row keyed by its label and its occurrence of that label.
-    fn keyed(rows: Vec<Row>) -> Vec<((String, usize), Field)> {
+    type Key = (String, usize);
+    fn keyed(rows: Vec<Row>) -> Vec<(Key, Field)> {
         let mut seen: Vec<String> = Vec::new();
         rows.into_iter()
             .map(|r| {
@@ -545,11 +546,11 @@ fn aligned(base: Vec<Row>, model: Vec<Row>) -> Vec<(String, Option<Field>, Optio
             .collect()
     }
     let (base, model) = (keyed(base), keyed(model));
-    let in_base = |k: &(String, usize)| base.iter().any(|(b, _)| b == k);
+    let in_base = |k: &Key| base.iter().any(|(b, _)| b == k);
     // The second cost's own rows, each under the last shared row before it (None: first).
-    let mut own: Vec<(Option<(String, usize)>, (String, usize), Field)> = Vec::new();
+    let mut own: Vec<(Option<Key>, Key, Field)> = Vec::new();
     let mut anchor = None;
-    let mut shared: Vec<((String, usize), Field)> = Vec::new();
+    let mut shared: Vec<(Key, Field)> = Vec::new();
     for (k, f) in model {
         if in_base(&k) {
             anchor = Some(k.clone());
@@ -559,7 +560,7 @@ fn aligned(base: Vec<Row>, model: Vec<Row>) -> Vec<(String, Option<Field>, Optio
         }
     }
     let mut out = Vec::new();
-    let mut after = |out: &mut Vec<_>, at: Option<&(String, usize)>| {
+    let mut after = |out: &mut Vec<_>, at: Option<&Key>| {
         for (a, k, f) in own.iter_mut() {
             if a.as_ref() == at {
                 out.push((
