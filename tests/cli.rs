@@ -192,3 +192,31 @@ fn guide_model_file_example_parses() {
     assert_eq!(c.kv_cache_per_token.elements.0, 12 * (256 + 32));
     assert!(c.params.breakdown.mtp.0 > 0);
 }
+
+/// Two models whose tables have different rows (only one has recurrent layers, only the
+/// other counts activations) are compared row by row under the same labels: a row one side
+/// lacks shows `-` there, and a budget one side does not count has no residual.
+#[test]
+fn against_lines_up_rows_one_model_lacks() {
+    let nano = data("hf/nemotron-3-nano-30b-a3b.json");
+    let mixtral = data("hf/mixtral-8x7b-v0.1.json");
+    let (code, text, err) = run(&["cost", &nano, "--against", &mixtral, "--format", "csv"]);
+    assert_eq!(code, Some(0), "{err}");
+    let row = |label: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{label},")))
+            .unwrap_or_else(|| panic!("no row {label:?} in {text}"));
+        line.split(',').map(str::to_owned).collect()
+    };
+    // Mixtral has no recurrent state: its side of that row is "-".
+    assert_eq!(row("  of which recurrent state")[1], "-");
+    assert!(row("  of which recurrent state")[2].parse::<u64>().is_ok());
+    // The rows after it keep their own figures (they were shifted by one before).
+    let keys = row("mean keys per query");
+    assert_eq!(keys[1], keys[2], "{keys:?}");
+    // Nemotron-H's activations are not counted: no residual on that budget.
+    let act = row("activations/token (bytes)");
+    assert_eq!(act[2], "not counted");
+    assert_eq!(act[3], "", "{act:?}");
+}
