@@ -332,6 +332,11 @@
 //! | LatentMoE's latent experts (`model.moe.latent`) | yes | no | no | no | no | yes |
 //! <!-- capabilities:end -->
 //!
+//! The activations column is the unfused counts' and the Megatron-Core policies': the
+//! Transformers policies also count Gemma 4's pieces (full-attention layers of their own
+//! shape, the value norm, the post norms, the branch norms, the router's scales, the GeGLU)
+//! in Gemma 4's classes ([`transformers`]).
+//!
 //! In the code: c̄ is [`MeanKeys`] (the windowed layers' [`MeanKeys::windowed`], an indexer's
 //! [`Keys::selected`]), the cache one sequence holds is [`KvAtContext`], the fully-activated
 //! control is [`ModelSpec::control`], and a model is measured against its Baseline's control

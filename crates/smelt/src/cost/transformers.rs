@@ -48,6 +48,7 @@
 //! | MLA: probabilities (but under the flash kernel) | softmax (float32); eager attention in bf16 also keeps a bf16 copy (the math kernel does not) | `a·T̄·4`, eager bf16 `a·T̄·6` |
 //! | RoPE's `cos` and `sin`, once per forward | the first layer's rotary products | `2·r·b`, `r` the rotated width (`rope_dim`, MLA's `d_r`, else `d`); DeepSeek-V2's complex64 table `4·d_r` |
 //! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2, GLM-4.5), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
+//! | Gemma 4's decoder layer (`Gemma4TextDecoderLayer`: float32 norms that keep `x · pow` and, in bf16, a float32 copy of their input and weight; the value norm, post norms, the MoE branches' norms, the router's scales, the GeGLU, full-attention layers of their own shape with `k_eq_v`), under both policies | tensor by tensor in `transformers/gemma4.rs` | as there |
 //!
 //! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
 //! `router = "softmax_renormalised_fp32"`; MiniMax-M2's, `"sigmoid_renormalised_fp32"`;
@@ -57,6 +58,11 @@
 //!
 //! gpt-oss's classes (attention sinks, expert biases, the clamped SwiGLU, its router) save
 //! more, under `transformers-eager` only: `transformers/gpt_oss.rs` lists what.
+//!
+//! Gemma 4's classes (`gemma4_text`) are counted layer by layer in `transformers/gemma4.rs`:
+//! its pieces (full-attention layers of their own shape, the value norm, the post norms,
+//! the branch norms, the router's scales, the GeGLU) are counted by these policies only
+//! (the capability table's notes), and a model with some of them but not all is refused.
 //!
 //! Multi-head latent attention (DeepSeek-V3's `DeepseekV3Attention`, Kimi-K2's,
 //! DeepSeek-V2's `DeepseekV2Attention`, and with the sparse attention indexer
@@ -90,7 +96,8 @@
 //! for PhiMoE without input jitter, and for DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2,
 //! Kimi-K2, GLM-4.5 and GLM-5 where the config's `topk_method`, `scoring_func`,
 //! `norm_topk_prob`, `n_group` and `topk_group` are what Transformers' class builds),
-//! gated or ungated shared experts, dense FFNs, and gpt-oss under `transformers-eager`.
+//! gated or ungated shared experts, dense FFNs, gpt-oss under `transformers-eager`, and
+//! Gemma 4's classes (sliding and full layers, with or without `k_eq_v`).
 //! Anything else is refused, naming the field: a router not stated (Llama-4's, Mixtral's
 //! and MiniMax-M2's with router jitter, PhiMoE's with input jitter, DeepSeek's where the
 //! config says other than its class does), MLA under SDPA with `d_v = d_n + d_r` without
@@ -103,6 +110,7 @@
 //! experts, are refused by the model's own validation. Autocast (float32 weights, bf16
 //! compute) is not modelled: it also saves the bf16 copy of every weight a matmul reads.
 
+mod gemma4;
 mod gpt_oss;
 mod mla;
 mod window;
@@ -174,7 +182,7 @@ fn refuse(policy: ActivationPolicy, field: &str, what: &str) -> Error {
 }
 
 /// The features the Transformers policies refuse (module docs).
-const REFUSED: [Feature; 3] = [Feature::Chunked, Feature::PostNorms, Feature::Blocks];
+const REFUSED: [Feature; 2] = [Feature::Chunked, Feature::Blocks];
 
 /// The stack being counted: its policy, dtype bytes and hidden size.
 #[derive(Clone, Copy)]
@@ -343,6 +351,18 @@ impl Step {
         Ok((token, 0, weight))
     }
 
+    /// One execution of a layer with attention `a` and FFN `ffn`: the parts as
+    /// [`activations`] sums them, and the bytes per token of RoPE's `cos` and `sin`.
+    fn layer(self, a: &AttentionLayer, ffn: Option<&Ffn>) -> Result<([Part; 8], u128)> {
+        let ([n, at, sc], r) = self.attention(a)?;
+        let ffn_input = Part::whole(mul(self.b, self.h)?);
+        let [ro, ex, sh, de] = match ffn {
+            Some(ffn) => self.ffn(ffn)?,
+            None => [Part::default(); 4],
+        };
+        Ok(([n, at, sc, ffn_input, ro, ex, sh, de], r))
+    }
+
     /// One execution of the FFN `ffn`: `(router, experts, shared, dense)`.
     fn ffn(self, ffn: &Ffn) -> Result<[Part; 4]> {
         let (b, h, policy) = (self.b, self.h, self.policy);
@@ -441,7 +461,7 @@ pub(super) fn activations(
     counting: &Counting,
     policy: ActivationPolicy,
 ) -> Result<ActivationBreakdown> {
-    Consumer::Activations.check(stack)?;
+    Consumer::Activations.check_policy(stack, policy)?;
     let eager = match policy {
         ActivationPolicy::TransformersEager => true,
         ActivationPolicy::TransformersSdpa => false,
@@ -456,6 +476,7 @@ pub(super) fn activations(
         return Err(refuse(policy, f.field(), f.words()));
     }
     let gpt_oss = gpt_oss::classes(stack, policy)?;
+    let gemma4 = gemma4::classes(stack, policy)?;
     let b = u128::from(counting.activation_bytes);
     if b != 2 && b != 4 {
         return Err(refuse(
@@ -475,24 +496,24 @@ pub(super) fn activations(
     };
     // norms, attention, scores, FFN input, router, experts, shared, dense.
     let mut parts = [Part::default(); 8];
-    let mut rope = None;
+    // RoPE's cos and sin: computed once per forward, saved by the first layer (Gemma 4's:
+    // once per layer type, sliding and full, [`gemma4`]).
+    let mut rope = [None; 2];
     for kind in stack.kinds() {
         let Some(TokenMixer::Attention(a)) = &kind.layer.mixer else {
             return Err(refuse(policy, "model.ffn_only", "layers without attention"));
         };
-        let ([n, at, sc], r) = step.attention(a)?;
-        rope.get_or_insert(r);
-        let ffn_input = Part::whole(mul(b, step.h)?);
-        let [r, ex, sh, de] = match &kind.layer.ffn {
-            Some(ffn) => step.ffn(ffn)?,
-            None => [Part::default(); 4],
+        let (layer, r) = if gemma4 {
+            step.gemma4_layer(&kind.layer)?
+        } else {
+            step.layer(a, kind.layer.ffn.as_ref())?
         };
-        for (acc, p) in parts.iter_mut().zip([n, at, sc, ffn_input, r, ex, sh, de]) {
+        rope[usize::from(gemma4 && a.window.is_some())].get_or_insert(r);
+        for (acc, p) in parts.iter_mut().zip(layer) {
             *acc = p.add_times(kind.executions, *acc)?;
         }
     }
-    // RoPE's cos and sin: computed once per forward, saved by the first layer.
-    if let Some(r) = rope {
+    for r in rope.into_iter().flatten() {
         parts[1].whole = add(parts[1].whole, r)?;
     }
     let at = |p: Part| p.bytes(keys, context);

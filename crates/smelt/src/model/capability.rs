@@ -47,10 +47,27 @@
 //! MTP modules are outside them, not refused; the training memory refuses MTP modules only
 //! when `[counting] mtp` counts them. The HF export builds each feature in the families
 //! whose code has it (the families table says which), and refuses it in the others.
+//! The activations column is the unfused counts' and the Megatron-Core policies': the
+//! Transformers policies (`transformers-eager`, `transformers-sdpa`) also count Gemma 4's
+//! pieces — full-attention layers of their own shape, the value norm, the post norms, the
+//! branch norms, the router's scales and the GeGLU — in Gemma 4's classes
+//! ([`TRANSFORMERS_ONLY`]; `crate::cost::transformers`), where the others refuse them.
 
 use super::stack::{AttentionShape, Ffn, Layer, Stack, TokenMixer};
-use super::{ExpertActivation, Mixer, WindowKind};
+use super::{ActivationPolicy, ExpertActivation, Mixer, WindowKind};
 use crate::error::{Error, Result};
+
+/// Gemma 4's pieces, which the Transformers activation policies count in Gemma 4's
+/// classes (`crate::cost::transformers`) while the table's activations column, the
+/// unfused counts and the Megatron-Core policies refuse them (module docs' notes).
+pub const TRANSFORMERS_ONLY: [Feature; 6] = [
+    Feature::FullAttention,
+    Feature::VNorm,
+    Feature::PostNorms,
+    Feature::BranchNorms,
+    Feature::RouterScale,
+    Feature::GeluTanh,
+];
 
 /// An architecture feature (module docs), in the order a refusal looks for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -360,6 +377,23 @@ impl Consumer {
     /// handle, if any.
     pub fn unhandled_in(self, stack: &Stack) -> Option<Feature> {
         (Feature::ALL.into_iter()).find(|&f| !self.handles(f) && stack.has(f))
+    }
+
+    /// [`Consumer::check`] of the activation memory under `policy`: the Transformers
+    /// policies also count [`TRANSFORMERS_ONLY`]'s features (module docs' notes), which the
+    /// table's column and every other policy refuse. Any other consumer: its check.
+    pub fn check_policy(self, stack: &Stack, policy: ActivationPolicy) -> Result<()> {
+        let also: &[Feature] = if self == Consumer::Activations && policy.is_transformers() {
+            &TRANSFORMERS_ONLY
+        } else {
+            &[]
+        };
+        let unhandled = (Feature::ALL.into_iter())
+            .find(|&f| !self.handles(f) && !also.contains(&f) && stack.has(f));
+        match unhandled {
+            Some(f) => Err(refusal(self, None, f.field(), f.words())),
+            None => Ok(()),
+        }
     }
 
     /// [`Consumer::check`] of `model`'s stack.
