@@ -497,6 +497,38 @@ mod tests {
         assert_eq!(*Feature::ALL.last().unwrap(), Feature::LatentExperts);
     }
 
+    /// The Transformers policies pass Gemma 4's pieces ([`TRANSFORMERS_ONLY`], each a
+    /// feature the activations column refuses) and nothing else the column refuses; the
+    /// other policies refuse what the column does.
+    #[test]
+    fn only_the_transformers_policies_count_gemma4s_pieces() {
+        for f in TRANSFORMERS_ONLY {
+            assert!(!Consumer::Activations.handles(f), "{f:?}");
+        }
+        let stack = |extra: &str| {
+            let spec = crate::model::ModelSpec::from_toml_str(&format!(
+                "[model]\nlayers = 2\nhidden = 64\nheads = 4\nkv_heads = 2\nhead_dim = 16\n\
+                 vocab = 128\n{extra}\n[model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn = 32\n"
+            ))
+            .unwrap();
+            Stack::of(&spec.model).unwrap()
+        };
+        let gemma = stack("v_norm = true\npost_norms = true");
+        let gated = stack("attention_gate = true");
+        for &policy in ActivationPolicy::ALL {
+            let counted = Consumer::Activations.check_policy(&gemma, policy);
+            assert_eq!(counted.is_ok(), policy.is_transformers(), "{policy}");
+            if let Err(Error::InvalidSpec { field, .. }) = counted {
+                assert_eq!(field, "model.v_norm", "{policy}");
+            }
+            let refused = Consumer::Activations.check_policy(&gated, policy);
+            let Err(Error::InvalidSpec { field, .. }) = refused else {
+                panic!("{policy} counts an attention gate");
+            };
+            assert_eq!(field, "model.attention_gate", "{policy}");
+        }
+    }
+
     /// Every refusal is worded one way and names the feature's field.
     #[test]
     fn refusals_are_worded_one_way_and_name_the_field() {
