@@ -508,7 +508,8 @@ mod tests {
         let stack = |extra: &str| {
             let spec = crate::model::ModelSpec::from_toml_str(&format!(
                 "[model]\nlayers = 2\nhidden = 64\nheads = 4\nkv_heads = 2\nhead_dim = 16\n\
-                 vocab = 128\n{extra}\n[model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn = 32\n"
+                 vocab = 128\n{extra}\n[model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn = 32\n\
+                 [workload]\ncontext = 64\nmean_doc_len = 64\n"
             ))
             .unwrap();
             Stack::of(&spec.model).unwrap()
