@@ -230,3 +230,84 @@ fn the_indexer_saves_nothing_under_the_transformers_policies() {
         assert_eq!(back.model, spec.model, "{name}");
     }
 }
+
+/// Gemma 4's tiny model (python/tests/test_gemma4.py's config as smelt imports it: sliding
+/// layers of a window of 4, full layers of their own shape with values from the keys, the
+/// dense MLP beside the experts) under the Transformers policies: the bytes PyTorch saves
+/// (python/tests/test_saved_tensors.py measures them), exactly. The unfused counts and the
+/// Megatron-Core policy do not model Gemma 4's pieces and refuse them by name.
+#[test]
+fn gemma4_counts_what_pytorch_saves_under_the_transformers_policies() {
+    let model = |policy: &str, bytes: u64, t: u64| {
+        ModelSpec::from_toml_str(&format!(
+            r#"
+            [model]
+            layers = 4
+            hidden = 64
+            heads = 4
+            kv_heads = 2
+            head_dim = 16
+            vocab = 128
+            tie_embeddings = true
+            qk_norm = "per_head"
+            v_norm = true
+            post_norms = true
+            [model.window]
+            kind = "sliding"
+            size = 4
+            layers = [1, 3]
+            [model.full_attention]
+            kv_heads = 1
+            head_dim = 32
+            k_eq_v = true
+            [model.moe]
+            experts = 4
+            top_k = 2
+            expert_ffn = 32
+            shared_experts = 1
+            shared_ffn = 48
+            activation = "gelu_tanh"
+            router_scale = true
+            branch_norms = true
+            [workload]
+            context = {t}
+            mean_doc_len = {t}
+            attention = "causal"
+            kv_dtype_bytes = 2
+            [counting]
+            activations = "{policy}"
+            activation_bytes = {bytes}
+            "#
+        ))
+        .unwrap()
+    };
+    // PyTorch's bytes (policy, activation bytes, T): the stock rows of the saved-tensor test.
+    let measured = [
+        ("transformers-eager", 4, 48, 2_112_768),
+        ("transformers-eager", 2, 80, 3_184_896),
+        ("transformers-sdpa", 4, 80, 3_173_184),
+        ("transformers-sdpa", 2, 48, 1_511_744),
+    ];
+    for (policy, bytes, t, want) in measured {
+        let report = cost(&model(policy, bytes, t)).unwrap().activations;
+        assert_eq!(report.refused, None, "{policy}");
+        let [entry] = report.policies.as_slice() else {
+            panic!("{policy}: only the Transformers policy counts Gemma 4: {report:?}");
+        };
+        assert_eq!(entry.policy.as_str(), policy);
+        assert_eq!(
+            entry.at_context,
+            smelt::ActivationBytes::from_int(want),
+            "{policy}"
+        );
+    }
+    for policy in ["unfused-eager", "megatron"] {
+        let report = cost(&model(policy, 2, 48)).unwrap().activations;
+        let refused = report.refused.unwrap_or_default();
+        assert!(
+            refused.starts_with("model.full_attention: the activation memory does not model"),
+            "{policy}: {refused}"
+        );
+        assert!(report.policies.is_empty(), "{policy}");
+    }
+}

@@ -29,6 +29,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed (CI installs
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 import test_export_hf as hf
+import test_gemma4 as gemma4
+from tiny_hf import export_looped
 
 # The families whose router smelt's import states (`[model.moe] router`); the others are
 # refused by the Transformers policies (test_refuses_what_it_does_not_count).
@@ -48,6 +50,7 @@ FAMILIES = [
     "deepseek_v32",
     "glm_moe_dsa",
     "llama4_text",
+    "gemma4_text",
 ]
 # PhiMoE's router is stated only without input jitter (test_refuses_input_jitter). Kimi-K2's
 # and DeepSeek-V2's experts in two groups, their tokens routed within the best one
@@ -119,10 +122,16 @@ def saved_bytes(model, tokens):
     return sum(n for n, inside in seen.values() if inside)
 
 
+def tiny_config(family):
+    """The family's tiny config: test_export_hf.py's, Gemma 4's test_gemma4.py's (sliding and
+    full layers of their own shape, values from the keys, the dense MLP beside the experts)."""
+    return gemma4.tiny_config() if family == "gemma4_text" else hf.tiny_config(family)
+
+
 def stock(family):
     """The family's tiny config, as a directory smelt imports and Transformers builds."""
     directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
-    config = dict(hf.tiny_config(family), **CHANGES.get(family, {}))
+    config = dict(tiny_config(family), **CHANGES.get(family, {}))
     (directory / "config.json").write_text(json.dumps(config))
     return directory
 
@@ -133,8 +142,15 @@ def stock(family):
 LATTICES = {f: {"experts": {"step": 4, "min": 4, "max": 8}} for f in ("kimi_k2", "deepseek_v2")}
 
 
+# Gemma 4's looped export: layers 2-3 (a full and a sliding layer) visited twice, its
+# updates scaled by 0.5 (test_gemma4.py's loop).
+GEMMA4_LOOP = dict(first=2, span=2, repeats=2, residual_scale=0.5)
+
+
 def looped(family):
     directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    if family == "gemma4_text":
+        return export_looped(tiny_config(family), family, directory / "looped", GEMMA4_LOOP)
     return hf.export(family, directory, lattice=LATTICES.get(family), changes=CHANGES.get(family))
 
 
@@ -308,14 +324,12 @@ def test_refuses_mla_with_equal_widths_without_the_indexer():
 REFUSED = [
     "qwen3_next",
     "qwen3_5_moe_text",
-    "gemma4_text",
     "nemotron_h",
 ]
 # The refused families without a tiny config in test_export_hf.py: their published config.
 PUBLISHED = {
     "qwen3_next": "qwen3-next-80b-a3b.json",
     "qwen3_5_moe_text": "qwen3.5-35b-a3b.json",
-    "gemma4_text": "gemma-4-26b-a4b.json",
     "nemotron_h": "nemotron-3-nano-30b-a3b.json",
 }
 
@@ -328,8 +342,7 @@ def test_every_family_is_counted_or_refused():
 def refused(source, stack):
     """The policy `stack` refuses the model of `source` (a config or its path), naming what
     it does not model: as an error, or, where no activation memory models the model (the
-    recurrent layers of Qwen3-Next, Qwen3.5 and Nemotron-H, Gemma 4's own full-attention
-    shape), in the cost's `activations.refused`, with no count for the policy."""
+    recurrent layers of Qwen3-Next, Qwen3.5 and Nemotron-H), in the cost's `activations.refused`, with no count for the policy."""
     spec = smelt.import_hf(source)
     spec["workload"] = {"context": 48, "mean_doc_len": 48, "attention": "causal", "kv_dtype_bytes": 2}
     spec.setdefault("counting", {})["activations"] = stack
@@ -512,6 +525,57 @@ def test_looped_export_builds_in_the_baselines_dtype(family):
         return next(model.parameters()).dtype
 
     assert dtype_of(directory_of(family, "looped")) == dtype_of(directory_of(family, "stock"))
+
+
+@pytest.mark.parametrize("stack,dtype_name", list(itertools.product(STACKS, DTYPES)))
+def test_gemma4_full_layers_with_a_value_projection(stack, dtype_name):
+    """Gemma 4's full layers without `k_eq_v` (a value projection, the model's key/value
+    heads): the value norm keeps its own float32 input; counted exactly at both lengths."""
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    (directory / "config.json").write_text(json.dumps(gemma4.tiny_config(attention_k_eq_v=False)))
+    assert smelt.import_hf(directory)["model"]["full_attention"].get("k_eq_v", False) is False
+    dtype, activation_bytes = DTYPES[dtype_name]
+    for tokens in LENGTHS:
+        pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, (tokens, pytorch)
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"v_norm": False}, "model.v_norm"),
+        ({"post_norms": False}, "model.post_norms"),
+        ({"moe": {"branch_norms": False}}, "model.moe.branch_norms"),
+        ({"moe": {"router_scale": False}}, "model.moe.router_scale"),
+        ({"moe": {"activation": "swiglu"}}, "model.moe.activation"),
+    ],
+)
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_refuses_gemma4_pieces_apart(change, field, stack):
+    """Gemma 4's pieces are counted as its classes, which build them together: a model with
+    some but not all is refused, naming the one missing."""
+    spec = smelt.import_hf(gemma4.tiny_config())
+    for key, value in change.items():
+        if isinstance(value, dict):
+            spec["model"][key].update(value)
+        else:
+            spec["model"][key] = value
+    error = refusal_of(spec, stack)
+    assert error.startswith(field) and "no Transformers class builds them apart" in error, error
+
+
+def test_gemma4_only_under_the_transformers_policies():
+    """The unfused counts do not model Gemma 4's pieces: under them the activations budget
+    is refused by name; under a Transformers policy only that policy is reported."""
+    spec = smelt.import_hf(gemma4.tiny_config())
+    spec["workload"] = {"context": 48, "mean_doc_len": 48, "attention": "causal", "kv_dtype_bytes": 2}
+    activations = smelt.cost(spec)["activations"]
+    assert "the activation memory does not model" in activations["refused"], activations
+    assert activations["policies"] == []
+    spec["counting"] = {"activations": "transformers-sdpa"}
+    activations = smelt.cost(spec)["activations"]
+    assert "refused" not in activations, activations
+    assert [p["policy"] for p in activations["policies"]] == ["transformers-sdpa"]
 
 
 if __name__ == "__main__":

@@ -161,7 +161,8 @@ pub struct ActivationReport {
     pub recompute_modules: Option<crate::model::RecomputeModules>,
     /// One entry per policy, in the order of the unfused counts (`unfused-eager`,
     /// `-flash`, `-selective`, `-full`), then the budget's policy when it is a stack's and
-    /// counts the model (none when the activation memory refuses the model).
+    /// counts the model (none when the activation memory refuses the model; the budget's
+    /// alone for Gemma 4's pieces, which only the Transformers policies count).
     pub policies: Vec<PolicyActivations>,
     /// Why the activations budget is not counted for this model (recurrent layers, or a
     /// feature the budget's Megatron-Core policy refuses), if it is not: the budget is then 0
@@ -423,10 +424,10 @@ pub(super) fn policy_activations(
 /// does not model for any policy, or one the budget's Megatron-Core policy refuses (the
 /// Transformers policies, asked for by name, refuse when counted). `None` when counted.
 pub fn uncounted(stack: &Stack, counting: &Counting) -> Option<crate::Error> {
-    if let Err(e) = Consumer::Activations.check(stack) {
+    let policy = counting.activations;
+    if let Err(e) = Consumer::Activations.check_policy(stack, policy) {
         return Some(e);
     }
-    let policy = counting.activations;
     if policy.is_megatron() {
         let split = super::megatron::Split::ONE;
         return super::megatron::activations(stack, stack.kinds(), counting, policy, split).err();
@@ -446,7 +447,7 @@ pub fn activation_report(
     counting: &Counting,
 ) -> Result<ActivationReport> {
     let stack = Stack::of(model)?;
-    if let Err(e) = Consumer::Activations.check(&stack) {
+    if let Err(e) = Consumer::Activations.check_policy(&stack, counting.activations) {
         return Ok(ActivationReport {
             activation_bytes: counting.activation_bytes,
             budget: counting.activations,
@@ -460,7 +461,11 @@ pub fn activation_report(
     let stacks = [counting.activations]
         .into_iter()
         .filter(|p| p.is_stack() && refused.is_none());
+    // Gemma 4's pieces: counted by the Transformers policies only, not by the unfused
+    // counts ([`crate::model::capability::TRANSFORMERS_ONLY`]).
+    let unfused = Consumer::Activations.check(&stack).is_ok();
     let policies = (ActivationPolicy::UNFUSED.iter().copied())
+        .filter(|_| unfused)
         .chain(stacks)
         .map(|policy| {
             let breakdown = policy_activations(&stack, keys, context, counting, policy)?;

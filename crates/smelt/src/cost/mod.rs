@@ -268,12 +268,13 @@
 //!   classes do not build, MLA under SDPA with equal query/key and value widths but no
 //!   indexer, a partial RoPE in a windowed layer under SDPA, gpt-oss under
 //!   `transformers-sdpa` or any of its features (sinks, expert biases, the clamped SwiGLU)
-//!   apart from the others, another router bias, post norms and one-block layers (not yet
-//!   checked against PyTorch), and `activation_bytes` other than 2 or 4. Under bf16
+//!   apart from the others, Gemma 4's pieces apart from its classes (`transformers/gemma4.rs`),
+//!   another router bias, one-block layers (not yet checked against PyTorch), and
+//!   `activation_bytes` other than 2 or 4. Under bf16
 //!   autocast with float32 weights a step also keeps the bf16 copy of each weight a matmul
 //!   reads: not modelled. python/tests/test_saved_tensors.py checks every figure against
 //!   `saved_tensors_hooks` (each storage once) on the stock and looped models of those
-//!   fifteen families, both stacks (gpt-oss: eager), both dtypes, two lengths, of Mixtral
+//!   sixteen families, both stacks (gpt-oss: eager), both dtypes, two lengths, of Mixtral
 //!   with sliding windows and of Llama-4 with chunks shorter than, equal to and longer than
 //!   a length, and of DeepSeek-V3.2 and GLM-5 with GLM-5's equal widths: difference 0, and
 //!   that every other family smelt imports is refused.
@@ -346,6 +347,11 @@
 //! | Gemma's GeGLU (`model.moe.activation`) | yes | no | no | no | yes | yes |
 //! | LatentMoE's latent experts (`model.moe.latent`) | yes | no | no | no | no | yes |
 //! <!-- capabilities:end -->
+//!
+//! The activations column is the unfused counts' and the Megatron-Core policies': the
+//! Transformers policies also count Gemma 4's pieces (full-attention layers of their own
+//! shape, the value norm, the post norms, the branch norms, the router's scales, the GeGLU)
+//! in Gemma 4's classes ([`transformers`]).
 //!
 //! In the code: c̄ is [`MeanKeys`] (the windowed layers' [`MeanKeys::windowed`], an indexer's
 //! [`Keys::selected`]), the cache one sequence holds is [`KvAtContext`], the fully-activated

@@ -54,6 +54,7 @@
 //! | router `sigmoid_topk_scatter` (Llama-4) | top-k indices (int64), the float32 sigmoid over every expert | `8k + 4E` |
 //! | Llama-4's experts, every expert on every token, per token and expert (both stacks) | the routing weight, the repeated and the weighted input, `gate_up`, SiLU's output, the product | `E·b·(1 + 2H + 4F)` |
 //! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2, GLM-4.5), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
+//! | Gemma 4's decoder layer (`Gemma4TextDecoderLayer`: float32 norms that keep `x · pow` and, in bf16, a float32 copy of their input and weight; the value norm, post norms, the MoE branches' norms, the router's scales, the GeGLU, full-attention layers of their own shape with `k_eq_v`), under both policies | tensor by tensor in `transformers/gemma4.rs` | as there |
 //!
 //! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
 //! `router = "softmax_renormalised_fp32"`; MiniMax-M2's, `"sigmoid_renormalised_fp32"`;
@@ -65,6 +66,11 @@
 //! more, under `transformers-eager` only: `transformers/gpt_oss.rs` lists what. Llama-4's
 //! (chunked attention, NoPE layers, the L2 q/k norm, its router and experts) under both
 //! policies: `transformers/llama4.rs`.
+//!
+//! Gemma 4's classes (`gemma4_text`) are counted layer by layer in `transformers/gemma4.rs`:
+//! its pieces (full-attention layers of their own shape, the value norm, the post norms,
+//! the branch norms, the router's scales, the GeGLU) are counted by these policies only
+//! (the capability table's notes), and a model with some of them but not all is refused.
 //!
 //! Multi-head latent attention (DeepSeek-V3's `DeepseekV3Attention`, Kimi-K2's,
 //! DeepSeek-V2's `DeepseekV2Attention`, and with the sparse attention indexer
@@ -98,8 +104,9 @@
 //! jitter, for PhiMoE without input jitter, and for DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2,
 //! Kimi-K2, GLM-4.5 and GLM-5 where the config's `topk_method`, `scoring_func`,
 //! `norm_topk_prob`, `n_group` and `topk_group` are what Transformers' class builds),
-//! gated or ungated shared experts, dense FFNs, gpt-oss under `transformers-eager` and
-//! Llama-4 under both. Anything else is refused, naming the field: a router not stated
+//! gated or ungated shared experts, dense FFNs, gpt-oss under `transformers-eager`,
+//! Llama-4 under both, and Gemma 4's classes (sliding and full layers, with or without
+//! `k_eq_v`). Anything else is refused, naming the field: a router not stated
 //! (Mixtral's and MiniMax-M2's with router jitter, PhiMoE's with input jitter, DeepSeek's
 //! where the config says other than its class does), MLA under SDPA with `d_v = d_n + d_r`
 //! without the indexer (PyTorch's flash kernel without a mask, not checked), a partial
@@ -113,6 +120,7 @@
 //! weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a
 //! matmul reads.
 
+mod gemma4;
 mod gpt_oss;
 mod llama4;
 mod mla;
@@ -185,7 +193,7 @@ fn refuse(policy: ActivationPolicy, field: &str, what: &str) -> Error {
 }
 
 /// The features the Transformers policies refuse (module docs).
-const REFUSED: [Feature; 2] = [Feature::PostNorms, Feature::Blocks];
+const REFUSED: [Feature; 1] = [Feature::Blocks];
 
 /// The stack being counted: its policy, dtype bytes and hidden size.
 #[derive(Clone, Copy)]
@@ -364,6 +372,18 @@ impl Step {
         Ok((token, 0, weight))
     }
 
+    /// One execution of a layer with attention `a` and FFN `ffn`: the parts as
+    /// [`activations`] sums them, and the bytes per token of RoPE's `cos` and `sin`.
+    fn layer(self, a: &AttentionLayer, ffn: Option<&Ffn>) -> Result<([Part; 8], Option<u128>)> {
+        let ([n, at, sc], r) = self.attention(a)?;
+        let ffn_input = Part::whole(mul(self.b, self.h)?);
+        let [ro, ex, sh, de] = match ffn {
+            Some(ffn) => self.ffn(ffn)?,
+            None => [Part::default(); 4],
+        };
+        Ok(([n, at, sc, ffn_input, ro, ex, sh, de], r))
+    }
+
     /// One execution of the FFN `ffn`: `(router, experts, shared, dense)`.
     fn ffn(self, ffn: &Ffn) -> Result<[Part; 4]> {
         let (b, h, policy) = (self.b, self.h, self.policy);
@@ -466,7 +486,7 @@ pub(super) fn activations(
     counting: &Counting,
     policy: ActivationPolicy,
 ) -> Result<ActivationBreakdown> {
-    Consumer::Activations.check(stack)?;
+    Consumer::Activations.check_policy(stack, policy)?;
     let eager = match policy {
         ActivationPolicy::TransformersEager => true,
         ActivationPolicy::TransformersSdpa => false,
@@ -482,6 +502,7 @@ pub(super) fn activations(
     }
     let gpt_oss = gpt_oss::classes(stack, policy)?;
     let llama4 = llama4::classes(stack, policy)?;
+    let gemma4 = gemma4::classes(stack, policy)?;
     let b = u128::from(counting.activation_bytes);
     if b != 2 && b != 4 {
         return Err(refuse(
@@ -502,24 +523,26 @@ pub(super) fn activations(
     };
     // norms, attention, scores, FFN input, router, experts, shared, dense.
     let mut parts = [Part::default(); 8];
-    let mut rope = None;
+    // RoPE's cos and sin: computed once per forward, saved by the first layer (Gemma 4's:
+    // once per layer type, sliding and full, [`gemma4`]).
+    let mut rope = [None; 2];
     for kind in stack.kinds() {
         let Some(TokenMixer::Attention(a)) = &kind.layer.mixer else {
             return Err(refuse(policy, "model.ffn_only", "layers without attention"));
         };
-        let ([n, at, sc], r) = step.attention(a)?;
-        rope = rope.or(r);
-        let ffn_input = Part::whole(mul(b, step.h)?);
-        let [r, ex, sh, de] = match &kind.layer.ffn {
-            Some(ffn) => step.ffn(ffn)?,
-            None => [Part::default(); 4],
+        let (layer, r) = if gemma4 {
+            step.gemma4_layer(&kind.layer)?
+        } else {
+            step.layer(a, kind.layer.ffn.as_ref())?
         };
-        for (acc, p) in parts.iter_mut().zip([n, at, sc, ffn_input, r, ex, sh, de]) {
+        if let Some(r) = r {
+            rope[usize::from(gemma4 && a.window.is_some())].get_or_insert(r);
+        }
+        for (acc, p) in parts.iter_mut().zip(layer) {
             *acc = p.add_times(kind.executions, *acc)?;
         }
     }
-    // RoPE's cos and sin: computed once per forward, saved by the first layer with RoPE.
-    if let Some(r) = rope {
+    for r in rope.into_iter().flatten() {
         parts[1].whole = add(parts[1].whole, r)?;
     }
     let at = |p: Part| p.bytes(keys, context);

@@ -47,10 +47,27 @@
 //! MTP modules are outside them, not refused; the training memory refuses MTP modules only
 //! when `[counting] mtp` counts them. The HF export builds each feature in the families
 //! whose code has it (the families table says which), and refuses it in the others.
+//! The activations column is the unfused counts' and the Megatron-Core policies': the
+//! Transformers policies (`transformers-eager`, `transformers-sdpa`) also count Gemma 4's
+//! pieces — full-attention layers of their own shape, the value norm, the post norms, the
+//! branch norms, the router's scales and the GeGLU — in Gemma 4's classes
+//! ([`TRANSFORMERS_ONLY`]; `crate::cost::transformers`), where the others refuse them.
 
 use super::stack::{AttentionShape, Ffn, Layer, Stack, TokenMixer};
-use super::{ExpertActivation, Mixer, WindowKind};
+use super::{ActivationPolicy, ExpertActivation, Mixer, WindowKind};
 use crate::error::{Error, Result};
+
+/// Gemma 4's pieces, which the Transformers activation policies count in Gemma 4's
+/// classes (`crate::cost::transformers`) while the table's activations column, the
+/// unfused counts and the Megatron-Core policies refuse them (module docs' notes).
+pub const TRANSFORMERS_ONLY: [Feature; 6] = [
+    Feature::FullAttention,
+    Feature::VNorm,
+    Feature::PostNorms,
+    Feature::BranchNorms,
+    Feature::RouterScale,
+    Feature::GeluTanh,
+];
 
 /// An architecture feature (module docs), in the order a refusal looks for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -362,6 +379,23 @@ impl Consumer {
         (Feature::ALL.into_iter()).find(|&f| !self.handles(f) && stack.has(f))
     }
 
+    /// [`Consumer::check`] of the activation memory under `policy`: the Transformers
+    /// policies also count [`TRANSFORMERS_ONLY`]'s features (module docs' notes), which the
+    /// table's column and every other policy refuse. Any other consumer: its check.
+    pub fn check_policy(self, stack: &Stack, policy: ActivationPolicy) -> Result<()> {
+        let also: &[Feature] = if self == Consumer::Activations && policy.is_transformers() {
+            &TRANSFORMERS_ONLY
+        } else {
+            &[]
+        };
+        let unhandled = (Feature::ALL.into_iter())
+            .find(|&f| !self.handles(f) && !also.contains(&f) && stack.has(f));
+        match unhandled {
+            Some(f) => Err(refusal(self, None, f.field(), f.words())),
+            None => Ok(()),
+        }
+    }
+
     /// [`Consumer::check`] of `model`'s stack.
     pub fn check_model(self, model: &super::Model) -> Result<()> {
         self.check(&Stack::of(model)?)
@@ -461,6 +495,39 @@ mod tests {
         assert!(Feature::ALL.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(Feature::ALL[0], Feature::Mla);
         assert_eq!(*Feature::ALL.last().unwrap(), Feature::LatentExperts);
+    }
+
+    /// The Transformers policies pass Gemma 4's pieces ([`TRANSFORMERS_ONLY`], each a
+    /// feature the activations column refuses) and nothing else the column refuses; the
+    /// other policies refuse what the column does.
+    #[test]
+    fn only_the_transformers_policies_count_gemma4s_pieces() {
+        for f in TRANSFORMERS_ONLY {
+            assert!(!Consumer::Activations.handles(f), "{f:?}");
+        }
+        let stack = |extra: &str| {
+            let spec = crate::model::ModelSpec::from_toml_str(&format!(
+                "[model]\nlayers = 2\nhidden = 64\nheads = 4\nkv_heads = 2\nhead_dim = 16\n\
+                 vocab = 128\n{extra}\n[model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn = 32\n\
+                 [workload]\ncontext = 64\nmean_doc_len = 64\n"
+            ))
+            .unwrap();
+            Stack::of(&spec.model).unwrap()
+        };
+        let gemma = stack("v_norm = true\npost_norms = true");
+        let gated = stack("attention_gate = true");
+        for &policy in ActivationPolicy::ALL {
+            let counted = Consumer::Activations.check_policy(&gemma, policy);
+            assert_eq!(counted.is_ok(), policy.is_transformers(), "{policy}");
+            if let Err(Error::InvalidSpec { field, .. }) = counted {
+                assert_eq!(field, "model.v_norm", "{policy}");
+            }
+            let refused = Consumer::Activations.check_policy(&gated, policy);
+            let Err(Error::InvalidSpec { field, .. }) = refused else {
+                panic!("{policy} counts an attention gate");
+            };
+            assert_eq!(field, "model.attention_gate", "{policy}");
+        }
     }
 
     /// Every refusal is worded one way and names the feature's field.
