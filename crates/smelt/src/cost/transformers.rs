@@ -192,6 +192,24 @@ fn refuse(policy: ActivationPolicy, field: &str, what: &str) -> Error {
     refusal(Consumer::Activations, Some(policy.as_str()), field, what)
 }
 
+/// Refuses a model with some of a family's `own` features (`present`: which it has) but not
+/// all, naming the first missing one: its classes build them together, and `pieces` lists
+/// them (an open parenthesis the refusal closes).
+fn all_of(policy: ActivationPolicy, own: &[Feature], present: &[bool], pieces: &str) -> Result<()> {
+    match present.iter().position(|&p| !p) {
+        Some(i) => Err(refuse(
+            policy,
+            own[i].field(),
+            &format!(
+                "a model without {} but with {pieces}: no Transformers class builds them \
+                 apart)",
+                own[i].words()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The features the Transformers policies refuse (module docs).
 const REFUSED: [Feature; 1] = [Feature::Blocks];
 

@@ -39,7 +39,7 @@
 //! a partial RoPE (`rope_dim`), MLA, and a Gemma 4 model under `activation_bytes` other
 //! than 2 or 4 (as every family).
 
-use super::{Part, Step, add, mul, refuse};
+use super::{Part, Step, add, all_of, mul, refuse};
 use crate::error::Result;
 use crate::model::{
     ActivationPolicy, AttentionLayer, AttentionShape, Feature, Ffn, Layer, Moe, QkNorm, Stack,
@@ -62,19 +62,13 @@ pub(super) fn classes(stack: &Stack, policy: ActivationPolicy) -> Result<bool> {
     if !present.contains(&true) && !stack.has(Feature::FullAttention) {
         return Ok(false);
     }
-    if let Some(i) = present.iter().position(|&p| !p) {
-        let f = OWN[i];
-        return Err(refuse(
-            policy,
-            f.field(),
-            &format!(
-                "a model without {} but with other Gemma 4 pieces (the value norm, post \
-                 norms, branch norms, the router's scales, the GeGLU, full-attention layers \
-                 of their own shape: no Transformers class builds them apart)",
-                f.words()
-            ),
-        ));
-    }
+    all_of(
+        policy,
+        &OWN,
+        &present,
+        "other Gemma 4 pieces (the value norm, post norms, branch norms, the router's \
+         scales, the GeGLU, full-attention layers of their own shape",
+    )?;
     Ok(true)
 }
 

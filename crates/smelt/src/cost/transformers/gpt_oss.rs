@@ -24,7 +24,7 @@
 //! (indices, gathered input, routing weight, output, weighted output) are the other eager
 //! experts' ([`super`]).
 
-use super::{Part, Step, add, mul, refuse};
+use super::{Part, Step, add, all_of, mul, refuse};
 use crate::error::Result;
 use crate::model::{ActivationPolicy, Feature, Stack};
 
@@ -50,18 +50,12 @@ pub(super) fn classes(stack: &Stack, policy: ActivationPolicy) -> Result<bool> {
             ),
         ));
     }
-    if let Some(i) = present.iter().position(|&p| !p) {
-        let f = OWN[i];
-        return Err(refuse(
-            policy,
-            f.field(),
-            &format!(
-                "a model without {} but with the other gpt-oss features (attention sinks, \
-                 expert biases, the clamped SwiGLU: no Transformers class builds them apart)",
-                f.words()
-            ),
-        ));
-    }
+    all_of(
+        policy,
+        &OWN,
+        &present,
+        "the other gpt-oss features (attention sinks, expert biases, the clamped SwiGLU",
+    )?;
     Ok(true)
 }
 
