@@ -848,6 +848,11 @@ class Training(TypedDict, total=False):
     zero: int
 
 
+class ModelNope(TypedDict, total=False):
+    layers: List[int]
+    temperature: bool
+
+
 class ModelDense(TypedDict, total=False):
     ffn: int
     layers: List[int]
@@ -965,6 +970,7 @@ class Model(TypedDict, total=False):
     mla: ModelMla
     moe: Moe
     mtp_layers: int
+    nope: ModelNope
     norm_bias: bool
     post_norms: bool
     qk_norm: str
