@@ -561,11 +561,9 @@ fn export_writes_one_model_without_matching() {
 }
 
 /// `rope_dim` (a RoPE that rotates part of each head and concatenates the rest) is
-/// MiniMax-M2's: exported as its `rotary_dim`, refused for a family that rotates whole heads;
-/// PhiMoE states its SparseMixer router only for an explicit `input_jitter_noise = 0`, and
-/// writes that key back.
+/// MiniMax-M2's: exported as its `rotary_dim`, refused for a family that rotates whole heads.
 #[test]
-fn partial_rope_and_quiet_sparsemixer_export_as_their_keys() {
+fn partial_rope_exports_as_its_key() {
     let mut spec = load("minimax-m2.json");
     let out = hf::export(&spec, Family::MinimaxM2).unwrap();
     assert_eq!(out["rotary_dim"], 64);
@@ -588,51 +586,87 @@ fn partial_rope_and_quiet_sparsemixer_export_as_their_keys() {
         err.contains("model.rope_dim") && err.contains("must be even"),
         "{err}"
     );
-
-    let mut config: serde_json::Value =
-        serde_json::from_str(&config_text("phi-3.5-moe-instruct.json")).unwrap();
-    config["input_jitter_noise"] = serde_json::json!(0.0);
-    let quiet = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
-    assert_eq!(quiet.model.moe.router, Some(smelt::Router::Sparsemixer));
-    let out = hf::export(&quiet, Family::Phimoe).unwrap();
-    assert_eq!(out["input_jitter_noise"], 0.0);
-    let noisy = load("phi-3.5-moe-instruct.json");
-    let out = hf::export(&noisy, Family::Phimoe).unwrap();
-    assert!(out.get("input_jitter_noise").is_none(), "{out}");
 }
 
-/// Mixtral and MiniMax-M2 state their router only where `router_jitter_noise` is absent (the
-/// class default, 0) or 0: a training step with router noise saves the noise, which smelt's
-/// routers do not describe, so the Transformers activation policies refuse such a model
-/// instead of counting it without. Everything else the import reads is the same.
+/// The MoE's input noise (`[model.moe] jitter`) is read from the key each family's class
+/// draws it by (Mixtral's and MiniMax-M2's `router_jitter_noise`, PhiMoE's
+/// `input_jitter_noise`; absent or 0: none), with the router still stated, and always
+/// written back, so a carried Baseline key cannot say another; everything else the import
+/// reads is the same. A bad value names the key; a family whose class draws none refuses
+/// it at export.
 #[test]
-fn router_jitter_unstates_the_router() {
-    for (file, router) in [
+fn input_noise_is_read_and_written_as_each_familys_key() {
+    for (file, family, key, router) in [
         (
             "mixtral-8x7b-v0.1.json",
+            Family::Mixtral,
+            "router_jitter_noise",
             smelt::Router::SoftmaxRenormalisedFp32,
         ),
-        ("minimax-m2.json", smelt::Router::SigmoidRenormalisedFp32),
+        (
+            "minimax-m2.json",
+            Family::MinimaxM2,
+            "router_jitter_noise",
+            smelt::Router::SigmoidRenormalisedFp32,
+        ),
+        (
+            "phi-3.5-moe-instruct.json",
+            Family::Phimoe,
+            "input_jitter_noise",
+            smelt::Router::Sparsemixer,
+        ),
     ] {
         let mut config: serde_json::Value = serde_json::from_str(&config_text(file)).unwrap();
+        config.as_object_mut().unwrap().remove(key);
         let quiet = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
         assert_eq!(quiet.model.moe.router, Some(router), "{file}");
-        config["router_jitter_noise"] = serde_json::json!(0.0);
+        assert_eq!(quiet.model.moe.jitter, None, "{file}");
+        assert_eq!(hf::export(&quiet, family).unwrap()[key], 0.0, "{file}");
+        config[key] = serde_json::json!(0.0);
         let zero = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
         assert_eq!(zero.model, quiet.model, "{file}");
-        config["router_jitter_noise"] = serde_json::json!(0.01);
-        let mut noisy = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
-        assert_eq!(noisy.model.moe.router, None, "{file}");
-        noisy.model.moe.router = Some(router);
-        assert_eq!(noisy.model, quiet.model, "{file}");
-        noisy.model.moe.router = None;
-        noisy.counting.activations = smelt::ActivationPolicy::TransformersEager;
-        let err = smelt::cost(&noisy).unwrap_err().to_string();
-        assert!(
-            err.contains("model.moe.router") && err.contains("without router jitter"),
-            "{file}: {err}"
+        config[key] = serde_json::json!(0.01);
+        let noisy = hf::import(&config.to_string(), ModelSpec::default_workload()).unwrap();
+        assert_eq!(
+            noisy.model.moe.jitter,
+            Some(smelt::model::Jitter(0.01)),
+            "{file}"
         );
+        let mut same = noisy.model.clone();
+        same.moe.jitter = None;
+        assert_eq!(same, quiet.model, "{file}");
+        let out = hf::export(&noisy, family).unwrap();
+        assert_eq!(out[key], 0.01, "{file}");
+        let back = hf::import(&out.to_string(), ModelSpec::default_workload()).unwrap();
+        assert_eq!(back.model.moe.jitter, noisy.model.moe.jitter, "{file}");
+        // Carried from a noisy Baseline, the key says the matched model's (none).
+        let out = hf::export_like(&quiet, family, &config).unwrap();
+        assert_eq!(out[key], 0.0, "{file}");
+        for bad in [
+            serde_json::json!(1.5),
+            serde_json::json!(-0.1),
+            serde_json::json!("0.01"),
+        ] {
+            config[key] = bad.clone();
+            let err = hf::import(&config.to_string(), ModelSpec::default_workload())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("config.json: {key}")),
+                "{file} {bad}: {err}"
+            );
+        }
     }
+    let mut qwen = load("qwen3-30b-a3b.json");
+    qwen.model.moe.jitter = Some(smelt::model::Jitter(0.01));
+    let err = hf::export(&qwen, Family::Qwen3Moe).unwrap_err().to_string();
+    assert!(err.contains("model.moe.jitter"), "{err}");
+    qwen.model.moe.jitter = Some(smelt::model::Jitter(1.0));
+    let err = qwen.model.validate().unwrap_err().to_string();
+    assert!(
+        err.starts_with("model.moe.jitter") && err.contains("strictly between 0 and 1"),
+        "{err}"
+    );
 }
 
 /// DeepSeek's group-limited router runs only on experts its groups fit: an export whose

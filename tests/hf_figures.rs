@@ -469,9 +469,9 @@ fn phimoe() {
     let m = &spec.model;
     assert!(m.norm_bias && m.lm_head_bias);
     assert_eq!(m.attention_bias, smelt::AttentionBias::All);
-    // input_jitter_noise = 0.01: the noise a training step saves is not modelled, so the
-    // router is not stated (the Transformers activation policies refuse the model).
-    assert_eq!(m.moe.router, None);
+    // The SparseMixer router, and input_jitter_noise = 0.01 (no counted FLOPs).
+    assert_eq!(m.moe.router, Some(smelt::Router::Sparsemixer));
+    assert_eq!(m.moe.jitter, Some(smelt::model::Jitter(0.01)));
     let w = m.window.as_ref().unwrap();
     assert_eq!((w.kind, w.size), (WindowKind::Sliding, 131072));
     assert_eq!(w.layers, (1..=32).collect::<Vec<_>>());

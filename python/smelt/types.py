@@ -941,6 +941,7 @@ class Moe(TypedDict, total=False):
     expert_bias: bool
     expert_ffn: int
     experts: int
+    jitter: float
     latent: int
     router: str
     router_bias: bool

@@ -52,7 +52,7 @@ FAMILIES = [
     "llama4_text",
     "gemma4_text",
 ]
-# PhiMoE's router is stated only without input jitter (test_refuses_input_jitter). Kimi-K2's
+# PhiMoE's rows without its input noise (with it: test_counts_the_input_noise). Kimi-K2's
 # and DeepSeek-V2's experts in two groups, their tokens routed within the best one
 # (DeepSeek-V3's tiny config has one group; DeepSeek-V2's greedy router:
 # test_deepseek_v2_lite).
@@ -361,13 +361,6 @@ def test_refuses_what_it_does_not_count(family, stack):
     refused(hf.HF / PUBLISHED[family] if family in PUBLISHED else hf.tiny_config(family), stack)
 
 
-@pytest.mark.parametrize("stack", sorted(STACKS))
-def test_refuses_input_jitter(stack):
-    """PhiMoE's published input noise (a training step saves what it multiplies the MoE
-    input by) is not modelled: its router is not stated, and the policies refuse it."""
-    refused(hf.tiny_config("phimoe"), stack)
-
-
 @pytest.mark.parametrize("build_kind", sorted(BUILDS))
 def test_refuses_gpt_oss_under_sdpa(build_kind):
     """Transformers builds no SDPA attention for gpt-oss (its sinks), stock or looped: the
@@ -505,13 +498,59 @@ def test_llama4_has_one_experts_implementation():
         transformers.AutoModelForCausalLM.from_config(config, experts_implementation="grouped_mm")
 
 
-@pytest.mark.parametrize("family", ["mixtral", "minimax_m2"])
-@pytest.mark.parametrize("stack", sorted(STACKS))
-def test_refuses_router_jitter(family, stack):
-    """Mixtral's and MiniMax-M2's router noise (`router_jitter_noise` > 0: a training step
-    saves the noise it multiplies the router's input by) is not modelled: their router is
-    not stated, and the policies refuse them."""
-    refused(dict(hf.tiny_config(family), router_jitter_noise=0.01), stack)
+# The MoE's input noise (`[model.moe] jitter`) as each family's config names it, and the
+# noise tensors a training step draws per MoE layer execution: Mixtral's and MiniMax-M2's
+# MoE block draws one, PhiMoE's block one and its router another (Phi-3.5-MoE's published
+# config has 0.01).
+JITTER = {
+    "mixtral": ({"router_jitter_noise": 0.01}, 1),
+    "minimax_m2": ({"router_jitter_noise": 0.01}, 1),
+    "phimoe": ({"input_jitter_noise": 0.01}, 2),
+}
+
+
+def moe_executions(spec):
+    """The layer executions of a model whose every layer is a MoE layer (these families'):
+    its layers, and each looped layer's visits after the first."""
+    model = spec["model"]
+    assert "dense" not in model, model
+    loop = model.get("loop")
+    return model["layers"] + (loop["span"] * (loop["repeats"] - 1) if loop else 0)
+
+
+def jittered(family, build_kind):
+    """The family's tiny model with its input noise: the stock config, or the looped
+    export of a Baseline that has it (the export writes it)."""
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    changes = dict(CHANGES.get(family, {}), **JITTER[family][0])
+    if build_kind == "looped":
+        directory = hf.export(family, directory, changes=changes)
+    else:
+        (directory / "config.json").write_text(json.dumps(dict(tiny_config(family), **changes)))
+    assert smelt.import_hf(directory)["model"]["moe"]["jitter"] == 0.01
+    return directory
+
+
+@pytest.mark.parametrize("family", sorted(JITTER))
+@pytest.mark.parametrize("build_kind", sorted(BUILDS))
+@pytest.mark.parametrize("stack,dtype_name", list(itertools.product(STACKS, DTYPES)))
+def test_counts_the_input_noise(family, build_kind, stack, dtype_name):
+    """With the MoE's input noise on, stock and looped, smelt counts exactly what PyTorch
+    saves, at both lengths, and the noise is what the step saves beyond the same model
+    without it: one `b·H` tensor per token, draw and MoE layer execution."""
+    directory = jittered(family, build_kind)
+    quiet = directory_of(family, build_kind)
+    dtype, activation_bytes = DTYPES[dtype_name]
+    spec = smelt.import_hf(directory)
+    for tokens in LENGTHS:
+        pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, (tokens, pytorch)
+        without = saved_bytes(build(quiet, stack, dtype), tokens)
+        draws = JITTER[family][1]
+        noise = pytorch - without
+        per_execution = draws * activation_bytes * spec["model"]["hidden"] * tokens
+        assert noise > 0 and noise % per_execution == 0, (noise, per_execution)
+        assert noise // per_execution == moe_executions(spec), (noise, per_execution)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -132,6 +132,7 @@ pub fn spec(shape: [u64; 8], doc: u64, attention: Attention) -> ModelSpec {
                 branch_norms: false,
                 router: None,
                 router_groups: None,
+                jitter: None,
             },
             dense: None,
             looping: None,

@@ -195,6 +195,7 @@ pub(crate) fn arb_spec() -> impl Strategy<Value = (ModelSpec, usize)> {
                         branch_norms: false,
                         router: None,
                         router_groups: None,
+                        jitter: None,
                     },
                     dense,
                     looping,

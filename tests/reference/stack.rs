@@ -30,6 +30,7 @@ fn features_of_fields(m: &Model) -> Vec<Feature> {
             Feature::NormBias => m.norm_bias,
             Feature::LmHeadBias => m.lm_head_bias,
             Feature::Indexer => m.indexer.is_some(),
+            Feature::Jitter => m.moe.jitter.is_some(),
             Feature::GatedDeltanet => matches!(mixer, Some(Mixer::GatedDeltanet(_))),
             Feature::Mamba2 => matches!(mixer, Some(Mixer::Mamba2(_))),
             Feature::AttentionGate => m.attention_gate,

@@ -258,10 +258,8 @@
 //!   `sigmoid_renormalised_fp32`: MiniMax-M2, whose `e_score_correction_bias` saves nothing;
 //!   `sparsemixer`: PhiMoE; `topk_softmax_dtype`: gpt-oss; DeepSeek's float32 routers:
 //!   DeepSeek-V2, V3, V3.2, Kimi-K2, GLM-4.5, GLM-5). The import states the router for
-//!   OLMoE, Qwen1.5/2-MoE, Qwen3-MoE (`norm_topk_prob`), Granite-MoE, gpt-oss and Llama-4,
-//!   for Mixtral and MiniMax-M2 where `router_jitter_noise` is 0, for PhiMoE where its
-//!   `input_jitter_noise` is 0 (the noise a step multiplies the router's or the MoE's input
-//!   by is saved and not modelled), and for the DeepSeek families where the config's
+//!   OLMoE, Qwen1.5/2-MoE, Qwen3-MoE (`norm_topk_prob`), Granite-MoE, gpt-oss, Llama-4,
+//!   Mixtral, MiniMax-M2 and PhiMoE, and for the DeepSeek families where the config's
 //!   routing keys are what Transformers' class builds; the Transformers policies refuse,
 //!   naming the field, a model that does not state it (every other family), Llama-4's
 //!   pieces (chunked attention, NoPE layers, the L2 q/k norm, its router) beside what its
@@ -269,8 +267,10 @@
 //!   indexer, a partial RoPE in a windowed layer under SDPA, gpt-oss under
 //!   `transformers-sdpa` or any of its features (sinks, expert biases, the clamped SwiGLU)
 //!   apart from the others, Gemma 4's pieces apart from its classes (`transformers/gemma4.rs`),
-//!   another router bias, one-block layers (not yet checked against PyTorch), and
-//!   `activation_bytes` other than 2 or 4. Under bf16
+//!   another router bias, the MoE's input noise (`[model.moe] jitter`: `b·H` per token and
+//!   draw, which the in-place product keeps; Mixtral's and MiniMax-M2's MoE block draws
+//!   once, PhiMoE's block and router once each) beside another router, one-block layers
+//!   (not yet checked against PyTorch), and `activation_bytes` other than 2 or 4. Under bf16
 //!   autocast with float32 weights a step also keeps the bf16 copy of each weight a matmul
 //!   reads: not modelled. python/tests/test_saved_tensors.py checks every figure against
 //!   `saved_tensors_hooks` (each storage once) on the stock and looped models of those
@@ -334,6 +334,7 @@
 //! | LayerNorms with a bias (`model.norm_bias`) | yes | yes | yes | yes | yes | yes |
 //! | a bias on the LM head (`model.lm_head_bias`) | yes | yes | yes | yes | yes | yes |
 //! | a sparse attention indexer (`[model.indexer]`) | yes | yes | yes | yes | yes | yes |
+//! | the MoE's input noise (`model.moe.jitter`) | yes | yes | yes | yes | yes | yes |
 //! | gated_deltanet layers (`[model.recurrent]`) | yes | no | no | no | yes | yes |
 //! | mamba2 layers (`[model.recurrent]`) | yes | no | no | no | yes | yes |
 //! | an attention output gate (`model.attention_gate`) | yes | no | no | no | yes | yes |

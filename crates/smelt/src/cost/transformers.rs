@@ -29,6 +29,7 @@
 //! | the FFN's normed input | router, experts, shared expert | `b·H` |
 //! | router | softmax over `E` (float32; MiniMax-M2: a sigmoid), top-k indices (int64), with renormalisation the top-k values and their sum (float32) | `4E + 8k (+ 4k + 4)` |
 //! | router `topk_softmax` (Granite-MoE) | top-k indices (int64), the softmax over the top-k logits (float32) | `8k + 4k` |
+//! | the MoE's input noise (`[model.moe] jitter`): Mixtral's and MiniMax-M2's MoE block draws it once, PhiMoE's block and then its router once each | the in-place product, each noise tensor in the dtype | `b·H` per draw |
 //! | router `sparsemixer` (PhiMoE, `k = 2`) | per round of two: the logits' bool mask, the sampled expert and the softmax's maximum (int64), the softmax and the chosen weight (dtype) | `2·(E + 16 + b·(E + 1))` |
 //! | eager experts, per routed copy | token and slot indices (one int64 storage), the gathered input, `gate_up` (`2F`), SiLU's output, the gated product, the routing weight, the down projection's output, the weighted output `index_add_`'s backward keeps | `16 + b·(3H + 4F) + w` |
 //! | `grouped_mm` experts, per routed copy | three int64 index vectors, the sorted input, `gate_up`, SiLU's output, the product, the routing weight, the down projection's output | `24 + b·(2H + 4F) + w` |
@@ -100,15 +101,15 @@
 //! import reads only layers whose indexer is `"full"`, refusing a `"shared"` one, which
 //! reuses another layer's top-k), RMSNorm or LayerNorm with a bias, SwiGLU experts behind a
 //! stated router (`[model.moe] router`, which the import states for OLMoE, Qwen1.5/2-MoE,
-//! Qwen3-MoE, Granite-MoE, gpt-oss and Llama-4, for Mixtral and MiniMax-M2 without router
-//! jitter, for PhiMoE without input jitter, and for DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2,
-//! Kimi-K2, GLM-4.5 and GLM-5 where the config's `topk_method`, `scoring_func`,
+//! Qwen3-MoE, Granite-MoE, gpt-oss, Llama-4, Mixtral, MiniMax-M2 and PhiMoE (the last
+//! three with or without their input noise, `[model.moe] jitter`), and for DeepSeek-V2,
+//! DeepSeek-V3, DeepSeek-V3.2, Kimi-K2, GLM-4.5 and GLM-5 where the config's `topk_method`, `scoring_func`,
 //! `norm_topk_prob`, `n_group` and `topk_group` are what Transformers' class builds),
 //! gated or ungated shared experts, dense FFNs, gpt-oss under `transformers-eager`,
 //! Llama-4 under both, and Gemma 4's classes (sliding and full layers, with or without
 //! `k_eq_v`). Anything else is refused, naming the field: a router not stated
-//! (Mixtral's and MiniMax-M2's with router jitter, PhiMoE's with input jitter, DeepSeek's
-//! where the config says other than its class does), MLA under SDPA with `d_v = d_n + d_r`
+//! (DeepSeek's where the config says other than its class does), input noise beside a
+//! router whose class draws none, MLA under SDPA with `d_v = d_n + d_r`
 //! without the indexer (PyTorch's flash kernel without a mask, not checked), a partial
 //! RoPE in a windowed layer under SDPA, Llama-4's pieces beside what its classes do not
 //! build (`transformers/llama4.rs`), gpt-oss under `transformers-sdpa` (Transformers
@@ -390,6 +391,29 @@ impl Step {
         Ok((token, 0, weight))
     }
 
+    /// The noise tensors a step draws on the MoE's input (`[model.moe] jitter`), bytes per
+    /// token: each `b·H`, which the in-place product keeps for its backward (module docs).
+    fn noise(self, r: Router, e: &Moe) -> Result<u128> {
+        if e.jitter.is_none() {
+            return Ok(0);
+        }
+        let draws = match r {
+            // MixtralSparseMoeBlock, MiniMaxM2SparseMoeBlock: once, in the block.
+            Router::SoftmaxRenormalisedFp32 | Router::SigmoidRenormalisedFp32 => 1,
+            // PhimoeSparseMoeBlock, then PhimoeTopKRouter again.
+            Router::Sparsemixer => 2,
+            _ => {
+                return Err(refuse(
+                    self.policy,
+                    "model.moe.jitter",
+                    "the MoE's input noise beside a router whose Transformers class draws \
+                     none (Mixtral's, MiniMax-M2's and PhiMoE's classes draw it)",
+                ));
+            }
+        };
+        mul(draws, mul(self.b, self.h)?)
+    }
+
     /// One execution of a layer with attention `a` and FFN `ffn`: the parts as
     /// [`activations`] sums them, and the bytes per token of RoPE's `cos` and `sin`.
     fn layer(self, a: &AttentionLayer, ffn: Option<&Ffn>) -> Result<([Part; 8], Option<u128>)> {
@@ -438,9 +462,8 @@ impl Step {
                 policy,
                 "model.moe.router",
                 "a router that is not stated (set [model.moe] router; the import states it \
-                 for OLMoE, the Qwen MoE families, Granite-MoE and gpt-oss, for Mixtral and \
-                 MiniMax-M2 without router jitter, for PhiMoE without input jitter, and for \
-                 DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2, Kimi-K2, GLM-4.5 and GLM-5 where \
+                 for OLMoE, the Qwen MoE families, Granite-MoE, gpt-oss, Mixtral, MiniMax-M2 \
+                 and PhiMoE, and for DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2, Kimi-K2, GLM-4.5 and GLM-5 where \
                  their configs say what Transformers' classes do)",
             ));
         };
@@ -463,6 +486,7 @@ impl Step {
             return Err(refuse(policy, f.field(), f.words()));
         }
         let (router, router_seq, weight) = self.router(r, e)?;
+        let router = add(router, self.noise(r, e)?)?;
         let (index, widths) = if self.eager { (16, 3) } else { (24, 2) };
         let copy = add(
             add(index, mul(b, add(mul(widths, h)?, mul(gated, f)?)?)?)?,

@@ -131,12 +131,11 @@ pub(super) trait FamilyConfig: Sync {
         false
     }
 
-    /// The key of the training-time noise its MoE block multiplies the router's input by
-    /// (Transformers' `router_jitter_noise`), if its class has one: the import states the
-    /// router only where the key is absent (the class default, 0) or 0, since the noise a
-    /// training step draws is saved for the backward pass and smelt's model does not
-    /// describe it.
-    fn router_noise(&self) -> Option<&'static str> {
+    /// The key of the training-time noise its class multiplies the MoE's input by
+    /// (Mixtral's and MiniMax-M2's `router_jitter_noise`, PhiMoE's `input_jitter_noise`), if
+    /// it has one: read into `[model.moe] jitter` (absent or 0: none) and always written
+    /// from it.
+    fn jitter_key(&self) -> Option<&'static str> {
         None
     }
 

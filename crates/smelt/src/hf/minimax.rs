@@ -44,7 +44,7 @@ impl FamilyConfig for MinimaxM2 {
          `attn_type_list`) checked against that; the partial RoPE's `rotary_dim` (`rope_dim`; a \
          `partial_rotary_factor`, which Transformers reads first, must agree); \
          its MTP keys not read (Transformers builds no MTP module); the router \
-         (`sigmoid_renormalised_fp32`) stated where `router_jitter_noise` is 0 or absent"
+         (`sigmoid_renormalised_fp32`); the MoE's input noise (`router_jitter_noise`, `jitter`)"
     }
     fn support(&self) -> &Support {
         &SUPPORT
@@ -54,7 +54,7 @@ impl FamilyConfig for MinimaxM2 {
         // kept in float32.
         &[Router::SigmoidRenormalisedFp32]
     }
-    fn router_noise(&self) -> Option<&'static str> {
+    fn jitter_key(&self) -> Option<&'static str> {
         Some("router_jitter_noise")
     }
     fn refuse(&self, config: &serde_json::Map<String, serde_json::Value>) -> Result<()> {
@@ -99,7 +99,7 @@ impl OneStruct for MinimaxM2 {
 
 const SUPPORT: Support = Support {
     qk_norm: &[QkNorm::Full],
-    features: &[Feature::RouterBias],
+    features: &[Feature::RouterBias, Feature::Jitter],
     required: &[Feature::RouterBias],
     ..Support::ROUTED
 };

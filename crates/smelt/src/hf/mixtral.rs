@@ -31,8 +31,8 @@ impl FamilyConfig for Mixtral {
     }
     fn reads(&self) -> &'static str {
         "`num_local_experts`, `intermediate_size` (expert width); `sliding_window`, when set, \
-         windows every layer; the router (`softmax_renormalised_fp32`) stated where \
-         `router_jitter_noise` is 0 or absent"
+         windows every layer; the router (`softmax_renormalised_fp32`); the MoE's input noise \
+         (`router_jitter_noise`, `jitter`)"
     }
     fn support(&self) -> &Support {
         &SUPPORT
@@ -41,7 +41,7 @@ impl FamilyConfig for Mixtral {
         // MixtralTopKRouter: a float32 softmax, the top-k renormalised, kept in float32.
         &[Router::SoftmaxRenormalisedFp32]
     }
-    fn router_noise(&self) -> Option<&'static str> {
+    fn jitter_key(&self) -> Option<&'static str> {
         Some("router_jitter_noise")
     }
 }
@@ -51,7 +51,7 @@ impl OneStruct for Mixtral {
 }
 
 const SUPPORT: Support = Support {
-    features: &[Feature::Sliding],
+    features: &[Feature::Sliding, Feature::Jitter],
     ..Support::ROUTED
 };
 
@@ -71,8 +71,7 @@ impl OwnKeys for Config {
             expert_ffn: self.intermediate_size,
             window: every_layer(self.sliding_window, c.num_hidden_layers),
             // Mixtral's router always divides the top-k probabilities by their sum, and
-            // keeps them in float32 (unstated again by the import where the config asks for
-            // router noise: `router_noise`).
+            // keeps them in float32.
             router: Some(crate::model::Router::SoftmaxRenormalisedFp32),
             ..Parts::default()
         })

@@ -248,6 +248,7 @@ struct Parts {
     blocks: Option<Blocks>,
     router: Option<crate::model::Router>,
     router_groups: Option<crate::model::RouterGroups>,
+    jitter: Option<crate::model::Jitter>,
     rope_dim: Option<u64>,
 }
 
@@ -377,6 +378,7 @@ impl Common {
                 branch_norms: parts.branch_norms,
                 router: parts.router,
                 router_groups: parts.router_groups,
+                jitter: parts.jitter,
             },
             dense: parts.dense,
             looping: self.looping()?,
@@ -462,11 +464,8 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
     )
     .map_err(|e| in_config_words(e, family))?;
     let mut parts = (family.config().parts(value, &common)).map_err(|e| in_family(e, family))?;
-    if let Some(key) = family.config().router_noise()
-        && value.get(key).is_some_and(|v| v.as_f64() != Some(0.0))
-    {
-        // A training step with router noise saves what smelt's routers do not describe.
-        parts.router = None;
+    if let Some(key) = family.config().jitter_key() {
+        parts.jitter = jitter(value, key).map_err(|e| in_family(e, family))?;
     }
     let spec = ModelSpec {
         name: Some(
@@ -492,6 +491,28 @@ pub fn import_value(value: &Value, workload: Workload) -> Result<ModelSpec> {
         e => in_config_words(e, family),
     })?;
     Ok(spec)
+}
+
+/// The MoE's input noise of a config whose family has one under `key`
+/// ([`family::FamilyConfig::jitter_key`]): absent, null or 0 is none; else a number strictly
+/// between 0 and 1.
+fn jitter(config: &Value, key: &str) -> Result<Option<crate::model::Jitter>> {
+    let field = || format!("config.json: {key}");
+    match config.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(0.0) => Ok(None),
+            Some(j) if j > 0.0 && j < 1.0 => Ok(Some(crate::model::Jitter(j))),
+            Some(j) => Err(Error::invalid(
+                field(),
+                format!("must be 0 (no noise) or a number strictly between 0 and 1; got {j}"),
+            )),
+            None => Err(Error::invalid(
+                field(),
+                format!("must be a number (got {})", kind_of(v)),
+            )),
+        },
+    }
 }
 
 /// `map` with the family's class defaults for absent keys, and its experts per token under

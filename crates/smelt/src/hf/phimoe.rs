@@ -7,10 +7,9 @@
 //! set (Phi-3.5-MoE's 131072 bounds nothing at a shorter context). `num_experts_per_tok`
 //! must be 2: the SparseMixer router picks two experts whatever it says. The SparseMixer routing,
 //! the jitter noise and the LongRoPE scaling cost nothing counted. The router is stated
-//! (`sparsemixer`, for the Transformers activation policies) only where `input_jitter_noise`
-//! is 0: the noise a training step multiplies the MoE input by is saved, and smelt's model
-//! does not describe it; `input_jitter_noise` is otherwise carried over from a Baseline's
-//! config as a key smelt does not read for the model.
+//! (`sparsemixer`, for the Transformers activation policies); `input_jitter_noise` is the
+//! MoE's input noise (`[model.moe] jitter`), which a training step draws twice per MoE
+//! layer (in the MoE block and again in the router) and saves.
 
 use serde::{Deserialize, Serialize};
 
@@ -42,14 +41,17 @@ impl FamilyConfig for Phimoe {
     fn reads(&self) -> &'static str {
         "`num_local_experts` of `intermediate_size`, Q/K/V/O biases (`attention_bias`), \
          LayerNorms with biases (always), an LM-head bias (`lm_head_bias`), `sliding_window` \
-         on every layer when set (Mixtral's mask); the router (`sparsemixer`) stated where \
-         `input_jitter_noise` is 0"
+         on every layer when set (Mixtral's mask); the router (`sparsemixer`); the MoE's input \
+         noise (`input_jitter_noise`, `jitter`)"
     }
     fn support(&self) -> &Support {
         &SUPPORT
     }
+    fn jitter_key(&self) -> Option<&'static str> {
+        Some("input_jitter_noise")
+    }
     fn routers(&self) -> &'static [Router] {
-        // PhimoeTopKRouter's SparseMixer, without input jitter.
+        // PhimoeTopKRouter's SparseMixer.
         &[Router::Sparsemixer]
     }
 }
@@ -57,9 +59,6 @@ impl FamilyConfig for Phimoe {
 /// The experts per token Transformers' `sparsemixer` picks, whatever `num_experts_per_tok`
 /// says (the function takes `top_k` and does not use it).
 const SPARSEMIXER_TOP_K: u64 = 2;
-
-/// The key of the MoE block's training-time input noise.
-const INPUT_JITTER: &str = "input_jitter_noise";
 
 impl ConfigKeys for Phimoe {
     fn keys(&self) -> Vec<&'static str> {
@@ -79,11 +78,7 @@ impl ConfigKeys for Phimoe {
             ));
         }
         let mut parts = read::<Config>(config)?.parts(common)?;
-        // Stated only for a config that says there is no input noise.
-        // Only where the config says so: an export of a model without a stated router
-        // writes no key, which Transformers would read as its default, 0.
-        let quiet = config.get(INPUT_JITTER).and_then(Value::as_f64) == Some(0.0);
-        parts.router = quiet.then_some(Router::Sparsemixer);
+        parts.router = Some(Router::Sparsemixer);
         Ok(parts)
     }
 
@@ -98,17 +93,18 @@ impl ConfigKeys for Phimoe {
                 ),
             ));
         }
-        let mut map = object(Config::of(m)?)?;
-        if m.moe.router == Some(Router::Sparsemixer) {
-            map.insert(INPUT_JITTER.to_owned(), Value::from(0.0));
-        }
-        Ok(map)
+        object(Config::of(m)?)
     }
 }
 
 const SUPPORT: Support = Support {
     biases: &[AttentionBias::None, AttentionBias::All],
-    features: &[Feature::Sliding, Feature::NormBias, Feature::LmHeadBias],
+    features: &[
+        Feature::Sliding,
+        Feature::NormBias,
+        Feature::LmHeadBias,
+        Feature::Jitter,
+    ],
     required: &[Feature::NormBias],
     ..Support::ROUTED
 };

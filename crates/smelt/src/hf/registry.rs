@@ -78,6 +78,7 @@ impl Family {
             .map(|k| if k == TOP_K { top_k } else { k })
             .collect();
         keys.extend(self.config().keys());
+        keys.extend(self.config().jitter_key());
         keys
     }
 

@@ -126,6 +126,11 @@ fn config_of(spec: &ModelSpec, family: Family) -> Result<Value> {
     router_built(m, family)?;
     buildable(m, family)?;
     out.extend(config.write(m)?);
+    if let Some(key) = config.jitter_key() {
+        // Always written: a carried Baseline key or the class default must not say another.
+        let jitter = m.moe.jitter.map_or(0.0, |j| j.0);
+        out.insert(key.to_owned(), Value::from(jitter));
+    }
     // A family that names the experts per token otherwise writes only its own key.
     let top_k = config.words().top_k;
     if top_k != super::family::TOP_K

@@ -29,6 +29,7 @@
 //! | LayerNorms with a bias (`model.norm_bias`) | yes | yes | yes | yes | yes | yes |
 //! | a bias on the LM head (`model.lm_head_bias`) | yes | yes | yes | yes | yes | yes |
 //! | a sparse attention indexer (`[model.indexer]`) | yes | yes | yes | yes | yes | yes |
+//! | the MoE's input noise (`model.moe.jitter`) | yes | yes | yes | yes | yes | yes |
 //! | gated_deltanet layers (`[model.recurrent]`) | yes | no | no | no | yes | yes |
 //! | mamba2 layers (`[model.recurrent]`) | yes | no | no | no | yes | yes |
 //! | an attention output gate (`model.attention_gate`) | yes | no | no | no | yes | yes |
@@ -52,6 +53,11 @@
 //! pieces — full-attention layers of their own shape, the value norm, the post norms, the
 //! branch norms, the router's scales and the GeGLU — in Gemma 4's classes
 //! ([`TRANSFORMERS_ONLY`]; `crate::cost::transformers`), where the others refuse them.
+//! The MoE's input noise costs no counted FLOPs; the Transformers policies count each
+//! noise tensor a step saves, the Megatron-Core policies none (Megatron-Core draws it only
+//! where `moe_input_jitter_eps` is set, which its recipes leave unset), the unfused counts
+//! none (a step can draw it again from the generator's state); the kernel plan times its
+//! draw and product as memory-bound kernels.
 
 use super::stack::{AttentionShape, Ffn, Layer, Stack, TokenMixer};
 use super::{ActivationPolicy, ExpertActivation, Mixer, WindowKind};
@@ -94,6 +100,8 @@ pub enum Feature {
     LmHeadBias,
     /// A sparse attention indexer.
     Indexer,
+    /// Training-time noise on the MoE's input.
+    Jitter,
     /// Gated DeltaNet layers.
     GatedDeltanet,
     /// Mamba-2 layers.
@@ -122,7 +130,7 @@ pub enum Feature {
 
 impl Feature {
     /// Every feature, in the order a refusal looks for them.
-    pub const ALL: [Feature; 23] = [
+    pub const ALL: [Feature; 24] = [
         Feature::Mla,
         Feature::Sliding,
         Feature::Chunked,
@@ -134,6 +142,7 @@ impl Feature {
         Feature::NormBias,
         Feature::LmHeadBias,
         Feature::Indexer,
+        Feature::Jitter,
         Feature::GatedDeltanet,
         Feature::Mamba2,
         Feature::AttentionGate,
@@ -161,6 +170,7 @@ impl Feature {
             Feature::NormBias => "model.norm_bias",
             Feature::LmHeadBias => "model.lm_head_bias",
             Feature::Indexer => "model.indexer",
+            Feature::Jitter => "model.moe.jitter",
             Feature::GatedDeltanet | Feature::Mamba2 => "model.recurrent",
             Feature::AttentionGate => "model.attention_gate",
             Feature::Blocks => "model.blocks",
@@ -189,6 +199,7 @@ impl Feature {
             Feature::NormBias => "LayerNorms with a bias (model.norm_bias)",
             Feature::LmHeadBias => "a bias on the LM head (model.lm_head_bias)",
             Feature::Indexer => "a sparse attention indexer ([model.indexer])",
+            Feature::Jitter => "the MoE's input noise (model.moe.jitter)",
             Feature::GatedDeltanet => {
                 "gated_deltanet layers (Gated DeltaNet, [model.recurrent] mixer gated_deltanet)"
             }
@@ -244,6 +255,7 @@ impl Feature {
             Feature::Mtp | Feature::LmHeadBias => false,
             Feature::NormBias => layer.norms.bias,
             Feature::Indexer => attention.is_some_and(|a| a.indexer.is_some()),
+            Feature::Jitter => moe.is_some_and(|m| m.jitter.is_some()),
             Feature::GatedDeltanet => matches!(recurrent, Some(Mixer::GatedDeltanet(_))),
             Feature::Mamba2 => matches!(recurrent, Some(Mixer::Mamba2(_))),
             Feature::AttentionGate => attention.is_some_and(|a| a.gate),

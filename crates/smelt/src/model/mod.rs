@@ -57,7 +57,7 @@ pub use changes::WorkloadChanges;
 pub use knobs::Knobs;
 pub(crate) use mixer::{Budget as MixerBudget, MixerWords, RecurrentBlock};
 pub use mixer::{DELTA_RULE_CHUNK, GatedDeltaNet, Mamba2, Mixer, Recurrent};
-pub use moe::{ExpertActivation, Moe};
+pub use moe::{ExpertActivation, Jitter, Moe};
 pub use recompute::{RecomputeModule, RecomputeModules};
 pub use rope::{Nope, QkNorm};
 pub use router::{Router, RouterGroups};

@@ -71,7 +71,23 @@ pub struct Moe {
     /// no other router takes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router_groups: Option<RouterGroups>,
+    /// The amplitude `ε` of the training-time noise the MoE's input is multiplied by,
+    /// uniform in `[1 − ε, 1 + ε]` per element (Mixtral's and MiniMax-M2's
+    /// `router_jitter_noise`, PhiMoE's `input_jitter_noise`): no counted FLOPs or
+    /// parameters; a Transformers training step saves each noise tensor it draws
+    /// ([`crate::cost::transformers`]). Absent: no noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Jitter>,
 }
+
+/// A jitter amplitude ([`Moe::jitter`]): a finite number strictly between 0 and 1 (the
+/// model's validation).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Jitter(pub f64);
+
+// The validation keeps the amplitude finite, where equality is an equivalence.
+impl Eq for Jitter {}
 
 named_enum! {
     /// The gated activation of the routed experts, between their gate/up and down
@@ -100,6 +116,21 @@ impl Moe {
     /// The width the routed experts read and write: `latent`, else `hidden`.
     pub fn expert_width(&self, hidden: u64) -> u64 {
         self.latent.unwrap_or(hidden)
+    }
+
+    /// The rule of [`Moe::jitter`]: strictly between 0 and 1 (0 is written by leaving the
+    /// field out; at 1 or more the noise can zero or flip the input).
+    pub(super) fn check_jitter(&self) -> crate::error::Result<()> {
+        match self.jitter {
+            Some(Jitter(j)) if !(j > 0.0 && j < 1.0) => Err(crate::error::Error::invalid(
+                "model.moe.jitter",
+                format!(
+                    "must be a number strictly between 0 and 1 (leave it out for no noise); \
+                     got {j}"
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -234,6 +234,7 @@ impl RouterGroups {
             branch_norms: false,
             router: Some(router),
             router_groups: Some(self),
+            jitter: None,
         };
         check(&moe).is_ok()
     }
@@ -262,6 +263,7 @@ mod tests {
                 groups,
                 topk_groups,
             }),
+            jitter: None,
         }
     }
 

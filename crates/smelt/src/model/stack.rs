@@ -557,6 +557,7 @@ impl Stack {
             Feature::ExpertBias => self.moe.expert_bias,
             Feature::BranchNorms => self.moe.branch_norms,
             Feature::RouterScale => self.moe.router_scale,
+            Feature::Jitter => self.moe.jitter.is_some(),
             _ => layers.any(|l| feature.in_layer(l)),
         }
     }

@@ -377,6 +377,7 @@ impl Model {
             ));
         }
         super::router::check(moe)?;
+        moe.check_jitter()?;
         if moe.shared_gate && moe.shared_experts == 0 {
             return Err(Error::invalid(
                 "model.moe.shared_gate",

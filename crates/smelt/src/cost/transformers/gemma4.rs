@@ -202,6 +202,11 @@ impl Step {
                 "model.moe.shared_experts",
                 "Gemma 4's classes with other than one ungated dense MLP beside the experts",
             ))
+        } else if e.jitter.is_some() {
+            Some((
+                "model.moe.jitter",
+                "the MoE's input noise in Gemma 4's classes, which draw none",
+            ))
         } else if e.latent.is_some() {
             let f = Feature::LatentExperts;
             Some((f.field(), f.words()))

@@ -30,8 +30,8 @@
 //! * recurrent mixers (Mamba-2, Gated DeltaNet): their chunked scan as a roofline of its
 //!   FLOPs and its state traffic, and their convolution and gated norm through memory
 //!   ([`mixers`]);
-//! * memory-bound kernels (norms, residual adds, activations, RoPE, router softmax,
-//!   permute/unpermute, cross-entropy): their bytes ([`memory_bound_seconds`]'s) at the
+//! * memory-bound kernels (norms, residual adds, activations, RoPE, router softmax, the
+//!   MoE input's noise, permute/unpermute, cross-entropy): their bytes ([`memory_bound_seconds`]'s) at the
 //!   fitted share of HBM;
 //! * TP, EP and PP communication, all exposed ([`comm`]);
 //! * recompute: `selective` (norms and activations) adds their forward bytes, `full` a
@@ -606,13 +606,19 @@ pub fn memory_bound_seconds(m: &crate::model::Model, tokens: f64, pp: f64, hbm: 
     // Memory-bound kernels, bytes per token (bf16): per block (token mixer or FFN) its norm
     // 10h and residual add 6h; per attention block RoPE 8 per q/k column; per MoE block
     // activations 16 per FFN column (routed and shared), permute/unpermute 8h + 8w·top_k
-    // (`w` the experts' width: LatentMoE's latent, else h) and the router 12 per expert;
-    // per dense FFN 16 per column; cross-entropy 20 per logit.
+    // (`w` the experts' width: LatentMoE's latent, else h), the router 12 per expert, and
+    // with input noise (`jitter`) its draw and product 14h (one draw, as Megatron-Core's
+    // router makes it); per dense FFN 16 per column; cross-entropy 20 per logit.
     let w = m.moe.expert_width(m.hidden) as f64;
     let ffn_cols = k * fe + (m.moe.shared_experts * m.moe.shared_ffn) as f64;
     let qk_cols = (m.heads + m.kv_heads) as f64 * d;
     let moe_bytes = if e > 0.0 {
-        16.0 * ffn_cols + 8.0 * (h + w * k) + 12.0 * e
+        let noise = if m.moe.jitter.is_some() {
+            14.0 * h
+        } else {
+            0.0
+        };
+        16.0 * ffn_cols + 8.0 * (h + w * k) + 12.0 * e + noise
     } else {
         0.0
     };
