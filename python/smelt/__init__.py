@@ -46,6 +46,7 @@ from .types import (
     PlanResult,
     PredictResult,
     Result,
+    StepResult,
     SweepResult,
 )
 
@@ -67,6 +68,7 @@ __all__ = [
     "launcher_flops",
     "mfu",
     "predict",
+    "predict_step",
     "calibrate",
     "merge",
     "plan",
@@ -473,6 +475,46 @@ def predict(
     device = {k: v for k, v in device.items() if v is not None}
     return _loads(_smelt.predict(_request(model=model, against=against, device=device,
                                           workload=_workload(context, mean_doc_len, doc_lengths, dense))))
+
+
+def predict_step(
+    model: Source,
+    card: str,
+    global_batch: int,
+    *,
+    tp: Optional[int] = None,
+    ep: Optional[int] = None,
+    pp: Optional[int] = None,
+    vp: Optional[int] = None,
+    first_stage_layers: Optional[int] = None,
+    last_stage_layers: Optional[int] = None,
+    cp: Optional[int] = None,
+    dp: Optional[int] = None,
+    gpus: Optional[int] = None,
+    zero: Optional[int] = None,
+    micro_batch: Optional[int] = None,
+    recompute: Optional[str] = None,
+    framework: Optional[str] = None,
+    dispatcher: Optional[str] = None,
+    context: Optional[int] = None,
+    mean_doc_len: Optional[int] = None,
+    doc_lengths: Any = None,
+    dense: bool = False,
+) -> StepResult:
+    """One training step of `model` on `card` with `global_batch` sequences per optimizer
+    step, under a parallel layout (each degree 1 unless given; `dp` is `gpus / (tp · pp ·
+    cp)` when only `gpus` is given; ZeRO 1): the fields of `smelt predict --card CARD
+    --global-batch N --format json`, per GPU, with `tokens_per_second_per_gpu` and the
+    memory verdict. `recompute` is "none", "selective" or "full", `framework`
+    "megatron-core" or "fsdp2", `dispatcher` "alltoall" or "deepep" (defaults: the first)."""
+    layout = {"tp": tp, "ep": ep, "pp": pp, "vp": vp, "first_stage_layers": first_stage_layers,
+              "last_stage_layers": last_stage_layers, "cp": cp, "dp": dp, "gpus": gpus,
+              "zero": zero, "micro_batch": micro_batch, "recompute": recompute,
+              "framework": framework, "dispatcher": dispatcher}
+    layout = {k: v for k, v in layout.items() if v is not None}
+    return _loads(_smelt.predict_step(_request(
+        model=model, card=card, global_batch=global_batch, layout=layout,
+        workload=_workload(context, mean_doc_len, doc_lengths, dense))))
 
 
 def cards() -> List[CardRow]:

@@ -151,6 +151,87 @@ class MfuResult(TypedDict, total=False):
     tokens_per_second: float
 
 
+class StepResultMemory(TypedDict, total=False):
+    card_bytes: float
+    peak_bytes: float
+    reason: str
+    verdict: str
+
+
+class StepResultStepMicroBatch(TypedDict, total=False):
+    attention: float
+    ep_comm: float
+    experts: float
+    fsdp_comm: float
+    gemm: float
+    gpu: float
+    host: float
+    memory_bound: float
+    pp_comm: float
+    recompute: float
+    recurrent: float
+    tp_comm: float
+
+
+class StepResultStepRequestTraining(TypedDict, total=False):
+    dp: int
+    ep: int
+    grad_bytes: int
+    master_bytes: int
+    micro_batch: int
+    optimizer_bytes: int
+    pp: int
+    tp: int
+    weight_bytes: int
+    zero: int
+
+
+class StepResultStepRequestSystem(TypedDict, total=False):
+    card: str
+    gpus_per_nvlink_domain: int
+    id: str
+    name: str
+    network_bytes_per_second: float
+    network_port_bytes_per_second: float
+    nvlink_bytes_per_second: float
+    source: str
+
+
+class StepResultStepRequest(TypedDict, total=False):
+    attention: str
+    card: str
+    dispatcher: str
+    framework: str
+    global_batch: int
+    recompute: str
+    system: StepResultStepRequestSystem
+    training: StepResultStepRequestTraining
+
+
+class StepResultStep(TypedDict, total=False):
+    bubble: float
+    dp_comm: float
+    gpus: int
+    host_bound: bool
+    micro_batch: StepResultStepMicroBatch
+    micro_batches: int
+    optimizer: float
+    request: StepResultStepRequest
+    rows_per_expert: float
+    step_seconds: float
+    tokens_per_second_per_gpu: float
+
+
+class StepResult(TypedDict, total=False):
+    megatron_mfu: float
+    megatron_tflops_per_gpu: float
+    memory: StepResultMemory
+    model: str
+    step: StepResultStep
+    step_seconds: float
+    tokens_per_second_per_gpu: float
+
+
 class PredictResultModelsComponentsBounds(TypedDict, total=False):
     compute: float
     launch: float

@@ -329,6 +329,7 @@ operations! {
     answer launcher_flops: req::LauncherRequest, "`smelt cost --conventions --format json`.";
     answer mfu: req::MfuRequest, "`smelt mfu --format json`.";
     answer predict: req::PredictRequest, "`smelt predict --format json`.";
+    answer predict_step: req::StepPredictRequest, "`smelt predict --global-batch --format json`.";
     answer calibrate: req::CalibrateRequest, "`smelt calibrate`: a calibration from a bench.";
     answer merge: req::MergeRequest, "`smelt merge`: a grid's shards joined.";
     answer plan: req::PlanRequest, "`smelt plan --format json` (with `export`, `--export`).";

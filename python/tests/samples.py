@@ -72,6 +72,10 @@ def samples(tmp):
     out.append(("Calibration", smelt.calibrate(bench)))
     out.append(("PredictResult", smelt.predict(base, against=other, card="h200")))
     out.append(("PredictResult", smelt.predict(base, peak=100, bandwidth=1)))
+    out.append(("StepResult", smelt.predict_step(base, "h100", 64, gpus=16, ep=8, pp=2)))
+    out.append(("StepResult", smelt.predict_step(
+        models[2], "b200", 32, gpus=8, ep=8, recompute="full", framework="fsdp2",
+        dispatcher="deepep", context=2048)))
     out.append(("MfuResult", smelt.mfu(base, 1e5, card="h200")))
     out.append(("MfuResult", smelt.mfu(models[2], 1e5, peak=900)))
     out.append(("LauncherFlopsResult", smelt.launcher_flops(base)))

@@ -79,3 +79,49 @@ def test_every_card_name_is_read_as_the_command_line_reads_it():
             run = subprocess.run([str(binary), "mfu", str(base), "--tokens-per-second", "1",
                                   "--card", bad], capture_output=True, text=True, check=False)
             assert run.returncode == 2 and e.value.rule in run.stderr, run.stderr
+
+
+HF = ROOT / "tests" / "data" / "hf"
+
+
+def test_a_step_of_a_parallel_layout_is_the_command_lines():
+    """`predict_step` is `smelt predict --global-batch`: the same JSON, byte for byte, for a
+    published row's layout (Qwen3-30B-A3B on 8 H100s, NeMo AutoModel: EP 8, FSDP over 8,
+    micro-batch 4, 512 sequences of 4096, full recompute, DeepEP), with `dp` derived from
+    `gpus`; and for a Megatron-Core layout with pipeline stages and virtual stages."""
+    model = HF / "qwen3-30b-a3b.json"
+    step = smelt.predict_step(model, "h100", 512, gpus=8, ep=8, zero=3, micro_batch=4,
+                              recompute="full", framework="fsdp2", dispatcher="deepep",
+                              context=4096)
+    assert step == cli_json("predict", model, "--card", "h100", "--global-batch", 512,
+                            "--gpus", 8, "--ep", 8, "--zero", 3, "--micro-batch", 4,
+                            "--recompute", "full", "--framework", "fsdp2",
+                            "--dispatcher", "deepep", "--context", 4096)
+    assert step["step"]["tokens_per_second_per_gpu"] > 0
+    piped = smelt.predict_step(model, "h100", 64, gpus=32, pp=4, vp=2, ep=8)
+    assert piped == cli_json("predict", model, "--card", "h100", "--global-batch", 64,
+                             "--gpus", 32, "--pp", 4, "--vp", 2, "--ep", 8)
+
+
+@pytest.mark.parametrize("layout,field", [
+    ({"gpus": 12, "pp": 8}, "gpus"),
+    ({"gpus": 8, "dp": 4}, "gpus"),
+    ({"zero": 4}, "zero"),
+    ({"tp": 0}, "tp"),
+    ({"recompute": "some"}, "recompute"),
+    ({"framework": "deepspeed"}, "framework"),
+    ({"dispatcher": "nccl"}, "dispatcher"),
+])
+def test_a_bad_layout_names_the_field(layout, field):
+    with pytest.raises(smelt.SmeltError) as e:
+        smelt.predict_step(HF / "qwen3-30b-a3b.json", "h100", 64, **layout)
+    assert e.value.field == field, str(e.value)
+
+
+def test_a_step_needs_a_card_of_the_table_and_a_global_batch():
+    with pytest.raises(smelt.SmeltError) as e:
+        smelt.predict_step(HF / "qwen3-30b-a3b.json", "h20", 64)
+    assert e.value.field == "card"
+    with pytest.raises(smelt.SmeltError) as e:
+        smelt.predict_step(HF / "qwen3-30b-a3b.json", "h100", 0)
+    assert e.value.field == "global_batch"

@@ -90,6 +90,7 @@ def test_the_typeddicts_are_the_json_the_library_returns(tmp_path):
 def test_the_public_functions_name_these_types():
     for fn, tp in [(smelt.cost, "CostResult"), (smelt.match, "MatchResult"),
                    (smelt.predict, "PredictResult"), (smelt.mfu, "MfuResult"),
+                   (smelt.predict_step, "StepResult"),
                    (smelt.launcher_flops, "LauncherFlopsResult"), (smelt.calibrate, "Calibration"),
                    (smelt.merge, "GridResult"), (smelt.import_hf, "ModelDict"),
                    (smelt.plan, "PlanResult"), (smelt.collect, "CollectResult")]:

@@ -1,15 +1,11 @@
 //! `smelt predict --global-batch ...`: the training step of a parallel layout (the step
 //! model, `smelt::time::step`).
 
-use smelt::model::{ModelSpec, Training};
+use smelt::model::ModelSpec;
+use smelt::request::{Layout, MAX_DEGREE, MAX_GLOBAL_BATCH};
 use smelt::study::{LayoutSource, StepBasis};
 use smelt::time::Card;
-use smelt::time::step::report::{StepReport, step_report};
-use smelt::time::step::{Dispatcher, Framework, Recompute};
-
-/// The largest parallel degree, GPU count or micro-batch a flag takes (the step model's
-/// own bound on each degree and on their product).
-const MAX_DEGREE: u64 = 1 << 20;
+use smelt::time::step::report::StepReport;
 
 /// A parallel degree, GPU count or micro-batch: 1 to [`MAX_DEGREE`].
 fn degree() -> clap::builder::RangedU64ValueParser {
@@ -22,7 +18,7 @@ pub struct StepFlags {
     /// Sequences per optimizer step: predicts one training step of the layout below
     /// (per GPU: kernels, collectives, pipeline bubble, optimizer, host), with
     /// tokens/s/GPU and a memory verdict.
-    #[arg(long, value_name = "SEQUENCES", value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
+    #[arg(long, value_name = "SEQUENCES", value_parser = clap::value_parser!(u64).range(1..=MAX_GLOBAL_BATCH))]
     global_batch: Option<u64>,
     /// Tensor parallelism (with sequence parallelism).
     #[arg(long, value_parser = degree(), requires = "global_batch")]
@@ -78,113 +74,46 @@ impl StepFlags {
         self.global_batch.is_some()
     }
 
-    /// Whether any layout flag is given (`--tp`, `--ep`, `--pp`, `--vp`, `--first-stage-layers`,
-    /// `--last-stage-layers`, `--cp`, `--dp`, `--gpus`, `--zero`, `--micro-batch`).
-    pub fn layout_given(&self) -> bool {
-        [
-            self.tp,
-            self.ep,
-            self.pp,
-            self.vp,
-            self.first_stage_layers,
-            self.last_stage_layers,
-            self.cp,
-            self.dp,
-            self.gpus,
-            self.zero,
-            self.micro_batch,
-        ]
-        .iter()
-        .any(Option::is_some)
-    }
-
-    /// The layout of the flags (1 where a flag is not given, ZeRO 1).
-    pub fn training(&self) -> anyhow::Result<Training> {
-        let one = |x: Option<u64>| x.unwrap_or(1);
-        let (tp, pp, cp) = (one(self.tp), one(self.pp), one(self.cp));
-        // Each degree is at most 2^20 (its parser), so these products fit in 128 bits.
-        let model_parallel = u128::from(tp) * u128::from(pp) * u128::from(cp);
-        let dp = match (self.dp, self.gpus) {
-            (Some(dp), Some(g)) if u128::from(dp) * model_parallel != u128::from(g) => {
-                anyhow::bail!(
-                    "gpus: must equal tp · pp · cp · dp ({}); got {g}",
-                    u128::from(dp) * model_parallel
-                )
-            }
-            (Some(dp), _) => dp,
-            (None, Some(g)) if u128::from(g) % model_parallel == 0 => {
-                u64::try_from(u128::from(g) / model_parallel)?
-            }
-            (None, Some(g)) => anyhow::bail!(
-                "gpus: must be a multiple of tp · pp · cp ({model_parallel}); got {g}"
-            ),
-            (None, None) => 1,
-        };
-        Ok(Training {
-            tp,
-            ep: one(self.ep),
-            pp,
-            dp,
-            cp,
-            vp: one(self.vp),
+    /// The flags as the library's layout (the same type Python's `predict_step` gives).
+    fn layout(&self) -> Layout {
+        Layout {
+            tp: self.tp,
+            ep: self.ep,
+            pp: self.pp,
+            vp: self.vp,
             first_stage_layers: self.first_stage_layers,
             last_stage_layers: self.last_stage_layers,
-            zero: self.zero.unwrap_or(1),
-            micro_batch: one(self.micro_batch),
-            ..Training::default()
-        })
-    }
-
-    /// `--framework` (default megatron-core).
-    pub fn framework(&self) -> Framework {
-        match self.framework.as_deref() {
-            Some("fsdp2") => Framework::Fsdp2,
-            _ => Framework::MegatronCore,
-        }
-    }
-
-    /// `--dispatcher` (default alltoall).
-    pub fn dispatcher(&self) -> Dispatcher {
-        match self.dispatcher.as_deref() {
-            Some("deepep") => Dispatcher::DeepEp,
-            _ => Dispatcher::AllToAll,
-        }
-    }
-
-    /// `--recompute` (default none).
-    pub fn recompute(&self) -> Recompute {
-        match self.recompute.as_deref() {
-            Some("selective") => Recompute::Selective,
-            Some("full") => Recompute::Full,
-            _ => Recompute::None,
+            cp: self.cp,
+            dp: self.dp,
+            gpus: self.gpus,
+            zero: self.zero,
+            micro_batch: self.micro_batch,
+            recompute: self.recompute.clone(),
+            framework: self.framework.clone(),
+            dispatcher: self.dispatcher.clone(),
         }
     }
 
     /// What `grid --predict CARD --global-batch N` predicts the cells under: the flags'
-    /// layout; without layout flags, the grid file's `[training]` when `file_layout`, else
-    /// the defaults.
+    /// layout; without layout flags (`--tp`, `--ep`, `--pp`, `--vp`,
+    /// `--first-stage-layers`, `--last-stage-layers`, `--cp`, `--dp`, `--gpus`, `--zero`,
+    /// `--micro-batch`), the grid file's `[training]` when `file_layout`, else the defaults.
     pub fn grid_basis(&self, card: Card, file_layout: bool) -> anyhow::Result<StepBasis> {
         let Some(global_batch) = self.global_batch else {
             anyhow::bail!("--global-batch is required for a step prediction");
         };
-        let layout = match (self.layout_given(), file_layout) {
+        let layout = self.layout();
+        let training = match (layout.degrees_given(), file_layout) {
             (true, true) => anyhow::bail!(
                 "the grid file's [training] sets the layout; give it there or by the layout \
                  flags (--tp, --ep, --pp, --vp, --first-stage-layers, --last-stage-layers, --cp, \
                  --dp, --gpus, --zero, --micro-batch), not both"
             ),
-            (true, false) => (Some(self.training()?), LayoutSource::Flags),
+            (true, false) => (Some(layout.training()?), LayoutSource::Flags),
             (false, true) => (None, LayoutSource::GridFile),
-            (false, false) => (Some(self.training()?), LayoutSource::Defaults),
+            (false, false) => (Some(layout.training()?), LayoutSource::Defaults),
         };
-        Ok(StepBasis::new(
-            card,
-            layout,
-            global_batch,
-            self.recompute(),
-            self.framework(),
-            self.dispatcher(),
-        )?)
+        Ok(layout.basis(card, training, global_batch)?)
     }
 
     /// The step report of `spec` on `card`.
@@ -192,21 +121,6 @@ impl StepFlags {
         let Some(global_batch) = self.global_batch else {
             anyhow::bail!("--global-batch is required for a step prediction");
         };
-        let basis = StepBasis::new(
-            card,
-            (None, LayoutSource::Flags),
-            global_batch,
-            self.recompute(),
-            self.framework(),
-            self.dispatcher(),
-        )?;
-        let req = basis.request(spec, self.training()?);
-        let megatron = smelt::launcher_flops::training_flops(
-            smelt::launcher_flops::Convention::Megatron,
-            spec,
-        )
-        .map(|f| f.as_f64())
-        .map_err(|e| e.to_string());
-        Ok(step_report(spec, &req, megatron)?)
+        Ok(self.layout().report(spec, card, global_batch)?)
     }
 }

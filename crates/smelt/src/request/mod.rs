@@ -1,5 +1,5 @@
 //! One request per operation: what a caller asks of `cost`, `match`, `grid`, `sweep`,
-//! `predict`, `mfu`, the launcher formulas, `bench`, `fit`, `gain`, `import`, `calibrate`,
+//! `predict` (and a step of a parallel layout), `mfu`, the launcher formulas, `bench`, `fit`, `gain`, `import`, `calibrate`,
 //! `merge`, the exports, `plan` and `collect`, as one serde structure each, read and validated here once.
 //!
 //! The Python module hands each call's arguments over as one object (its keywords) and gets
@@ -18,6 +18,7 @@
 mod export;
 mod ops;
 mod source;
+mod step;
 mod study;
 
 pub use export::{ExportReply, ExportRequest, ExportSource};
@@ -27,6 +28,7 @@ pub use ops::{
     ModelPair, PairReply, PredictRequest, SweepRequest, Values,
 };
 pub use source::{BudgetSource, DocLengths, JsonOrPath, ModelSource, WorkloadRequest};
+pub use step::{Layout, MAX_DEGREE, MAX_GLOBAL_BATCH, StepPredictRequest};
 pub use study::{CollectReply, CollectRequest, PlanReply, PlanRequest};
 
 use serde::de::DeserializeOwned;
