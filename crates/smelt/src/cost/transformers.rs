@@ -124,6 +124,7 @@ mod gemma4;
 mod gpt_oss;
 mod llama4;
 mod mla;
+mod nemotron_h;
 mod window;
 
 use super::Keys;
@@ -515,7 +516,8 @@ pub(super) fn activations(
             ));
         }
     };
-    if let Some(f) = REFUSED.into_iter().find(|&f| stack.has(f)) {
+    let nemotron_h = nemotron_h::classes(stack, policy)?;
+    if let Some(f) = REFUSED.into_iter().find(|&f| !nemotron_h && stack.has(f)) {
         return Err(refuse(policy, f.field(), f.words()));
     }
     let gpt_oss = gpt_oss::classes(stack, policy)?;
@@ -545,6 +547,13 @@ pub(super) fn activations(
     // once per layer type, sliding and full, [`gemma4`]).
     let mut rope = [None; 2];
     for kind in stack.kinds() {
+        if nemotron_h {
+            let layer = step.nemotron_layer(&kind.layer)?;
+            for (acc, p) in parts.iter_mut().zip(layer) {
+                *acc = p.add_times(kind.executions, *acc)?;
+            }
+            continue;
+        }
         let Some(TokenMixer::Attention(a)) = &kind.layer.mixer else {
             return Err(refuse(policy, "model.ffn_only", "layers without attention"));
         };

@@ -69,6 +69,16 @@ pub const TRANSFORMERS_ONLY: [Feature; 6] = [
     Feature::GeluTanh,
 ];
 
+/// Nemotron-H's pieces, which the Transformers activation policies count in Nemotron-H's
+/// classes (`crate::cost::transformers`) while the table's activations column, the unfused
+/// counts and the Megatron-Core policies refuse them (module docs' notes).
+pub const TRANSFORMERS_NEMOTRON_H: [Feature; 4] = [
+    Feature::Mamba2,
+    Feature::Blocks,
+    Feature::Relu2,
+    Feature::LatentExperts,
+];
+
 /// An architecture feature (module docs), in the order a refusal looks for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Feature {
@@ -383,13 +393,13 @@ impl Consumer {
     /// policies also count [`TRANSFORMERS_ONLY`]'s features (module docs' notes), which the
     /// table's column and every other policy refuse. Any other consumer: its check.
     pub fn check_policy(self, stack: &Stack, policy: ActivationPolicy) -> Result<()> {
-        let also: &[Feature] = if self == Consumer::Activations && policy.is_transformers() {
-            &TRANSFORMERS_ONLY
+        let also: &[&[Feature]] = if self == Consumer::Activations && policy.is_transformers() {
+            &[&TRANSFORMERS_ONLY, &TRANSFORMERS_NEMOTRON_H]
         } else {
             &[]
         };
         let unhandled = (Feature::ALL.into_iter())
-            .find(|&f| !self.handles(f) && !also.contains(&f) && stack.has(f));
+            .find(|&f| !self.handles(f) && !also.iter().any(|a| a.contains(&f)) && stack.has(f));
         match unhandled {
             Some(f) => Err(refusal(self, None, f.field(), f.words())),
             None => Ok(()),
