@@ -595,6 +595,75 @@ def test_gemma4_only_under_the_transformers_policies():
     assert [p["policy"] for p in activations["policies"]] == ["transformers-sdpa"]
 
 
+# Nemotron-H beside the rows' tiny config: LatentMoE (`moe_latent_size`, the routed experts
+# at 24 wide between `fc1_latent_proj` and `fc2_latent_proj`), and sequences the SSD scan pads
+# to its chunks of 8 (45 and 75 tokens: 48 and 80 padded).
+NEMOTRON_H_VARIANTS = {"latent": (24, LENGTHS), "padded": (None, (45, 75))}
+
+
+def nemotron_h(build_kind, latent):
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    config = mamba2.tiny_config(latent)
+    if build_kind == "looped":
+        return export_looped(config, "nemotron_h", directory / "looped", NEMOTRON_H_LOOP)
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+@pytest.mark.parametrize("variant", sorted(NEMOTRON_H_VARIANTS))
+@pytest.mark.parametrize("build_kind", sorted(BUILDS))
+@pytest.mark.parametrize("stack,dtype_name", list(itertools.product(STACKS, DTYPES)))
+def test_nemotron_h_variants(variant, build_kind, stack, dtype_name):
+    """Nemotron-H with LatentMoE, and at lengths the Mamba-2 scan pads, stock and looped,
+    counted exactly."""
+    latent, lengths = NEMOTRON_H_VARIANTS[variant]
+    directory = nemotron_h(build_kind, latent)
+    assert smelt.import_hf(directory)["model"]["moe"].get("latent") == latent
+    dtype, activation_bytes = DTYPES[dtype_name]
+    for tokens in lengths:
+        pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, (tokens, pytorch)
+
+
+def test_nemotron_h_only_under_the_transformers_policies():
+    """The unfused counts and the Megatron-Core policies do not model Nemotron-H's Mamba-2
+    layers, one-block layers and relu2 MLP: under them the activations budget is refused by
+    name; under a Transformers policy only that policy is reported."""
+    spec = smelt.import_hf(mamba2.tiny_config())
+    spec["workload"] = {"context": 48, "mean_doc_len": 48, "attention": "causal", "kv_dtype_bytes": 2}
+    activations = smelt.cost(spec)["activations"]
+    assert "the activation memory does not model mamba2 layers" in activations["refused"], activations
+    assert activations["policies"] == []
+    for stack in STACKS:
+        spec["counting"] = {"activations": stack}
+        activations = smelt.cost(spec)["activations"]
+        assert "refused" not in activations, activations
+        assert [p["policy"] for p in activations["policies"]] == [stack]
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"moe": {"activation": "swiglu"}}, "model.moe.activation"),
+        ({"moe": {"router": "sigmoid_renormalised_fp32", "router_bias": True}}, "model.moe.router"),
+        ({"qk_norm": "per_head"}, "model.qk_norm"),
+    ],
+)
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_refuses_what_nemotron_hs_classes_do_not_build(change, field, stack):
+    """Nemotron-H's pieces are counted as its classes: a model without one of them (here the
+    relu2 MLP), or with what the classes do not build (a stated router, q/k norms), is
+    refused, naming the field."""
+    spec = smelt.import_hf(mamba2.tiny_config())
+    for key, value in change.items():
+        if isinstance(value, dict):
+            spec["model"][key].update(value)
+        else:
+            spec["model"][key] = value
+    error = refusal_of(spec, stack)
+    assert error.startswith(field) and "Nemotron-H" in error, error
+
+
 if __name__ == "__main__":
     print("| family | build | stack | dtype | T | PyTorch bytes | smelt bytes | difference |")
     print("|---|---|---|---|---:|---:|---:|---:|")

@@ -51,7 +51,9 @@
 //! Transformers policies (`transformers-eager`, `transformers-sdpa`) also count Gemma 4's
 //! pieces — full-attention layers of their own shape, the value norm, the post norms, the
 //! branch norms, the router's scales and the GeGLU — in Gemma 4's classes
-//! ([`TRANSFORMERS_ONLY`]; `crate::cost::transformers`), where the others refuse them.
+//! ([`TRANSFORMERS_ONLY`]; `crate::cost::transformers`), and Nemotron-H's — Mamba-2 layers,
+//! one-block layers, the relu2 MLP and LatentMoE's latent experts — in Nemotron-H's classes
+//! ([`TRANSFORMERS_NEMOTRON_H`]), where the others refuse them.
 
 use super::stack::{AttentionShape, Ffn, Layer, Stack, TokenMixer};
 use super::{ActivationPolicy, ExpertActivation, Mixer, WindowKind};
@@ -390,8 +392,9 @@ impl Consumer {
     }
 
     /// [`Consumer::check`] of the activation memory under `policy`: the Transformers
-    /// policies also count [`TRANSFORMERS_ONLY`]'s features (module docs' notes), which the
-    /// table's column and every other policy refuse. Any other consumer: its check.
+    /// policies also count [`TRANSFORMERS_ONLY`]'s and [`TRANSFORMERS_NEMOTRON_H`]'s
+    /// features (module docs' notes), which the table's column and every other policy
+    /// refuse. Any other consumer: its check.
     pub fn check_policy(self, stack: &Stack, policy: ActivationPolicy) -> Result<()> {
         let also: &[&[Feature]] = if self == Consumer::Activations && policy.is_transformers() {
             &[&TRANSFORMERS_ONLY, &TRANSFORMERS_NEMOTRON_H]
@@ -512,7 +515,7 @@ mod tests {
     /// other policies refuse what the column does.
     #[test]
     fn only_the_transformers_policies_count_gemma4s_pieces() {
-        for f in TRANSFORMERS_ONLY {
+        for f in TRANSFORMERS_ONLY.into_iter().chain(TRANSFORMERS_NEMOTRON_H) {
             assert!(!Consumer::Activations.handles(f), "{f:?}");
         }
         let stack = |extra: &str| {

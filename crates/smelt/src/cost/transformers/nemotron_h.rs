@@ -301,3 +301,81 @@ impl Step {
         ])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(b: u128, context: u64) -> Step {
+        Step {
+            policy: ActivationPolicy::TransformersEager,
+            eager: true,
+            b,
+            h: 64,
+            layer_norm: false,
+            gpt_oss: false,
+            llama4: false,
+            context,
+        }
+    }
+
+    fn mixer(head_dim: u64, state: u64) -> Mamba2 {
+        Mamba2 {
+            heads: 4,
+            head_dim,
+            state,
+            groups: 2,
+            conv_kernel: 4,
+            chunk: 8,
+            conv_bias: true,
+            proj_bias: false,
+        }
+    }
+
+    /// One Mamba-2 mixer execution on `H = 64`, as PyTorch saves it (the storages measured
+    /// with python/tests/test_saved_tensors.py's hook on a `M*` model, less its norm and
+    /// its attention layer).
+    #[test]
+    fn the_mamba2_mixer_is_what_pytorch_saves() {
+        // float32, T = 48 (6 chunks of 8, no padding); n = 4, p = 8, N = 8, G = 2: I = 32,
+        // c = 64, P = 100. Per token: 4·(64 + 100 + 64 + 8) = 944, x and dt in float32
+        // 4·64 + 4·4 = 272, the gated norm 12·32 + 4·2 + 4·32 = 520: 1736. Per sequence:
+        // A 32, the convolution's tail 4·64·3 = 768, masks 2·64 + 2·49 = 226, L and the
+        // scores 12·4·48·8 = 18432, B and C 20·4·8·48 = 30720, x 20·32·48 = 30720, decays
+        // 8·4·48 = 1536, the chunk decay 4·4·49 = 784, states 4·32·8·13 = 13312: 96530.
+        let part = step(4, 48).mamba2(&mixer(8, 8)).unwrap();
+        assert_eq!((part.whole, part.seq), (1736, 96_530));
+        assert_eq!(part.whole * 48 + part.seq, 179_858);
+        // bfloat16, T = 44 (padded to 48); p = 6, N = 10: I = 24, c = 64, P = 92.
+        let part = step(2, 44).mamba2(&mixer(6, 10)).unwrap();
+        assert_eq!(part.whole * 44 + part.seq, 140_370);
+    }
+
+    /// The router with one group, eager experts at the hidden width, in float32: per token
+    /// 5·4 + 12·2 + 28 = 72 for the router and 2·(20 + 4·(128 + 64) + 256) = 2088 for two
+    /// routed copies; the shared expert 2·4·48.
+    #[test]
+    fn the_moe_block_is_what_pytorch_saves() {
+        let moe = Moe {
+            experts: 4,
+            top_k: 2,
+            expert_ffn: 32,
+            shared_experts: 1,
+            shared_ffn: 48,
+            latent: None,
+            shared_gate: false,
+            router_bias: false,
+            expert_bias: false,
+            activation: crate::model::ExpertActivation::Relu2,
+            router_scale: false,
+            branch_norms: false,
+            router: None,
+            router_groups: None,
+        };
+        let [router, experts, shared] = step(4, 48).nemotron_moe(&moe).unwrap();
+        assert_eq!(
+            (router.whole, experts.whole, shared.whole),
+            (72, 2088, 384)
+        );
+    }
+}
