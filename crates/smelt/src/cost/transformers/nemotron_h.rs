@@ -373,9 +373,6 @@ mod tests {
             router_groups: None,
         };
         let [router, experts, shared] = step(4, 48).nemotron_moe(&moe).unwrap();
-        assert_eq!(
-            (router.whole, experts.whole, shared.whole),
-            (72, 2088, 384)
-        );
+        assert_eq!((router.whole, experts.whole, shared.whole), (72, 2088, 384));
     }
 }
