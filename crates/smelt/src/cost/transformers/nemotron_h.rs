@@ -45,7 +45,8 @@
 //! copies (`reshape` of permuted views): so they are with more than one head, one chunk and
 //! one state channel, as every published Nemotron-H is and as the tests check. The router
 //! is counted as `NemotronHConfig`'s defaults (`n_group = topk_group = 1`,
-//! `norm_topk_prob = true`), which the published configs set and smelt's export writes.
+//! `norm_topk_prob = true`), which the published configs set, smelt's export writes and its
+//! import requires (the model file has no key for them).
 //! Refused: a stated router (`[model.moe] router`: Nemotron-H's classes route with their
 //! own), router or expert biases, a gated shared expert or other than one, q/k norms, a
 //! partial RoPE, windows, MLA, an attention gate, post norms, norms with a bias.
