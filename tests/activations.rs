@@ -311,3 +311,86 @@ fn gemma4_counts_what_pytorch_saves_under_the_transformers_policies() {
         assert!(report.policies.is_empty(), "{policy}");
     }
 }
+
+/// Nemotron-H's tiny model (python/tests/test_mamba2.py's config as smelt imports it:
+/// `M*EM-E`, Mamba-2 layers with chunks of 8, relu2 MLPs) under the Transformers policies:
+/// the bytes PyTorch saves (python/tests/test_saved_tensors.py measures them), exactly. The
+/// unfused counts and the Megatron-Core policy do not model its Mamba-2 layers and refuse
+/// them by name.
+#[test]
+fn nemotron_h_counts_what_pytorch_saves_under_the_transformers_policies() {
+    let model = |policy: &str, bytes: u64, t: u64| {
+        ModelSpec::from_toml_str(&format!(
+            r#"
+            [model]
+            layers = 6
+            hidden = 64
+            heads = 4
+            kv_heads = 2
+            head_dim = 16
+            vocab = 128
+            [model.recurrent]
+            layers = [1, 4]
+            [model.recurrent.mixer.mamba2]
+            heads = 4
+            head_dim = 8
+            state = 8
+            groups = 2
+            conv_kernel = 4
+            chunk = 8
+            conv_bias = true
+            [model.blocks]
+            mixer_only = [1, 2, 4]
+            ffn_only = [3, 5, 6]
+            [model.moe]
+            experts = 4
+            top_k = 2
+            expert_ffn = 32
+            shared_experts = 1
+            shared_ffn = 48
+            activation = "relu2"
+            [model.dense]
+            layers = [5]
+            ffn = 40
+            [workload]
+            context = {t}
+            mean_doc_len = {t}
+            attention = "causal"
+            kv_dtype_bytes = 2
+            [counting]
+            activations = "{policy}"
+            activation_bytes = {bytes}
+            "#
+        ))
+        .unwrap()
+    };
+    // PyTorch's bytes (policy, activation bytes, T): the stock rows of the saved-tensor test.
+    let measured = [
+        ("transformers-eager", 4, 48, 903_076),
+        ("transformers-eager", 2, 80, 1_308_356),
+        ("transformers-sdpa", 4, 80, 1_343_972),
+        ("transformers-sdpa", 2, 48, 641_732),
+    ];
+    for (policy, bytes, t, want) in measured {
+        let report = cost(&model(policy, bytes, t)).unwrap().activations;
+        assert_eq!(report.refused, None, "{policy}");
+        let [entry] = report.policies.as_slice() else {
+            panic!("{policy}: only the Transformers policy counts Nemotron-H: {report:?}");
+        };
+        assert_eq!(entry.policy.as_str(), policy);
+        assert_eq!(
+            entry.at_context,
+            smelt::ActivationBytes::from_int(want),
+            "{policy}"
+        );
+    }
+    for policy in ["unfused-eager", "megatron"] {
+        let report = cost(&model(policy, 2, 48)).unwrap().activations;
+        let refused = report.refused.unwrap_or_default();
+        assert!(
+            refused.starts_with("model.recurrent: the activation memory does not model"),
+            "{policy}: {refused}"
+        );
+        assert!(report.policies.is_empty(), "{policy}");
+    }
+}

@@ -866,6 +866,19 @@ fn nemotron_h_layers_are_read_from_the_block_pattern() {
         &nano.replace("\"mlp_bias\": false", "\"mlp_bias\": true"),
         &["mlp_bias", "refuses"],
     );
+    // The router is read as the published configs set it (one group, renormalised).
+    for (from, to, key) in [
+        ("\"n_group\": 1", "\"n_group\": 2", "n_group"),
+        ("\"topk_group\": 1", "\"topk_group\": 2", "topk_group"),
+        (
+            "\"norm_topk_prob\": true",
+            "\"norm_topk_prob\": false",
+            "norm_topk_prob",
+        ),
+    ] {
+        assert_ne!(nano.replace(from, to), nano, "{key}");
+        refused(&nano.replace(from, to), &[key, "one group"]);
+    }
     // LatentMoE (Nemotron 3 Super's moe_latent_size) is read: the routed experts at the
     // latent width, the projections down and up beside them; a width of 0 is refused in
     // the config's own words.

@@ -6,7 +6,8 @@ from the family's config, and the tiny Baseline's looped export, whose every vis
 layer saves its own), one forward pass runs on CPU under
 `torch.autograd.graph.saved_tensors_hooks`; every packed tensor is kept alive until the
 forward ends (so that no storage address is reused), and each storage saved inside a
-decoder layer (parameters and buffers left out) is counted once, by its `nbytes`. That
+decoder layer (a class whose name ends in `DecoderLayer`, or Nemotron-H's `NemotronHBlock`;
+parameters and buffers left out) is counted once, by its `nbytes`. That
 total equals smelt's `activations.policies[].at_context` for the policy, exactly:
 
 * `transformers-eager`: `attn_implementation="eager"`, `experts_implementation="eager"`;
@@ -30,6 +31,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 
 import test_export_hf as hf
 import test_gemma4 as gemma4
+import test_mamba2 as mamba2
 from tiny_hf import export_looped
 
 # The families whose router smelt's import states (`[model.moe] router`); the others are
@@ -51,6 +53,7 @@ FAMILIES = [
     "glm_moe_dsa",
     "llama4_text",
     "gemma4_text",
+    "nemotron_h",
 ]
 # PhiMoE's rows without its input noise (with it: test_counts_the_input_noise). Kimi-K2's
 # and DeepSeek-V2's experts in two groups, their tokens routed within the best one
@@ -83,6 +86,13 @@ LENGTHS = (48, 80)
 EXPORTS = tempfile.TemporaryDirectory(prefix="smelt-saved-")
 
 
+def is_decoder_layer(module):
+    """A decoder layer's class: `*DecoderLayer`, or Nemotron-H's `NemotronHBlock` (one norm
+    and one block: Mamba-2, attention, MLP or MoE)."""
+    name = type(module).__name__
+    return name.endswith("DecoderLayer") or name == "NemotronHBlock"
+
+
 def saved_bytes(model, tokens):
     """Bytes of the storages a forward of `tokens` random ids saves inside decoder layers,
     each storage once."""
@@ -91,10 +101,10 @@ def saved_bytes(model, tokens):
     depth, keep, seen = [0], [], {}
 
     def pre(module, args):
-        depth[0] += type(module).__name__.endswith("DecoderLayer")
+        depth[0] += is_decoder_layer(module)
 
     def post(module, args, out):
-        depth[0] -= type(module).__name__.endswith("DecoderLayer")
+        depth[0] -= is_decoder_layer(module)
 
     hooks = [
         h
@@ -124,8 +134,13 @@ def saved_bytes(model, tokens):
 
 def tiny_config(family):
     """The family's tiny config: test_export_hf.py's, Gemma 4's test_gemma4.py's (sliding and
-    full layers of their own shape, values from the keys, the dense MLP beside the experts)."""
-    return gemma4.tiny_config() if family == "gemma4_text" else hf.tiny_config(family)
+    full layers of their own shape, values from the keys, the dense MLP beside the experts),
+    Nemotron-H's test_mamba2.py's (`M*EM-E`: every kind of block)."""
+    if family == "gemma4_text":
+        return gemma4.tiny_config()
+    if family == "nemotron_h":
+        return mamba2.tiny_config()
+    return hf.tiny_config(family)
 
 
 def stock(family):
@@ -145,12 +160,16 @@ LATTICES = {f: {"experts": {"step": 4, "min": 4, "max": 8}} for f in ("kimi_k2",
 # Gemma 4's looped export: layers 2-3 (a full and a sliding layer) visited twice, its
 # updates scaled by 0.5 (test_gemma4.py's loop).
 GEMMA4_LOOP = dict(first=2, span=2, repeats=2, residual_scale=0.5)
+# Nemotron-H's looped export: layers 2-4 (attention, MoE, Mamba-2) visited twice
+# (test_mamba2.py's loop).
+NEMOTRON_H_LOOP = dict(first=2, span=3, repeats=2, residual_scale=0.5)
+OWN_LOOPS = {"gemma4_text": GEMMA4_LOOP, "nemotron_h": NEMOTRON_H_LOOP}
 
 
 def looped(family):
     directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
-    if family == "gemma4_text":
-        return export_looped(tiny_config(family), family, directory / "looped", GEMMA4_LOOP)
+    if family in OWN_LOOPS:
+        return export_looped(tiny_config(family), family, directory / "looped", OWN_LOOPS[family])
     return hf.export(family, directory, lattice=LATTICES.get(family), changes=CHANGES.get(family))
 
 
@@ -324,13 +343,11 @@ def test_refuses_mla_with_equal_widths_without_the_indexer():
 REFUSED = [
     "qwen3_next",
     "qwen3_5_moe_text",
-    "nemotron_h",
 ]
 # The refused families without a tiny config in test_export_hf.py: their published config.
 PUBLISHED = {
     "qwen3_next": "qwen3-next-80b-a3b.json",
     "qwen3_5_moe_text": "qwen3.5-35b-a3b.json",
-    "nemotron_h": "nemotron-3-nano-30b-a3b.json",
 }
 
 
@@ -342,7 +359,7 @@ def test_every_family_is_counted_or_refused():
 def refused(source, stack):
     """The policy `stack` refuses the model of `source` (a config or its path), naming what
     it does not model: as an error, or, where no activation memory models the model (the
-    recurrent layers of Qwen3-Next, Qwen3.5 and Nemotron-H), in the cost's `activations.refused`, with no count for the policy."""
+    recurrent layers of Qwen3-Next and Qwen3.5), in the cost's `activations.refused`, with no count for the policy."""
     spec = smelt.import_hf(source)
     spec["workload"] = {"context": 48, "mean_doc_len": 48, "attention": "causal", "kv_dtype_bytes": 2}
     spec.setdefault("counting", {})["activations"] = stack
@@ -615,6 +632,75 @@ def test_gemma4_only_under_the_transformers_policies():
     activations = smelt.cost(spec)["activations"]
     assert "refused" not in activations, activations
     assert [p["policy"] for p in activations["policies"]] == ["transformers-sdpa"]
+
+
+# Nemotron-H beside the rows' tiny config: LatentMoE (`moe_latent_size`, the routed experts
+# at 24 wide between `fc1_latent_proj` and `fc2_latent_proj`), and sequences the SSD scan pads
+# to its chunks of 8 (45 and 75 tokens: 48 and 80 padded).
+NEMOTRON_H_VARIANTS = {"latent": (24, LENGTHS), "padded": (None, (45, 75))}
+
+
+def nemotron_h(build_kind, latent):
+    directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+    config = mamba2.tiny_config(latent)
+    if build_kind == "looped":
+        return export_looped(config, "nemotron_h", directory / "looped", NEMOTRON_H_LOOP)
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+@pytest.mark.parametrize("variant", sorted(NEMOTRON_H_VARIANTS))
+@pytest.mark.parametrize("build_kind", sorted(BUILDS))
+@pytest.mark.parametrize("stack,dtype_name", list(itertools.product(STACKS, DTYPES)))
+def test_nemotron_h_variants(variant, build_kind, stack, dtype_name):
+    """Nemotron-H with LatentMoE, and at lengths the Mamba-2 scan pads, stock and looped,
+    counted exactly."""
+    latent, lengths = NEMOTRON_H_VARIANTS[variant]
+    directory = nemotron_h(build_kind, latent)
+    assert smelt.import_hf(directory)["model"]["moe"].get("latent") == latent
+    dtype, activation_bytes = DTYPES[dtype_name]
+    for tokens in lengths:
+        pytorch = saved_bytes(build(directory, stack, dtype), tokens)
+        assert smelt_bytes(directory, stack, activation_bytes, tokens) == pytorch, (tokens, pytorch)
+
+
+def test_nemotron_h_only_under_the_transformers_policies():
+    """The unfused counts and the Megatron-Core policies do not model Nemotron-H's Mamba-2
+    layers, one-block layers and relu2 MLP: under them the activations budget is refused by
+    name; under a Transformers policy only that policy is reported."""
+    spec = smelt.import_hf(mamba2.tiny_config())
+    spec["workload"] = {"context": 48, "mean_doc_len": 48, "attention": "causal", "kv_dtype_bytes": 2}
+    activations = smelt.cost(spec)["activations"]
+    assert "the activation memory does not model mamba2 layers" in activations["refused"], activations
+    assert activations["policies"] == []
+    for stack in STACKS:
+        spec["counting"] = {"activations": stack}
+        activations = smelt.cost(spec)["activations"]
+        assert "refused" not in activations, activations
+        assert [p["policy"] for p in activations["policies"]] == [stack]
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"moe": {"activation": "swiglu"}}, "model.moe.activation"),
+        ({"moe": {"router": "sigmoid_renormalised_fp32", "router_bias": True}}, "model.moe.router"),
+        ({"qk_norm": "per_head"}, "model.qk_norm"),
+    ],
+)
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_refuses_what_nemotron_hs_classes_do_not_build(change, field, stack):
+    """Nemotron-H's pieces are counted as its classes: a model without one of them (here the
+    relu2 MLP), or with what the classes do not build (a stated router, q/k norms), is
+    refused, naming the field."""
+    spec = smelt.import_hf(mamba2.tiny_config())
+    for key, value in change.items():
+        if isinstance(value, dict):
+            spec["model"][key].update(value)
+        else:
+            spec["model"][key] = value
+    error = refusal_of(spec, stack)
+    assert error.startswith(field) and "Nemotron-H" in error, error
 
 
 if __name__ == "__main__":

@@ -252,6 +252,20 @@
 //!   token and expert the routing weight, the repeated and the weighted input, `gate_up`,
 //!   SiLU's output and the product (`E·b·(1 + 2H + 4F)`, in place of the per-copy rows).
 //!
+//!   Nemotron-H (`nemotron_h`, both stacks; `transformers/nemotron_h.rs` lists every
+//!   tensor) has one norm and one block per layer (`NemotronHBlock`). Its norm keeps
+//!   `x · rsqrt` in float32 (`8H + 4`, and in bf16 its weight's float32 copy, `4H` per
+//!   sequence). Its Mamba-2 mixer, on PyTorch's path (no `mamba_ssm`), keeps per token
+//!   `in_proj`'s whole output, the convolution's, `dt` before and after its softplus, `x`
+//!   and `dt` in float32 and the gated RMSNorm's float32 tensors, and per sequence its
+//!   chunked scan's float32 tensors over the sequence padded to `chunk_size` (`T_p`): the
+//!   `L × L` decays and scores (`12·n·L·T_p`), `B` and `C` (`20·n·N·T_p`), `x` (`20·I·T_p`),
+//!   the states and the chunk-to-chunk decay. Its attention has no RoPE; its MLPs are
+//!   relu2 (ReLU's output and its square, `2b·F`); its router (`NemotronHTopkRouter`, one
+//!   group) keeps `5E + 12k + 28` (bf16: its float32 input and weight copies too); an eager
+//!   expert copy keeps `20 + b·(2W + 2F) + 4W`, a `grouped_mm` one `28 + b·(2W + 2F)`, `W`
+//!   the experts' width (LatentMoE's latent width, whose `fc2_latent_proj` input adds `b·W`).
+//!
 //!   `w`, the routing weight per copy, is float32 (4) where the router keeps it so (Mixtral:
 //!   `[model.moe] router = "softmax_renormalised_fp32"`), `b` where it casts it (`softmax`,
 //!   `softmax_renormalised`: OLMoE, Qwen; `topk_softmax`: Granite-MoE;
@@ -261,7 +275,8 @@
 //!   OLMoE, Qwen1.5/2-MoE, Qwen3-MoE (`norm_topk_prob`), Granite-MoE, gpt-oss, Llama-4,
 //!   Mixtral, MiniMax-M2 and PhiMoE, and for the DeepSeek families where the config's
 //!   routing keys are what Transformers' class builds; the Transformers policies refuse,
-//!   naming the field, a model that does not state it (every other family), Llama-4's
+//!   naming the field, a model that does not state it (every other family but Nemotron-H,
+//!   whose classes route with their own), Llama-4's
 //!   pieces (chunked attention, NoPE layers, the L2 q/k norm, its router) beside what its
 //!   classes do not build, MLA under SDPA with equal query/key and value widths but no
 //!   indexer, a partial RoPE in a windowed layer under SDPA, gpt-oss under
@@ -270,13 +285,15 @@
 //!   another router bias, the MoE's input noise (`[model.moe] jitter`: `b·H` per token and
 //!   draw, which the in-place product keeps; Mixtral's and MiniMax-M2's MoE block draws
 //!   once, PhiMoE's block and router once each) beside another router, one-block layers
-//!   (not yet checked against PyTorch), and `activation_bytes` other than 2 or 4. Under bf16
+//!   but Nemotron-H's (`transformers/nemotron_h.rs`), and `activation_bytes` other than 2
+//!   or 4. Under bf16
 //!   autocast with float32 weights a step also keeps the bf16 copy of each weight a matmul
 //!   reads: not modelled. python/tests/test_saved_tensors.py checks every figure against
 //!   `saved_tensors_hooks` (each storage once) on the stock and looped models of those
-//!   sixteen families, both stacks (gpt-oss: eager), both dtypes, two lengths, of Mixtral
+//!   seventeen families, both stacks (gpt-oss: eager), both dtypes, two lengths, of Mixtral
 //!   with sliding windows and of Llama-4 with chunks shorter than, equal to and longer than
-//!   a length, and of DeepSeek-V3.2 and GLM-5 with GLM-5's equal widths: difference 0, and
+//!   a length, of DeepSeek-V3.2 and GLM-5 with GLM-5's equal widths, and of Nemotron-H with
+//!   LatentMoE and at lengths its scan pads: difference 0, and
 //!   that every other family smelt imports is refused.
 //!   The training memory counts them under data parallelism only.
 //! * **Training memory** ([`training`], only with a `[training]` table): the static bytes
@@ -352,7 +369,8 @@
 //! The activations column is the unfused counts' and the Megatron-Core policies': the
 //! Transformers policies also count Gemma 4's pieces (full-attention layers of their own
 //! shape, the value norm, the post norms, the branch norms, the router's scales, the GeGLU)
-//! in Gemma 4's classes ([`transformers`]).
+//! in Gemma 4's classes, and Nemotron-H's (Mamba-2 layers, one-block layers, the relu2 MLP,
+//! LatentMoE's latent experts) in Nemotron-H's classes ([`transformers`]).
 //!
 //! In the code: c̄ is [`MeanKeys`] (the windowed layers' [`MeanKeys::windowed`], an indexer's
 //! [`Keys::selected`]), the cache one sequence holds is [`KvAtContext`], the fully-activated

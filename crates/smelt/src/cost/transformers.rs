@@ -56,6 +56,7 @@
 //! | Llama-4's experts, every expert on every token, per token and expert (both stacks) | the routing weight, the repeated and the weighted input, `gate_up`, SiLU's output, the product | `E·b·(1 + 2H + 4F)` |
 //! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2, GLM-4.5), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
 //! | Gemma 4's decoder layer (`Gemma4TextDecoderLayer`: float32 norms that keep `x · pow` and, in bf16, a float32 copy of their input and weight; the value norm, post norms, the MoE branches' norms, the router's scales, the GeGLU, full-attention layers of their own shape with `k_eq_v`), under both policies | tensor by tensor in `transformers/gemma4.rs` | as there |
+//! | Nemotron-H's decoder layer (`NemotronHBlock`: one float32 norm that keeps `x · rsqrt` in float32, and one block: the Mamba-2 mixer's torch path with its chunked scan over the sequence padded to `chunk_size`, attention without RoPE, the relu2 MLP, or the MoE with its router, relu2 experts, shared expert and LatentMoE's projections), under both policies | tensor by tensor in `transformers/nemotron_h.rs` | as there |
 //!
 //! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
 //! `router = "softmax_renormalised_fp32"`; MiniMax-M2's, `"sigmoid_renormalised_fp32"`;
@@ -72,6 +73,8 @@
 //! its pieces (full-attention layers of their own shape, the value norm, the post norms,
 //! the branch norms, the router's scales, the GeGLU) are counted by these policies only
 //! (the capability table's notes), and a model with some of them but not all is refused.
+//! So are Nemotron-H's (`nemotron_h`, `transformers/nemotron_h.rs`): Mamba-2 layers,
+//! one-block layers and the relu2 MLP, with or without LatentMoE's latent experts.
 //!
 //! Multi-head latent attention (DeepSeek-V3's `DeepseekV3Attention`, Kimi-K2's,
 //! DeepSeek-V2's `DeepseekV2Attention`, and with the sparse attention indexer
@@ -106,8 +109,9 @@
 //! DeepSeek-V3, DeepSeek-V3.2, Kimi-K2, GLM-4.5 and GLM-5 where the config's `topk_method`, `scoring_func`,
 //! `norm_topk_prob`, `n_group` and `topk_group` are what Transformers' class builds),
 //! gated or ungated shared experts, dense FFNs, gpt-oss under `transformers-eager`,
-//! Llama-4 under both, and Gemma 4's classes (sliding and full layers, with or without
-//! `k_eq_v`). Anything else is refused, naming the field: a router not stated
+//! Llama-4 under both, Gemma 4's classes (sliding and full layers, with or without
+//! `k_eq_v`) and Nemotron-H's (Mamba-2, attention, MLP and MoE blocks, with or without
+//! LatentMoE). Anything else is refused, naming the field: a router not stated
 //! (DeepSeek's where the config says other than its class does), input noise beside a
 //! router whose class draws none, MLA under SDPA with `d_v = d_n + d_r`
 //! without the indexer (PyTorch's flash kernel without a mask, not checked), a partial
@@ -115,7 +119,7 @@
 //! build (`transformers/llama4.rs`), gpt-oss under `transformers-sdpa` (Transformers
 //! builds no SDPA attention for it) or any of its features apart from the others, a
 //! router bias but MiniMax-M2's, the DeepSeek routers' and gpt-oss's, layers without
-//! attention, float16 (`activation_bytes` other than 2 or 4); a SparseMixer router with
+//! attention (but Nemotron-H's Mamba-2, MLP and MoE blocks), float16 (`activation_bytes` other than 2 or 4); a SparseMixer router with
 //! other than two experts, and a group-limited router whose `[model.moe.router_groups]`
 //! do not fit the experts, are refused by the model's own validation. Autocast (float32
 //! weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a
@@ -125,6 +129,7 @@ mod gemma4;
 mod gpt_oss;
 mod llama4;
 mod mla;
+mod nemotron_h;
 mod window;
 
 use super::Keys;
@@ -539,7 +544,8 @@ pub(super) fn activations(
             ));
         }
     };
-    if let Some(f) = REFUSED.into_iter().find(|&f| stack.has(f)) {
+    let nemotron_h = nemotron_h::classes(stack, policy)?;
+    if let Some(f) = REFUSED.into_iter().find(|&f| !nemotron_h && stack.has(f)) {
         return Err(refuse(policy, f.field(), f.words()));
     }
     let gpt_oss = gpt_oss::classes(stack, policy)?;
@@ -569,6 +575,13 @@ pub(super) fn activations(
     // once per layer type, sliding and full, [`gemma4`]).
     let mut rope = [None; 2];
     for kind in stack.kinds() {
+        if nemotron_h {
+            let layer = step.nemotron_layer(&kind.layer)?;
+            for (acc, p) in parts.iter_mut().zip(layer) {
+                *acc = p.add_times(kind.executions, *acc)?;
+            }
+            continue;
+        }
         let Some(TokenMixer::Attention(a)) = &kind.layer.mixer else {
             return Err(refuse(policy, "model.ffn_only", "layers without attention"));
         };

@@ -24,6 +24,9 @@
 //!   window.
 //! * `moe_latent_size` (Nemotron 3 Super's LatentMoE): the routed experts work at that
 //!   width, between `fc1_latent_proj` and `fc2_latent_proj` ([`crate::model::Moe::latent`]).
+//! * The router (`NemotronHTopkRouter`) is read as the published configs set it:
+//!   `n_group = topk_group = 1` and `norm_topk_prob = true` (`NemotronHConfig`'s defaults,
+//!   which the export writes by leaving them out); other values are refused, naming the key.
 //! * Refused: `mlp_bias` (biases on the shared expert and the MLPs), a tied LM head (the code never ties it), other MLP
 //!   activations, and patterns without a MoE layer (smelt describes MoE models). The MTP
 //!   weights of the checkpoints are not built by Transformers (ignored on load) and not
@@ -407,6 +410,26 @@ impl FamilyConfig for NemotronH {
                 "mlp_bias",
                 "biases on Nemotron-H's shared expert and MLPs are not counted",
             ));
+        }
+        // NemotronHTopkRouter's groups and renormalisation have no key in the model file:
+        // smelt reads them as NemotronHConfig's defaults (the published configs'), which the
+        // export writes and the Transformers activation policies count.
+        let router = [
+            ("n_group", Value::from(1)),
+            ("topk_group", Value::from(1)),
+            ("norm_topk_prob", Value::Bool(true)),
+        ];
+        for (key, default) in router {
+            if let Some(v) = config.get(key).filter(|v| !v.is_null() && **v != default) {
+                return Err(refuse(
+                    key,
+                    format!(
+                        "smelt reads Nemotron-H's router as its published configs set it \
+                         (n_group = topk_group = 1, norm_topk_prob = true: one group, the \
+                         weights renormalised), which its export writes back; got {v}"
+                    ),
+                ));
+            }
         }
         if on("tie_word_embeddings") {
             return Err(refuse(

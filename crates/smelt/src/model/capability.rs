@@ -52,7 +52,9 @@
 //! Transformers policies (`transformers-eager`, `transformers-sdpa`) also count Gemma 4's
 //! pieces — full-attention layers of their own shape, the value norm, the post norms, the
 //! branch norms, the router's scales and the GeGLU — in Gemma 4's classes
-//! ([`TRANSFORMERS_ONLY`]; `crate::cost::transformers`), where the others refuse them.
+//! ([`TRANSFORMERS_ONLY`]; `crate::cost::transformers`), and Nemotron-H's — Mamba-2 layers,
+//! one-block layers, the relu2 MLP and LatentMoE's latent experts — in Nemotron-H's classes
+//! ([`TRANSFORMERS_NEMOTRON_H`]), where the others refuse them.
 //! The MoE's input noise costs no counted FLOPs; the Transformers policies count each
 //! noise tensor a step saves, the Megatron-Core policies none (Megatron-Core draws it only
 //! where `moe_input_jitter_eps` is set, which its recipes leave unset), the unfused counts
@@ -73,6 +75,16 @@ pub const TRANSFORMERS_ONLY: [Feature; 6] = [
     Feature::BranchNorms,
     Feature::RouterScale,
     Feature::GeluTanh,
+];
+
+/// Nemotron-H's pieces, which the Transformers activation policies count in Nemotron-H's
+/// classes (`crate::cost::transformers`) while the table's activations column, the unfused
+/// counts and the Megatron-Core policies refuse them (module docs' notes).
+pub const TRANSFORMERS_NEMOTRON_H: [Feature; 4] = [
+    Feature::Mamba2,
+    Feature::Blocks,
+    Feature::Relu2,
+    Feature::LatentExperts,
 ];
 
 /// An architecture feature (module docs), in the order a refusal looks for them.
@@ -392,16 +404,17 @@ impl Consumer {
     }
 
     /// [`Consumer::check`] of the activation memory under `policy`: the Transformers
-    /// policies also count [`TRANSFORMERS_ONLY`]'s features (module docs' notes), which the
-    /// table's column and every other policy refuse. Any other consumer: its check.
+    /// policies also count [`TRANSFORMERS_ONLY`]'s and [`TRANSFORMERS_NEMOTRON_H`]'s
+    /// features (module docs' notes), which the table's column and every other policy
+    /// refuse. Any other consumer: its check.
     pub fn check_policy(self, stack: &Stack, policy: ActivationPolicy) -> Result<()> {
-        let also: &[Feature] = if self == Consumer::Activations && policy.is_transformers() {
-            &TRANSFORMERS_ONLY
+        let also: &[&[Feature]] = if self == Consumer::Activations && policy.is_transformers() {
+            &[&TRANSFORMERS_ONLY, &TRANSFORMERS_NEMOTRON_H]
         } else {
             &[]
         };
         let unhandled = (Feature::ALL.into_iter())
-            .find(|&f| !self.handles(f) && !also.contains(&f) && stack.has(f));
+            .find(|&f| !self.handles(f) && !also.iter().any(|a| a.contains(&f)) && stack.has(f));
         match unhandled {
             Some(f) => Err(refusal(self, None, f.field(), f.words())),
             None => Ok(()),
@@ -514,7 +527,7 @@ mod tests {
     /// other policies refuse what the column does.
     #[test]
     fn only_the_transformers_policies_count_gemma4s_pieces() {
-        for f in TRANSFORMERS_ONLY {
+        for f in TRANSFORMERS_ONLY.into_iter().chain(TRANSFORMERS_NEMOTRON_H) {
             assert!(!Consumer::Activations.handles(f), "{f:?}");
         }
         let stack = |extra: &str| {
