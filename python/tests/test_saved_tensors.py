@@ -610,7 +610,9 @@ def test_gated_deltanet_with_as_many_value_heads_as_key_heads(stack):
     file does not say which class runs, so float32 is refused, naming the field; bf16,
     where both save the same, is counted exactly for both families."""
     changes = {"linear_num_value_heads": 2}
-    error = refusal_of(smelt.import_hf(dict(tiny_config("qwen3_next"), **changes)), stack)
+    spec = smelt.import_hf(dict(tiny_config("qwen3_next"), **changes))
+    spec["counting"] = {"activation_bytes": 4}
+    error = refusal_of(spec, stack)
     assert error.startswith("model.recurrent.mixer.gated_deltanet.value_heads"), error
     for family in sorted(GATED_DELTANET):
         directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
