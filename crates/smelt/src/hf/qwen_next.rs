@@ -259,7 +259,9 @@ impl FamilyConfig for Qwen3Next {
          `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim`; gated \
          attention with a per-head q/k norm, `attention_bias` (Q, K, V, O); `num_experts` of \
          `moe_intermediate_size`, one shared expert of `shared_expert_intermediate_size` \
-         behind a sigmoid gate, dense layers by Qwen's rule"
+         behind a sigmoid gate, dense layers by Qwen's rule; the router's `norm_topk_prob` \
+         (true when absent) and the RoPE's `partial_rotary_factor` (`rope_dim`, 0.25 when \
+         absent)"
     }
     fn support(&self) -> &Support {
         &SUPPORT
@@ -315,7 +317,8 @@ impl FamilyConfig for Qwen3_5MoeText {
         "Qwen3.5's MoE text decoder (Gated DeltaNet layers beside gated attention)"
     }
     fn reads(&self) -> &'static str {
-        "`qwen3_next`'s keys without dense layers (every layer is MoE)"
+        "`qwen3_next`'s keys without dense layers (every layer is MoE) and without \
+         `norm_topk_prob` (its router always renormalises)"
     }
     fn support(&self) -> &Support {
         &SUPPORT_3_5
