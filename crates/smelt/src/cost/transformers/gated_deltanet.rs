@@ -30,11 +30,11 @@
 //! | `causal_conv1d_fn`: `F.conv1d` over `q, k, v`, then SiLU | the convolution's input; SiLU's input, `T + w − 1` outputs per channel | `b·c`; `b·c` and `b·c·(w − 1)` per sequence |
 //! | `beta = sigmoid(b)` | its output | `b·n_v` |
 //! | `g = −exp(A_log)·softplus(a + dt_bias)` (float32) | softplus's input and output; `exp` and its negation, per sequence | `8n_v`; `8n_v` per sequence |
-//! | `l2norm` of `q` and `k` (float32, in `torch_chunk_gated_delta_rule`) | their float32 input (queries and keys repeated to the value heads: `repeat_interleave`'s copies; in float32 with `n_k = n_v`, views of SiLU's output: `4c` for both), `rsqrt` per head | `8n_v·d_k + 8n_v` (float32, `n_k = n_v`: `4c + 8n_v`) |
+//! | `l2norm` of `q` and `k` (float32, in `torch_chunk_gated_delta_rule`) | their float32 input (queries and keys repeated to the value heads: `repeat_interleave`'s copies, or in bf16 the float32 casts), `rsqrt` per head | `8n_v·d_k + 8n_v` |
 //! | the chunk rule's padded tensors (float32) | `beta`, `v`, `k`, `k·beta`, the scaled `q`; `exp` of the pairwise decays, `k_beta·kᵀ`, `q·kᵀ`, the UT system, the intra-chunk attention (`C` per position each); the three `exp`s of the cumulative decay; the two triangular solves' outputs (`d_v`, `d_k`); `v_new`; the decayed keys | `4n_v·P·(4 + 3d_v + 5d_k + 5C)` per sequence |
 //! | the scan over chunks | each chunk's state before its update (`d_k·d_v` per value head), the chunk decays; the decayed queries, which the first chunk's read of a state of zeros does not keep | `4n_v·N·(d_k·d_v + 1)`, `+ 4n_v·P·d_k` where `N ≥ 2`, per sequence |
 //! | the strictly upper mask | `masked_fill` | `C²` (bool) per sequence |
-//! | the gated norm (`Qwen3NextRMSNormGated`): its float32 input | `pow` | `4V`; in float32 with one value head the padded output, `4P·d_v` per sequence |
+//! | the gated norm (`Qwen3NextRMSNormGated`, `Qwen3_5MoeRMSNormGated`): its float32 input | `pow` | `4V` |
 //! | its `rsqrt`, `x·rsqrt` in the dtype, `weight·x`, SiLU's float32 input (the gate `z`) and output | | `4n_v + 2b·V + 8V` |
 //! | `out_proj`'s input | `out_proj` | `b·V` |
 //!
@@ -49,7 +49,9 @@
 //! Refused: in float32, `n_k = n_v` (`value_heads = key_heads`), where the classes differ:
 //! Qwen3-Next's fused `in_proj_qkvz` leaves the gate `z` a view of its whole output, which
 //! the gated norm's SiLU keeps (`4·(2K + 2V)`), Qwen3.5's `in_proj_z` does not, and the
-//! model file does not say which runs; attention other than GQA with a per-head q/k norm,
+//! model file does not say which runs (there, too, `q` and `k` are views of SiLU's output,
+//! one storage of `4c`, and with one value head the gated norm's input is a view of the
+//! padded output, `4P·d_v` per sequence); attention other than GQA with a per-head q/k norm,
 //! windows, NoPE layers, values from the keys; an attention layer without the gate beside
 //! Gated DeltaNet layers; a MoE without one gated shared expert; other recurrent mixers.
 
@@ -214,24 +216,17 @@ impl Step {
         let chunk = u128::from(DELTA_RULE_CHUNK);
         let n = t.div_ceil(chunk).max(1);
         let p = mul(n, chunk)?;
-        // The gated norm's float32 input: with one value head in float32, a view of the
-        // padded output.
-        let (norm_input, norm_seq) = if float32 && nv == 1 {
-            (0, mul(mul(4, p)?, dv)?)
-        } else {
-            (mul(4, v)?, 0)
-        };
         let whole = sum(&[
             mul(b, add(h, mul(2, c)?)?)?,
             mul(b, nv)?,
             mul(16, nv)?,
             mul(mul(8, nv)?, dk)?,
-            norm_input,
+            mul(4, v)?,
             mul(4, nv)?,
             mul(mul(3, b)?, v)?,
             mul(8, v)?,
         ])?;
-        let seq = sum(&[mul(mul(b, c)?, w.saturating_sub(1))?, mul(8, nv)?, norm_seq])?;
+        let seq = add(mul(mul(b, c)?, w.saturating_sub(1))?, mul(8, nv)?)?;
         let position = sum(&[4, mul(3, dv)?, mul(5, dk)?, mul(5, chunk)?])?;
         let decayed_q = if n >= 2 { mul(p, dk)? } else { 0 };
         let states = mul(n, add(mul(dk, dv)?, 1)?)?;
