@@ -271,7 +271,9 @@ fn an_export_refuses_a_router_its_family_does_not_build() {
     assert!(
         err.contains("model.moe.router: is \"softmax\", but mixtral's Transformers class")
             && err.contains("builds router = \"softmax_renormalised_fp32\"")
-            && err.contains("export a family that builds it (qwen2_moe, qwen3_moe, olmoe)"),
+            && err.contains(
+                "export a family that builds it (qwen2_moe, qwen3_moe, olmoe, qwen3_next)"
+            ),
         "{err}"
     );
     assert!(!out.exists(), "nothing written");

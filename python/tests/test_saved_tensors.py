@@ -30,12 +30,12 @@ torch = pytest.importorskip("torch", reason="torch is not installed (CI installs
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 import test_export_hf as hf
+import test_gated_deltanet as gated_deltanet
 import test_gemma4 as gemma4
 import test_mamba2 as mamba2
 from tiny_hf import export_looped
 
-# The families whose router smelt's import states (`[model.moe] router`); the others are
-# refused by the Transformers policies (test_refuses_what_it_does_not_count).
+# Every family smelt imports (test_every_family_is_counted).
 FAMILIES = [
     "mixtral",
     "olmoe",
@@ -54,6 +54,8 @@ FAMILIES = [
     "llama4_text",
     "gemma4_text",
     "nemotron_h",
+    "qwen3_next",
+    "qwen3_5_moe_text",
 ]
 # PhiMoE's rows without its input noise (with it: test_counts_the_input_noise). Kimi-K2's
 # and DeepSeek-V2's experts in two groups, their tokens routed within the best one
@@ -132,14 +134,22 @@ def saved_bytes(model, tokens):
     return sum(n for n, inside in seen.values() if inside)
 
 
+# The Gated DeltaNet hybrids' tiny configs (test_gated_deltanet.py's: three Gated DeltaNet
+# layers, then a gated attention layer; 2 query/key heads, 4 value heads).
+GATED_DELTANET = set(gated_deltanet.FAMILIES)
+
+
 def tiny_config(family):
     """The family's tiny config: test_export_hf.py's, Gemma 4's test_gemma4.py's (sliding and
     full layers of their own shape, values from the keys, the dense MLP beside the experts),
-    Nemotron-H's test_mamba2.py's (`M*EM-E`: every kind of block)."""
+    Nemotron-H's test_mamba2.py's (`M*EM-E`: every kind of block), the Gated DeltaNet
+    hybrids' test_gated_deltanet.py's."""
     if family == "gemma4_text":
         return gemma4.tiny_config()
     if family == "nemotron_h":
         return mamba2.tiny_config()
+    if family in GATED_DELTANET:
+        return gated_deltanet.tiny_config(family)
     return hf.tiny_config(family)
 
 
@@ -166,10 +176,17 @@ NEMOTRON_H_LOOP = dict(first=2, span=3, repeats=2, residual_scale=0.5)
 OWN_LOOPS = {"gemma4_text": GEMMA4_LOOP, "nemotron_h": NEMOTRON_H_LOOP}
 
 
+# The hybrids' looped export: layers 2-4 (two Gated DeltaNet layers and the attention
+# layer) visited twice, its updates scaled by 0.5 (test_gated_deltanet.py's loop).
+GATED_DELTANET_LOOP = dict(gated_deltanet.LOOP, residual_scale=0.5)
+
+
 def looped(family):
     directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
     if family in OWN_LOOPS:
         return export_looped(tiny_config(family), family, directory / "looped", OWN_LOOPS[family])
+    if family in GATED_DELTANET:
+        return export_looped(tiny_config(family), family, directory / "looped", GATED_DELTANET_LOOP)
     return hf.export(family, directory, lattice=LATTICES.get(family), changes=CHANGES.get(family))
 
 
@@ -338,44 +355,10 @@ def test_refuses_mla_with_equal_widths_without_the_indexer():
     assert policy_bytes(smelt.import_hf(config), "transformers-eager", 4, LENGTHS[0]) > 0
 
 
-# Every other family smelt imports, refused by both policies with the reason named (what
-# each saves that the policies do not model is listed in docs/guide.md).
-REFUSED = [
-    "qwen3_next",
-    "qwen3_5_moe_text",
-]
-# The refused families without a tiny config in test_export_hf.py: their published config.
-PUBLISHED = {
-    "qwen3_next": "qwen3-next-80b-a3b.json",
-    "qwen3_5_moe_text": "qwen3.5-35b-a3b.json",
-}
-
-
-def test_every_family_is_counted_or_refused():
-    assert sorted(smelt.families()) == sorted(FAMILIES + REFUSED)
-    assert not set(FAMILIES) & set(REFUSED)
-
-
-def refused(source, stack):
-    """The policy `stack` refuses the model of `source` (a config or its path), naming what
-    it does not model: as an error, or, where no activation memory models the model (the
-    recurrent layers of Qwen3-Next and Qwen3.5), in the cost's `activations.refused`, with no count for the policy."""
-    spec = smelt.import_hf(source)
-    spec["workload"] = {"context": 48, "mean_doc_len": 48, "attention": "causal", "kv_dtype_bytes": 2}
-    spec.setdefault("counting", {})["activations"] = stack
-    try:
-        activations = smelt.cost(spec)["activations"]
-    except smelt.SmeltError as e:
-        assert f"the activation memory ({stack}) does not model" in str(e), e
-        return
-    assert "the activation memory does not model" in activations["refused"], activations
-    assert not any(p["policy"] == stack for p in activations["policies"]), activations
-
-
-@pytest.mark.parametrize("family", REFUSED)
-@pytest.mark.parametrize("stack", sorted(STACKS))
-def test_refuses_what_it_does_not_count(family, stack):
-    refused(hf.HF / PUBLISHED[family] if family in PUBLISHED else hf.tiny_config(family), stack)
+def test_every_family_is_counted():
+    """Every family smelt imports is counted by both policies (gpt-oss under
+    transformers-eager only: Transformers builds no SDPA attention for it)."""
+    assert sorted(smelt.families()) == sorted(FAMILIES)
 
 
 @pytest.mark.parametrize("build_kind", sorted(BUILDS))
@@ -701,6 +684,48 @@ def test_refuses_what_nemotron_hs_classes_do_not_build(change, field, stack):
             spec["model"][key] = value
     error = refusal_of(spec, stack)
     assert error.startswith(field) and "Nemotron-H" in error, error
+
+
+@pytest.mark.parametrize("family", sorted(GATED_DELTANET))
+def test_gated_deltanet_imports(family):
+    """The hybrids' import states what a training step's saved tensors depend on: the
+    router (a renormalised float32 softmax) and the partial RoPE (a quarter of each head)."""
+    model = smelt.import_hf(tiny_config(family))["model"]
+    assert model["moe"]["router"] == "softmax_renormalised"
+    assert model["rope_dim"] == model["head_dim"] // 4
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_gated_deltanet_with_as_many_value_heads_as_key_heads(stack):
+    """With as many value heads as query/key heads, Qwen3-Next's fused projection keeps its
+    whole output for the gated norm in float32 and Qwen3.5's split ones do not: the model
+    file does not say which class runs, so float32 is refused, naming the field; bf16,
+    where both save the same, is counted exactly for both families."""
+    changes = {"linear_num_value_heads": 2}
+    spec = smelt.import_hf(dict(tiny_config("qwen3_next"), **changes))
+    spec["counting"] = {"activation_bytes": 4}
+    error = refusal_of(spec, stack)
+    assert error.startswith("model.recurrent.mixer.gated_deltanet.value_heads"), error
+    for family in sorted(GATED_DELTANET):
+        directory = pathlib.Path(tempfile.mkdtemp(dir=EXPORTS.name))
+        (directory / "config.json").write_text(json.dumps(dict(tiny_config(family), **changes)))
+        for tokens in LENGTHS:
+            pytorch = saved_bytes(build(directory, stack, torch.bfloat16), tokens)
+            assert smelt_bytes(directory, stack, 2, tokens) == pytorch, (family, tokens, pytorch)
+
+
+def test_gated_deltanet_only_under_the_transformers_policies():
+    """The unfused counts and the Megatron-Core policies do not model the hybrids' pieces;
+    a Transformers policy refuses an attention layer without the gate beside Gated DeltaNet
+    layers (no class builds it), naming the field."""
+    spec = smelt.import_hf(tiny_config("qwen3_next"))
+    spec["workload"] = {"context": 48, "mean_doc_len": 48, "attention": "causal", "kv_dtype_bytes": 2}
+    activations = smelt.cost(spec)["activations"]
+    assert "the activation memory does not model" in activations["refused"], activations
+    assert activations["policies"] == []
+    spec["model"]["attention_gate"] = False
+    error = refusal_of(spec, "transformers-eager")
+    assert error.startswith("model.attention_gate") and "without the output gate" in error, error
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@
 //! | SDPA after a RoPE that concatenates (`rope_dim`: MiniMax-M2, GLM-4.5), more than one head | `o_proj`'s contiguous copy of the core's head-major output (in place, the output is token-major and read as it is) | `b·q` |
 //! | Gemma 4's decoder layer (`Gemma4TextDecoderLayer`: float32 norms that keep `x · pow` and, in bf16, a float32 copy of their input and weight; the value norm, post norms, the MoE branches' norms, the router's scales, the GeGLU, full-attention layers of their own shape with `k_eq_v`), under both policies | tensor by tensor in `transformers/gemma4.rs` | as there |
 //! | Nemotron-H's decoder layer (`NemotronHBlock`: one float32 norm that keeps `x · rsqrt` in float32, and one block: the Mamba-2 mixer's torch path with its chunked scan over the sequence padded to `chunk_size`, attention without RoPE, the relu2 MLP, or the MoE with its router, relu2 experts, shared expert and LatentMoE's projections), under both policies | tensor by tensor in `transformers/nemotron_h.rs` | as there |
+//! | Qwen3-Next's and Qwen3.5's decoder layers (`Qwen3NextDecoderLayer`, `Qwen3_5MoeDecoderLayer`: zero-centred float32 norms that keep `x · rsqrt` in float32 and `1 + weight`; gated attention with per-head zero-centred q/k norms and a partial RoPE; the Gated DeltaNet layer: the causal convolution, the gating, the l2 norms, `torch_chunk_gated_delta_rule` on the sequence padded to a multiple of 64, the gated RMSNorm), under both policies | tensor by tensor in `transformers/gated_deltanet.rs` | as there |
 //!
 //! The routing weight `w` is 4 bytes where the router keeps it in float32 (Mixtral's,
 //! `router = "softmax_renormalised_fp32"`; MiniMax-M2's, `"sigmoid_renormalised_fp32"`;
@@ -68,6 +69,14 @@
 //! more, under `transformers-eager` only: `transformers/gpt_oss.rs` lists what. Llama-4's
 //! (chunked attention, NoPE layers, the L2 q/k norm, its router and experts) under both
 //! policies: `transformers/llama4.rs`.
+//!
+//! Qwen3-Next's and Qwen3.5's classes (`qwen3_next`, `qwen3_5_moe_text`: Gated DeltaNet
+//! layers beside gated attention) are counted layer by layer in
+//! `transformers/gated_deltanet.rs`: a model with the attention output gate or Gated
+//! DeltaNet layers is counted as those classes (the capability table's notes), the MoE and
+//! the dense layers with the rows above; an attention layer without the gate beside Gated
+//! DeltaNet layers is refused, as is, in float32, a Gated DeltaNet with as many value heads
+//! as query/key heads (the two classes then save different bytes).
 //!
 //! Gemma 4's classes (`gemma4_text`) are counted layer by layer in `transformers/gemma4.rs`:
 //! its pieces (full-attention layers of their own shape, the value norm, the post norms,
@@ -110,8 +119,9 @@
 //! `norm_topk_prob`, `n_group` and `topk_group` are what Transformers' class builds),
 //! gated or ungated shared experts, dense FFNs, gpt-oss under `transformers-eager`,
 //! Llama-4 under both, Gemma 4's classes (sliding and full layers, with or without
-//! `k_eq_v`) and Nemotron-H's (Mamba-2, attention, MLP and MoE blocks, with or without
-//! LatentMoE). Anything else is refused, naming the field: a router not stated
+//! `k_eq_v`), Nemotron-H's (Mamba-2, attention, MLP and MoE blocks, with or without
+//! LatentMoE), and Qwen3-Next's and Qwen3.5's (Gated DeltaNet layers and gated attention).
+//! Anything else is refused, naming the field: a router not stated
 //! (DeepSeek's where the config says other than its class does), input noise beside a
 //! router whose class draws none, MLA under SDPA with `d_v = d_n + d_r`
 //! without the indexer (PyTorch's flash kernel without a mask, not checked), a partial
@@ -125,6 +135,7 @@
 //! weights, bf16 compute) is not modelled: it also saves the bf16 copy of every weight a
 //! matmul reads.
 
+mod gated_deltanet;
 mod gemma4;
 mod gpt_oss;
 mod llama4;
@@ -551,6 +562,7 @@ pub(super) fn activations(
     let gpt_oss = gpt_oss::classes(stack, policy)?;
     let llama4 = llama4::classes(stack, policy)?;
     let gemma4 = gemma4::classes(stack, policy)?;
+    let hybrid = gated_deltanet::classes(stack);
     let b = u128::from(counting.activation_bytes);
     if b != 2 && b != 4 {
         return Err(refuse(
@@ -575,8 +587,15 @@ pub(super) fn activations(
     // once per layer type, sliding and full, [`gemma4`]).
     let mut rope = [None; 2];
     for kind in stack.kinds() {
-        if nemotron_h {
-            let layer = step.nemotron_layer(&kind.layer)?;
+        if nemotron_h || hybrid {
+            let (layer, r) = if nemotron_h {
+                (step.nemotron_layer(&kind.layer)?, None)
+            } else {
+                step.gdn_layer(&kind.layer)?
+            };
+            if let Some(r) = r {
+                rope[0].get_or_insert(r);
+            }
             for (acc, p) in parts.iter_mut().zip(layer) {
                 *acc = p.add_times(kind.executions, *acc)?;
             }

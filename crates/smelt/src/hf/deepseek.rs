@@ -258,14 +258,7 @@ impl ConfigKeys for Glm4Moe {
 
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         let mut glm = read::<Glm>(config)?;
-        // Transformers' RoPE reads the factor from `rope_parameters`, where a key there
-        // wins over the top-level one (which fills it only when absent).
-        if let Some(f) = (config.get("rope_parameters"))
-            .and_then(|r| r.get("partial_rotary_factor"))
-            .and_then(Value::as_f64)
-        {
-            glm.partial_rotary_factor = Some(f);
-        }
+        glm.partial_rotary_factor = rotary_factor(config, glm.partial_rotary_factor);
         let parts = glm.parts(common, &read(config)?)?;
         let (router, router_groups) = RouterKeys::read(config)
             .stated(Family::Glm4Moe, &parts, common.num_experts_per_tok)
@@ -505,6 +498,37 @@ struct Glm {
     partial_rotary_factor: Option<f64>,
 }
 
+/// The dimensions of each `head_dim`-wide head a RoPE of `partial_rotary_factor` `factor`
+/// rotates (the model's `rope_dim`); refuses a factor that does not rotate an even,
+/// positive number of them, at most all.
+pub(super) fn partial_rope(head_dim: u64, factor: f64) -> Result<u64> {
+    let rope = head_dim as f64 * factor;
+    let rope_dim = rope as u64;
+    if rope_dim as f64 != rope
+        || rope_dim == 0
+        || !rope_dim.is_multiple_of(2)
+        || rope_dim > head_dim
+    {
+        return Err(Error::invalid(
+            "config.json: partial_rotary_factor",
+            format!(
+                "must rotate an even, positive number of each head's {head_dim} dimensions \
+                 (at most all); got {factor}"
+            ),
+        ));
+    }
+    Ok(rope_dim)
+}
+
+/// The `partial_rotary_factor` of `config`: `rope_parameters`' where given (Transformers'
+/// RoPE reads it there first; the top-level key fills it only when absent), else `top`.
+pub(super) fn rotary_factor(config: &Value, top: Option<f64>) -> Option<f64> {
+    (config.get("rope_parameters"))
+        .and_then(|r| r.get("partial_rotary_factor"))
+        .and_then(Value::as_f64)
+        .or(top)
+}
+
 impl Glm {
     const SUPPORT: Support = Support {
         qk_norm: &[QkNorm::None, QkNorm::PerHead],
@@ -517,23 +541,7 @@ impl Glm {
     };
 
     fn parts(&self, c: &Common, moe: &Moe) -> Result<Parts> {
-        let head_dim = c.head_dim()?;
-        let factor = self.partial_rotary_factor.unwrap_or(0.5);
-        let rope = head_dim as f64 * factor;
-        let rope_dim = rope as u64;
-        if rope_dim as f64 != rope
-            || rope_dim == 0
-            || !rope_dim.is_multiple_of(2)
-            || rope_dim > head_dim
-        {
-            return Err(Error::invalid(
-                "config.json: partial_rotary_factor",
-                format!(
-                    "must rotate an even, positive number of each head's {head_dim} dimensions \
-                     (at most all); got {factor}"
-                ),
-            ));
-        }
+        let rope_dim = partial_rope(c.head_dim()?, self.partial_rotary_factor.unwrap_or(0.5))?;
         Ok(Parts {
             rope_dim: Some(rope_dim),
             qk_norm: if self.use_qk_norm {

@@ -13,18 +13,27 @@
 //! * Every MoE block has one shared expert of `shared_expert_intermediate_size` behind a
 //!   sigmoid gate; `qwen3_next` places dense layers by Qwen's rule (`decoder_sparse_step`,
 //!   `mlp_only_layers`), `qwen3_5_moe_text` has none.
+//! * The attention layers' RoPE rotates `partial_rotary_factor` of each head (0.25 when
+//!   absent, the config classes' default; `rope_parameters.partial_rotary_factor` where
+//!   given, which Transformers reads first) and concatenates the rest back: the model's
+//!   `rope_dim`, which only the Transformers activation policies count.
+//! * The router (`Qwen3NextTopKRouter`, `Qwen3_5MoeTopKRouter`) is a float32 softmax over
+//!   every expert whose top-k weights are cast to the model's dtype: divided by their sum
+//!   where `norm_topk_prob` is true (Qwen3-Next's key, true when absent) and always in
+//!   Qwen3.5's (`[model.moe] router`).
 //! * The MTP weights of the checkpoints are not built by Transformers (ignored on load) and
 //!   not read.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::deepseek::{partial_rope, rotary_factor};
 use super::family::{ConfigKeys, FamilyConfig, Words, Wrapper, object};
-use super::qwen::{QwenDense, gated_shared_expert, shared_expert_width};
+use super::qwen::{NORM_TOPK_PROB, QwenDense, gated_shared_expert, shared_expert_width};
 use super::support::{Feature, Shared, Support, refuse};
 use super::{Common, Family, Parts, field_names, read};
 use crate::error::{Error, Result};
-use crate::model::{AttentionBias, GatedDeltaNet, Mixer, Model, QkNorm, Recurrent};
+use crate::model::{AttentionBias, GatedDeltaNet, Mixer, Model, QkNorm, Recurrent, Router};
 
 const LINEAR: &str = "linear_attention";
 const FULL: &str = "full_attention";
@@ -109,6 +118,17 @@ struct Hybrid {
     layer_types: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     full_attention_interval: Option<u64>,
+    /// The share of each attention head RoPE rotates (module docs): the model's `rope_dim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partial_rotary_factor: Option<f64>,
+}
+
+/// Qwen3-Next's router key: whether the top-k weights are divided by their sum (true when
+/// absent, as `Qwen3NextConfig` defaults it).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+struct NextRouter {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    norm_topk_prob: Option<bool>,
 }
 
 impl Hybrid {
@@ -156,9 +176,13 @@ impl Hybrid {
         }
     }
 
-    fn parts(&self, family: Family, c: &Common) -> Result<Parts> {
+    /// The model's parts from the config `config` (read as `self`) with the router `router`.
+    fn parts(&self, family: Family, c: &Common, config: &Value, router: Router) -> Result<Parts> {
         let layers = self.linear_layers(c.num_hidden_layers)?;
+        let factor = rotary_factor(config, self.partial_rotary_factor).unwrap_or(0.25);
         Ok(Parts {
+            rope_dim: Some(partial_rope(c.head_dim()?, factor)?),
+            router: Some(router),
             experts: self.num_experts,
             expert_ffn: self.moe_intermediate_size,
             qk_norm: QkNorm::PerHead,
@@ -209,6 +233,9 @@ impl Hybrid {
                     .collect(),
             ),
             full_attention_interval: None,
+            partial_rotary_factor: Some(
+                m.rope_dim.unwrap_or(m.head_dim) as f64 / m.head_dim.max(1) as f64,
+            ),
         }
     }
 }
@@ -232,10 +259,15 @@ impl FamilyConfig for Qwen3Next {
          `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim`; gated \
          attention with a per-head q/k norm, `attention_bias` (Q, K, V, O); `num_experts` of \
          `moe_intermediate_size`, one shared expert of `shared_expert_intermediate_size` \
-         behind a sigmoid gate, dense layers by Qwen's rule"
+         behind a sigmoid gate, dense layers by Qwen's rule; the router's `norm_topk_prob` \
+         (true when absent) and the RoPE's `partial_rotary_factor` (`rope_dim`, 0.25 when \
+         absent)"
     }
     fn support(&self) -> &Support {
         &SUPPORT
+    }
+    fn routers(&self) -> &'static [Router] {
+        NORM_TOPK_PROB
     }
     fn words(&self) -> Words {
         WORDS
@@ -246,21 +278,27 @@ impl ConfigKeys for Qwen3Next {
     fn keys(&self) -> Vec<&'static str> {
         let mut keys = field_names::<Hybrid>();
         keys.extend(field_names::<QwenDense>());
+        keys.extend(field_names::<NextRouter>());
         keys
     }
 
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
         let hybrid: Hybrid = read(config)?;
         let dense: QwenDense = read(config)?;
+        let next: NextRouter = read(config)?;
+        let router = Router::of_norm_topk_prob(next.norm_topk_prob.or(Some(true)));
         Ok(Parts {
             dense: dense.dense(common.num_hidden_layers)?,
-            ..hybrid.parts(self.family(), common)?
+            ..hybrid.parts(self.family(), common, config, router)?
         })
     }
 
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {
         let mut out = object(Hybrid::of(m))?;
         out.extend(object(QwenDense::of(m))?);
+        out.extend(object(NextRouter {
+            norm_topk_prob: m.moe.router.map(Router::renormalises),
+        })?);
         Ok(out)
     }
 }
@@ -279,10 +317,14 @@ impl FamilyConfig for Qwen3_5MoeText {
         "Qwen3.5's MoE text decoder (Gated DeltaNet layers beside gated attention)"
     }
     fn reads(&self) -> &'static str {
-        "`qwen3_next`'s keys without dense layers (every layer is MoE)"
+        "`qwen3_next`'s keys without dense layers (every layer is MoE) and without \
+         `norm_topk_prob` (its router always renormalises)"
     }
     fn support(&self) -> &Support {
         &SUPPORT_3_5
+    }
+    fn routers(&self) -> &'static [Router] {
+        &[Router::SoftmaxRenormalised]
     }
     fn words(&self) -> Words {
         WORDS
@@ -315,7 +357,8 @@ impl ConfigKeys for Qwen3_5MoeText {
     }
 
     fn parts(&self, config: &Value, common: &Common) -> Result<Parts> {
-        read::<Hybrid>(config)?.parts(self.family(), common)
+        let router = Router::SoftmaxRenormalised;
+        read::<Hybrid>(config)?.parts(self.family(), common, config, router)
     }
 
     fn write(&self, m: &Model) -> Result<Map<String, Value>> {

@@ -213,15 +213,18 @@ fn buildable(m: &crate::model::Model, family: Family) -> Result<()> {
         };
         return Err(Error::invalid("model.mla.complex_rope", rule));
     }
-    if let Some(r) = m
-        .rope_dim
-        .filter(|_| !matches!(family, Family::MinimaxM2 | Family::Glm4Moe))
-    {
+    if let Some(r) = m.rope_dim.filter(|_| {
+        !matches!(
+            family,
+            Family::MinimaxM2 | Family::Glm4Moe | Family::Qwen3Next | Family::Qwen3_5MoeText
+        )
+    }) {
         return Err(Error::invalid(
             "model.rope_dim",
             format!(
                 "is {r}, but {family}'s Transformers class rotates the whole head in place \
-                 (only minimax_m2 and glm4_moe build a partial RoPE): remove the line or export \
+                 (only minimax_m2, glm4_moe, qwen3_next and qwen3_5_moe_text build a partial \
+                 RoPE): remove the line or export \
                  one of them"
             ),
         ));

@@ -51,7 +51,8 @@
 //! The activations column is the unfused counts' and the Megatron-Core policies': the
 //! Transformers policies (`transformers-eager`, `transformers-sdpa`) also count Gemma 4's
 //! pieces — full-attention layers of their own shape, the value norm, the post norms, the
-//! branch norms, the router's scales and the GeGLU — in Gemma 4's classes
+//! branch norms, the router's scales and the GeGLU — in Gemma 4's classes, and Gated
+//! DeltaNet layers and the attention output gate in Qwen3-Next's and Qwen3.5's
 //! ([`TRANSFORMERS_ONLY`]; `crate::cost::transformers`), and Nemotron-H's — Mamba-2 layers,
 //! one-block layers, the relu2 MLP and LatentMoE's latent experts — in Nemotron-H's classes
 //! ([`TRANSFORMERS_NEMOTRON_H`]), where the others refuse them.
@@ -65,10 +66,13 @@ use super::stack::{AttentionShape, Ffn, Layer, Stack, TokenMixer};
 use super::{ActivationPolicy, ExpertActivation, Mixer, WindowKind};
 use crate::error::{Error, Result};
 
-/// Gemma 4's pieces, which the Transformers activation policies count in Gemma 4's
-/// classes (`crate::cost::transformers`) while the table's activations column, the
-/// unfused counts and the Megatron-Core policies refuse them (module docs' notes).
-pub const TRANSFORMERS_ONLY: [Feature; 6] = [
+/// Gemma 4's pieces and the Gated DeltaNet hybrids' (Qwen3-Next's, Qwen3.5's), which the
+/// Transformers activation policies count in those families' classes
+/// (`crate::cost::transformers`) while the table's activations column, the unfused counts
+/// and the Megatron-Core policies refuse them (module docs' notes).
+pub const TRANSFORMERS_ONLY: [Feature; 8] = [
+    Feature::GatedDeltanet,
+    Feature::AttentionGate,
     Feature::FullAttention,
     Feature::VNorm,
     Feature::PostNorms,
@@ -522,36 +526,50 @@ mod tests {
         assert_eq!(*Feature::ALL.last().unwrap(), Feature::LatentExperts);
     }
 
-    /// The Transformers policies pass Gemma 4's pieces ([`TRANSFORMERS_ONLY`], each a
-    /// feature the activations column refuses) and nothing else the column refuses; the
-    /// other policies refuse what the column does.
+    /// The Transformers policies pass Gemma 4's pieces, the Gated DeltaNet hybrids'
+    /// ([`TRANSFORMERS_ONLY`]) and Nemotron-H's ([`TRANSFORMERS_NEMOTRON_H`]), each a
+    /// feature the activations column refuses, which between them are every feature the
+    /// column refuses (the families' own modules refuse what their classes do not build);
+    /// the other policies refuse what the column does.
     #[test]
-    fn only_the_transformers_policies_count_gemma4s_pieces() {
+    fn only_the_transformers_policies_count_the_families_own_pieces() {
         for f in TRANSFORMERS_ONLY.into_iter().chain(TRANSFORMERS_NEMOTRON_H) {
             assert!(!Consumer::Activations.handles(f), "{f:?}");
         }
-        let stack = |extra: &str| {
+        let stack = |extra: &str, moe: &str| {
             let spec = crate::model::ModelSpec::from_toml_str(&format!(
                 "[model]\nlayers = 2\nhidden = 64\nheads = 4\nkv_heads = 2\nhead_dim = 16\n\
                  vocab = 128\n{extra}\n[model.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn = 32\n\
-                 [workload]\ncontext = 64\nmean_doc_len = 64\n"
+                 {moe}\n[workload]\ncontext = 64\nmean_doc_len = 64\n"
             ))
             .unwrap();
             Stack::of(&spec.model).unwrap()
         };
-        let gemma = stack("v_norm = true\npost_norms = true");
-        let gated = stack("attention_gate = true");
+        let counted = [
+            (
+                stack("v_norm = true\npost_norms = true", ""),
+                "model.v_norm",
+            ),
+            (stack("attention_gate = true", ""), "model.attention_gate"),
+        ];
+        let relu2 = stack("", "activation = \"relu2\"");
+        let counted = [
+            counted[0].clone(),
+            counted[1].clone(),
+            (relu2, "model.moe.activation"),
+        ];
+        for f in Feature::ALL {
+            let listed = TRANSFORMERS_ONLY.contains(&f) || TRANSFORMERS_NEMOTRON_H.contains(&f);
+            assert_eq!(listed, !Consumer::Activations.handles(f), "{f:?}");
+        }
         for &policy in ActivationPolicy::ALL {
-            let counted = Consumer::Activations.check_policy(&gemma, policy);
-            assert_eq!(counted.is_ok(), policy.is_transformers(), "{policy}");
-            if let Err(Error::InvalidSpec { field, .. }) = counted {
-                assert_eq!(field, "model.v_norm", "{policy}");
+            for (stack, want) in &counted {
+                let checked = Consumer::Activations.check_policy(stack, policy);
+                assert_eq!(checked.is_ok(), policy.is_transformers(), "{policy}");
+                if let Err(Error::InvalidSpec { field, .. }) = checked {
+                    assert_eq!(field, *want, "{policy}");
+                }
             }
-            let refused = Consumer::Activations.check_policy(&gated, policy);
-            let Err(Error::InvalidSpec { field, .. }) = refused else {
-                panic!("{policy} counts an attention gate");
-            };
-            assert_eq!(field, "model.attention_gate", "{policy}");
         }
     }
 
