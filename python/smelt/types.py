@@ -1057,6 +1057,7 @@ class Model(TypedDict, total=False):
     post_norms: bool
     qk_norm: str
     recurrent: ModelRecurrent
+    rope_dim: int
     tie_embeddings: bool
     v_norm: bool
     vocab: int
