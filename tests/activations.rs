@@ -288,28 +288,7 @@ fn gemma4_counts_what_pytorch_saves_under_the_transformers_policies() {
         ("transformers-sdpa", 4, 80, 3_173_184),
         ("transformers-sdpa", 2, 48, 1_511_744),
     ];
-    for (policy, bytes, t, want) in measured {
-        let report = cost(&model(policy, bytes, t)).unwrap().activations;
-        assert_eq!(report.refused, None, "{policy}");
-        let [entry] = report.policies.as_slice() else {
-            panic!("{policy}: only the Transformers policy counts Gemma 4: {report:?}");
-        };
-        assert_eq!(entry.policy.as_str(), policy);
-        assert_eq!(
-            entry.at_context,
-            smelt::ActivationBytes::from_int(want),
-            "{policy}"
-        );
-    }
-    for policy in ["unfused-eager", "megatron"] {
-        let report = cost(&model(policy, 2, 48)).unwrap().activations;
-        let refused = report.refused.unwrap_or_default();
-        assert!(
-            refused.starts_with("model.full_attention: the activation memory does not model"),
-            "{policy}: {refused}"
-        );
-        assert!(report.policies.is_empty(), "{policy}");
-    }
+    only_the_transformers_policies_count(model, &measured, "model.full_attention");
 }
 
 /// Nemotron-H's tiny model (python/tests/test_mamba2.py's config as smelt imports it:
@@ -371,11 +350,22 @@ fn nemotron_h_counts_what_pytorch_saves_under_the_transformers_policies() {
         ("transformers-sdpa", 4, 80, 1_343_972),
         ("transformers-sdpa", 2, 48, 641_732),
     ];
-    for (policy, bytes, t, want) in measured {
+    only_the_transformers_policies_count(model, &measured, "model.recurrent");
+}
+
+/// Each `measured` row (policy, activation bytes, T, PyTorch's bytes) is what `model` of
+/// that policy counts, the Transformers policy alone reported; the unfused counts and the
+/// Megatron-Core policy refuse the model naming `field`.
+fn only_the_transformers_policies_count(
+    model: impl Fn(&str, u64, u64) -> ModelSpec,
+    measured: &[(&str, u64, u64, u64)],
+    field: &str,
+) {
+    for &(policy, bytes, t, want) in measured {
         let report = cost(&model(policy, bytes, t)).unwrap().activations;
         assert_eq!(report.refused, None, "{policy}");
         let [entry] = report.policies.as_slice() else {
-            panic!("{policy}: only the Transformers policy counts Nemotron-H: {report:?}");
+            panic!("{policy}: only the Transformers policy counts the model: {report:?}");
         };
         assert_eq!(entry.policy.as_str(), policy);
         assert_eq!(
@@ -388,7 +378,7 @@ fn nemotron_h_counts_what_pytorch_saves_under_the_transformers_policies() {
         let report = cost(&model(policy, 2, 48)).unwrap().activations;
         let refused = report.refused.unwrap_or_default();
         assert!(
-            refused.starts_with("model.recurrent: the activation memory does not model"),
+            refused.starts_with(&format!("{field}: the activation memory does not model")),
             "{policy}: {refused}"
         );
         assert!(report.policies.is_empty(), "{policy}");
