@@ -502,11 +502,19 @@ def predict_step(
     dense: bool = False,
 ) -> StepResult:
     """One training step of `model` on `card` with `global_batch` sequences per optimizer
-    step, under a parallel layout (each degree 1 unless given; `dp` is `gpus / (tp · pp ·
-    cp)` when only `gpus` is given; ZeRO 1): the fields of `smelt predict --card CARD
-    --global-batch N --format json`, per GPU, with `tokens_per_second_per_gpu` and the
-    memory verdict. `recompute` is "none", "selective" or "full", `framework`
-    "megatron-core" or "fsdp2", `dispatcher` "alltoall" or "deepep" (defaults: the first)."""
+    step, under a parallel layout: the fields of `smelt predict --card CARD --global-batch N
+    --format json`, per GPU, with `tokens_per_second_per_gpu` and the memory verdict.
+
+    The layout, as the command line's flags of the same names (each degree 1 to 2^20, 1
+    unless given): `tp` tensor parallelism (with sequence parallelism), `ep` expert
+    parallelism (divides `tp · dp · cp` and the routed experts), `pp` pipeline stages
+    (1F1B), `vp` virtual stages per GPU (interleaved; needs `pp > 1`),
+    `first_stage_layers` / `last_stage_layers` an uneven pipeline split, `cp` context
+    parallelism, `dp` data parallelism or `gpus` (then `dp = gpus / (tp · pp · cp)`),
+    `zero` the ZeRO stage 0 to 3 (default 1), `micro_batch` sequences per micro-batch.
+    `recompute` is "none", "selective" or "full", `framework` "megatron-core" or "fsdp2",
+    `dispatcher` "alltoall" or "deepep" (defaults: the first). `context` is the sequence
+    length; `mean_doc_len`, `doc_lengths` and `dense` the workload, as `cost`'s."""
     layout = {"tp": tp, "ep": ep, "pp": pp, "vp": vp, "first_stage_layers": first_stage_layers,
               "last_stage_layers": last_stage_layers, "cp": cp, "dp": dp, "gpus": gpus,
               "zero": zero, "micro_batch": micro_batch, "recompute": recompute,

@@ -251,7 +251,8 @@ fn refuse(field: &str, why: impl Into<String>) -> Error {
 const MAX_DEGREE: u64 = 1 << 20;
 
 /// The layout's rules for the step model: every degree from 1 to 2^20, the GPUs' product
-/// without overflow, expert tensor parallelism 1 (the only one it times), and `ep`
+/// without overflow, expert tensor parallelism 1 (the only one it times), virtual stages
+/// only with pipeline stages, and `ep`
 /// dividing `tp · dp · cp` (Megatron-Core with expert tensor parallelism 1 draws the
 /// expert-parallel group from the tensor-, data- and context-parallel ranks of a pipeline
 /// stage; the training-memory check asks the same of `etp · ep`).
@@ -286,6 +287,16 @@ pub fn validate_layout(t: &Training) -> Result<()> {
                 "the step model times expert tensor parallelism 1 only (the routed experts \
                  split by ep alone); got {}: set etp = 1 or leave it out",
                 t.etp()
+            ),
+        ));
+    }
+    if t.vp > 1 && t.pp == 1 {
+        return Err(refuse(
+            "training.vp",
+            format!(
+                "virtual pipeline stages need pipeline parallelism (pp > 1); got vp = {} with \
+                 pp = 1",
+                t.vp
             ),
         ));
     }
@@ -537,6 +548,16 @@ fn checked(
 ) -> Result<(f64, &'static AttentionCurve, &'static AttentionCurve, u64)> {
     let (m, t) = (&spec.model, &req.training);
     validate_layout(t)?;
+    if m.moe_layers() > 0 && !m.moe.experts.is_multiple_of(t.ep) {
+        return Err(refuse(
+            "training.ep",
+            format!(
+                "must divide the model's routed experts ({}): each expert-parallel rank holds \
+                 experts / ep of them; got {}",
+                m.moe.experts, t.ep
+            ),
+        ));
+    }
     if m.full_attention.is_some() {
         return Err(refuse(
             "model.full_attention",

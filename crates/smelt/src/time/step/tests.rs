@@ -198,3 +198,31 @@ fn the_layout_rule_is_ep_divides_tp_dp_cp_with_etp_one() {
     };
     assert!(validate_layout(&etp).is_ok());
 }
+
+/// A layout no launcher can build is refused, naming the field: `ep` not dividing the
+/// routed experts (Qwen3-30B-A3B's 128 over 256 ranks), virtual stages without pipeline
+/// stages.
+#[test]
+fn ep_divides_the_experts_and_virtual_stages_need_a_pipeline() {
+    let spec = qwen3_30b();
+    let t = Training {
+        ep: 256,
+        ..layout(1, 256, 256, 1)
+    };
+    let e = predict_step(&spec, &request(Card::H100Sxm, t, 256))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("training.ep: must divide the model's routed experts (128)"),
+        "{e}"
+    );
+    let t = Training {
+        vp: 2,
+        ..layout(1, 8, 8, 1)
+    };
+    let e = validate_layout(&t).unwrap_err().to_string();
+    assert!(
+        e.starts_with("training.vp: virtual pipeline stages need pipeline parallelism"),
+        "{e}"
+    );
+}
