@@ -215,6 +215,8 @@ class StepResultStep(TypedDict, total=False):
     host_bound: bool
     micro_batch: StepResultStepMicroBatch
     micro_batches: int
+    mtp_modules: int
+    mtp_modules_not_run: int
     optimizer: float
     request: StepResultStepRequest
     rows_per_expert: float

@@ -311,6 +311,27 @@ pub(super) fn forward_of(
     })
 }
 
+/// Forward FLOPs per token of the MTP modules of `model`, whose layers cost `cost`, by
+/// component: each module's block (full attention, the MoE) and its projection of
+/// `[norm(h); norm(embedding)]` (`2·2H·H`, in `projections`), without its LM head; zero
+/// without MTP modules. Counted whatever `[counting] mtp` says (a step runs them).
+pub(super) fn mtp_forward_of(
+    model: &Model,
+    cost: &StackCost,
+    keys: &Keys,
+) -> Result<FlopBreakdown> {
+    let Some(block) = cost.mtp.as_ref() else {
+        return Ok(FlopBreakdown::default());
+    };
+    let h = model.hidden;
+    let extra = Flops::from_int(product(&[2, 2, h, h, block.executions], "flops.mtp")?);
+    let b = Macs::of(std::slice::from_ref(block), keys)?.flops(keys)?;
+    Ok(FlopBreakdown {
+        projections: b.projections.checked_add(extra)?,
+        ..b
+    })
+}
+
 /// KV-cache elements of the attention layers of `cost`: per token (`None`), or one
 /// sequence of `context` tokens holds at its end (`Some((context, held))`: `context`
 /// entries per full layer execution, `held` per windowed one), and the recurrent layers'

@@ -444,6 +444,18 @@ pub fn forward_flops_with(
     count::forward_of(model, &StackCost::of(&stack)?, keys, counting)
 }
 
+/// Forward FLOPs per token of `model`'s MTP modules on `workload`, by component (each
+/// module's block and its `2·2H·H` projection, in `projections`; its LM head not
+/// included): what a framework that runs them (Megatron-Core, on the last pipeline stage)
+/// computes beyond [`forward_flops`]. Zero without MTP modules; `[counting] mtp` does not
+/// change it.
+pub fn mtp_forward_flops(model: &Model, workload: &Workload) -> Result<FlopBreakdown> {
+    let stack = Stack::of(model)?;
+    let keys = Keys::of(workload, model)?;
+    keys.check(&stack)?;
+    count::mtp_forward_of(model, &StackCost::of(&stack)?, &keys)
+}
+
 /// KV cache of `model` on `workload`: per token, and held by one sequence at the context.
 pub fn kv_cache(model: &Model, workload: &Workload, counting: &Counting) -> Result<KvReport> {
     let stack = Stack::of(model)?;

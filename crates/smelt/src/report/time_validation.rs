@@ -38,9 +38,10 @@ impl TimeValidation {
         ));
         doc.line(
             "not in the rows, from public sources (crates/smelt/data/published/supplement.toml): \
-             Llama-3.1-70B's model (its Hugging Face config), and NeMo AutoModel cells the \
-             table leaves out (EP, dispatcher, activation checkpointing) as the benchmark's \
-             recipe sets them",
+             Llama-3.1-70B's and Nemotron 3 Super's models (their Hugging Face configs), NeMo \
+             AutoModel cells the table leaves out (EP, dispatcher, activation checkpointing) \
+             as the benchmark's recipe sets them, and the MTP module R226's recipe trains \
+             (Megatron-MoE-ModelZoo's Qwen3-Next config, --mtp-num-layers 1)",
         );
     }
 }
@@ -140,10 +141,18 @@ impl Report for crate::time::step::report::StepReport {
             r.attention,
             r.dispatcher
         ));
+        if let Some(line) = mtp_line(s) {
+            doc.line(line);
+        }
         let mb = &s.micro_batch;
         let mut table = Table::new(["per micro-batch", "seconds"]).right_from(1);
+        let gemms = if s.mtp_modules > 0 {
+            "GEMMs (LM head and MTP included)"
+        } else {
+            "GEMMs (LM head included)"
+        };
         for (name, x) in [
-            ("GEMMs (LM head included)", mb.gemm),
+            (gemms, mb.gemm),
             ("routed experts (grouped GEMMs)", mb.experts),
             ("attention", mb.attention),
             ("recurrent mixers (scan, conv, gated norm)", mb.recurrent),
@@ -208,6 +217,25 @@ impl Report for crate::time::step::report::StepReport {
     fn formats(&self) -> &'static [super::Format] {
         &[super::Format::Table, super::Format::Json]
     }
+}
+
+/// What the step did with the model's MTP modules, when it has any.
+fn mtp_line(s: &crate::time::step::StepPrediction) -> Option<String> {
+    if s.mtp_modules > 0 {
+        return Some(format!(
+            "MTP modules: {} timed on the stage with the LM head (Megatron-Core runs them \
+             there: a layer of full attention and the MoE each, then the LM head and the \
+             cross-entropy again)",
+            s.mtp_modules
+        ));
+    }
+    (s.mtp_modules_not_run > 0).then(|| {
+        format!(
+            "MTP modules: the model's {} not timed: FSDP2 trains Transformers' modules, \
+             which build none",
+            s.mtp_modules_not_run
+        )
+    })
 }
 
 /// A looped model's placement in one line: its stages, the loop's, the bottleneck whose

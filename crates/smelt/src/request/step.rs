@@ -244,9 +244,21 @@ impl Layout {
     ) -> Result<StepReport> {
         let basis = self.basis(card, (None, LayoutSource::Flags), global_batch)?;
         let req = basis.request(spec, self.training()?);
-        let megatron = training_flops(Convention::Megatron, spec)
+        // Megatron-LM counts the MTP modules a run trains (`--mtp-num-layers`): those the
+        // step times.
+        let mut counted = spec.clone();
+        let mtp = req.framework == Framework::MegatronCore && spec.model.mtp_layers > 0;
+        counted.counting.mtp |= mtp;
+        let megatron = training_flops(Convention::Megatron, &counted)
             .map(|f| f.as_f64())
-            .map_err(|e| e.to_string());
+            .map_err(|e| match mtp {
+                true => format!(
+                    "the step runs the model's {} MTP module(s), as Megatron-Core does, so \
+                     the count must include them, and it cannot: {e}",
+                    spec.model.mtp_layers
+                ),
+                false => e.to_string(),
+            });
         step_report(spec, &req, megatron)
     }
 }

@@ -43,8 +43,9 @@
 //! shared-expert GEMMs, grouped GEMMs and all-to-alls by its MoE layer executions over the
 //! mean stage's (DeepSeek-V3's first stage, three dense layers and one MoE layer, is
 //! lighter in all-to-alls than a stage of four MoE layers); the LM head, the cross-entropy,
-//! the p2p and ZeRO 3's gathers stay charged to every stage, as in the unlooped model
-//! (whose stage is its last). Recomputation follows the scaled work. A stage's micro-batch
+//! the MTP modules, the p2p and ZeRO 3's gathers stay charged to every stage, as in the
+//! unlooped model (whose stage is its last; a split the layout gives charges the head and
+//! the MTP modules to its last stage alone). Recomputation follows the scaled work. A stage's micro-batch
 //! takes the longest of its GPU, host and ZeRO 3 times (`t_s`); the step is
 //!
 //! ```text
@@ -200,34 +201,25 @@ fn stages(
 }
 
 /// The micro-batch of a stage whose per-execution work is `k` times the mean stage's
-/// (`mean`), before its recomputation ([`StageKinds::adjust`] adds it); `lm_head` and
-/// `cross_entropy` are the seconds of the mean stage's GEMMs and memory-bound kernels that
-/// do not scale, which a stage without the head (`head` false: one before the last of a
-/// split the layout gives) does not run.
-fn scaled(
-    mean: &MicroBatch,
-    k: f64,
-    (lm_head, cross_entropy): (f64, f64),
-    head: bool,
-) -> MicroBatch {
-    let (lm, ce) = if head {
-        (lm_head, cross_entropy)
-    } else {
-        (0.0, 0.0)
-    };
+/// (`mean`), before its recomputation ([`StageKinds::adjust`] adds it); `head` holds the
+/// seconds of the mean stage's work that does not scale (the LM head, the cross-entropy,
+/// the MTP modules: [`super::predict_step_host`]), which a stage without the head (`on`
+/// false: one before the last of a split the layout gives) does not run.
+fn scaled(mean: &MicroBatch, k: f64, head: &MicroBatch, on: bool) -> MicroBatch {
+    let part = |all: f64, fixed: f64| (all - fixed) * k + if on { fixed } else { 0.0 };
     MicroBatch {
-        gemm: (mean.gemm - lm_head) * k + lm,
-        experts: mean.experts * k,
-        attention: mean.attention * k,
+        gemm: part(mean.gemm, head.gemm),
+        experts: part(mean.experts, head.experts),
+        attention: part(mean.attention, head.attention),
         recurrent: mean.recurrent * k,
-        memory_bound: (mean.memory_bound - cross_entropy) * k + ce,
+        memory_bound: part(mean.memory_bound, head.memory_bound),
         recompute: 0.0,
-        tp_comm: mean.tp_comm * k,
-        ep_comm: mean.ep_comm * k,
+        tp_comm: part(mean.tp_comm, head.tp_comm),
+        ep_comm: part(mean.ep_comm, head.ep_comm),
         pp_comm: mean.pp_comm,
         fsdp_comm: mean.fsdp_comm,
         gpu: 0.0,
-        host: mean.host * k,
+        host: part(mean.host, head.host),
     }
 }
 
@@ -251,7 +243,7 @@ pub(super) fn stages_of(
     m: &Model,
     t: &Training,
     mean: MicroBatch,
-    fixed: (f64, f64, Recompute),
+    fixed: (&MicroBatch, Recompute),
     kinds: KindGemms,
     micro_batches: u64,
 ) -> Result<Staged> {
@@ -329,11 +321,16 @@ impl StageKinds {
         batch: MicroBatch,
         mean: &MicroBatch,
         k: f64,
+        (head, on): (&MicroBatch, bool),
         recompute: Recompute,
     ) -> MicroBatch {
         let (kd, ke) = self.ratios[i];
         let gemm = batch.gemm + self.gemms.dense * (kd - k) + self.gemms.moe * (ke - k);
-        let (experts, ep_comm) = (mean.experts * ke, mean.ep_comm * ke);
+        let fixed = |f: f64| if on { f } else { 0.0 };
+        let (experts, ep_comm) = (
+            (mean.experts - head.experts) * ke + fixed(head.experts),
+            (mean.ep_comm - head.ep_comm) * ke + fixed(head.ep_comm),
+        );
         MicroBatch {
             gemm,
             experts,
@@ -356,7 +353,7 @@ fn staged(
     t: &Training,
     stages: &[(u64, u64)],
     mean: MicroBatch,
-    (lm_head, cross_entropy, recompute): (f64, f64, Recompute),
+    (head, recompute): (&MicroBatch, Recompute),
     kinds: &StageKinds,
     micro_batches: u64,
 ) -> Staged {
@@ -371,8 +368,9 @@ fn staged(
     let batches: Vec<MicroBatch> = (stages.iter().enumerate())
         .map(|(i, &(_, x))| {
             let k = x as f64 / per_stage;
-            let batch = scaled(&mean, k, (lm_head, cross_entropy), !unlooped || i == last);
-            kinds.adjust(i, batch, &mean, k, recompute)
+            let on = !unlooped || i == last;
+            let batch = scaled(&mean, k, head, on);
+            kinds.adjust(i, batch, &mean, k, (head, on), recompute)
         })
         .collect();
     let stage_seconds: Vec<f64> = batches.iter().map(micro_of).collect();

@@ -35,7 +35,15 @@
 //!   fitted share of HBM;
 //! * TP, EP and PP communication, all exposed ([`comm`]);
 //! * recompute: `selective` (norms and activations) adds their forward bytes, `full` a
-//!   forward of everything.
+//!   forward of everything;
+//! * MTP modules (`model.mtp_layers`), under Megatron-Core, on the stage with the LM head
+//!   (where Megatron-Core builds them): each one more layer execution of full attention
+//!   and the MoE (its GEMMs from the cost model's count of the module,
+//!   [`crate::cost::mtp_forward_flops`], its attention as a full-attention layer's, its
+//!   memory-bound kernels, TP collectives and all-to-alls those of a mean layer of the
+//!   stage, and the host's time for a layer), then the LM head and the cross-entropy
+//!   again. FSDP2 runs Transformers' modules, which build none: there they are not timed
+//!   ([`StepPrediction::mtp_modules_not_run`]).
 //!
 //! The host issues the same micro-batch in `c · B / 2` seconds, `B` the stage's blocks (a
 //! token mixer or an FFN: two per layer, one per one-block layer; [`blocks`]) and `c`,
@@ -207,6 +215,12 @@ pub struct StepPrediction {
     pub step_seconds: f64,
     /// Tokens per second per GPU.
     pub tokens_per_second_per_gpu: f64,
+    /// The model's MTP modules timed, on the stage with the LM head (Megatron-Core runs
+    /// them there).
+    pub mtp_modules: u64,
+    /// The model's MTP modules the framework does not run (FSDP2 with Transformers'
+    /// modules, which build none).
+    pub mtp_modules_not_run: u64,
     /// A looped model's placement on the pipeline and its stages' times ([`looped`]);
     /// `micro_batch` is then its slowest stage's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -422,44 +436,91 @@ pub fn predict_step_host(
         hbm,
     );
     let memory_bound = memory_bound_seconds(m, tokens / tp, pp, hbm);
-    let recompute = recompute_seconds(
-        req.recompute,
-        [gemm, experts, attention, recurrent],
-        memory_bound,
-    );
     let sys = &req.system;
     let moe_layers = m.moe_layers() as f64 / pp;
     let (tp_comm, ep_comm, pp_comm) =
         comm::collectives(m, t, sys, req.dispatcher, tokens, stage_blocks, moe_layers);
     let host = host_per_layer * stage_blocks / 2.0;
     let (optimizer, fsdp, dp_step) = comm::data_parallel(t, sys, hbm, dense_params, expert_params);
+    // What the stage with the LM head runs and no other: the LM head's GEMMs, the
+    // cross-entropy, and under Megatron-Core the MTP modules (each one more layer execution
+    // of full attention and the MoE, its projection, and the head and cross-entropy again).
+    let cross_entropy = 20.0 * v * tokens / hbm;
+    let mtp_modules = match req.framework {
+        Framework::MegatronCore => spec.model.mtp_layers,
+        Framework::Fsdp2 => 0,
+    };
+    let mut head = MicroBatch {
+        gemm: lm_head / (share * peak),
+        memory_bound: cross_entropy,
+        ..MicroBatch::default()
+    };
+    if mtp_modules > 0 {
+        let n = mtp_modules as f64;
+        let f = cost::mtp_forward_flops(&spec.model, &spec.workload)?;
+        let dense_part = [
+            f.projections,
+            f.router,
+            f.shared,
+            f.dense,
+            f.indexer,
+            f.latent_projections,
+        ]
+        .iter()
+        .map(|x| x.as_f64())
+        .sum::<f64>();
+        let per = |total: f64, count: f64| if count > 0.0 { total / count } else { 0.0 };
+        let expert_eff = share * SHIPPED.grouped.share(rows) / SHIPPED.grouped.max_share;
+        head.gemm += (gpu_flops(dense_part) + n * lm_head) / (share * peak) + 18.0 * n * launch;
+        head.experts = if f.experts.as_f64() > 0.0 {
+            gpu_flops(f.experts.as_f64()) / (expert_eff * peak) + 9.0 * n * launch
+        } else {
+            0.0
+        };
+        head.attention =
+            n * attention_layer_seconds(&unrolled, req, fwd, bwd, share * peak, hbm, None);
+        head.memory_bound +=
+            n * (2.0 * per(memory_bound - cross_entropy, stage_blocks) + cross_entropy);
+        head.tp_comm = 2.0 * n * per(tp_comm, stage_blocks);
+        head.ep_comm = n * per(ep_comm, moe_layers);
+        head.host = host_per_layer * n;
+    }
     let mean = MicroBatch {
-        gemm,
-        experts,
-        attention,
+        gemm: gemm + head.gemm - lm_head / (share * peak),
+        experts: experts + head.experts,
+        attention: attention + head.attention,
         recurrent,
-        memory_bound,
-        recompute,
-        tp_comm,
-        ep_comm,
+        memory_bound: memory_bound + head.memory_bound - cross_entropy,
+        recompute: 0.0,
+        tp_comm: tp_comm + head.tp_comm,
+        ep_comm: ep_comm + head.ep_comm,
         pp_comm,
         fsdp_comm: fsdp,
         gpu: 0.0,
-        host,
+        host: host + head.host,
+    };
+    let mean = MicroBatch {
+        recompute: recompute_seconds(
+            req.recompute,
+            [mean.gemm, mean.experts, mean.attention, recurrent],
+            mean.memory_bound,
+        ),
+        ..mean
     }
     .summed();
-    // The LM head's GEMMs and the cross-entropy do not scale with a stage's executions.
-    let fixed = (
-        lm_head / (share * peak),
-        20.0 * v * tokens / hbm,
-        req.recompute,
-    );
     let looped::Staged {
         micro_batch,
         micro,
         bubble,
         pipeline,
-    } = looped::stages_of(&spec.model, t, mean, fixed, kind_gemms, micro_batches)?;
+    } = looped::stages_of(
+        &spec.model,
+        t,
+        mean,
+        (&head, req.recompute),
+        kind_gemms,
+        micro_batches,
+    )?;
     let dp_comm = (dp_step - micro).max(0.0);
     let steps = micro_batches as f64;
     let step_seconds = steps * micro + bubble + optimizer + dp_comm;
@@ -478,6 +539,8 @@ pub fn predict_step_host(
         dp_comm,
         step_seconds,
         tokens_per_second_per_gpu,
+        mtp_modules,
+        mtp_modules_not_run: spec.model.mtp_layers - mtp_modules,
         pipeline,
     })
 }
@@ -502,42 +565,57 @@ fn attention_seconds(
     gemm_flops_per_second: f64,
     hbm: f64,
 ) -> f64 {
-    let (m, t) = (&spec.model, &req.training);
-    let (tp, cp, pp) = (t.tp as f64, t.cp as f64, t.pp as f64);
-    let (mbs, seq) = (t.micro_batch, spec.workload.context);
+    let m = &spec.model;
     // Attention runs on the layers with an attention block (not recurrent, not FFN-only).
     let layers = m.attention_layers() as f64;
-    let (share, peak) = (1.0, gemm_flops_per_second);
-    let (heads, d) = (m.heads as f64, m.head_dim as f64);
     let windowed = m.windowed_layers() as f64;
     let size = m.window.as_ref().map(|w| w.size as f64);
-    let s = seq as f64;
-    let seff = |w: Option<f64>| match w {
-        Some(w) if w < s => (w * (w + 1.0) / 2.0 + (s - w) * w) / s,
-        _ => (s + 1.0) / 2.0,
-    };
     let mut attention = 0.0;
-    for (count, se) in [(layers - windowed, seff(None)), (windowed, seff(size))] {
+    for (count, window) in [(layers - windowed, None), (windowed, size)] {
         if count <= 0.0 {
             continue;
         }
-        let per_layer = match req.attention {
-            AttentionImpl::Fused => {
-                let nnz = mbs as f64 * s * se / cp;
-                let (ff, fb) = (
-                    2.0 * nnz * 2.0 * d * heads / tp,
-                    2.0 * nnz * 5.0 * d * heads / tp,
-                );
-                ff / (fwd.tflops_at(se, d) * 1e12) + fb / (bwd.tflops_at(se, d) * 1e12)
-            }
-            AttentionImpl::Unfused => {
-                let scores = mbs as f64 * s * s * heads / tp / cp;
-                3.0 * 4.0 * scores * d / (share * peak) + 24.0 * scores / hbm
-            }
-        };
-        attention += per_layer * count / pp;
+        let per_layer =
+            attention_layer_seconds(spec, req, fwd, bwd, gemm_flops_per_second, hbm, window);
+        attention += per_layer * count / req.training.pp as f64;
     }
     attention
+}
+
+/// Seconds of one layer's attention core in one micro-batch on one GPU, attending over the
+/// whole causal prefix (`window` `None`) or a sliding window of that many keys.
+fn attention_layer_seconds(
+    spec: &ModelSpec,
+    req: &StepRequest,
+    fwd: &AttentionCurve,
+    bwd: &AttentionCurve,
+    gemm_flops_per_second: f64,
+    hbm: f64,
+    window: Option<f64>,
+) -> f64 {
+    let (m, t) = (&spec.model, &req.training);
+    let (tp, cp) = (t.tp as f64, t.cp as f64);
+    let (mbs, seq) = (t.micro_batch, spec.workload.context);
+    let (heads, d) = (m.heads as f64, m.head_dim as f64);
+    let s = seq as f64;
+    let se = match window {
+        Some(w) if w < s => (w * (w + 1.0) / 2.0 + (s - w) * w) / s,
+        _ => (s + 1.0) / 2.0,
+    };
+    match req.attention {
+        AttentionImpl::Fused => {
+            let nnz = mbs as f64 * s * se / cp;
+            let (ff, fb) = (
+                2.0 * nnz * 2.0 * d * heads / tp,
+                2.0 * nnz * 5.0 * d * heads / tp,
+            );
+            ff / (fwd.tflops_at(se, d) * 1e12) + fb / (bwd.tflops_at(se, d) * 1e12)
+        }
+        AttentionImpl::Unfused => {
+            let scores = mbs as f64 * s * s * heads / tp / cp;
+            3.0 * 4.0 * scores * d / gemm_flops_per_second + 24.0 * scores / hbm
+        }
+    }
 }
 
 /// The checks of a request, and what they find: the card's GEMM share, its attention

@@ -96,6 +96,9 @@ pub struct SupplementRow {
     pub dispatcher: Option<String>,
     /// `none`, `selective` or `full`.
     pub recompute: Option<String>,
+    /// MTP modules the run trains (Megatron-Core's `--mtp-num-layers`), which the row's
+    /// architecture keys do not carry.
+    pub mtp_layers: Option<u64>,
     /// Where it comes from.
     pub source: String,
 }
@@ -192,7 +195,11 @@ fn model_of(row: &Value, seq: u64, sup: &Supplement) -> Result<ModelSpec> {
     };
     let mut config: Map<String, Value> = arch.clone();
     config.remove("layer_types_count");
-    crate::hf::import_value(&Value::Object(config), workload)
+    let mut spec = crate::hf::import_value(&Value::Object(config), workload)?;
+    if let Some(n) = sup.rows.get(&text(row, "id")).and_then(|x| x.mtp_layers) {
+        spec.model.mtp_layers = n;
+    }
+    Ok(spec)
 }
 
 /// The request a row's layout gives (with the supplement's cells for it).
@@ -514,7 +521,12 @@ mod tests {
         for (id, entry) in &sup.rows {
             assert!(rows.iter().any(|r| text(r, "id") == *id), "{id}");
             assert!(!entry.source.trim().is_empty(), "{id}");
-            assert!(entry.ep.is_some() || entry.dispatcher.is_some() || entry.recompute.is_some());
+            assert!(
+                entry.ep.is_some()
+                    || entry.dispatcher.is_some()
+                    || entry.recompute.is_some()
+                    || entry.mtp_layers.is_some()
+            );
         }
         for (hf_id, entry) in &sup.models {
             assert!(rows.iter().any(|r| text(r, "hf_id") == *hf_id

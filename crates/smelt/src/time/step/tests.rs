@@ -226,3 +226,55 @@ fn ep_divides_the_experts_and_virtual_stages_need_a_pipeline() {
         "{e}"
     );
 }
+
+#[test]
+fn megatron_core_runs_the_mtp_modules_on_the_last_stage_and_fsdp2_runs_none() {
+    // DeepSeek-V3 (61 layers, the first three dense, one MTP module), two stages: 31
+    // layers, then 30 MoE layers, the LM head and the MTP module, the slower stage.
+    let with = model(include_str!(
+        "../../../../../tests/data/hf/deepseek-v3.json"
+    ));
+    assert_eq!(with.model.mtp_layers, 1);
+    let mut without = with.clone();
+    without.model.mtp_layers = 0;
+    let t = Training {
+        ep: 8,
+        pp: 2,
+        dp: 8,
+        micro_batch: 1,
+        first_stage_layers: Some(31),
+        ..Training::default()
+    };
+    let req = request(Card::H100Sxm, t, 64);
+    let a = predict_step(&with, &req).unwrap();
+    let b = predict_step(&without, &req).unwrap();
+    for p in [&a, &b] {
+        assert_eq!(p.pipeline.as_ref().unwrap().bottleneck, 2);
+    }
+    let (x, y) = (a.micro_batch, b.micro_batch);
+    // One more layer execution of full attention and the MoE: a thirtieth of the stage's
+    // attention, all-to-alls and host time (each of its 30 layers is such a layer).
+    let close = |d: f64, e: f64| (d / e - 1.0).abs() < 1e-9;
+    assert!(close(x.attention - y.attention, y.attention / 30.0));
+    assert!(close(x.ep_comm - y.ep_comm, y.ep_comm / 30.0));
+    assert!(close(
+        x.host - y.host,
+        host_seconds(Framework::MegatronCore)
+    ));
+    // Its head runs the LM head's GEMMs again: at least 6·H·V FLOPs per token.
+    let share = gemm_share(Card::H100Sxm).unwrap();
+    let peak = Card::H100Sxm.spec().peak_flops_per_second;
+    let head = 6.0 * 7168.0 * 129280.0 * 4096.0 / (share * peak);
+    assert!(x.gemm - y.gemm > head, "{} {head}", x.gemm - y.gemm);
+    assert!(a.step_seconds > b.step_seconds);
+    // Transformers builds no MTP module: under FSDP2 the two models take the same step.
+    let fsdp2 = StepRequest {
+        framework: Framework::Fsdp2,
+        ..req
+    };
+    let (a, b) = (
+        predict_step(&with, &fsdp2).unwrap(),
+        predict_step(&without, &fsdp2).unwrap(),
+    );
+    assert_eq!(a.step_seconds, b.step_seconds);
+}
