@@ -100,7 +100,7 @@ fn head(g: &StepGrid, doc: &mut Document) {
 }
 
 /// A serde enum's name (`megatron-core`, `selective`).
-fn serde_plain<T: Serialize>(v: &T) -> String {
+pub(super) fn serde_plain<T: Serialize>(v: &T) -> String {
     serde_json::to_value(v)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -232,6 +232,12 @@ fn section(g: &StepGrid, wide: bool, doc: &mut Document) {
         "fits: the layout within each GPU's memory, Baseline→looped (training-memory model; ?: \
          not checked, the JSON says why)",
     );
+    notes(g, doc);
+}
+
+/// The grid's notes below its table: looped models that do not fit, Baselines timed as a
+/// mean stage, refusals.
+fn notes(g: &StepGrid, doc: &mut Document) {
     let unfit: Vec<String> = (g.cells.iter())
         .filter(|c| c.looped_does_not_fit)
         .map(|c| format!("{} {}", c.scale, c.sparsity_label))
@@ -241,6 +247,18 @@ fn section(g: &StepGrid, wide: bool, doc: &mut Document) {
             "the looped model does not fit where its Baseline does: {} (its ratio is for a \
              layout it cannot train with; see the memory verdicts in the JSON)",
             unfit.join(", ")
+        ));
+    }
+    let mean_stage: Vec<String> = (g.cells.iter())
+        .filter(|c| (c.baseline.step.as_ref()).is_some_and(|r| r.step.mean_stage_layers.is_some()))
+        .map(|c| format!("{} {}", c.scale, c.sparsity_label))
+        .collect();
+    if !mean_stage.is_empty() {
+        doc.line(format!(
+            "pp · vp does not divide the Baseline's layers in {}: timed as the mean stage, a \
+             split Megatron-Core builds only as an uneven one (the JSON's \
+             step.mean_stage_layers)",
+            mean_stage.join(", ")
         ));
     }
     for c in &g.cells {

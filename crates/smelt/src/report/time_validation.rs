@@ -123,24 +123,7 @@ impl Report for crate::time::step::report::StepReport {
             "predicted training step of {} on {} x {} ({})",
             self.model, s.gpus, r.card, r.system.name
         ));
-        doc.line(format!(
-            "layout: tp {} ep {} pp {} vp {} cp {} dp {}, zero {}, micro-batch {}, global \
-             batch {} ({} micro-batches), recompute {:?}, {:?}, attention {:?}, dispatcher {:?}",
-            t.tp,
-            t.ep,
-            t.pp,
-            t.vp,
-            t.cp,
-            t.dp,
-            t.zero,
-            t.micro_batch,
-            r.global_batch,
-            s.micro_batches,
-            r.recompute,
-            r.framework,
-            r.attention,
-            r.dispatcher
-        ));
+        doc.line(layout_line(s));
         if let Some(line) = mtp_line(s) {
             doc.line(line);
         }
@@ -163,12 +146,14 @@ impl Report for crate::time::step::report::StepReport {
             ("PP p2p", mb.pp_comm),
             ("GPU total", mb.gpu),
             ("host (launches)", mb.host),
-            (
-                "ZeRO 3 gathers and reduce-scatters (overlapped)",
-                mb.fsdp_comm,
-            ),
         ] {
             table.push_texts([name.to_owned(), super::predict::seconds_text(x)]);
+        }
+        if t.zero >= 3 {
+            table.push_texts([
+                "ZeRO 3 gathers and reduce-scatters (overlapped)".to_owned(),
+                super::predict::seconds_text(mb.fsdp_comm),
+            ]);
         }
         doc.table(table);
         doc.line(format!(
@@ -188,6 +173,17 @@ impl Report for crate::time::step::report::StepReport {
         ));
         if let Some(p) = &s.pipeline {
             doc.line(pipeline_line(p));
+        }
+        if let Some(mean) = s.mean_stage_layers {
+            doc.line(format!(
+                "pipeline: pp {} · vp {} does not divide the {} layers; timed as the mean stage \
+                 ({mean:.2} layers, charged the LM head): Megatron-Core builds such a run only \
+                 with an uneven split (--first-stage-layers / --last-stage-layers here, or its \
+                 --account-for-embedding/loss-in-pipeline-split)",
+                t.pp,
+                t.vp,
+                (mean * t.pp as f64).round()
+            ));
         }
         doc.line(format!(
             "step {}, {:.0} tokens/s/GPU",
@@ -217,6 +213,30 @@ impl Report for crate::time::step::report::StepReport {
     fn formats(&self) -> &'static [super::Format] {
         &[super::Format::Table, super::Format::Json]
     }
+}
+
+/// The layout line of a step: its degrees, batch and settings as their flags name them.
+fn layout_line(s: &crate::time::step::StepPrediction) -> String {
+    let (r, t) = (&s.request, &s.request.training);
+    format!(
+        "layout: tp {} ep {} pp {} vp {} cp {} dp {}, zero {}, micro-batch {}, global \
+         batch {} ({} micro-batches), recompute {}, framework {}, attention {}, \
+         dispatcher {}",
+        t.tp,
+        t.ep,
+        t.pp,
+        t.vp,
+        t.cp,
+        t.dp,
+        t.zero,
+        t.micro_batch,
+        r.global_batch,
+        s.micro_batches,
+        super::step_grid::serde_plain(&r.recompute),
+        super::step_grid::serde_plain(&r.framework),
+        super::step_grid::serde_plain(&r.attention),
+        super::step_grid::serde_plain(&r.dispatcher)
+    )
 }
 
 /// What the step did with the model's MTP modules, when it has any.

@@ -45,12 +45,14 @@ use crate::model::{Model, Training};
 use crate::time::system::SystemSpec;
 
 /// How the routed experts' tokens are exchanged.
+/// Named in JSON as `--dispatcher` names it (`alltoall`, `deepep`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
 pub enum Dispatcher {
     /// An all-to-all of every token copy (NCCL; Megatron-Core's `alltoall` dispatcher).
+    #[serde(rename = "alltoall")]
     AllToAll,
     /// DeepEP: across nodes, one copy per node, forwarded inside it (module docs).
+    #[serde(rename = "deepep")]
     DeepEp,
 }
 

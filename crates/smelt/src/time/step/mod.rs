@@ -221,6 +221,12 @@ pub struct StepPrediction {
     /// The model's MTP modules the framework does not run (FSDP2 with Transformers'
     /// modules, which build none).
     pub mtp_modules_not_run: u64,
+    /// Layers per stage of the mean stage timed when `pp · vp` does not divide an unlooped
+    /// model's layers and the layout gives no uneven split: a split no launcher builds as
+    /// such (Megatron-Core needs `--decoder-first/last-pipeline-num-layers` or its
+    /// account-for-embedding/loss flags), so the step is that of the mean stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_stage_layers: Option<f64>,
     /// A looped model's placement on the pipeline and its stages' times ([`looped`]);
     /// `micro_batch` is then its slowest stage's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -541,6 +547,10 @@ pub fn predict_step_host(
         tokens_per_second_per_gpu,
         mtp_modules,
         mtp_modules_not_run: spec.model.mtp_layers - mtp_modules,
+        mean_stage_layers: (pipeline.is_none()
+            && t.pp > 1
+            && !spec.model.layers.is_multiple_of(t.pp.saturating_mul(t.vp)))
+        .then(|| spec.model.layers as f64 / t.pp as f64),
         pipeline,
     })
 }
