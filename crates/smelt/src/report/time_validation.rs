@@ -129,11 +129,7 @@ impl Report for crate::time::step::report::StepReport {
         }
         let mb = &s.micro_batch;
         let mut table = Table::new(["per micro-batch", "seconds"]).right_from(1);
-        let gemms = if s.mtp_modules > 0 {
-            "GEMMs (LM head and MTP included)"
-        } else {
-            "GEMMs (LM head included)"
-        };
+        let gemms = gemm_label(s);
         for (name, x) in [
             (gemms, mb.gemm),
             ("routed experts (grouped GEMMs)", mb.experts),
@@ -176,13 +172,15 @@ impl Report for crate::time::step::report::StepReport {
         }
         if let Some(mean) = s.mean_stage_layers {
             doc.line(format!(
-                "pipeline: pp {} · vp {} does not divide the {} layers; timed as the mean stage \
-                 ({mean:.2} layers, charged the LM head): Megatron-Core builds such a run only \
-                 with an uneven split (--first-stage-layers / --last-stage-layers here, or its \
-                 --account-for-embedding/loss-in-pipeline-split)",
+                "pipeline: pp {} · vp {} does not divide the {} layers ({:.2} per virtual \
+                 stage); timed as the mean stage ({mean:.2} layers, charged the LM head and \
+                 any MTP modules): Megatron-Core builds such a run only with an uneven split \
+                 (its --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout \
+                 or --account-for-embedding/loss-in-pipeline-split)",
                 t.pp,
                 t.vp,
-                (mean * t.pp as f64).round()
+                (mean * t.pp as f64).round(),
+                mean / t.vp as f64
             ));
         }
         doc.line(format!(
@@ -217,26 +215,34 @@ impl Report for crate::time::step::report::StepReport {
 
 /// The layout line of a step: its degrees, batch and settings as their flags name them.
 fn layout_line(s: &crate::time::step::StepPrediction) -> String {
-    let (r, t) = (&s.request, &s.request.training);
+    use super::step_grid::serde_plain;
+    let r = &s.request;
     format!(
-        "layout: tp {} ep {} pp {} vp {} cp {} dp {}, zero {}, micro-batch {}, global \
-         batch {} ({} micro-batches), recompute {}, framework {}, attention {}, \
-         dispatcher {}",
-        t.tp,
-        t.ep,
-        t.pp,
-        t.vp,
-        t.cp,
-        t.dp,
-        t.zero,
-        t.micro_batch,
+        "layout: {}, global batch {} ({} micro-batches), recompute {}, framework {}, \
+         attention {}, dispatcher {}",
+        super::step_grid::layout_text(&r.training),
         r.global_batch,
         s.micro_batches,
-        super::step_grid::serde_plain(&r.recompute),
-        super::step_grid::serde_plain(&r.framework),
-        super::step_grid::serde_plain(&r.attention),
-        super::step_grid::serde_plain(&r.dispatcher)
+        serde_plain(&r.recompute),
+        serde_plain(&r.framework),
+        serde_plain(&r.attention),
+        serde_plain(&r.dispatcher)
     )
+}
+
+/// The GEMM row's label: the stage shown runs the LM head (and the MTP modules) unless it
+/// is one before the last of a split the layout gives (a looped model's stages are each
+/// charged them).
+fn gemm_label(s: &crate::time::step::StepPrediction) -> &'static str {
+    let head_here = s
+        .pipeline
+        .as_ref()
+        .is_none_or(|p| p.loop_stage.is_some() || p.bottleneck as usize == p.stage_layers.len());
+    match (head_here, s.mtp_modules > 0) {
+        (true, true) => "GEMMs (LM head and MTP included)",
+        (true, false) => "GEMMs (LM head included)",
+        (false, _) => "GEMMs",
+    }
 }
 
 /// What the step did with the model's MTP modules, when it has any.
@@ -244,8 +250,9 @@ fn mtp_line(s: &crate::time::step::StepPrediction) -> Option<String> {
     if s.mtp_modules > 0 {
         return Some(format!(
             "MTP modules: {} timed on the stage with the LM head (Megatron-Core runs them \
-             there: a layer of full attention and the MoE each, then the LM head and the \
-             cross-entropy again)",
+             there: each one more layer of full attention and the MoE, the cost model's MTP \
+             block, then the LM head and the cross-entropy again); the memory verdict leaves them out (the \
+             training-memory model does not place them)",
             s.mtp_modules
         ));
     }

@@ -246,19 +246,26 @@ impl Layout {
         let req = basis.request(spec, self.training()?);
         // Megatron-LM counts the MTP modules a run trains (`--mtp-num-layers`): those the
         // step times.
-        let mut counted = spec.clone();
         let mtp = req.framework == Framework::MegatronCore && spec.model.mtp_layers > 0;
-        counted.counting.mtp |= mtp;
-        let megatron = training_flops(Convention::Megatron, &counted)
-            .map(|f| f.as_f64())
-            .map_err(|e| match mtp {
-                true => format!(
-                    "the step runs the model's {} MTP module(s), as Megatron-Core does, so \
-                     the count must include them, and it cannot: {e}",
-                    spec.model.mtp_layers
-                ),
-                false => e.to_string(),
-            });
+        let mut counted = spec.clone();
+        counted.counting.mtp = mtp;
+        let mut without_mtp = spec.clone();
+        without_mtp.counting.mtp = false;
+        let count = |s: &crate::model::ModelSpec| {
+            training_flops(Convention::Megatron, s)
+                .map(|f| f.as_f64())
+                .map_err(|e| e.to_string())
+        };
+        let megatron = match count(&counted) {
+            Err(_) if mtp && count(&without_mtp).is_ok() => Err(format!(
+                "the step runs the model's {} MTP module(s), as Megatron-Core does, and \
+                 Megatron-LM's formula counts them as layers of its layer pattern, whose \
+                 mixer for them this model does not give (a model file with mtp_layers = 0 \
+                 describes a run without them)",
+                spec.model.mtp_layers
+            )),
+            other => other,
+        };
         step_report(spec, &req, megatron)
     }
 }

@@ -396,18 +396,7 @@ pub fn predict_step_host(
     let gpu_flops = |forward_per_token: f64| 3.0 * forward_per_token * (mbs * seq) as f64 / split;
     // GEMMs other than the experts' (the recurrent mixers' projections included), and the
     // LM head (on the last stage).
-    let other = [
-        flops.projections,
-        flops.router,
-        flops.shared,
-        flops.dense,
-        flops.indexer,
-        flops.recurrent_projections,
-        flops.latent_projections,
-    ]
-    .iter()
-    .map(|f| f.as_f64())
-    .sum::<f64>();
+    let other = gemm_flops(&flops);
     let lm_head = 6.0 * h * v * tokens / tp;
     // What only dense-FFN layers and only MoE layers run, for a stage that holds more or
     // fewer of them than the mean stage.
@@ -426,9 +415,9 @@ pub fn predict_step_host(
     } else {
         0.0
     };
+    let expert_eff = share * SHIPPED.grouped.share(rows) / SHIPPED.grouped.max_share;
     let experts = if experts_flops > 0.0 {
-        let eff = share * SHIPPED.grouped.share(rows) / SHIPPED.grouped.max_share;
-        experts_flops / (eff * peak) + 9.0 * stage_layers * launch
+        experts_flops / (expert_eff * peak) + 9.0 * stage_layers * launch
     } else {
         0.0
     };
@@ -451,7 +440,8 @@ pub fn predict_step_host(
     // What the stage with the LM head runs and no other: the LM head's GEMMs, the
     // cross-entropy, and under Megatron-Core the MTP modules (each one more layer execution
     // of full attention and the MoE, its projection, and the head and cross-entropy again).
-    let cross_entropy = 20.0 * v * tokens / hbm;
+    // Vocabulary-parallel: each of the TP group's GPUs holds `V / tp` logits per token.
+    let cross_entropy = 20.0 * v * tokens / tp / hbm;
     let mtp_modules = match req.framework {
         Framework::MegatronCore => spec.model.mtp_layers,
         Framework::Fsdp2 => 0,
@@ -464,22 +454,13 @@ pub fn predict_step_host(
     if mtp_modules > 0 {
         let n = mtp_modules as f64;
         let f = cost::mtp_forward_flops(&spec.model, &spec.workload)?;
-        let dense_part = [
-            f.projections,
-            f.router,
-            f.shared,
-            f.dense,
-            f.indexer,
-            f.latent_projections,
-        ]
-        .iter()
-        .map(|x| x.as_f64())
-        .sum::<f64>();
         let per = |total: f64, count: f64| if count > 0.0 { total / count } else { 0.0 };
-        let expert_eff = share * SHIPPED.grouped.share(rows) / SHIPPED.grouped.max_share;
-        head.gemm += (gpu_flops(dense_part) + n * lm_head) / (share * peak) + 18.0 * n * launch;
+        // The modules run whole on one stage: this GPU's share is `1 / (tp · cp)` of them.
+        let module_flops = |forward_per_token: f64| gpu_flops(forward_per_token) * pp;
+        head.gemm +=
+            (module_flops(gemm_flops(&f)) + n * lm_head) / (share * peak) + 18.0 * n * launch;
         head.experts = if f.experts.as_f64() > 0.0 {
-            gpu_flops(f.experts.as_f64()) / (expert_eff * peak) + 9.0 * n * launch
+            module_flops(f.experts.as_f64()) / (expert_eff * peak) + 9.0 * n * launch
         } else {
             0.0
         };
@@ -492,11 +473,11 @@ pub fn predict_step_host(
         head.host = host_per_layer * n;
     }
     let mean = MicroBatch {
-        gemm: gemm + head.gemm - lm_head / (share * peak),
+        gemm: gemm + (head.gemm - lm_head / (share * peak)),
         experts: experts + head.experts,
         attention: attention + head.attention,
         recurrent,
-        memory_bound: memory_bound + head.memory_bound - cross_entropy,
+        memory_bound: memory_bound + (head.memory_bound - cross_entropy),
         recompute: 0.0,
         tp_comm: tp_comm + head.tp_comm,
         ep_comm: ep_comm + head.ep_comm,
@@ -553,6 +534,24 @@ pub fn predict_step_host(
         .then(|| spec.model.layers as f64 / t.pp as f64),
         pipeline,
     })
+}
+
+/// Forward FLOPs per token that run as GEMMs other than the routed experts' (projections,
+/// recurrent mixers' projections, router, shared and dense FFNs, indexer, LatentMoE's
+/// projections), without the LM head.
+fn gemm_flops(f: &FlopBreakdown) -> f64 {
+    [
+        f.projections,
+        f.router,
+        f.shared,
+        f.dense,
+        f.indexer,
+        f.recurrent_projections,
+        f.latent_projections,
+    ]
+    .iter()
+    .map(|x| x.as_f64())
+    .sum()
 }
 
 /// Seconds of recomputed forward work in a micro-batch of these GEMM, grouped-GEMM,

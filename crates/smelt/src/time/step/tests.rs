@@ -267,6 +267,34 @@ fn megatron_core_runs_the_mtp_modules_on_the_last_stage_and_fsdp2_runs_none() {
     let head = 6.0 * 7168.0 * 129280.0 * 4096.0 / (share * peak);
     assert!(x.gemm - y.gemm > head, "{} {head}", x.gemm - y.gemm);
     assert!(a.step_seconds > b.step_seconds);
+    // The modules run whole on their stage: what they add does not depend on how many
+    // stages the rest of the model is split over (one stage here).
+    let one = Training {
+        pp: 1,
+        first_stage_layers: None,
+        ..t
+    };
+    let req1 = request(Card::H100Sxm, one, 64);
+    let (p, q) = (
+        predict_step(&with, &req1).unwrap().micro_batch,
+        predict_step(&without, &req1).unwrap().micro_batch,
+    );
+    for (name, d1, d2) in [
+        ("gemm", p.gemm - q.gemm, x.gemm - y.gemm),
+        ("experts", p.experts - q.experts, x.experts - y.experts),
+        (
+            "attention",
+            p.attention - q.attention,
+            x.attention - y.attention,
+        ),
+        ("host", p.host - q.host, x.host - y.host),
+    ] {
+        assert!(close(d1, d2), "{name}: pp 1 {d1}, pp 2 {d2}");
+    }
+    // Nothing is negative, at any tensor parallelism (the cross-entropy is split by it).
+    let tp8 = request(Card::H100Sxm, Training { tp: 8, dp: 1, ..t }, 8);
+    let m = predict_step(&with, &tp8).unwrap().micro_batch;
+    assert!(m.memory_bound > 0.0 && m.recompute >= 0.0, "{m:?}");
     // Transformers builds no MTP module: under FSDP2 the two models take the same step.
     let fsdp2 = StepRequest {
         framework: Framework::Fsdp2,
