@@ -332,8 +332,9 @@ fn an_uneven_pipeline_split_is_predicted_and_its_memory_checked() {
         .collect();
     assert_eq!(layers, [vec![4; 15], vec![1]].concat());
     assert!(j["step"]["pipeline"].get("loop_stage").is_none(), "{j}");
-    // Within 10% of the published 216-250: the recipe's multi-token-prediction module (a
-    // layer and a second LM head on the last stage) is not modelled.
+    // Within 10% of the published 216-250, its MTP module (a layer and a second LM head on
+    // the last stage) timed and counted.
+    assert_eq!(j["step"]["mtp_modules"], 1, "{j}");
     let tf = j["megatron_tflops_per_gpu"].as_f64().unwrap();
     assert!((0.9 * 216.0..=1.1 * 250.0).contains(&tf), "{tf}");
     assert!(
@@ -367,6 +368,65 @@ fn an_uneven_pipeline_split_is_predicted_and_its_memory_checked() {
         err.contains("training.first_stage_layers: a looped model's pipeline split"),
         "{err}"
     );
+}
+
+/// What `predict` says it did: the MTP modules it timed (Megatron-Core) or not (FSDP2), a
+/// pipeline split no launcher builds as such, the settings as their flags spell them.
+#[test]
+fn predict_says_what_it_timed() {
+    let ds = crate::common::data("hf/deepseek-v3.json");
+    let args = |pp: &'static str, framework: &'static str| {
+        vec![
+            "predict".to_owned(),
+            ds.clone(),
+            "--card".into(),
+            "h100".into(),
+            "--context".into(),
+            "4096".into(),
+            "--global-batch".into(),
+            "8192".into(),
+            "--micro-batch".into(),
+            "1".into(),
+            "--pp".into(),
+            pp.into(),
+            "--ep".into(),
+            "64".into(),
+            "--gpus".into(),
+            "1024".into(),
+            "--dispatcher".into(),
+            "deepep".into(),
+            "--framework".into(),
+            framework.into(),
+        ]
+    };
+    let (code, out, err) = run_strs(&args("16", "megatron-core"));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("MTP modules: 1 timed on the stage with the LM head"),
+        "{out}"
+    );
+    assert!(
+        out.contains("pp 16 · vp 1 does not divide the 61 layers"),
+        "{out}"
+    );
+    assert!(
+        out.contains("framework megatron-core") && out.contains("dispatcher deepep"),
+        "{out}"
+    );
+    assert!(!out.contains("ZeRO 3 gathers"), "{out}");
+    let mut json = args("16", "megatron-core");
+    json.extend(["--format".into(), "json".into()]);
+    let (_, out, _) = run_strs(&json);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["step"]["mean_stage_layers"].as_f64(), Some(61.0 / 16.0));
+    assert_eq!(j["step"]["request"]["dispatcher"], "deepep");
+    // Under FSDP2 no MTP module runs; one stage holds any number of layers.
+    let (_, out, err) = run_strs(&args("1", "fsdp2"));
+    assert!(
+        out.contains("MTP modules: the model's 1 not timed"),
+        "{out}{err}"
+    );
+    assert!(!out.contains("does not divide"), "{out}");
 }
 
 /// A loop run once matches the Baseline's shapes: the step ratio is 1, every driver 0.

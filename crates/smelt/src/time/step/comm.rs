@@ -44,8 +44,7 @@ use serde::Serialize;
 use crate::model::{Model, Training};
 use crate::time::system::SystemSpec;
 
-/// How the routed experts' tokens are exchanged.
-/// Named in JSON as `--dispatcher` names it (`alltoall`, `deepep`).
+/// How the routed experts' tokens are exchanged, named in JSON as `--dispatcher` names it (`alltoall`, `deepep`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Dispatcher {
     /// An all-to-all of every token copy (NCCL; Megatron-Core's `alltoall` dispatcher).

@@ -45,8 +45,9 @@
 //! lighter in all-to-alls than a stage of four MoE layers); the LM head, the cross-entropy,
 //! the MTP modules, the p2p and ZeRO 3's gathers stay charged to every stage, as in the
 //! unlooped model (whose stage is its last; a split the layout gives charges the head and
-//! the MTP modules to its last stage alone). Recomputation follows the scaled work. A stage's micro-batch
-//! takes the longest of its GPU, host and ZeRO 3 times (`t_s`); the step is
+//! the MTP modules to its last stage alone). Recomputation follows the scaled work. A
+//! stage's micro-batch takes the longest of its GPU, host and ZeRO 3 times (`t_s`); the
+//! step is
 //!
 //! ```text
 //! m · max t_s + (Σ t_s − max t_s) / vp + optimizer + exposed DP communication
