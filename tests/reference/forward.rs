@@ -111,6 +111,7 @@ impl Reference {
             .collect();
         let counting = spec.counting;
         let (embedding, lm_head) = vocab_matrices(&m, &counting, rng);
+        let last_dense = dense_layers.contains(&m.layers) && !m.mixer_only().contains(&m.layers);
         let mtp = if counting.mtp {
             (0..m.mtp_layers)
                 .map(|_| {
@@ -119,7 +120,8 @@ impl Reference {
                         enorm: Norm::new(&m, rng),
                         hnorm: Norm::new(&m, rng),
                         eh_proj: rng.tensor(2 * h * h),
-                        block: Layer::new(&m, rng, false, false, true, (true, true)),
+                        // The last layer's FFN: dense after a dense last layer.
+                        block: Layer::new(&m, rng, last_dense, false, true, (true, true)),
                         head_norm: Norm::new(&m, rng),
                         embedding,
                         lm_head,

@@ -32,7 +32,7 @@
 //! | sparse attention indexer (`[model.indexer]`, `n_i` heads of width `d_i`, `topk`) | `2·(r_q·n_i·d_i + H·d_i + H·n_i)` + `2·n_i·(d_i+1)·c̄` (it scores every key the query may attend); the attention core then uses `c̄_topk` | `r_q·n_i·d_i + H·d_i + 2·d_i + H·n_i` (`wq_b`, `wk`, the key's LayerNorm, `weights_proj`) |
 //! | Gated DeltaNet layers (`[model.recurrent]`, see below) | projections `2·H·(2K + 2V + 2·n_v) + 2·V·H`, the convolution and the chunked delta rule over the `context`-token sequence | `H·(2K + 2V + 2·n_v) + V·H + c·w + 2·n_v + d_v` |
 //! | Mamba-2 layers (`[model.recurrent]` mixer `mamba2`, see below) | projections `2·H·(2I + 2·g·N + n_h) + 2·I·H`, the convolution and the chunked SSD scan over the `context`-token sequence | `H·(2I + 2·g·N + n_h) + I·H + c·w` (`+ c` conv bias, `+ 2I + 2·g·N + n_h + H` projection biases) `+ 3·n_h + I` |
-//! | MTP module (`mtp_layers`, only if `[counting] mtp`) | per module: `2·2H·H` + one MoE layer with full attention + the LM head if counted | per module: one MoE layer, `2H·H`, `3·H` norms, and its own embedding and head when those are counted |
+//! | MTP module (`mtp_layers`, only if `[counting] mtp`) | per module: `2·2H·H` + one layer of full attention and the last layer's FFN (the MoE, or the dense FFN after a dense last layer, as Megatron-Core builds it) + the LM head if counted | per module: one such layer, `2H·H`, `3·H` norms, and its own embedding and head when those are counted |
 //!
 //! * A layer listed in `[model.dense]` (`layers = [...]`, 1-based, and `ffn`) has one dense
 //!   SwiGLU FFN instead of the router, routed and shared experts (Qwen's `mlp_only_layers` and

@@ -193,8 +193,9 @@ pub struct Model {
     /// The looped block, if any.
     #[serde(rename = "loop", default, skip_serializing_if = "Option::is_none")]
     pub looping: Option<Loop>,
-    /// Multi-token-prediction modules (DeepSeek-V3's `num_nextn_predict_layers`): counted
-    /// only when `[counting] mtp = true`.
+    /// Multi-token-prediction modules (DeepSeek-V3's `num_nextn_predict_layers`), each a
+    /// layer of full attention and the last layer's FFN (the MoE, or the dense FFN after a
+    /// dense last layer): counted only when `[counting] mtp = true`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub mtp_layers: u64,
     /// LayerNorm with a bias instead of RMSNorm on every hidden-width norm (PhiMoE): the two

@@ -32,7 +32,8 @@
 //!   execution (FLOPs, KV cache, activations) multiplies by. Kinds are listed in the order
 //!   of their first layer.
 //! * **Outside the stack**: the embedding, the final norm and the LM head; the MTP modules
-//!   ([`Stack::mtp`]) describe their block as a [`Layer`] (full attention, the MoE).
+//!   ([`Stack::mtp`]) describe their block as a [`Layer`] (full attention, the last
+//!   layer's FFN: dense after a dense last layer, else the MoE).
 //! * What the description holds that a consumer does not handle is [`super::capability`]'s
 //!   table, with its one refusal.
 
@@ -249,7 +250,8 @@ pub struct LoopBlock {
 pub struct Mtp {
     /// How many.
     pub modules: u64,
-    /// The block of each: full attention (with the model's indexer) and the MoE, two norms.
+    /// The block of each: full attention (with the model's indexer) and the last layer's FFN
+    /// (the dense FFN after a dense last layer, else the MoE), two norms.
     pub layer: Layer,
 }
 
@@ -315,11 +317,21 @@ impl Stack {
             };
             kind_of[key] = k as u8;
         }
+        // An MTP module's FFN is the last layer's, as Megatron-Core builds it (its MTP block
+        // takes the decoder's last layer spec): dense after a dense last layer, else the MoE.
+        let last = layers.last().map(|&k| Listed::from_key(usize::from(k)));
+        let mtp_ffn = match (last, &model.dense) {
+            (Some(l), Some(d)) if l.dense && !l.mixer_only => Ffn::Dense {
+                width: d.ffn,
+                activation: model.moe.activation,
+            },
+            _ => Ffn::Moe(model.moe.clone()),
+        };
         let mtp = (model.mtp_layers > 0).then(|| Mtp {
             modules: model.mtp_layers,
             layer: Layer {
                 mixer: Some(TokenMixer::Attention(attention(model, false, false))),
-                ffn: Some(Ffn::Moe(model.moe.clone())),
+                ffn: Some(mtp_ffn),
                 norms: Norms {
                     count: 2,
                     bias: model.norm_bias,

@@ -250,8 +250,8 @@ fn mtp_line(s: &crate::time::step::StepPrediction) -> Option<String> {
     if s.mtp_modules > 0 {
         return Some(format!(
             "MTP modules: {} timed on the stage with the LM head (Megatron-Core runs them \
-             there: each one more layer of full attention and the MoE, then the LM head and \
-             the cross-entropy again); the memory verdict leaves them out (the \
+             there: each one more layer of full attention and the last layer's FFN, then the \
+             LM head and the cross-entropy again); the memory verdict leaves them out (the \
              training-memory model does not place them)",
             s.mtp_modules
         ));

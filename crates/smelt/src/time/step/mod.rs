@@ -38,10 +38,11 @@
 //!   forward of everything;
 //! * MTP modules (`model.mtp_layers`), under Megatron-Core, on the stage with the LM head
 //!   (where Megatron-Core builds them): each one more layer execution of full attention
-//!   and the MoE (its GEMMs from the cost model's count of the module,
+//!   and the last layer's FFN (its GEMMs from the cost model's count of the module,
 //!   [`crate::cost::mtp_forward_flops`], its attention as a full-attention layer's, its
-//!   memory-bound kernels, TP collectives and all-to-alls those of a mean layer of the
-//!   stage, and the host's time for a layer), then the LM head and the cross-entropy
+//!   memory-bound kernels and TP collectives those of a mean layer of the stage, its
+//!   all-to-alls those of a mean MoE layer when its FFN is the MoE, and the host's time for
+//!   a layer), then the LM head and the cross-entropy
 //!   again. FSDP2 runs Transformers' modules, which build none: there they are not timed
 //!   ([`StepPrediction::mtp_modules_not_run`]).
 //!
@@ -439,7 +440,7 @@ pub fn predict_step_host(
     let (optimizer, fsdp, dp_step) = comm::data_parallel(t, sys, hbm, dense_params, expert_params);
     // What the stage with the LM head runs and no other: the LM head's GEMMs, the
     // cross-entropy, and under Megatron-Core the MTP modules (each one more layer execution
-    // of full attention and the MoE, its projection, and the head and cross-entropy again).
+    // of full attention and the last layer's FFN, its projection, and the head and cross-entropy again).
     // Vocabulary-parallel: each of the TP group's GPUs holds `V / tp` logits per token.
     let cross_entropy = 20.0 * v * tokens / tp / hbm;
     let mtp_modules = match req.framework {
@@ -469,7 +470,10 @@ pub fn predict_step_host(
         head.memory_bound +=
             n * (2.0 * per(memory_bound - cross_entropy, stage_blocks) + cross_entropy);
         head.tp_comm = 2.0 * n * per(tp_comm, stage_blocks);
-        head.ep_comm = n * per(ep_comm, moe_layers);
+        head.ep_comm = match f.experts.as_f64() > 0.0 {
+            true => n * per(ep_comm, moe_layers),
+            false => 0.0,
+        };
         head.host = host_per_layer * n;
     }
     let mean = MicroBatch {

@@ -228,6 +228,32 @@ fn ep_divides_the_experts_and_virtual_stages_need_a_pipeline() {
 }
 
 #[test]
+fn an_mtp_module_after_a_dense_last_layer_runs_the_dense_ffn_without_all_to_alls() {
+    // Qwen3-30B-A3B with every layer's FFN dense (width 6144): the MoE table is unused, and
+    // the MTP module, as Megatron-Core builds it after a dense last layer, is dense too.
+    let mut without = qwen3_30b();
+    let m = &mut without.model;
+    m.dense = Some(crate::model::Dense {
+        layers: (1..=m.layers).collect(),
+        ffn: 6144,
+    });
+    let mut with = without.clone();
+    with.model.mtp_layers = 1;
+    let req = request(Card::H100Sxm, layout(1, 8, 8, 1), 64);
+    let (x, y) = (
+        predict_step(&with, &req).unwrap().micro_batch,
+        predict_step(&without, &req).unwrap().micro_batch,
+    );
+    assert_eq!(x.experts, y.experts);
+    assert_eq!(x.ep_comm, y.ep_comm);
+    // Its dense FFN's training GEMMs at least: 6 · 3 · H · F FLOPs per token.
+    let share = gemm_share(Card::H100Sxm).unwrap();
+    let peak = Card::H100Sxm.spec().peak_flops_per_second;
+    let ffn = 6.0 * 3.0 * 2048.0 * 6144.0 * 4096.0 / (share * peak);
+    assert!(x.gemm - y.gemm > ffn, "{} {ffn}", x.gemm - y.gemm);
+}
+
+#[test]
 fn megatron_core_runs_the_mtp_modules_on_the_last_stage_and_fsdp2_runs_none() {
     // DeepSeek-V3 (61 layers, the first three dense, one MTP module), two stages: 31
     // layers, then 30 MoE layers, the LM head and the MTP module, the slower stage.
