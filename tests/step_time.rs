@@ -414,6 +414,22 @@ fn predict_says_what_it_timed() {
         "{out}"
     );
     assert!(!out.contains("ZeRO 3 gathers"), "{out}");
+    // It names the split that builds (fifteen stages of 4, the last of 1), and that split is
+    // timed stage by stage.
+    let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("timed stage by stage with --last-stage-layers 1"),
+        "{out}"
+    );
+    let mut split = args("16", "megatron-core");
+    split.extend(["--last-stage-layers".into(), "1".into()]);
+    let (code, out, err) = run_strs(&split);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("pipeline split as the layout gives it"),
+        "{out}"
+    );
+    assert!(!out.contains("does not divide"), "{out}");
     let mut json = args("16", "megatron-core");
     json.extend(["--format".into(), "json".into()]);
     let (_, out, _) = run_strs(&json);

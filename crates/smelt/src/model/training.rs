@@ -417,11 +417,87 @@ impl Training {
             })
             .collect())
     }
+
+    /// An uneven split of `layers` over this layout's `pp` stages of `vp` chunks that
+    /// [`Training::stage_chunks`] builds, for a layout whose stages cannot split them evenly:
+    /// `(first_stage_layers, last_stage_layers)` (`None`: not given) with the fewest layers on
+    /// the fullest stage, then on the last stage (it holds the LM head), then the fewest
+    /// settings. `None` when no such split builds (e.g. `pp · vp`'s stages all hold a
+    /// multiple of `vp` layers, and `vp` does not divide `layers`).
+    pub fn suggested_split(&self, layers: u64) -> Option<Split> {
+        let (pp, vp) = (self.pp, self.vp.max(1));
+        if pp < 2 || layers > MAX_SPLIT_SEARCH {
+            return None;
+        }
+        let ends = || std::iter::once(None).chain((vp..=layers).step_by(vp as usize).map(Some));
+        let mut best: Option<((u64, u64, u8), Split)> = None;
+        for first in ends() {
+            for last in ends() {
+                if first.is_none() && last.is_none() {
+                    continue;
+                }
+                let t = Training {
+                    first_stage_layers: first,
+                    last_stage_layers: last,
+                    ..*self
+                };
+                let Ok(stages) = t.stage_chunks(layers) else {
+                    continue;
+                };
+                let count = |s: &Vec<[u64; 2]>| s.iter().map(|c| c[1] + 1 - c[0]).sum::<u64>();
+                let fullest = stages.iter().map(count).max().unwrap_or(0);
+                let on_last = stages.last().map_or(0, count);
+                let key = (
+                    fullest,
+                    on_last,
+                    u8::from(first.is_some()) + u8::from(last.is_some()),
+                );
+                if best.is_none_or(|(k, _)| key < k) {
+                    best = Some((key, (first, last)));
+                }
+            }
+        }
+        best.map(|(_, split)| split)
+    }
 }
+
+/// `(first_stage_layers, last_stage_layers)` of an uneven pipeline split (`None`: not given).
+pub type Split = (Option<u64>, Option<u64>);
+
+/// The most layers [`Training::suggested_split`] searches splits of (a search over pairs).
+const MAX_SPLIT_SEARCH: u64 = 512;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_suggested_split_builds_and_fills_the_fullest_stage_least() {
+        let t = |pp, vp| Training {
+            pp,
+            vp,
+            ..Training::default()
+        };
+        // 94 layers over 8 stages: seven of 12 and one of 10, the 10 on the last stage.
+        assert_eq!(t(8, 1).suggested_split(94), Some((None, Some(10))));
+        // Over 8 stages of 2 chunks: every stage holds an even count; 94 = 6 · 12 + 22.
+        let (f, l) = t(8, 2).suggested_split(94).unwrap();
+        let built = Training {
+            first_stage_layers: f,
+            last_stage_layers: l,
+            ..t(8, 2)
+        };
+        let stages = built.stage_chunks(94).unwrap();
+        let counts: Vec<u64> = (stages.iter())
+            .map(|s| s.iter().map(|c| c[1] + 1 - c[0]).sum())
+            .collect();
+        assert_eq!(counts.iter().sum::<u64>(), 94);
+        assert_eq!(counts.iter().max(), Some(&12), "{counts:?}");
+        // Every stage a multiple of 4 cannot hold 94 layers.
+        assert_eq!(t(8, 4).suggested_split(94), None);
+        // DeepSeek-V3's 61 over 16 stages: fifteen of 4 and one of 1 (on the last stage).
+        assert_eq!(t(16, 1).suggested_split(61), Some((None, Some(1))));
+    }
 
     #[test]
     fn defaults_are_zero_s_sixteen_bytes() {

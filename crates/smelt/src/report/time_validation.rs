@@ -171,17 +171,7 @@ impl Report for crate::time::step::report::StepReport {
             doc.line(pipeline_line(p));
         }
         if let Some(mean) = s.mean_stage_layers {
-            doc.line(format!(
-                "pipeline: pp {} · vp {} does not divide the {} layers ({:.2} per virtual \
-                 stage); timed as the mean stage ({mean:.2} layers, charged the LM head and \
-                 any MTP modules): Megatron-Core builds such a run only with an uneven split \
-                 (its --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout \
-                 or --account-for-embedding/loss-in-pipeline-split)",
-                t.pp,
-                t.vp,
-                (mean * t.pp as f64).round(),
-                mean / t.vp as f64
-            ));
+            doc.line(mean_stage_line(t, mean));
         }
         doc.line(format!(
             "step {}, {:.0} tokens/s/GPU",
@@ -243,6 +233,35 @@ fn gemm_label(s: &crate::time::step::StepPrediction) -> &'static str {
         (true, false) => "GEMMs (LM head included)",
         (false, _) => "GEMMs",
     }
+}
+
+/// The warning for a layout whose stages cannot split the layers evenly (`mean` layers
+/// per stage), with the uneven split smelt times exactly, when one builds.
+fn mean_stage_line(t: &crate::model::Training, mean: f64) -> String {
+    let layers = (mean * t.pp as f64).round() as u64;
+    let flag = |name: &str, n: Option<u64>| n.map(|n| format!(" --{name}-stage-layers {n}"));
+    let exact = match t.suggested_split(layers) {
+        Some((first, last)) => format!(
+            "; the step of a split that builds is timed stage by stage with{}{}",
+            flag("first", first).unwrap_or_default(),
+            flag("last", last).unwrap_or_default()
+        ),
+        None => format!(
+            "; no split by --first/--last-stage-layers builds at vp {} (each stage must hold \
+             a multiple of vp layers)",
+            t.vp
+        ),
+    };
+    format!(
+        "pipeline: pp {} · vp {} does not divide the {layers} layers ({:.2} per virtual \
+         stage); timed as the mean stage ({mean:.2} layers, charged the LM head and any MTP \
+         modules): Megatron-Core builds such a run only with an uneven split (its \
+         --decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout or \
+         --account-for-embedding/loss-in-pipeline-split){exact}",
+        t.pp,
+        t.vp,
+        mean / t.vp as f64
+    )
 }
 
 /// What the step did with the model's MTP modules, when it has any.
