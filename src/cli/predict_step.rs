@@ -59,7 +59,8 @@ pub struct StepFlags {
     /// Activation recomputation: none, selective (norms and activations) or full.
     #[arg(long, value_parser = ["none", "selective", "full"], requires = "global_batch")]
     recompute: Option<String>,
-    /// The framework whose host cost applies: megatron-core or fsdp2.
+    /// The framework: megatron-core, or fsdp2 (PyTorch FSDP2 with Transformers modules: its
+    /// own host cost, its parameter and gradient copies, no MTP modules).
     #[arg(long, value_parser = ["megatron-core", "fsdp2"], requires = "global_batch")]
     framework: Option<String>,
     /// How the routed experts' tokens cross nodes: alltoall (every copy) or deepep (one copy

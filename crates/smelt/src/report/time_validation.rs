@@ -151,6 +151,12 @@ impl Report for crate::time::step::report::StepReport {
                 super::predict::seconds_text(mb.fsdp_comm),
             ]);
         }
+        if mb.fsdp_copies > 0.0 {
+            table.push_texts([
+                "FSDP2 parameter and gradient copies (in GPU total)".to_owned(),
+                super::predict::seconds_text(mb.fsdp_copies),
+            ]);
+        }
         doc.table(table);
         doc.line(format!(
             "rows per expert {:.0}; micro-batch {}-bound; bubble {}, optimizer {}, exposed DP \

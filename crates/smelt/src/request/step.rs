@@ -63,7 +63,8 @@ pub struct Layout {
     /// Activation recomputation: `none`, `selective` (norms and activations) or `full`.
     #[serde(default)]
     pub recompute: Option<String>,
-    /// The framework whose host cost applies: `megatron-core` or `fsdp2`.
+    /// The framework: `megatron-core`, or `fsdp2` (PyTorch FSDP2 with Transformers modules:
+    /// its own host cost, its parameter and gradient copies, no MTP modules).
     #[serde(default)]
     pub framework: Option<String>,
     /// How the routed experts' tokens cross nodes: `alltoall` or `deepep`.

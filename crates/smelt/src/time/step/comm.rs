@@ -174,6 +174,22 @@ pub fn data_parallel(
     }
 }
 
+/// Seconds per micro-batch of FSDP2's copies on the compute stream (torch.distributed.fsdp,
+/// `_fully_shard/_fsdp_collectives.py`), at `hbm` bytes per second: each parameter of the
+/// GPU's unsharded layers ([`data_parallel`]'s `dense / (tp · pp) + experts / (ep · pp)`)
+/// read from the all-gather buffer and written to the parameter (`WEIGHT_BYTES` each way),
+/// once per gather (forward, and again in the backward under ZeRO 3, which reshards after
+/// the forward), and each gradient read (`WEIGHT_BYTES`) and written to the reduce-scatter
+/// buffer in the reduce dtype (`GRAD_REDUCE_BYTES`). FSDP2 copies even for a group of one
+/// GPU.
+pub fn fsdp2_copies(t: &Training, hbm: f64, dense: f64, experts: f64) -> f64 {
+    let (tp, pp, ep) = (t.tp as f64, t.pp as f64, t.ep as f64);
+    let params = dense / (tp * pp) + experts / (ep * pp);
+    let gathers = if t.zero >= 3 { 2.0 } else { 1.0 };
+    let bytes = gathers * 2.0 * WEIGHT_BYTES + WEIGHT_BYTES + GRAD_REDUCE_BYTES;
+    bytes * params / hbm
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

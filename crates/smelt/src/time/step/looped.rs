@@ -219,6 +219,7 @@ fn scaled(mean: &MicroBatch, k: f64, head: &MicroBatch, on: bool) -> MicroBatch 
         ep_comm: part(mean.ep_comm, head.ep_comm),
         pp_comm: mean.pp_comm,
         fsdp_comm: mean.fsdp_comm,
+        fsdp_copies: mean.fsdp_copies * k,
         gpu: 0.0,
         host: part(mean.host, head.host),
     }

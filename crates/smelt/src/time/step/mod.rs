@@ -50,7 +50,10 @@
 //! token mixer or an FFN: two per layer, one per one-block layer; [`blocks`]) and `c`,
 //! seconds per layer execution per micro-batch, fitted per framework on the published runs
 //! ([`HOST_SECONDS`]). Under ZeRO 3 each micro-batch also all-gathers and reduce-scatters
-//! the parameters ([`comm`]). A micro-batch takes the longest of the three (they overlap).
+//! the parameters ([`comm`]). FSDP2 also copies, on the compute stream, each parameter of
+//! the GPU's layers out of the all-gather buffer and each gradient into the reduce-scatter
+//! buffer ([`comm::fsdp2_copies`]): GPU work. A micro-batch takes the longest of the three
+//! (they overlap).
 //! The step is `m` micro-batches, plus the 1F1B bubble `(pp − 1) / vp` micro-batches, plus
 //! the optimizer step (30 bytes per parameter of the GPU's shard at the HBM share), plus
 //! the distributed optimizer's reduce-scatter and all-gather beyond one micro-batch (the
@@ -81,7 +84,9 @@ use crate::cost::{self, FlopBreakdown};
 use crate::error::{Error, Result};
 use crate::model::{Counting, ModelSpec, Training};
 
-/// The training framework, whose host cost per layer differs ([`HOST_SECONDS`]).
+/// The training framework: its host cost per layer ([`HOST_SECONDS`]) and what it runs
+/// differ (FSDP2 copies parameters and gradients, [`MicroBatch::fsdp_copies`], and runs no
+/// MTP module).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Framework {
@@ -165,6 +170,12 @@ pub struct MicroBatch {
     /// ZeRO 3's parameter all-gathers and gradient reduce-scatters, overlapped with the
     /// micro-batch's work.
     pub fsdp_comm: f64,
+    /// FSDP2's copies on the compute stream: each gathered parameter out of the all-gather
+    /// buffer (`foreach_all_gather_copy_out`, in the forward and again in the backward
+    /// under ZeRO 3), and each gradient into the reduce-scatter buffer in the reduce dtype
+    /// (`foreach_reduce_scatter_copy_in`); 0 under Megatron-Core, whose parameters and
+    /// gradients live in the buffers the collectives use.
+    pub fsdp_copies: f64,
     /// The GPU's total (without `fsdp_comm`).
     pub gpu: f64,
     /// The host's time to issue it.
@@ -181,6 +192,7 @@ impl MicroBatch {
             self.recurrent,
             self.memory_bound,
             self.recompute,
+            self.fsdp_copies,
             self.tp_comm,
             self.ep_comm,
             self.pp_comm,
@@ -438,6 +450,10 @@ pub fn predict_step_host(
         comm::collectives(m, t, sys, req.dispatcher, tokens, stage_blocks, moe_layers);
     let host = host_per_layer * stage_blocks / 2.0;
     let (optimizer, fsdp, dp_step) = comm::data_parallel(t, sys, hbm, dense_params, expert_params);
+    let fsdp_copies = match req.framework {
+        Framework::Fsdp2 => comm::fsdp2_copies(t, hbm, dense_params, expert_params),
+        Framework::MegatronCore => 0.0,
+    };
     // What the stage with the LM head runs and no other: the LM head's GEMMs, the
     // cross-entropy, and under Megatron-Core the MTP modules (each one more layer execution
     // of full attention and the last layer's FFN, its projection, and the head and cross-entropy again).
@@ -487,6 +503,7 @@ pub fn predict_step_host(
         ep_comm: ep_comm + head.ep_comm,
         pp_comm,
         fsdp_comm: fsdp,
+        fsdp_copies,
         gpu: 0.0,
         host: host + head.host,
     };

@@ -332,3 +332,47 @@ fn megatron_core_runs_the_mtp_modules_on_the_last_stage_and_fsdp2_runs_none() {
     );
     assert_eq!(a.step_seconds, b.step_seconds);
 }
+
+#[test]
+fn fsdp2_copies_every_gathered_parameter_and_gradient_on_the_compute_stream() {
+    // Qwen3-30B-A3B on one GPU: FSDP2 copies its parameters out of the all-gather buffer in
+    // the forward and the backward (2 + 2 bytes each time), and its gradients into the
+    // reduce-scatter buffer (2 bytes read, 4 written), even in a group of one.
+    let spec = qwen3_30b();
+    let counting = crate::model::Counting {
+        embeddings: true,
+        lm_head: true,
+        ..Default::default()
+    };
+    let (params, _) = crate::cost::params(&spec.model, &counting).unwrap();
+    let all = params.total().unwrap().as_f64();
+    let hbm = Card::H100Sxm.spec().memory_bytes_per_second * SHIPPED.memory_share;
+    let fsdp2 = |zero: u64| StepRequest {
+        framework: Framework::Fsdp2,
+        ..request(Card::H100Sxm, layout(1, 1, 1, zero), 8)
+    };
+    let z3 = predict_step(&spec, &fsdp2(3)).unwrap().micro_batch;
+    assert!(
+        (z3.fsdp_copies / (14.0 * all / hbm) - 1.0).abs() < 1e-12,
+        "{z3:?}"
+    );
+    // Without resharding after the forward, the backward gathers nothing again.
+    let z1 = predict_step(&spec, &fsdp2(1)).unwrap().micro_batch;
+    assert!((z1.fsdp_copies / (10.0 * all / hbm) - 1.0).abs() < 1e-12);
+    // They are GPU work of the micro-batch.
+    let parts = z3.gemm + z3.experts + z3.attention + z3.recurrent + z3.memory_bound;
+    let comm = z3.recompute + z3.tp_comm + z3.ep_comm + z3.pp_comm;
+    assert!((z3.gpu - (parts + comm + z3.fsdp_copies)).abs() < 1e-12);
+    // Eight EP ranks each copy an eighth of the experts.
+    let ep8 = StepRequest {
+        framework: Framework::Fsdp2,
+        ..request(Card::H100Sxm, layout(1, 8, 8, 3), 64)
+    };
+    let e = predict_step(&spec, &ep8).unwrap().micro_batch.fsdp_copies;
+    let experts = params.experts.as_f64();
+    let want = 14.0 * (all - experts + experts / 8.0) / hbm;
+    assert!((e / want - 1.0).abs() < 1e-12, "{e} {want}");
+    // Megatron-Core's parameters and gradients live in its collectives' buffers.
+    let megatron = predict_step(&spec, &request(Card::H100Sxm, layout(1, 1, 1, 3), 8));
+    assert_eq!(megatron.unwrap().micro_batch.fsdp_copies, 0.0);
+}
