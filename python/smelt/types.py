@@ -163,6 +163,7 @@ class StepResultStepMicroBatch(TypedDict, total=False):
     ep_comm: float
     experts: float
     fsdp_comm: float
+    fsdp_copies: float
     gemm: float
     gpu: float
     host: float
