@@ -443,6 +443,10 @@ fn predict_says_what_it_timed() {
         "{out}{err}"
     );
     assert!(!out.contains("does not divide"), "{out}");
+    // FSDP2 copies parameters and gradients on the compute stream; Megatron-Core does not.
+    assert!(out.contains("FSDP2 parameter and gradient copies"), "{out}");
+    let (_, out, _) = run_strs(&args("1", "megatron-core"));
+    assert!(!out.contains("FSDP2 parameter"), "{out}");
 }
 
 /// A loop run once matches the Baseline's shapes: the step ratio is 1, every driver 0.

@@ -130,31 +130,29 @@ impl Report for crate::time::step::report::StepReport {
         let mb = &s.micro_batch;
         let mut table = Table::new(["per micro-batch", "seconds"]).right_from(1);
         let gemms = gemm_label(s);
-        for (name, x) in [
-            (gemms, mb.gemm),
-            ("routed experts (grouped GEMMs)", mb.experts),
-            ("attention", mb.attention),
-            ("recurrent mixers (scan, conv, gated norm)", mb.recurrent),
-            ("memory-bound kernels", mb.memory_bound),
-            ("recompute", mb.recompute),
-            ("TP collectives", mb.tp_comm),
-            ("EP all-to-all", mb.ep_comm),
-            ("PP p2p", mb.pp_comm),
-            ("GPU total", mb.gpu),
-            ("host (launches)", mb.host),
-        ] {
+        let copies = (mb.fsdp_copies > 0.0)
+            .then_some(("FSDP2 parameter and gradient copies", mb.fsdp_copies));
+        let rows = [
+            Some((gemms, mb.gemm)),
+            Some(("routed experts (grouped GEMMs)", mb.experts)),
+            Some(("attention", mb.attention)),
+            Some(("recurrent mixers (scan, conv, gated norm)", mb.recurrent)),
+            Some(("memory-bound kernels", mb.memory_bound)),
+            Some(("recompute", mb.recompute)),
+            copies,
+            Some(("TP collectives", mb.tp_comm)),
+            Some(("EP all-to-all", mb.ep_comm)),
+            Some(("PP p2p", mb.pp_comm)),
+            Some(("GPU total", mb.gpu)),
+            Some(("host (launches)", mb.host)),
+        ];
+        for (name, x) in rows.into_iter().flatten() {
             table.push_texts([name.to_owned(), super::predict::seconds_text(x)]);
         }
         if t.zero >= 3 {
             table.push_texts([
                 "ZeRO 3 gathers and reduce-scatters (overlapped)".to_owned(),
                 super::predict::seconds_text(mb.fsdp_comm),
-            ]);
-        }
-        if mb.fsdp_copies > 0.0 {
-            table.push_texts([
-                "FSDP2 parameter and gradient copies (in GPU total)".to_owned(),
-                super::predict::seconds_text(mb.fsdp_copies),
             ]);
         }
         doc.table(table);
