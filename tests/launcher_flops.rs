@@ -546,6 +546,43 @@ fn mfu_is_throughput_times_flops_over_the_peak() {
 }
 
 #[test]
+fn a_convention_that_cannot_count_a_model_is_refused_by_name_and_the_others_still_count() {
+    // Nemotron 3 Super's LatentMoE: no launcher formula has a term for its latent experts.
+    // The exact count counts it; each launcher convention is refused, with the field.
+    let model = format!(
+        "{}/crates/smelt/data/published/models/nemotron-3-super-120b-a12b.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let args = ["--tokens-per-second", "1e4", "--card", "h100", "--format"];
+    let v = run_json(&[&["mfu", model.as_str()][..], &args, &["json"]].concat());
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["convention"], "exact");
+    let exact = rows[0]["training_flops"].as_f64().unwrap();
+    let peak = v["peak_flops_per_second"].as_f64().unwrap();
+    assert!((rows[0]["mfu"].as_f64().unwrap() - 1e4 * exact / peak).abs() < 1e-12);
+    let refused = v["refused"].as_array().unwrap();
+    let names: Vec<&str> = refused
+        .iter()
+        .map(|r| r["convention"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["megatron", "torchtitan", "6n", "6n-attn"]);
+    for r in refused {
+        assert!(
+            r["reason"].as_str().unwrap().contains("model.moe.latent"),
+            "{r}"
+        );
+    }
+    // The table says so row by row, with the reasons below.
+    let (code, out, err) = run(&[&["mfu", model.as_str()][..], &args, &["table"]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("refused") && out.contains("megatron refused: model.moe.latent"));
+    let c = run_json(&["cost", &model, "--conventions", "--format", "json"]);
+    assert_eq!(c["counts"].as_array().map(Vec::len), Some(1), "{c}");
+    assert_eq!(c["refused"].as_array().map(Vec::len), Some(4), "{c}");
+}
+
+#[test]
 fn mfu_refuses_bad_inputs() {
     let model = budget("base-200m-s95.toml");
     let cases: [(&[&str], i32, &str); 9] = [

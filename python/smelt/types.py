@@ -116,6 +116,16 @@ class LauncherPairResult(TypedDict, total=False):
     label: str
 
 
+class LauncherFlopsResultRefused(TypedDict, total=False):
+    convention: str
+    reason: str
+
+
+class MfuResultRefused(TypedDict, total=False):
+    convention: str
+    reason: str
+
+
 class LauncherFlopsResultCounts(TypedDict, total=False):
     convention: str
     ignored_here: List[str]
@@ -130,6 +140,7 @@ class LauncherFlopsResult(TypedDict, total=False):
     layer_executions: int
     name: str
     physical_layers: int
+    refused: List[LauncherFlopsResultRefused]
     sequence_length: int
 
 
@@ -147,6 +158,7 @@ class MfuResult(TypedDict, total=False):
     name: str
     peak_flops_per_second: float
     peak_source: str
+    refused: List[MfuResultRefused]
     rows: List[MfuResultRows]
     tokens_per_second: float
 

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::{Convention, training_flops};
+use super::Convention;
 use crate::error::{Error, Result};
 use crate::model::ModelSpec;
 use crate::time::{Card, Peak};
@@ -48,8 +48,11 @@ pub struct Mfu {
     pub peak_flops_per_second: f64,
     /// Where the peak comes from.
     pub peak_source: String,
-    /// One row per convention, the exact count first.
+    /// One row per convention that counts the model, the exact count first.
     pub rows: Vec<MfuRow>,
+    /// The launcher conventions whose formula cannot count the model, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<super::ConventionRefusal>,
 }
 
 /// The throughputs a run may be given, tokens per second (the whole run): from one token
@@ -85,21 +88,20 @@ pub fn mfu(spec: &ModelSpec, tokens_per_second: f64, gpus: u64, peak: Peak) -> R
         ));
     }
     let (peak_flops, source) = peak.resolve()?;
-    let rows = Convention::ALL
-        .iter()
-        .map(|&c| {
-            let f = training_flops(c, spec)?;
+    let (counts, refused) = super::counts_or_refusals(spec)?;
+    let rows = (counts.into_iter())
+        .map(|(c, f)| {
             let total = tokens_per_second * f.as_f64();
             let per_gpu = total / gpus as f64;
-            Ok(MfuRow {
+            MfuRow {
                 convention: c,
                 training_flops: f,
                 model_flops_per_second: total,
                 per_gpu_flops_per_second: per_gpu,
                 mfu: per_gpu / peak_flops,
-            })
+            }
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect();
     Ok(Mfu {
         name: spec.name.clone(),
         tokens_per_second,
@@ -108,5 +110,6 @@ pub fn mfu(spec: &ModelSpec, tokens_per_second: f64, gpus: u64, peak: Peak) -> R
         peak_flops_per_second: peak_flops,
         peak_source: source,
         rows,
+        refused,
     })
 }

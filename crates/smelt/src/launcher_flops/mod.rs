@@ -697,30 +697,62 @@ pub struct LauncherFlops {
     pub physical_layers: u64,
     /// Layer executions: what the exact count counts.
     pub layer_executions: u64,
-    /// One count per convention, the exact one first.
+    /// One count per convention that counts the model, the exact one first.
     pub counts: Vec<ConventionCount>,
+    /// The launcher conventions whose formula cannot count the model, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<ConventionRefusal>,
+}
+
+/// A launcher convention whose formula cannot count a model (e.g. a feature it has no term
+/// for), and why: its count is left out rather than guessed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConventionRefusal {
+    /// The convention.
+    pub convention: Convention,
+    /// Why, naming the model's field.
+    pub reason: String,
+}
+
+/// The conventions that count a model, with their per-token training FLOPs, and those
+/// refused ([`counts_or_refusals`]).
+pub type CountsOrRefusals = (Vec<(Convention, Flops)>, Vec<ConventionRefusal>);
+
+/// Each convention's per-token training FLOPs of `spec`, the exact count first (its error
+/// is the call's), then the launchers' that count it; a launcher formula's error is its
+/// refusal.
+pub fn counts_or_refusals(spec: &ModelSpec) -> Result<CountsOrRefusals> {
+    let mut counts = vec![(Convention::Exact, training_flops(Convention::Exact, spec)?)];
+    let mut refused = Vec::new();
+    for &c in Convention::LAUNCHERS.iter() {
+        match training_flops(c, spec) {
+            Ok(f) => counts.push((c, f)),
+            Err(e) => refused.push(ConventionRefusal {
+                convention: c,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    Ok((counts, refused))
 }
 
 /// Every convention's count of `spec` ([`LauncherFlops`]).
 pub fn launcher_flops(spec: &ModelSpec) -> Result<LauncherFlops> {
-    let exact = training_flops(Convention::Exact, spec)?;
-    let counts = Convention::ALL
-        .iter()
-        .map(|&c| {
-            let f = training_flops(c, spec)?;
-            Ok(ConventionCount {
-                convention: c,
-                training_flops: f,
-                ratio_to_exact: f.as_f64() / exact.as_f64(),
-                // The features only hybrids have are listed only for them.
-                ignores: (c.ignores_for(spec).into_iter())
-                    .filter(|f| !f.hybrid_only() || f.present_in(spec))
-                    .collect(),
-                ignored_here: c.ignored_in(spec),
-                source: c.source(),
-            })
+    let (all, refused) = counts_or_refusals(spec)?;
+    let exact = all[0].1;
+    let counts = (all.into_iter())
+        .map(|(c, f)| ConventionCount {
+            convention: c,
+            training_flops: f,
+            ratio_to_exact: f.as_f64() / exact.as_f64(),
+            // The features only hybrids have are listed only for them.
+            ignores: (c.ignores_for(spec).into_iter())
+                .filter(|f| !f.hybrid_only() || f.present_in(spec))
+                .collect(),
+            ignored_here: c.ignored_in(spec),
+            source: c.source(),
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect();
     let stack = Stack::of(&spec.model)?;
     Ok(LauncherFlops {
         name: spec.name.clone(),
@@ -728,6 +760,7 @@ pub fn launcher_flops(spec: &ModelSpec) -> Result<LauncherFlops> {
         physical_layers: stack.physical(),
         layer_executions: stack.executions(),
         counts,
+        refused,
     })
 }
 

@@ -5,7 +5,9 @@ use serde::Serialize;
 
 use super::cost::flops;
 use super::{Block, Document, Field, Format, Report, Table};
-use crate::launcher_flops::{Convention, Feature, LauncherFlops, LauncherPair, Mfu};
+use crate::launcher_flops::{
+    Convention, ConventionRefusal, Feature, LauncherFlops, LauncherPair, Mfu,
+};
 
 fn ignored(features: &[Feature]) -> String {
     let names: Vec<&str> = features.iter().map(|f| f.as_str()).collect();
@@ -13,6 +15,19 @@ fn ignored(features: &[Feature]) -> String {
         true => "-".to_owned(),
         false => names.join(", "),
     }
+}
+
+/// A data-table row for each refused convention (`columns` cells, "refused" in the
+/// second), and a line with its reason.
+fn refusals(t: &mut Table, columns: usize, refused: &[ConventionRefusal]) -> Vec<String> {
+    for r in refused {
+        let mut row = vec![Field::text(r.convention.as_str()), Field::text("refused")];
+        row.resize_with(columns, || Field::text(""));
+        t.rows.push(row);
+    }
+    (refused.iter())
+        .map(|r| format!("{} refused: {}", r.convention, r.reason))
+        .collect()
 }
 
 fn sources(doc: &mut Document) {
@@ -48,7 +63,11 @@ impl Report for LauncherFlops {
                 Field::ratio(c.ratio_to_exact),
             ]);
         }
+        let reasons = refusals(&mut t, 4, &self.refused);
         doc.table(t);
+        for line in reasons {
+            doc.line(line);
+        }
         sources(&mut doc);
         doc
     }
@@ -208,7 +227,11 @@ impl Report for Mfu {
                 Field::share(r.mfu),
             ]);
         }
+        let reasons = refusals(&mut t, 5, &self.refused);
         doc.table(t);
+        for line in reasons {
+            doc.line(line);
+        }
         doc
     }
 }
