@@ -418,7 +418,7 @@ fn predict_says_what_it_timed() {
     // timed stage by stage.
     let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        words.contains("timed stage by stage with --last-stage-layers 1"),
+        words.contains("rerun with --last-stage-layers 1 to time the split that builds"),
         "{out}"
     );
     let mut split = args("16", "megatron-core");
@@ -843,4 +843,41 @@ fn the_readme_wall_clock_gain_is_what_gain_prints() {
         .expect("the README's wall-clock block");
     assert!(block.lines().count() >= 9, "{block}");
     assert!(out.contains(block), "the README's block is not in:\n{out}");
+}
+
+/// FSDP2's copies on a looped model's stages: under ZeRO 3 every visit of a layer gathers
+/// again, so a stage copies per layer execution; below it once per step, per physical
+/// layer.
+#[test]
+fn fsdp2_copies_follow_executions_at_zero_3_and_layers_below() {
+    let model = crate::common::budget("smelt-200m-s95.toml");
+    let ratio = |zero: &str| {
+        let v = crate::common::run_json(&[
+            "predict",
+            &model,
+            "--card",
+            "h100",
+            "--global-batch",
+            "64",
+            "--pp",
+            "2",
+            "--gpus",
+            "2",
+            "--framework",
+            "fsdp2",
+            "--zero",
+            zero,
+            "--format",
+            "json",
+        ]);
+        let p = &v["step"]["pipeline"];
+        assert_eq!(p["stage_layers"], serde_json::json!([9, 3]));
+        assert_eq!(p["stage_executions"], serde_json::json!([15, 3]));
+        let stage = v["step"]["micro_batch"]["fsdp_copies"].as_f64().unwrap();
+        let mean = p["balanced"]["fsdp_copies"].as_f64().unwrap();
+        stage / mean
+    };
+    // The mean stage runs 18 / 2 = 9 executions (ZeRO 3) or holds 12 / 2 = 6 layers.
+    assert!((ratio("3") - 15.0 / 9.0).abs() < 1e-12);
+    assert!((ratio("1") - 9.0 / 6.0).abs() < 1e-12);
 }

@@ -65,7 +65,7 @@ pub use stack::{
     AttentionLayer, AttentionShape, AttentionWindow, Ffn, Layer, LayerKind, LoopBlock, Mtp, Norms,
     Stack, Temperature, TokenMixer,
 };
-pub use training::Training;
+pub use training::{MAX_SPLIT_SEARCH, Split, Training};
 pub use workload::{ActivationPolicy, Attention, Counting, KvCount, Workload};
 
 use serde::{Deserialize, Serialize};

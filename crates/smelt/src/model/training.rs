@@ -465,7 +465,7 @@ impl Training {
 pub type Split = (Option<u64>, Option<u64>);
 
 /// The most layers [`Training::suggested_split`] searches splits of (a search over pairs).
-const MAX_SPLIT_SEARCH: u64 = 512;
+pub const MAX_SPLIT_SEARCH: u64 = 512;
 
 #[cfg(test)]
 mod tests {

@@ -244,17 +244,30 @@ fn gemm_label(s: &crate::time::step::StepPrediction) -> &'static str {
 fn mean_stage_line(t: &crate::model::Training, mean: f64) -> String {
     let layers = (mean * t.pp as f64).round() as u64;
     let flag = |name: &str, n: Option<u64>| n.map(|n| format!(" --{name}-stage-layers {n}"));
-    let exact = match t.suggested_split(layers) {
-        Some((first, last)) => format!(
-            "; the step of a split that builds is timed stage by stage with{}{}",
-            flag("first", first).unwrap_or_default(),
-            flag("last", last).unwrap_or_default()
-        ),
-        None => format!(
-            "; no split by --first/--last-stage-layers builds at vp {} (each stage must hold \
-             a multiple of vp layers)",
-            t.vp
-        ),
+    let exact = if layers > crate::model::MAX_SPLIT_SEARCH {
+        format!(
+            "; splits of over {} layers are not searched (give --first-stage-layers / \
+             --last-stage-layers to time one stage by stage)",
+            crate::model::MAX_SPLIT_SEARCH
+        )
+    } else {
+        match t.suggested_split(layers) {
+            Some((first, last)) => {
+                let fullest = split_fullest(t, layers, (first, last));
+                format!(
+                    "; rerun with{}{} to time the split that builds with the fewest layers on \
+                     its fullest stage ({fullest} layers against the mean {mean:.2}), stage by \
+                     stage",
+                    flag("first", first).unwrap_or_default(),
+                    flag("last", last).unwrap_or_default()
+                )
+            }
+            None => format!(
+                "; no split by --first/--last-stage-layers builds at vp {} (each stage must \
+                 hold a multiple of vp layers)",
+                t.vp
+            ),
+        }
     };
     format!(
         "pipeline: pp {} · vp {} does not divide the {layers} layers ({:.2} per virtual \
@@ -266,6 +279,19 @@ fn mean_stage_line(t: &crate::model::Training, mean: f64) -> String {
         t.vp,
         mean / t.vp as f64
     )
+}
+
+/// The layers of the fullest stage of `layers` split as `split` gives.
+fn split_fullest(t: &crate::model::Training, layers: u64, split: crate::model::Split) -> u64 {
+    let built = crate::model::Training {
+        first_stage_layers: split.0,
+        last_stage_layers: split.1,
+        ..*t
+    };
+    (built.stage_chunks(layers).unwrap_or_default().iter())
+        .map(|s| s.iter().map(|c| c[1] + 1 - c[0]).sum::<u64>())
+        .max()
+        .unwrap_or(0)
 }
 
 /// What the step did with the model's MTP modules, when it has any.

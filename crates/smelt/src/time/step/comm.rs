@@ -178,16 +178,27 @@ pub fn data_parallel(
 /// `_fully_shard/_fsdp_collectives.py`), at `hbm` bytes per second: each parameter of the
 /// GPU's unsharded layers ([`data_parallel`]'s `dense / (tp · pp) + experts / (ep · pp)`)
 /// read from the all-gather buffer and written to the parameter (`WEIGHT_BYTES` each way),
-/// once per gather (forward, and again in the backward under ZeRO 3, which reshards after
-/// the forward), and each gradient read (`WEIGHT_BYTES`) and written to the reduce-scatter
-/// buffer in the reduce dtype (`GRAD_REDUCE_BYTES`). FSDP2 copies even for a group of one
-/// GPU.
-pub fn fsdp2_copies(t: &Training, hbm: f64, dense: f64, experts: f64) -> f64 {
+/// and each gradient read (`WEIGHT_BYTES`) and written to the reduce-scatter buffer in the
+/// reduce dtype (`GRAD_REDUCE_BYTES`). FSDP2 copies even for a group of one GPU (then from
+/// the parameter itself: parameters kept in bf16 are assumed, as gathered). Under ZeRO 3
+/// every micro-batch gathers twice (the forward, and the backward: it reshards after the
+/// forward) and reduce-scatters once, 14 bytes per parameter; below it the step model
+/// gathers and reduce-scatters once per step ([`data_parallel`]), and so copies once per
+/// step: 10 bytes per parameter over the step's `micro_batches`.
+pub fn fsdp2_copies(
+    t: &Training,
+    hbm: f64,
+    (dense, experts): (f64, f64),
+    micro_batches: u64,
+) -> f64 {
     let (tp, pp, ep) = (t.tp as f64, t.pp as f64, t.ep as f64);
     let params = dense / (tp * pp) + experts / (ep * pp);
-    let gathers = if t.zero >= 3 { 2.0 } else { 1.0 };
+    let (gathers, per) = match t.zero >= 3 {
+        true => (2.0, 1.0),
+        false => (1.0, micro_batches.max(1) as f64),
+    };
     let bytes = gathers * 2.0 * WEIGHT_BYTES + WEIGHT_BYTES + GRAD_REDUCE_BYTES;
-    bytes * params / hbm
+    bytes * params / hbm / per
 }
 
 #[cfg(test)]

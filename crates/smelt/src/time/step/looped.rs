@@ -368,10 +368,17 @@ fn staged(
     let unlooped = m.looping.as_ref().is_none_or(|l| l.repeats <= 1);
     let last = stages.len() - 1;
     let batches: Vec<MicroBatch> = (stages.iter().enumerate())
-        .map(|(i, &(_, x))| {
+        .map(|(i, &(layers, x))| {
             let k = x as f64 / per_stage;
             let on = !unlooped || i == last;
-            let batch = scaled(&mean, k, head, on);
+            // FSDP2's copies follow the stage's layer executions under ZeRO 3 (each gathers
+            // again), its physical layers below (gathered once per step).
+            let physical = layers as f64 / (m.layers as f64 / pp);
+            let copies = if t.zero >= 3 { k } else { physical };
+            let batch = MicroBatch {
+                fsdp_copies: mean.fsdp_copies * copies,
+                ..scaled(&mean, k, head, on)
+            };
             kinds.adjust(i, batch, &mean, k, (head, on), recompute)
         })
         .collect();

@@ -450,8 +450,17 @@ pub fn predict_step_host(
         comm::collectives(m, t, sys, req.dispatcher, tokens, stage_blocks, moe_layers);
     let host = host_per_layer * stage_blocks / 2.0;
     let (optimizer, fsdp, dp_step) = comm::data_parallel(t, sys, hbm, dense_params, expert_params);
+    // Under ZeRO 3 each execution of a layer gathers again (a loop's visits each copy);
+    // below it a stage's parameters are copied once per step.
+    let copies_per_layer = match t.zero >= 3 {
+        true => m.layers as f64 / spec.model.layers as f64,
+        false => 1.0,
+    };
     let fsdp_copies = match req.framework {
-        Framework::Fsdp2 => comm::fsdp2_copies(t, hbm, dense_params, expert_params),
+        Framework::Fsdp2 => {
+            let params = (dense_params, expert_params);
+            comm::fsdp2_copies(t, hbm, params, micro_batches) * copies_per_layer
+        }
         Framework::MegatronCore => 0.0,
     };
     // What the stage with the LM head runs and no other: the LM head's GEMMs, the
@@ -656,6 +665,15 @@ fn checked(
 ) -> Result<(f64, &'static AttentionCurve, &'static AttentionCurve, u64)> {
     let (m, t) = (&spec.model, &req.training);
     validate_layout(t)?;
+    if t.pp > m.layers {
+        return Err(refuse(
+            "training.pp",
+            format!(
+                "must be at most the model's {} layers (each stage holds at least one); got {}",
+                m.layers, t.pp
+            ),
+        ));
+    }
     if m.moe_layers() > 0 && !m.moe.experts.is_multiple_of(t.ep) {
         return Err(refuse(
             "training.ep",
