@@ -418,13 +418,21 @@ impl Training {
             .collect())
     }
 
+    /// The physical layers of each pipeline stage ([`Training::stage_chunks`] summed).
+    pub fn stage_layers(&self, layers: u64) -> Result<Vec<u64>> {
+        Ok((self.stage_chunks(layers)?.iter())
+            .map(|chunks| chunks.iter().map(|[a, b]| b + 1 - a).sum())
+            .collect())
+    }
+
     /// An uneven split of `layers` over this layout's `pp` stages of `vp` chunks that
     /// [`Training::stage_chunks`] builds, for a layout whose stages cannot split them evenly:
     /// `(first_stage_layers, last_stage_layers)` (`None`: not given) with the fewest layers on
     /// the fullest stage, then on the last stage (it holds the LM head), then the fewest
-    /// settings. `None` when no such split builds (e.g. `pp · vp`'s stages all hold a
-    /// multiple of `vp` layers, and `vp` does not divide `layers`).
-    pub fn suggested_split(&self, layers: u64) -> Option<Split> {
+    /// settings; with the fullest stage's layers. `None` when no such split builds (e.g.
+    /// `pp · vp`'s stages all hold a multiple of `vp` layers, and `vp` does not divide
+    /// `layers`).
+    pub fn suggested_split(&self, layers: u64) -> Option<(Split, u64)> {
         let (pp, vp) = (self.pp, self.vp.max(1));
         if pp < 2 || layers > MAX_SPLIT_SEARCH {
             return None;
@@ -441,12 +449,11 @@ impl Training {
                     last_stage_layers: last,
                     ..*self
                 };
-                let Ok(stages) = t.stage_chunks(layers) else {
+                let Ok(stages) = t.stage_layers(layers) else {
                     continue;
                 };
-                let count = |s: &Vec<[u64; 2]>| s.iter().map(|c| c[1] + 1 - c[0]).sum::<u64>();
-                let fullest = stages.iter().map(count).max().unwrap_or(0);
-                let on_last = stages.last().map_or(0, count);
+                let fullest = stages.iter().copied().max().unwrap_or(0);
+                let on_last = stages.last().copied().unwrap_or(0);
                 let key = (
                     fullest,
                     on_last,
@@ -457,7 +464,7 @@ impl Training {
                 }
             }
         }
-        best.map(|(_, split)| split)
+        best.map(|((fullest, _, _), split)| (split, fullest))
     }
 }
 
@@ -479,24 +486,26 @@ mod tests {
             ..Training::default()
         };
         // 94 layers over 8 stages: seven of 12 and one of 10, the 10 on the last stage.
-        assert_eq!(t(8, 1).suggested_split(94), Some((None, Some(10))));
+        assert_eq!(t(8, 1).suggested_split(94), Some(((None, Some(10)), 12)));
         // Over 8 stages of 2 chunks: every stage holds an even count; 94 = 6 · 12 + 22.
-        let (f, l) = t(8, 2).suggested_split(94).unwrap();
+        let ((f, l), fullest) = t(8, 2).suggested_split(94).unwrap();
         let built = Training {
             first_stage_layers: f,
             last_stage_layers: l,
             ..t(8, 2)
         };
-        let stages = built.stage_chunks(94).unwrap();
-        let counts: Vec<u64> = (stages.iter())
-            .map(|s| s.iter().map(|c| c[1] + 1 - c[0]).sum())
-            .collect();
+        let counts = built.stage_layers(94).unwrap();
         assert_eq!(counts.iter().sum::<u64>(), 94);
-        assert_eq!(counts.iter().max(), Some(&12), "{counts:?}");
+        assert!(counts.iter().all(|c| c % 2 == 0), "{counts:?}");
+        assert_eq!(
+            (counts.iter().max(), fullest),
+            (Some(&12), 12),
+            "{counts:?}"
+        );
         // Every stage a multiple of 4 cannot hold 94 layers.
         assert_eq!(t(8, 4).suggested_split(94), None);
         // DeepSeek-V3's 61 over 16 stages: fifteen of 4 and one of 1 (on the last stage).
-        assert_eq!(t(16, 1).suggested_split(61), Some((None, Some(1))));
+        assert_eq!(t(16, 1).suggested_split(61), Some(((None, Some(1)), 4)));
     }
 
     #[test]

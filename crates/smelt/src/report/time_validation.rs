@@ -252,8 +252,7 @@ fn mean_stage_line(t: &crate::model::Training, mean: f64) -> String {
         )
     } else {
         match t.suggested_split(layers) {
-            Some((first, last)) => {
-                let fullest = split_fullest(t, layers, (first, last));
+            Some(((first, last), fullest)) => {
                 format!(
                     "; rerun with{}{} to time the split that builds with the fewest layers on \
                      its fullest stage ({fullest} layers against the mean {mean:.2}), stage by \
@@ -279,19 +278,6 @@ fn mean_stage_line(t: &crate::model::Training, mean: f64) -> String {
         t.vp,
         mean / t.vp as f64
     )
-}
-
-/// The layers of the fullest stage of `layers` split as `split` gives.
-fn split_fullest(t: &crate::model::Training, layers: u64, split: crate::model::Split) -> u64 {
-    let built = crate::model::Training {
-        first_stage_layers: split.0,
-        last_stage_layers: split.1,
-        ..*t
-    };
-    (built.stage_chunks(layers).unwrap_or_default().iter())
-        .map(|s| s.iter().map(|c| c[1] + 1 - c[0]).sum::<u64>())
-        .max()
-        .unwrap_or(0)
 }
 
 /// What the step did with the model's MTP modules, when it has any.

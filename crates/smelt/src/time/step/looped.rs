@@ -98,15 +98,8 @@ pub fn place(m: &Model, t: &Training) -> Result<Option<Vec<(u64, u64)>>> {
         if !uneven {
             return Ok(None);
         }
-        let stages = t.stage_chunks(m.layers)?;
-        return Ok(Some(
-            (stages.iter())
-                .map(|chunks| {
-                    let layers = chunks.iter().map(|[a, b]| b + 1 - a).sum::<u64>();
-                    (layers, layers)
-                })
-                .collect(),
-        ));
+        let stages = t.stage_layers(m.layers)?;
+        return Ok(Some(stages.into_iter().map(|l| (l, l)).collect()));
     };
     if uneven {
         return Err(Error::invalid(
